@@ -1,0 +1,30 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, DEFAULTS, loadEnv } from '../src/index.js';
+
+test('defaults apply when the environment is silent', () => {
+  const env = loadEnv({});
+  assert.equal(env.TASKLINE_PORT, Number(DEFAULTS.TASKLINE_PORT));
+  assert.equal(env.TASKLINE_REQUIRE_AOF, true);
+});
+
+test('environment overrides defaults, empty values do not', () => {
+  const env = loadEnv({ TASKLINE_PORT: '9090', TASKLINE_LOG_LEVEL: '' });
+  assert.equal(env.TASKLINE_PORT, 9090);
+  assert.equal(env.TASKLINE_LOG_LEVEL, 'info');
+});
+
+test('every bad value is named in one error', () => {
+  assert.throws(
+    () => loadEnv({ TASKLINE_PORT: 'eighty', TASKLINE_LEASE_MS: '-1' }),
+    (err: unknown) =>
+      err instanceof ConfigError && /TASKLINE_PORT/.test(err.message) && /TASKLINE_LEASE_MS/.test(err.message),
+  );
+});
+
+test('event history may not outlive its task', () => {
+  assert.throws(
+    () => loadEnv({ TASKLINE_TASK_RETENTION_S: '60', TASKLINE_EVENT_RETENTION_S: '120' }),
+    ConfigError,
+  );
+});

@@ -1,0 +1,31 @@
+-- Shared tail of every script that appends events (prepended by the loader, not a script itself).
+-- emit(taskKey, eventsKey, channel, now, type, data) appends one event numbered by the task's
+-- `seq` counter (stream id "<seq>-0", so ids are the LMSP sequence numbers) and announces it on
+-- the task's sharded channel for live readers on any replica.
+local function emit(taskKey, eventsKey, channel, type, data)
+  local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
+  redis.call('XADD', eventsKey, seq .. '-0', 'type', type, 'data', data)
+  redis.call('SPUBLISH', channel, seq .. '\n' .. type .. '\n' .. data)
+  return seq
+end
+
+-- Appends the (type, data) pairs found in ARGV from index `first` on; returns the last sequence number.
+local function emitAll(taskKey, eventsKey, channel, first)
+  local seq = false
+  for i = first, #ARGV, 2 do
+    seq = emit(taskKey, eventsKey, channel, ARGV[i], ARGV[i + 1])
+  end
+  return seq
+end
+
+-- On entering a terminal state every key of the task gets its retention (ms).
+local function expireTask(keys, now, taskRetentionMs, eventRetentionMs)
+  redis.call('HSET', keys[1], 'ended_at', now, 'expires_at', now + taskRetentionMs)
+  for i = 1, #keys do
+    if i == 2 then
+      redis.call('PEXPIRE', keys[i], eventRetentionMs)
+    else
+      redis.call('PEXPIRE', keys[i], taskRetentionMs)
+    end
+  end
+end

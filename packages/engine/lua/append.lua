@@ -1,0 +1,28 @@
+--[[
+  Append output events of a running attempt (text deltas), fenced by attempt, together with the
+  token ids they came from, so the snapshot for `resume` always matches the text already sent.
+
+  KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel  KEYS[4] token snapshot (string)
+  ARGV[1] now (ms)  ARGV[2] attempt
+  ARGV[3] token ids to append, each followed by ',' ('' for none)
+  ARGV[4 ..] event type, event data (JSON), ...
+
+  Returns {'ok', seq} | {'missing'} | {'stale', status} | {'illegal', status}
+]]
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+local status, attempt = cur[1], cur[2]
+if not status then
+  return { 'missing' }
+end
+if attempt ~= ARGV[2] then
+  return { 'stale', status }
+end
+if status ~= 'running' then
+  return { 'illegal', status }
+end
+if ARGV[3] ~= '' then
+  redis.call('APPEND', KEYS[4], ARGV[3])
+end
+redis.call('HSET', KEYS[1], 'updated_at', tonumber(ARGV[1]))
+local seq = emitAll(KEYS[1], KEYS[2], KEYS[3], 4)
+return { 'ok', seq }

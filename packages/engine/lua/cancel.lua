@@ -1,0 +1,34 @@
+--[[
+  Cancel a task (LMSP 7.3), atomically: the outcome depends on the state at commit time.
+
+  KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel  KEYS[4] inputs hash  KEYS[5] token snapshot
+  ARGV[1] now (ms)
+  ARGV[2] outcome per state, "state=outcome,..." where outcome is a status, `noop` or `not_cancelable`
+          (from the TypeScript CANCEL_OUTCOME table)
+  ARGV[3] task retention (ms)  ARGV[4] event retention (ms)
+  ARGV[5] result to store when the task ends `cancelled` at once (JSON)
+  ARGV[6] event type, ARGV[7] event data for an immediate `cancelled`
+  ARGV[8] event type, ARGV[9] event data for `cancelling`
+
+  Returns {'cancelled'|'cancelling'|'noop'|'not_cancelable', status} or {'missing'}.
+]]
+local task = KEYS[1]
+local status = redis.call('HGET', task, 'status')
+if not status then
+  return { 'missing' }
+end
+local outcome = string.match(',' .. ARGV[2] .. ',', ',' .. status .. '=([%w_]+),')
+if outcome == 'noop' or outcome == 'not_cancelable' or not outcome then
+  return { outcome or 'not_cancelable', status }
+end
+local now = tonumber(ARGV[1])
+if outcome == 'cancelled' then
+  redis.call('HSET', task, 'status', 'cancelled', 'updated_at', now, 'result', ARGV[5])
+  redis.call('HDEL', task, 'lease_owner', 'lease_until')
+  emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+else
+  redis.call('HSET', task, 'status', outcome, 'updated_at', now)
+  emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
+end
+return { outcome, outcome }

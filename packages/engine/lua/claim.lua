@@ -1,0 +1,26 @@
+--[[
+  A worker takes a queued task: `queued` -> `loading`, a new attempt number and a lease.
+  The attempt number fences every later write of this worker (see transition.lua, append.lua).
+
+  KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel
+  ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms)
+  ARGV[4] event type  ARGV[5] event data (JSON)
+
+  Returns {'ok', attempt, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
+]]
+local task = KEYS[1]
+local status = redis.call('HGET', task, 'status')
+if not status then
+  return { 'missing' }
+end
+if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+  return { 'terminal', status }
+end
+if status ~= 'queued' then
+  return { 'illegal', status }
+end
+local now = tonumber(ARGV[1])
+local attempt = redis.call('HINCRBY', task, 'attempt', 1)
+redis.call('HSET', task, 'status', 'loading', 'updated_at', now, 'lease_owner', ARGV[2], 'lease_until', now + tonumber(ARGV[3]))
+local seq = emit(task, KEYS[2], KEYS[3], ARGV[4], ARGV[5])
+return { 'ok', attempt, seq }

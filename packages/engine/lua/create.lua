@@ -1,0 +1,25 @@
+--[[
+  Persist a new task in `queued` with its first event (`response.created`), atomically.
+
+  KEYS[1] task hash      tl:{id}:task
+  KEYS[2] event stream   tl:{id}:events
+  KEYS[3] channel        tl:{id}:ev
+  ARGV[1] now (ms)
+  ARGV[2] number of field/value pairs that follow (N)
+  ARGV[3 .. 2+2N] field, value, ...
+  ARGV[3+2N ..] event type, event data (JSON)
+
+  Returns {'ok', seq} or {'exists'} when the id is taken (a retried create of the same id).
+]]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return { 'exists' }
+end
+local now = ARGV[1]
+local n = tonumber(ARGV[2])
+local fields = { 'status', 'queued', 'attempt', 0, 'seq', 0, 'created_at', now, 'updated_at', now }
+for i = 3, 2 + 2 * n do
+  fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+local seq = emitAll(KEYS[1], KEYS[2], KEYS[3], 3 + 2 * n)
+return { 'ok', seq }

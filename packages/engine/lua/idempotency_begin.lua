@@ -1,0 +1,31 @@
+--[[
+  Reserve an Idempotency-Key for a create (LMSP-GAPS 9.2), scoped by the key name to one tenant.
+  The record names the task id chosen for the first request, so a retry after a crash anywhere in
+  the create path finds that same task rather than making a second one.
+
+  KEYS[1] idempotency record (hash)
+  ARGV[1] now (ms)  ARGV[2] proposed task id  ARGV[3] request fingerprint
+  ARGV[4] pending hold (ms): how long an unfinished create keeps the key to itself
+  ARGV[5] record TTL (s)
+
+  Returns {'new', taskId} | {'done', taskId} | {'pending', taskId} | {'takeover', taskId} | {'reused'}
+]]
+local rec = redis.call('HMGET', KEYS[1], 'task', 'fingerprint', 'state', 'since')
+local now = tonumber(ARGV[1])
+if not rec[1] then
+  redis.call('HSET', KEYS[1], 'task', ARGV[2], 'fingerprint', ARGV[3], 'state', 'pending', 'since', now)
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
+  return { 'new', ARGV[2] }
+end
+if rec[2] ~= ARGV[3] then
+  return { 'reused' }
+end
+if rec[3] == 'done' then
+  return { 'done', rec[1] }
+end
+if tonumber(rec[4]) + tonumber(ARGV[4]) > now then
+  return { 'pending', rec[1] }
+end
+-- The first request stopped half-way: this one finishes it, under the same task id.
+redis.call('HSET', KEYS[1], 'since', now)
+return { 'takeover', rec[1] }

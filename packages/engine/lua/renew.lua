@@ -1,0 +1,22 @@
+--[[
+  Extend a worker's lease, fenced by attempt. The answer tells the worker the current status, so a
+  worker that was paused past its lease learns it lost the task instead of writing over it.
+
+  KEYS[1] task hash
+  ARGV[1] now (ms)  ARGV[2] attempt  ARGV[3] lease (ms)
+
+  Returns {'ok', status} | {'missing'} | {'stale', status} | {'terminal', status}
+]]
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+local status, attempt = cur[1], cur[2]
+if not status then
+  return { 'missing' }
+end
+if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+  return { 'terminal', status }
+end
+if attempt ~= ARGV[2] or status == 'queued' then
+  return { 'stale', status }
+end
+redis.call('HSET', KEYS[1], 'lease_until', tonumber(ARGV[1]) + tonumber(ARGV[3]))
+return { 'ok', status }

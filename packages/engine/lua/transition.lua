@@ -1,0 +1,59 @@
+--[[
+  Move a task from one of the allowed states to `to`, with its events, atomically.
+  First commit wins: a task that already left the allowed states is refused, never overwritten.
+
+  KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel  KEYS[4] inputs hash  KEYS[5] token snapshot
+  ARGV[1] now (ms)
+  ARGV[2] to (target status)
+  ARGV[3] allowed source statuses, comma separated (from the TypeScript state table)
+  ARGV[4] attempt fence: '' for none, else the caller's attempt, which must be the current one
+  ARGV[5] lease deadline: '' for none, else the lease must have lapsed before this time (recovery)
+  ARGV[6] task retention (ms), applied when `to` is terminal
+  ARGV[7] event retention (ms), likewise
+  ARGV[8] 1 if `to` is terminal, else 0
+  ARGV[9] number of field/value pairs that follow (N); ARGV[10 .. 9+2N] field, value, ...
+  ARGV[10+2N ..] event type, event data (JSON), ...
+
+  Returns {'ok', status, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
+        | {'stale', status, attempt} | {'lease_held', status}
+]]
+local task = KEYS[1]
+local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until')
+local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
+if not status then
+  return { 'missing' }
+end
+if ARGV[4] ~= '' and ARGV[4] ~= attempt then
+  return { 'stale', status, attempt }
+end
+local allowed = false
+for s in string.gmatch(ARGV[3], '[^,]+') do
+  if s == status then
+    allowed = true
+  end
+end
+if not allowed then
+  if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+    return { 'terminal', status }
+  end
+  return { 'illegal', status }
+end
+if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= tonumber(ARGV[5]) then
+  return { 'lease_held', status }
+end
+local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[9])
+local fields = { 'status', ARGV[2], 'updated_at', now }
+for i = 10, 9 + 2 * n do
+  fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', task, unpack(fields))
+if ARGV[2] == 'queued' or ARGV[8] == '1' then
+  -- Nobody works on a queued or finished task: drop the lease so no one renews it.
+  redis.call('HDEL', task, 'lease_owner', 'lease_until')
+end
+local seq = emitAll(task, KEYS[2], KEYS[3], 10 + 2 * n)
+if ARGV[8] == '1' then
+  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]))
+end
+return { 'ok', ARGV[2], seq }

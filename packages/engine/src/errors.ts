@@ -1,0 +1,41 @@
+/**
+ * Stable error codes (LMSP-GAPS 9.3). Every layer throws TasklineError with one of these; the
+ * HTTP layer maps it to problem+json, the MCP layer to a JSON-RPC error.
+ */
+export const ERROR_CODES = {
+  invalid_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  task_not_found: 404,
+  model_not_found: 404,
+  task_not_cancelable: 409,
+  idempotency_key_in_use: 409,
+  event_history_expired: 410,
+  payload_too_large: 413,
+  idempotency_key_reused: 422,
+  unsupported_capability: 400,
+  rate_limited: 429,
+  server_restarted: 500,
+  internal_error: 500,
+  unavailable: 503,
+  stale_attempt: 409,
+  task_terminal: 409,
+  illegal_transition: 409,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export class TasklineError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'TasklineError';
+  }
+
+  get status(): number {
+    return ERROR_CODES[this.code];
+  }
+}

@@ -1,0 +1,120 @@
+import type { Redis } from 'ioredis';
+import { TasklineError } from './errors.js';
+import { taskKeys } from './keys.js';
+import type { StoredEvent, TaskStore } from './store.js';
+
+export interface Subscription {
+  /** Sequence number of the last event delivered. */
+  readonly last: number;
+  close(): void;
+}
+
+interface Listener {
+  last: number;
+  /** Live events that arrived while the history was still being replayed. */
+  pending: StoredEvent[] | null;
+  deliver: (event: StoredEvent) => void;
+  closed: boolean;
+}
+
+/**
+ * Live tails of task event logs for any number of readers over one Redis connection. Every
+ * script announces each event on the task's sharded channel; the hub subscribes once per task
+ * with readers, replays history from Redis, then hands live events on in order. A gap (a
+ * message missed across a reconnect) is filled from the stream, so readers never skip or repeat.
+ */
+export class EventHub {
+  private readonly tasks = new Map<string, Set<Listener>>();
+
+  constructor(
+    private readonly store: TaskStore,
+    private readonly subscriber: Redis,
+  ) {
+    subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
+    // After a reconnect the subscriptions are restored, but messages sent meanwhile are lost.
+    subscriber.on('ready', () => {
+      for (const [id, listeners] of this.tasks) for (const l of listeners) void this.catchUp(id, l);
+    });
+  }
+
+  /** Readers currently attached, for metrics. */
+  get readers(): number {
+    let n = 0;
+    for (const set of this.tasks.values()) n += set.size;
+    return n;
+  }
+
+  /**
+   * Delivers every event after `after`, history first, then live, until closed. Throws
+   * `event_history_expired` when part of what was asked for is no longer kept.
+   */
+  async subscribe(id: string, after: number, deliver: (event: StoredEvent) => void): Promise<Subscription> {
+    const listener: Listener = { last: after, pending: [], deliver, closed: false };
+    let set = this.tasks.get(id);
+    if (!set) {
+      set = new Set();
+      this.tasks.set(id, set);
+      set.add(listener);
+      await this.subscriber.ssubscribe(taskKeys(id).channel);
+    } else {
+      set.add(listener);
+    }
+    const close = () => {
+      if (listener.closed) return;
+      listener.closed = true;
+      const current = this.tasks.get(id);
+      current?.delete(listener);
+      if (current?.size === 0) {
+        this.tasks.delete(id);
+        void this.subscriber.sunsubscribe(taskKeys(id).channel).catch(() => undefined);
+      }
+    };
+    try {
+      const history = await this.store.events(id, after);
+      if (history.expired) throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
+      for (const event of history.events) this.push(listener, event);
+      const buffered = listener.pending ?? [];
+      listener.pending = null;
+      for (const event of buffered) this.push(listener, event);
+    } catch (err) {
+      close();
+      throw err;
+    }
+    return {
+      get last() {
+        return listener.last;
+      },
+      close,
+    };
+  }
+
+  private onMessage(channel: string, message: string): void {
+    const id = channel.slice(channel.indexOf('{') + 1, channel.indexOf('}'));
+    const set = this.tasks.get(id);
+    if (!set) return;
+    const nl1 = message.indexOf('\n');
+    const nl2 = message.indexOf('\n', nl1 + 1);
+    const event: StoredEvent = {
+      seq: Number(message.slice(0, nl1)),
+      type: message.slice(nl1 + 1, nl2),
+      data: message.slice(nl2 + 1),
+    };
+    for (const listener of set) {
+      if (listener.pending) listener.pending.push(event);
+      else if (event.seq > listener.last + 1) void this.catchUp(id, listener);
+      else this.push(listener, event);
+    }
+  }
+
+  private push(listener: Listener, event: StoredEvent): void {
+    if (listener.closed || event.seq !== listener.last + 1) return;
+    listener.last = event.seq;
+    listener.deliver(event);
+  }
+
+  private async catchUp(id: string, listener: Listener): Promise<void> {
+    if (listener.pending || listener.closed) return;
+    const { events } = await this.store.events(id, listener.last).catch(() => ({ events: [] as StoredEvent[] }));
+    for (const event of events) this.push(listener, event);
+  }
+}

@@ -1,0 +1,47 @@
+export {
+  TASK_STATUSES,
+  TERMINAL_STATUSES,
+  TRANSITIONS,
+  CANCEL_OUTCOME,
+  ON_RESTART_POLICIES,
+  isTerminal,
+  isTaskStatus,
+  sourcesOf,
+  toMcpStatus,
+  recoveryTarget,
+  type TaskStatus,
+  type TerminalStatus,
+  type McpTaskStatus,
+  type OnRestart,
+} from './states.js';
+export {
+  TaskStore,
+  eventObject,
+  notFound,
+  problem,
+  type TaskRecord,
+  type TaskKind,
+  type NewTask,
+  type StoredEvent,
+  type TaskStoreOptions,
+  type CancelOutcome,
+  type Finish,
+} from './store.js';
+export {
+  emptyResponse,
+  statusEvent,
+  finalEvent,
+  isFinalEventType,
+  FINAL_EVENT_TYPES,
+  type ResponseObject,
+  type ResponseStatus,
+  type Problem,
+  type EventInput,
+} from './response.js';
+export { EventHub, type Subscription } from './hub.js';
+export type { RunContext, TaskRunner } from './runner.js';
+export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
+export { taskKeys, schedulerKeys, idempotencyKey } from './keys.js';
+export { newId, isWellFormedId } from './ids.js';
+export { scriptSource, type ScriptName } from './scripts.js';
+export { connectRedis, checkDurability } from './redis.js';

@@ -1,0 +1,27 @@
+/**
+ * The Redis key layout. Every key of one task shares the hash tag `{<taskId>}`, so each task
+ * script touches one hash slot and the layout works unchanged on Redis Cluster. ARCHITECTURE.md
+ * explains why each key lives where it does.
+ */
+export const taskKeys = (id: string) =>
+  ({
+    task: `tl:{${id}}:task`,
+    events: `tl:{${id}}:events`,
+    channel: `tl:{${id}}:ev`,
+    inputs: `tl:{${id}}:inputs`,
+    tokens: `tl:{${id}}:tokens`,
+  }) as const;
+
+/** One idempotency record per tenant and key; the key is hashed so any visible ASCII is safe. */
+export const idempotencyKey = (tenant: string, keyHash: string) => `tl:idem:{${tenant}}:${keyHash}`;
+
+/**
+ * The scheduler's index: small (ids only), in one slot `{sched}` so dispatch can pick fairly across
+ * tenants in one script. `intake` is the create journal the reconciler repairs from.
+ */
+export const schedulerKeys = {
+  intake: 'tl:{sched}:intake',
+  tenants: 'tl:{sched}:tenants',
+  ready: (tenant: string) => `tl:{sched}:ready:${tenant}`,
+  leases: 'tl:{sched}:leases',
+} as const;

@@ -1,0 +1,29 @@
+import { Redis } from 'ioredis';
+import { TasklineError } from './errors.js';
+
+/**
+ * A connection for Taskline's commands. Commands issued while Redis is down fail fast instead of
+ * queueing without bound, so callers can answer 503 and clients retry.
+ */
+export function connectRedis(url: string, name: string): Redis {
+  return new Redis(url, {
+    connectionName: name,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: true,
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+  });
+}
+
+/**
+ * Refuses a Redis that would lose acknowledged tasks in a crash: AOF must be on. `appendfsync
+ * always` fsyncs before every reply (nothing acknowledged is lost); `everysec` may lose up to a
+ * second of acknowledged writes on a power loss or kernel crash (not on a Redis process crash).
+ */
+export async function checkDurability(redis: Redis): Promise<{ appendonly: string; appendfsync: string }> {
+  const [, appendonly = ''] = (await redis.config('GET', 'appendonly')) as string[];
+  const [, appendfsync = ''] = (await redis.config('GET', 'appendfsync')) as string[];
+  if (appendonly !== 'yes') {
+    throw new TasklineError('internal_error', 'Redis runs without AOF (appendonly no): acknowledged tasks could be lost.');
+  }
+  return { appendonly, appendfsync };
+}

@@ -1,0 +1,89 @@
+/**
+ * The LMSP response object (LMSP-GAPS section 6) and the lifecycle events every transition writes.
+ * Every event carries `task_status`, so any reader of the stream (SSE clients, MCP notifications)
+ * learns each state change from the same log.
+ */
+import type { TaskKind, TaskRecord } from './store.js';
+import type { TaskStatus } from './states.js';
+
+export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
+
+export interface ResponseObject {
+  id: string;
+  object: 'response';
+  created_at: number;
+  status: ResponseStatus;
+  model: string;
+  output: unknown[];
+  usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
+  error: Problem | null;
+  incomplete_details: { reason: string } | null;
+}
+
+/** RFC 9457 problem details with the stable `code` of LMSP-GAPS 9.3. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+}
+
+export interface EventInput {
+  type: string;
+  data: Record<string, unknown>;
+}
+
+export const FINAL_EVENT_TYPES = [
+  'response.completed',
+  'response.incomplete',
+  'response.failed',
+  'response.cancelled',
+] as const;
+
+export function isFinalEventType(type: string): boolean {
+  return (FINAL_EVENT_TYPES as readonly string[]).includes(type);
+}
+
+/** The response a task stands for, before any output: what `response.created` carries. */
+export function emptyResponse(
+  task: Pick<TaskRecord, 'responseId' | 'createdAt' | 'model'>,
+  status: ResponseStatus,
+): ResponseObject {
+  return {
+    id: task.responseId,
+    object: 'response',
+    created_at: Math.floor(task.createdAt / 1000),
+    status,
+    model: task.model,
+    output: [],
+    usage: null,
+    error: null,
+    incomplete_details: null,
+  };
+}
+
+/** A progress event for a state change that has no response event of its own (LMSP-GAPS 6.3). */
+export function statusEvent(status: TaskStatus, extra: Record<string, unknown> = {}): EventInput {
+  return { type: 'response.in_progress', data: { task_status: status, ...extra } };
+}
+
+/** The one final event of a task, matching how it ended. */
+export function finalEvent(
+  status: 'succeeded' | 'failed' | 'cancelled',
+  result: unknown,
+  kind: TaskKind,
+  error: Problem | null = null,
+): EventInput {
+  const response = result as Partial<ResponseObject> | null;
+  const type =
+    status === 'failed'
+      ? 'response.failed'
+      : status === 'cancelled'
+        ? 'response.cancelled'
+        : response?.status === 'incomplete'
+          ? 'response.incomplete'
+          : 'response.completed';
+  const body = kind === 'response' ? { response: result } : { result };
+  return { type, data: { task_status: status, ...body, ...(error ? { error } : {}) } };
+}

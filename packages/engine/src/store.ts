@@ -1,0 +1,633 @@
+import type { Redis } from 'ioredis';
+import { createHash } from 'node:crypto';
+import { TasklineError } from './errors.js';
+import { newId } from './ids.js';
+import { idempotencyKey, schedulerKeys, taskKeys } from './keys.js';
+import {
+  emptyResponse,
+  finalEvent,
+  statusEvent,
+  type EventInput,
+  type Problem,
+  type ResponseObject,
+} from './response.js';
+import { loadScripts, type ScriptReply, type Scripts } from './scripts.js';
+import {
+  CANCEL_OUTCOME,
+  isTaskStatus,
+  isTerminal,
+  recoveryTarget,
+  sourcesOf,
+  TASK_STATUSES,
+  type OnRestart,
+  type TaskStatus,
+} from './states.js';
+
+/** `response`: an LMSP response generation. `tool`: an MCP tool call run durably by a worker. */
+export type TaskKind = 'response' | 'tool';
+
+export interface TaskRecord {
+  id: string;
+  tenant: string;
+  kind: TaskKind;
+  status: TaskStatus;
+  /** Attempt of the worker that holds (or last held) the task; 0 before the first claim. */
+  attempt: number;
+  /** Sequence number of the task's last event. */
+  seq: number;
+  createdAt: number;
+  updatedAt: number;
+  endedAt: number | null;
+  /** When a terminal task and its history disappear (ms since epoch); null while it runs. */
+  expiresAt: number | null;
+  onRestart: OnRestart;
+  model: string;
+  responseId: string;
+  /** The request the task runs, as the protocol layer gave it (opaque to the engine). */
+  request: unknown;
+  /** The outcome: an LMSP response object or an MCP tool result. */
+  result: unknown;
+  error: Problem | null;
+  statusMessage: string | null;
+  leaseOwner: string | null;
+  leaseUntil: number | null;
+}
+
+export interface NewTask {
+  tenant: string;
+  kind: TaskKind;
+  model: string;
+  onRestart: OnRestart;
+  request: unknown;
+  /** A retry of an idempotent create reuses the id its first try chose. */
+  id?: string;
+}
+
+export interface StoredEvent {
+  seq: number;
+  type: string;
+  /** The event's JSON without `sequence_number`, as written. */
+  data: string;
+}
+
+export interface TaskStoreOptions {
+  taskRetentionMs: number;
+  eventRetentionMs: number;
+  idempotencyTtlS: number;
+  idempotencyPendingMs: number;
+  now?: () => number;
+}
+
+export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
+
+export type Finish =
+  | { status: 'succeeded'; result: unknown }
+  | { status: 'failed'; error: Problem; result?: unknown }
+  | { status: 'cancelled'; result?: unknown };
+
+/**
+ * Task records and their event logs in Redis. Every state change is one Lua script: atomic, and
+ * the first commit wins; the script appends the change's event in the same step, so a task's
+ * state and its log never disagree.
+ */
+export class TaskStore {
+  private readonly scripts: Scripts;
+  private readonly now: () => number;
+
+  constructor(
+    readonly redis: Redis,
+    readonly options: TaskStoreOptions,
+  ) {
+    this.scripts = loadScripts(redis);
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * Persists a task in `queued` with its `response.created` event, then queues it for dispatch.
+   * The create journal (`intake`) is written first, so a crash after the record is written but
+   * before it is queued leaves a trace the reconciler repairs.
+   */
+  async create(input: NewTask): Promise<TaskRecord> {
+    const id = input.id ?? newId('task');
+    const now = this.now();
+    const responseId = `resp_${id.slice('task_'.length)}`;
+    await this.redis.zadd(schedulerKeys.intake, now, id);
+    const keys = taskKeys(id);
+    const fields: Record<string, string> = {
+      id,
+      tenant: input.tenant,
+      kind: input.kind,
+      model: input.model,
+      on_restart: input.onRestart,
+      response_id: responseId,
+      request: JSON.stringify(input.request),
+    };
+    const created = statusEvent('queued', {
+      response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
+    });
+    const reply = await this.scripts.create(
+      keys.task,
+      keys.events,
+      keys.channel,
+      now,
+      Object.keys(fields).length,
+      ...Object.entries(fields).flat(),
+      'response.created',
+      JSON.stringify(created.data),
+    );
+    const task = await this.get(id);
+    if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply[0]}`);
+    if (task.tenant !== input.tenant) throw new TasklineError('internal_error', 'task id collision across tenants');
+    if (task.status === 'queued') await this.enqueue(task);
+    else await this.redis.zrem(schedulerKeys.intake, id);
+    return task;
+  }
+
+  /** Offers a queued task to the scheduler; idempotent, so the reconciler may repeat it. */
+  async enqueue(task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>): Promise<void> {
+    await this.redis
+      .multi()
+      .zadd(schedulerKeys.ready(task.tenant), 'NX', task.createdAt, task.id)
+      .sadd(schedulerKeys.tenants, task.tenant)
+      .zrem(schedulerKeys.intake, task.id)
+      .exec();
+  }
+
+  /** The task, or null when it never existed, expired, or belongs to another tenant. */
+  async get(id: string, tenant?: string): Promise<TaskRecord | null> {
+    const raw = await this.redis.hgetall(taskKeys(id).task);
+    if (!raw.id) return null;
+    const task = parseTask(raw);
+    if (tenant !== undefined && task.tenant !== tenant) return null;
+    // A key's TTL can trail its expiry by a few ms; the record's own deadline is the truth.
+    if (task.expiresAt !== null && task.expiresAt <= this.now()) return null;
+    return task;
+  }
+
+  /** LMSP 7.3: queued ends at once, running work is asked to stop, repeats are no-ops. */
+  async cancel(id: string, tenant: string): Promise<{ outcome: CancelOutcome; task: TaskRecord }> {
+    const task = await this.require(id, tenant);
+    const keys = taskKeys(id);
+    const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
+    const cancelled = finalEvent('cancelled', result, task.kind);
+    const cancelling = statusEvent('cancelling');
+    const outcomes = TASK_STATUSES.map((s) => `${s}=${CANCEL_OUTCOME[s]}`).join(',');
+    const reply = await this.scripts.cancel(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      keys.tokens,
+      this.now(),
+      outcomes,
+      this.options.taskRetentionMs,
+      this.options.eventRetentionMs,
+      JSON.stringify(result),
+      cancelled.type,
+      JSON.stringify(cancelled.data),
+      cancelling.type,
+      JSON.stringify(cancelling.data),
+    );
+    const [outcome] = reply as [string];
+    if (outcome === 'missing') throw notFound();
+    if (outcome === 'not_cancelable') {
+      throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
+    }
+    if (outcome === 'cancelled') await this.redis.zrem(schedulerKeys.ready(task.tenant), id);
+    return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant) };
+  }
+
+  /** A worker takes a queued task: it becomes `loading` under a new attempt and a lease. */
+  async claim(id: string, workerId: string, leaseMs: number): Promise<TaskRecord> {
+    const keys = taskKeys(id);
+    // Indexed before the claim: a worker that dies right after claiming still leaves a lease to sweep.
+    await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
+    const event = statusEvent('loading', { worker: workerId });
+    const reply = await this.scripts.claim(
+      keys.task,
+      keys.events,
+      keys.channel,
+      this.now(),
+      workerId,
+      leaseMs,
+      event.type,
+      JSON.stringify(event.data),
+    );
+    if (reply[0] !== 'ok') await this.redis.zrem(schedulerKeys.leases, id);
+    check(id, reply);
+    return this.require(id);
+  }
+
+  /** Extends the lease of `attempt`; returns the status so the worker learns of a cancel or a loss. */
+  async renew(id: string, attempt: number, leaseMs: number): Promise<TaskStatus> {
+    const reply = await this.scripts.renew(taskKeys(id).task, this.now(), attempt, leaseMs);
+    check(id, reply);
+    await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
+    return reply[1] as TaskStatus;
+  }
+
+  /** Moves a claimed task on to `running` (the model is loaded). */
+  async start(id: string, attempt: number): Promise<number> {
+    return this.transition(id, 'running', { attempt, events: [statusEvent('running')] });
+  }
+
+  /** Appends output events of a running attempt with the tokens they carry (the resume snapshot). */
+  async append(id: string, attempt: number, tokens: readonly number[], events: EventInput[]): Promise<number> {
+    const keys = taskKeys(id);
+    const reply = await this.scripts.append(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.tokens,
+      this.now(),
+      attempt,
+      tokens.map((t) => `${t},`).join(''),
+      ...flattenEvents(events),
+    );
+    check(id, reply);
+    return Number(reply[1]);
+  }
+
+  /** Ends an attempt: succeeded, failed, or cancelled (only from `cancelling` unless it was never claimed). */
+  async finish(id: string, attempt: number, finish: Finish, events: EventInput[] = []): Promise<number> {
+    const task = await this.require(id);
+    const result = finish.result ?? null;
+    const error = finish.status === 'failed' ? finish.error : null;
+    const fields: Record<string, string> = { result: JSON.stringify(result) };
+    if (error) fields.error = JSON.stringify(error);
+    const seq = await this.transition(id, finish.status, {
+      attempt,
+      fields,
+      events: [...events, finalEvent(finish.status, result, task.kind, error)],
+    });
+    await this.redis.zrem(schedulerKeys.leases, id);
+    return seq;
+  }
+
+  /**
+   * The recovery sweep: applies `recover` to every task whose indexed lease lapsed, and drops
+   * index entries of tasks nobody holds any more. Safe on any number of replicas at once.
+   */
+  async sweepLeases(limit = 500): Promise<{ id: string; status: TaskStatus }[]> {
+    const now = this.now();
+    const due = await this.redis.zrangebyscore(schedulerKeys.leases, '-inf', now, 'LIMIT', 0, limit);
+    const recovered: { id: string; status: TaskStatus }[] = [];
+    for (const id of due) {
+      const status = await this.recover(id, now);
+      if (status) recovered.push({ id, status });
+      const task = await this.get(id);
+      if (!task || task.leaseUntil === null) await this.redis.zrem(schedulerKeys.leases, id);
+    }
+    return recovered;
+  }
+
+  /**
+   * The reconciler: every create journalled more than `olderThanMs` ago either made a task, which
+   * is queued now if it is still waiting, or failed before it was written, and is forgotten.
+   */
+  async reconcileIntake(olderThanMs: number, limit = 500): Promise<string[]> {
+    const ids = await this.redis.zrangebyscore(schedulerKeys.intake, '-inf', this.now() - olderThanMs, 'LIMIT', 0, limit);
+    const queued: string[] = [];
+    for (const id of ids) {
+      const task = await this.get(id);
+      if (task?.status === 'queued') {
+        await this.enqueue(task);
+        queued.push(id);
+      } else {
+        await this.redis.zrem(schedulerKeys.intake, id);
+      }
+    }
+    return queued;
+  }
+
+  /** Records a progress message for the task (MCP `statusMessage`), fenced by attempt. */
+  async progress(id: string, attempt: number, message: string): Promise<number> {
+    const task = await this.require(id);
+    return this.transition(id, task.status, {
+      attempt,
+      from: [task.status],
+      fields: { status_message: message },
+      events: [statusEvent(task.status, { status_message: message })],
+    });
+  }
+
+  /**
+   * Asks the caller questions. Returns the answers already on record for keys asked before (a
+   * retried attempt replays them instead of asking again); `waiting` is false when all are known.
+   */
+  async requestInput(
+    id: string,
+    attempt: number,
+    requests: Record<string, unknown>,
+  ): Promise<{ waiting: boolean; answers: Record<string, unknown> }> {
+    const keys = taskKeys(id);
+    const entries = Object.entries(requests);
+    const event = statusEvent('input_required', { input_requests: requests });
+    const reply = await this.scripts.request_input(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      this.now(),
+      attempt,
+      entries.length,
+      ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
+      event.type,
+      JSON.stringify(event.data),
+    );
+    if (reply[0] !== 'answered') check(id, reply);
+    const answers = await this.answers(id);
+    return { waiting: reply[0] === 'ok', answers };
+  }
+
+  /** The caller's answers; unknown and already answered keys are ignored, partial answers kept. */
+  async provideInput(
+    id: string,
+    tenant: string,
+    answers: Record<string, unknown>,
+  ): Promise<{ accepted: number; status: TaskStatus }> {
+    await this.require(id, tenant);
+    const keys = taskKeys(id);
+    const entries = Object.entries(answers);
+    const event = statusEvent('running', { input_received: true });
+    const reply = await this.scripts.provide_input(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      this.now(),
+      entries.length,
+      ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
+      event.type,
+      JSON.stringify(event.data),
+    );
+    if (reply[0] === 'terminal') return { accepted: 0, status: reply[1] as TaskStatus };
+    check(id, reply);
+    return { accepted: Number(reply[2]), status: reply[1] as TaskStatus };
+  }
+
+  /** Questions still open: asked, not yet answered. */
+  async openInputRequests(id: string): Promise<Record<string, unknown>> {
+    const raw = await this.redis.hgetall(taskKeys(id).inputs);
+    const open: Record<string, unknown> = {};
+    for (const [field, value] of Object.entries(raw)) {
+      if (field.startsWith('q:') && raw[`a:${field.slice(2)}`] === undefined) open[field.slice(2)] = JSON.parse(value);
+    }
+    return open;
+  }
+
+  async answers(id: string): Promise<Record<string, unknown>> {
+    const raw = await this.redis.hgetall(taskKeys(id).inputs);
+    const out: Record<string, unknown> = {};
+    for (const [field, value] of Object.entries(raw)) if (field.startsWith('a:')) out[field.slice(2)] = JSON.parse(value);
+    return out;
+  }
+
+  /** Token ids the task's output events carried so far: where `resume` continues from. */
+  async snapshot(id: string): Promise<number[]> {
+    const raw = (await this.redis.get(taskKeys(id).tokens)) ?? '';
+    return raw === '' ? [] : raw.slice(0, -1).split(',').map(Number);
+  }
+
+  /**
+   * Applies LMSP 7.5 to a task whose lease lapsed before `deadline`: `cancelling` ends `cancelled`,
+   * `fail` fails it with `server_restarted`, `retry` and `resume` queue a new attempt. Returns the
+   * new status, or null when there was nothing to do (a live lease, a finished task, a lost race).
+   */
+  async recover(id: string, deadline = this.now()): Promise<TaskStatus | null> {
+    const task = await this.get(id);
+    if (!task || task.leaseUntil === null || task.leaseUntil >= deadline) return null;
+    const target = recoveryTarget(task.status, task.onRestart);
+    if (!target) return null;
+    const fence = { attempt: task.attempt, from: [task.status], leaseExpiredBefore: deadline };
+    try {
+      if (target === 'queued') {
+        const output = task.onRestart === 'resume' ? { resumed_from_tokens: (await this.snapshot(id)).length } : {};
+        await this.transition(id, 'queued', {
+          ...fence,
+          fields: { status_message: `restarted (${task.onRestart})` },
+          events: [statusEvent('queued', { reason: 'worker_lost', on_restart: task.onRestart, ...output })],
+        });
+        if (task.onRestart === 'retry') await this.redis.del(taskKeys(id).tokens);
+        await this.enqueue(task);
+      } else if (target === 'failed') {
+        const error = problem('server_restarted', 'The worker running this task stopped before it finished.');
+        const result = task.kind === 'response' ? { ...emptyResponse(task, 'failed'), error } : null;
+        await this.transition(id, 'failed', {
+          ...fence,
+          fields: { error: JSON.stringify(error), result: JSON.stringify(result) },
+          events: [finalEvent('failed', result, task.kind, error)],
+        });
+      } else {
+        const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
+        await this.transition(id, 'cancelled', {
+          ...fence,
+          fields: { result: JSON.stringify(result) },
+          events: [finalEvent('cancelled', result, task.kind)],
+        });
+      }
+      return target;
+    } catch (err) {
+      if (err instanceof TasklineError && ['stale_attempt', 'task_terminal', 'illegal_transition'].includes(err.code)) {
+        return null;
+      }
+      throw err;
+    }
+  }
+
+  /** Hands a task back to the queue (a draining worker), fenced by attempt. */
+  async handBack(id: string, attempt: number): Promise<void> {
+    const task = await this.require(id);
+    await this.transition(id, 'queued', {
+      attempt,
+      from: ['loading', 'running'],
+      events: [statusEvent('queued', { reason: 'worker_draining' })],
+    });
+    await this.enqueue(task);
+  }
+
+  /**
+   * Events after `after`, oldest first. `expired` is true when some of them are no longer kept:
+   * the history was trimmed or dropped while the task (or its expiry) still says it existed.
+   */
+  async events(id: string, after: number, count?: number): Promise<{ events: StoredEvent[]; expired: boolean }> {
+    const args: (string | number)[] = [taskKeys(id).events, `${after + 1}-0`, '+'];
+    if (count) args.push('COUNT', count);
+    const raw = (await this.redis.xrange(...(args as [string, string, string]))) as [string, string[]][];
+    const events = raw.map(parseEntry);
+    const first = events[0]?.seq;
+    const expired = first === undefined ? await this.historyGone(id, after) : first > after + 1;
+    return { events, expired };
+  }
+
+  private async historyGone(id: string, after: number): Promise<boolean> {
+    const seq = await this.redis.hget(taskKeys(id).task, 'seq');
+    return seq !== null && Number(seq) > after && (await this.redis.exists(taskKeys(id).events)) === 0;
+  }
+
+  /**
+   * Reserves an Idempotency-Key for a create. `replay` names a task an earlier request with the
+   * same key and body made; `taskId` is the id to create under otherwise.
+   */
+  async beginIdempotent(
+    tenant: string,
+    key: string,
+    fingerprint: string,
+  ): Promise<{ taskId: string; replay: TaskRecord | null; recordKey: string }> {
+    const recordKey = idempotencyKey(tenant, createHash('sha256').update(key).digest('hex'));
+    const reply = await this.scripts.idempotency_begin(
+      recordKey,
+      this.now(),
+      newId('task'),
+      fingerprint,
+      this.options.idempotencyPendingMs,
+      this.options.idempotencyTtlS,
+    );
+    const [state, taskId] = reply as [string, string];
+    if (state === 'reused') {
+      throw new TasklineError('idempotency_key_reused', 'This Idempotency-Key was used with a different request.');
+    }
+    if (state === 'new') return { taskId, replay: null, recordKey };
+    const existing = await this.get(taskId, tenant);
+    if (existing) {
+      await this.scripts.idempotency_finish(recordKey, taskId);
+      return { taskId, replay: existing, recordKey };
+    }
+    if (state === 'pending') {
+      throw new TasklineError('idempotency_key_in_use', 'A request with this Idempotency-Key is still being accepted.');
+    }
+    // `done` whose task has since expired, or a takeover of an abandoned create: create it now.
+    return { taskId, replay: null, recordKey };
+  }
+
+  async finishIdempotent(recordKey: string, taskId: string): Promise<void> {
+    await this.scripts.idempotency_finish(recordKey, taskId);
+  }
+
+  /** Creates a task once per (tenant, Idempotency-Key); same key and body give the same task. */
+  async createIdempotent(input: NewTask, key: string, fingerprint: string): Promise<{ task: TaskRecord; replayed: boolean }> {
+    const begun = await this.beginIdempotent(input.tenant, key, fingerprint);
+    if (begun.replay) return { task: begun.replay, replayed: true };
+    const task = await this.create({ ...input, id: begun.taskId });
+    await this.finishIdempotent(begun.recordKey, task.id);
+    return { task, replayed: false };
+  }
+
+  /**
+   * One state change through transition.lua. `from` defaults to every legal source of `to` in the
+   * state table; `attempt` fences it to the caller's attempt.
+   */
+  async transition(
+    id: string,
+    to: TaskStatus,
+    opts: {
+      attempt?: number;
+      from?: TaskStatus[];
+      leaseExpiredBefore?: number;
+      fields?: Record<string, string>;
+      events: EventInput[];
+    },
+  ): Promise<number> {
+    const keys = taskKeys(id);
+    const fields = opts.fields ?? {};
+    const reply = await this.scripts.transition(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      keys.tokens,
+      this.now(),
+      to,
+      (opts.from ?? sourcesOf(to)).join(','),
+      opts.attempt ?? '',
+      opts.leaseExpiredBefore ?? '',
+      this.options.taskRetentionMs,
+      this.options.eventRetentionMs,
+      isTerminal(to) ? 1 : 0,
+      Object.keys(fields).length,
+      ...Object.entries(fields).flat(),
+      ...flattenEvents(opts.events),
+    );
+    check(id, reply);
+    return Number(reply[2]);
+  }
+
+  private async require(id: string, tenant?: string): Promise<TaskRecord> {
+    const task = await this.get(id, tenant);
+    if (!task) throw notFound();
+    return task;
+  }
+}
+
+/** Turns a refused script reply into the matching TasklineError. */
+function check(id: string, reply: ScriptReply): void {
+  const [code, status] = reply;
+  switch (code) {
+    case 'ok':
+      return;
+    case 'missing':
+      throw notFound();
+    case 'terminal':
+      throw new TasklineError('task_terminal', `task ${id} is already ${status}`, { status });
+    case 'stale':
+      throw new TasklineError('stale_attempt', `task ${id} belongs to a newer attempt`, { status });
+    case 'lease_held':
+      throw new TasklineError('illegal_transition', `task ${id} is still leased`, { status });
+    default:
+      throw new TasklineError('illegal_transition', `task ${id} cannot move from ${status}`, { status });
+  }
+}
+
+export function notFound(): TasklineError {
+  return new TasklineError('task_not_found', 'No task with this id exists.');
+}
+
+export function problem(code: string, detail: string, status = 500): Problem {
+  return { type: `https://taskline.dev/problems/${code}`, title: code.replace(/_/g, ' '), status, detail, code };
+}
+
+function flattenEvents(events: EventInput[]): string[] {
+  return events.flatMap((e) => [e.type, JSON.stringify(e.data)]);
+}
+
+function parseEntry([id, fields]: [string, string[]]): StoredEvent {
+  const map: Record<string, string> = {};
+  for (let i = 0; i < fields.length; i += 2) map[fields[i]!] = fields[i + 1]!;
+  return { seq: Number(id.slice(0, id.indexOf('-'))), type: map.type ?? '', data: map.data ?? '{}' };
+}
+
+const json = (value: string | undefined) => (value === undefined ? null : JSON.parse(value));
+const num = (value: string | undefined) => (value === undefined ? null : Number(value));
+
+function parseTask(raw: Record<string, string>): TaskRecord {
+  const status = raw.status;
+  if (!isTaskStatus(status)) throw new TasklineError('internal_error', `task ${raw.id} has unknown status ${status}`);
+  return {
+    id: raw.id!,
+    tenant: raw.tenant!,
+    kind: raw.kind as TaskKind,
+    status,
+    attempt: Number(raw.attempt ?? 0),
+    seq: Number(raw.seq ?? 0),
+    createdAt: Number(raw.created_at),
+    updatedAt: Number(raw.updated_at),
+    endedAt: num(raw.ended_at),
+    expiresAt: num(raw.expires_at),
+    onRestart: raw.on_restart as OnRestart,
+    model: raw.model ?? '',
+    responseId: raw.response_id ?? '',
+    request: json(raw.request),
+    result: json(raw.result),
+    error: json(raw.error),
+    statusMessage: raw.status_message ?? null,
+    leaseOwner: raw.lease_owner ?? null,
+    leaseUntil: num(raw.lease_until),
+  };
+}
+
+/** Renders a stored event as the JSON object clients receive (LMSP-GAPS 6.3). */
+export function eventObject(event: StoredEvent): Record<string, unknown> {
+  return { type: event.type, sequence_number: event.seq, ...(JSON.parse(event.data) as object) };
+}
+
+export type { ResponseObject };

@@ -1,0 +1,2 @@
+export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
+export { freePort } from './ports.js';

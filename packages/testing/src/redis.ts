@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from './ports.js';
+
+export interface RedisServerOptions {
+  /** `always` (Taskline's default) or `everysec`. */
+  appendfsync?: 'always' | 'everysec';
+  /** Reuse a data folder, e.g. to restart from an AOF left by a killed server. */
+  dir?: string;
+  port?: number;
+}
+
+/** A `redis-server` of the test's own: AOF on, in a temporary folder, on a free port, stopped by PID. */
+export interface RedisServer {
+  readonly url: string;
+  readonly port: number;
+  readonly dir: string;
+  readonly pid: number;
+  /** SIGKILL: no shutdown save, the AOF is all that survives. */
+  kill(): Promise<void>;
+  /** Start again on the same port from the same folder (and so the same AOF). */
+  restart(): Promise<void>;
+  /** Stop the server and remove its folder. */
+  stop(): Promise<void>;
+}
+
+export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'taskline-redis-')));
+  const port = options.port ?? (await freePort());
+  const appendfsync = options.appendfsync ?? 'always';
+  let child: ChildProcess = await launch(dir, port, appendfsync);
+
+  const waitExit = (c: ChildProcess) =>
+    new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode ? resolve() : c.once('exit', () => resolve())));
+
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    dir,
+    get pid() {
+      return child.pid ?? -1;
+    },
+    async kill() {
+      child.kill('SIGKILL');
+      await waitExit(child);
+    },
+    async restart() {
+      child = await launch(dir, port, appendfsync);
+    },
+    async stop() {
+      child.kill('SIGKILL');
+      await waitExit(child);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function launch(dir: string, port: number, appendfsync: string): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    [
+      '--port', String(port),
+      '--bind', '127.0.0.1',
+      '--dir', dir,
+      '--appendonly', 'yes',
+      '--appendfsync', appendfsync,
+      '--save', '',
+      '--daemonize', 'no',
+      '--loglevel', 'warning',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  child.unref();
+  await waitForPort(port, child);
+  return child;
+}
+
+async function waitForPort(port: number, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
+    if (await ping(port)) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`redis-server did not answer on port ${port}`);
+}
+
+/** True once the server answers PING with PONG (it refuses commands while loading the AOF). */
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ port, host: '127.0.0.1' });
+    socket.once('error', () => resolve(false));
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.once('data', (data) => {
+      socket.destroy();
+      resolve(data.toString().startsWith('+PONG'));
+    });
+  });
+}
