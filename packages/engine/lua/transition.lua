@@ -1,6 +1,7 @@
 --[[
   Move a task from one of the allowed states to `to`, with its events, atomically.
-  First commit wins: a task that already left the allowed states is refused, never overwritten.
+  First commit wins: a task that already left the allowed states is refused, never overwritten;
+  a terminal task is refused whatever the caller allows.
 
   KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel  KEYS[4] inputs hash  KEYS[5] token snapshot
   ARGV[1] now (ms)
@@ -26,6 +27,9 @@ end
 if ARGV[4] ~= '' and ARGV[4] ~= attempt then
   return { 'stale', status, attempt }
 end
+if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+  return { 'terminal', status }
+end
 local allowed = false
 for s in string.gmatch(ARGV[3], '[^,]+') do
   if s == status then
@@ -33,9 +37,6 @@ for s in string.gmatch(ARGV[3], '[^,]+') do
   end
 end
 if not allowed then
-  if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
-    return { 'terminal', status }
-  end
   return { 'illegal', status }
 end
 if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= tonumber(ARGV[5]) then

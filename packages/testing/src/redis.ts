@@ -33,8 +33,14 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   const appendfsync = options.appendfsync ?? 'always';
   let child: ChildProcess = await launch(dir, port, appendfsync);
 
+  // The child is unref'd so a forgotten server never holds a test run open; while we wait for its
+  // exit, it must hold the event loop, or Node exits with the wait still pending.
   const waitExit = (c: ChildProcess) =>
-    new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode ? resolve() : c.once('exit', () => resolve())));
+    new Promise<void>((resolve) => {
+      if (c.exitCode !== null || c.signalCode) return resolve();
+      c.ref();
+      c.once('exit', () => resolve());
+    });
 
   return {
     url: `redis://127.0.0.1:${port}`,

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { startRedis } from '@taskline/testing';
+import { connectRedis, TaskStore, type TaskRecord } from '../src/index.js';
+import { defaults, newTask } from './helpers.js';
+
+test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async () => {
+  const server = await startRedis({ appendfsync: 'always' });
+  const redis = connectRedis(server.url, 'burst');
+  redis.on('error', () => undefined);
+  const store = new TaskStore(redis, defaults);
+  const acknowledged: TaskRecord[] = [];
+  let failed = 0;
+  let stop = false;
+  const writers = Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      try {
+        acknowledged.push(await store.create(newTask()));
+      } catch {
+        failed++;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    }
+  });
+  while (acknowledged.length < 300) await new Promise((r) => setTimeout(r, 5));
+  await server.kill();
+  const before = acknowledged.length;
+  await new Promise((r) => setTimeout(r, 200));
+  stop = true;
+  await Promise.all(writers);
+  assert.equal(acknowledged.length, before, 'nothing is acknowledged while Redis is down');
+  assert.ok(failed > 0, 'creations failed while Redis was down');
+
+  await server.restart();
+  const check = connectRedis(server.url, 'check');
+  const after = new TaskStore(check, defaults);
+  for (const task of acknowledged) {
+    const found = await after.get(task.id);
+    assert.ok(found, `acknowledged task ${task.id} survived`);
+    assert.equal(found.status, 'queued');
+    const { events } = await after.events(task.id, 0);
+    assert.equal(events[0]?.type, 'response.created');
+  }
+  console.log(`durability: ${acknowledged.length} acknowledged, all intact; ${failed} refused while down`);
+  redis.disconnect();
+  check.disconnect();
+  await server.stop();
+});

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { connectRedis, EventHub, TasklineError, taskKeys, type StoredEvent } from '../src/index.js';
+import { harness, newTask, type Harness } from './helpers.js';
+import type { Redis } from 'ioredis';
+
+let h: Harness;
+let sub: Redis;
+let hub: EventHub;
+before(async () => {
+  h = await harness();
+  sub = connectRedis(h.server.url, 'hub');
+  hub = new EventHub(h.store, sub);
+});
+after(async () => {
+  sub.disconnect();
+  await h.close();
+});
+
+const until = async (cond: () => boolean) => {
+  while (!cond()) await new Promise((r) => setTimeout(r, 5));
+};
+
+test('2,000 readers on one connection each get every event once, in order', async () => {
+  const task = await h.store.create(newTask());
+  const seen: number[][] = Array.from({ length: 2000 }, () => []);
+  const subs = await Promise.all(seen.map((list) => hub.subscribe(task.id, 0, (e) => list.push(e.seq))));
+  await h.store.claim(task.id, 'w1', 60_000);
+  await h.store.start(task.id, 1);
+  for (let i = 0; i < 20; i++) {
+    await h.store.append(task.id, 1, [i], [{ type: 'response.output_text.delta', data: { delta: String(i) } }]);
+  }
+  await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
+  const total = (await h.store.get(task.id))!.seq;
+  await until(() => seen.every((l) => l.length === total));
+  for (const list of seen) assert.deepEqual(list, Array.from({ length: total }, (_, i) => i + 1));
+  assert.equal(hub.readers, 2000);
+  subs.forEach((s) => s.close());
+  assert.equal(hub.readers, 0);
+});
+
+test('a reader resuming mid-stream gets exactly the missing events, then live ones', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 60_000);
+  await h.store.start(task.id, 1);
+  const got: StoredEvent[] = [];
+  const s = await hub.subscribe(task.id, 2, (e) => got.push(e));
+  assert.deepEqual(got.map((e) => e.seq), [3]);
+  await h.store.append(task.id, 1, [], [{ type: 'response.output_text.delta', data: { delta: 'x' } }]);
+  await until(() => got.length === 2);
+  assert.deepEqual(got.map((e) => e.seq), [3, 4]);
+  s.close();
+});
+
+test('a missed live message is filled from the stream', async () => {
+  const task = await h.store.create(newTask());
+  const got: number[] = [];
+  const s = await hub.subscribe(task.id, 0, (e) => got.push(e.seq));
+  // Write an event without announcing it, as if the announcement was lost in a reconnect.
+  await h.redis.hincrby(taskKeys(task.id).task, 'seq', 1);
+  await h.redis.xadd(taskKeys(task.id).events, '2-0', 'type', 'response.in_progress', 'data', '{}');
+  await h.store.claim(task.id, 'w1', 60_000);
+  await until(() => got.length === 3);
+  assert.deepEqual(got, [1, 2, 3]);
+  s.close();
+});
+
+test('resuming before the kept history is event_history_expired', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 60_000);
+  await h.redis.del(taskKeys(task.id).events);
+  await assert.rejects(
+    hub.subscribe(task.id, 0, () => undefined),
+    (e: unknown) => e instanceof TasklineError && e.code === 'event_history_expired',
+  );
+  assert.equal(hub.readers, 0);
+});

@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { eventObject, isWellFormedId, TasklineError, taskKeys } from '../src/index.js';
+import { harness, newTask, type Harness } from './helpers.js';
+
+let h: Harness;
+before(async () => (h = await harness()));
+after(() => h.close());
+
+const code = (c: string) => (err: unknown) => err instanceof TasklineError && err.code === c;
+
+test('create persists the task and its first event, and queues it', async () => {
+  const task = await h.store.create(newTask());
+  assert.ok(isWellFormedId(task.id, 'task'));
+  assert.equal(task.status, 'queued');
+  assert.equal(task.seq, 1);
+  const { events } = await h.store.events(task.id, 0);
+  assert.deepEqual(events.map((e) => [e.seq, e.type]), [[1, 'response.created']]);
+  assert.equal(await h.redis.zscore(`tl:{sched}:ready:${task.tenant}`, task.id), String(task.createdAt));
+  assert.equal(await h.redis.zscore('tl:{sched}:intake', task.id), null);
+});
+
+test('a task of another tenant reads as missing', async () => {
+  const task = await h.store.create(newTask());
+  assert.equal(await h.store.get(task.id, 'tenant-b'), null);
+  await assert.rejects(h.store.cancel(task.id, 'tenant-b'), code('task_not_found'));
+});
+
+test('a worker lifecycle writes numbered events with no gap', async () => {
+  const task = await h.store.create(newTask());
+  const claimed = await h.store.claim(task.id, 'w1', 10_000);
+  assert.equal(claimed.status, 'loading');
+  assert.equal(claimed.attempt, 1);
+  await h.store.start(task.id, 1);
+  await h.store.append(task.id, 1, [5, 6], [{ type: 'response.output_text.delta', data: { delta: 'ab' } }]);
+  await h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
+  const { events } = await h.store.events(task.id, 0);
+  assert.deepEqual(
+    events.map((e) => e.seq),
+    [1, 2, 3, 4, 5],
+  );
+  assert.equal(events.at(-1)!.type, 'response.completed');
+  assert.deepEqual(eventObject(events[3]!), { type: 'response.output_text.delta', sequence_number: 4, delta: 'ab' });
+  assert.deepEqual(await h.store.snapshot(task.id), [5, 6]);
+  const done = (await h.store.get(task.id))!;
+  assert.equal(done.status, 'succeeded');
+  assert.ok(done.expiresAt! > Date.now());
+  assert.ok((await h.redis.pttl(taskKeys(task.id).events)) > 0, 'history expires with retention');
+});
+
+test('terminal states refuse every later transition', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 10_000);
+  await h.store.start(task.id, 1);
+  await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
+  await assert.rejects(
+    h.store.finish(task.id, 1, { status: 'failed', error: { type: 'x', title: 'x', status: 500, detail: 'x', code: 'x' } }),
+    code('task_terminal'),
+  );
+  await assert.rejects(h.store.cancel(task.id, 'tenant-a'), code('task_not_cancelable'));
+  assert.equal((await h.store.get(task.id))!.status, 'succeeded');
+});
+
+test('a stale attempt cannot write over a newer one', async () => {
+  const task = await h.store.create(newTask({ onRestart: 'retry' }));
+  await h.store.claim(task.id, 'w1', 1);
+  await h.store.start(task.id, 1);
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal(await h.store.recover(task.id), 'queued');
+  await h.store.claim(task.id, 'w2', 10_000);
+  await assert.rejects(h.store.append(task.id, 1, [1], []), code('stale_attempt'));
+  await assert.rejects(h.store.renew(task.id, 1, 1000), code('stale_attempt'));
+  await assert.rejects(h.store.finish(task.id, 1, { status: 'succeeded', result: null }), code('stale_attempt'));
+  assert.equal((await h.store.get(task.id))!.attempt, 2);
+});
+
+test('recovery does not take a task whose lease is alive', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 60_000);
+  assert.equal(await h.store.recover(task.id), null);
+  assert.equal((await h.store.get(task.id))!.status, 'loading');
+});
+
+test('cancel: queued ends at once, running asks to stop, repeats are idempotent', async () => {
+  const queued = await h.store.create(newTask());
+  assert.equal((await h.store.cancel(queued.id, 'tenant-a')).outcome, 'cancelled');
+  assert.equal((await h.store.cancel(queued.id, 'tenant-a')).outcome, 'noop');
+  assert.equal(await h.redis.zscore(`tl:{sched}:ready:tenant-a`, queued.id), null);
+
+  const running = await h.store.create(newTask());
+  await h.store.claim(running.id, 'w1', 10_000);
+  await h.store.start(running.id, 1);
+  assert.equal((await h.store.cancel(running.id, 'tenant-a')).outcome, 'cancelling');
+  assert.equal((await h.store.cancel(running.id, 'tenant-a')).outcome, 'noop');
+  await assert.rejects(h.store.append(running.id, 1, [], []), code('illegal_transition'));
+  await h.store.finish(running.id, 1, { status: 'cancelled', result: null });
+  const { events } = await h.store.events(running.id, 0);
+  assert.deepEqual(
+    events.map((e) => e.type).slice(-2),
+    ['response.in_progress', 'response.cancelled'],
+  );
+});
+
+test('the sweep applies each on_restart policy to lapsed leases', async () => {
+  const ids: Record<string, string> = {};
+  for (const policy of ['fail', 'retry', 'resume'] as const) {
+    const task = await h.store.create(newTask({ onRestart: policy }));
+    await h.store.claim(task.id, 'dead', 1);
+    await h.store.start(task.id, 1);
+    await h.store.append(task.id, 1, [7, 8, 9], []);
+    ids[policy] = task.id;
+  }
+  const cancelling = await h.store.create(newTask({ onRestart: 'retry' }));
+  await h.store.claim(cancelling.id, 'dead', 1);
+  await h.store.cancel(cancelling.id, 'tenant-a');
+  await new Promise((r) => setTimeout(r, 5));
+  const recovered = new Map((await h.store.sweepLeases()).map((r) => [r.id, r.status]));
+  assert.equal(recovered.get(ids.fail!), 'failed');
+  assert.equal((await h.store.get(ids.fail!))!.error?.code, 'server_restarted');
+  assert.equal(recovered.get(ids.retry!), 'queued');
+  assert.deepEqual(await h.store.snapshot(ids.retry!), [], 'retry starts from scratch');
+  assert.equal(recovered.get(ids.resume!), 'queued');
+  assert.deepEqual(await h.store.snapshot(ids.resume!), [7, 8, 9], 'resume keeps the snapshot');
+  assert.equal(recovered.get(cancelling.id), 'cancelled');
+  assert.deepEqual(await h.store.sweepLeases(), [], 'a second sweep finds nothing');
+});
+
+test('the reconciler queues a task persisted but never queued, and forgets failed creates', async () => {
+  const task = await h.store.create(newTask({ tenant: 'tenant-r' }));
+  // Simulate a crash between persisting and queueing.
+  await h.redis.zrem('tl:{sched}:ready:tenant-r', task.id);
+  await h.redis.zadd('tl:{sched}:intake', 0, task.id, 0, 'task_never_written');
+  assert.deepEqual(await h.store.reconcileIntake(0), [task.id]);
+  assert.ok(await h.redis.zscore('tl:{sched}:ready:tenant-r', task.id));
+  assert.equal(await h.redis.zcard('tl:{sched}:intake'), 0);
+});
+
+test('input requests: partial answers kept, unknown and repeated keys ignored, replayed on retry', async () => {
+  const task = await h.store.create(newTask({ kind: 'tool', onRestart: 'retry' }));
+  await h.store.claim(task.id, 'w1', 10_000);
+  await h.store.start(task.id, 1);
+  const asked = await h.store.requestInput(task.id, 1, { confirm: { q: 'go?' }, name: { q: 'who?' } });
+  assert.equal(asked.waiting, true);
+  assert.equal((await h.store.get(task.id))!.status, 'input_required');
+  let r = await h.store.provideInput(task.id, 'tenant-a', { confirm: true, bogus: 1 });
+  assert.deepEqual(r, { accepted: 1, status: 'input_required' });
+  r = await h.store.provideInput(task.id, 'tenant-a', { confirm: false, name: 'ada' });
+  assert.deepEqual(r, { accepted: 1, status: 'running' });
+  assert.deepEqual(await h.store.answers(task.id), { confirm: true, name: 'ada' });
+  assert.deepEqual(await h.store.openInputRequests(task.id), {});
+  const again = await h.store.requestInput(task.id, 1, { confirm: { q: 'changed?' } });
+  assert.deepEqual(again, { waiting: false, answers: { confirm: true, name: 'ada' } });
+});
+
+test('expired tasks read exactly like missing ones', async () => {
+  const short = await harness({ taskRetentionMs: 50, eventRetentionMs: 50 });
+  try {
+    const task = await short.store.create(newTask());
+    await short.store.cancel(task.id, 'tenant-a');
+    await new Promise((r) => setTimeout(r, 80));
+    assert.equal(await short.store.get(task.id), null);
+    await assert.rejects(short.store.cancel(task.id, 'tenant-a'), code('task_not_found'));
+  } finally {
+    await short.close();
+  }
+});
+
+test('history trimmed below a resume point is reported expired', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 10_000);
+  await h.store.start(task.id, 1);
+  await h.redis.xtrim(taskKeys(task.id).events, 'MINID', '3-0');
+  assert.equal((await h.store.events(task.id, 0)).expired, true);
+  assert.equal((await h.store.events(task.id, 2)).expired, false);
+  assert.deepEqual((await h.store.events(task.id, 3)).events, []);
+});
