@@ -29,6 +29,10 @@ export const DEFAULTS = {
   TASKLINE_RECOVERY_INTERVAL_MS: '2000',
   /** A task persisted this long without a queue entry is queued by the reconciler. */
   TASKLINE_RECONCILE_AFTER_MS: '10000',
+  /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
+  TASKLINE_METRICS_TENANT_TOP_N: '20',
+  /** `/metrics` port of services without an HTTP API (scheduler, gpu-worker); 0 picks a free one. */
+  TASKLINE_METRICS_PORT: '9464',
 } as const;
 
 export type EnvName = keyof typeof DEFAULTS;

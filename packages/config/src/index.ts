@@ -20,6 +20,8 @@ const schema = z.object({
   TASKLINE_LEASE_MS: int(100),
   TASKLINE_RECOVERY_INTERVAL_MS: int(10),
   TASKLINE_RECONCILE_AFTER_MS: int(10),
+  TASKLINE_METRICS_TENANT_TOP_N: int(0).max(1000),
+  TASKLINE_METRICS_PORT: int(0).max(65535),
 });
 
 export type Env = z.infer<typeof schema>;

@@ -1,0 +1,103 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import type { TasklineMetrics } from './metrics.js';
+
+/** `GET /metrics` for Express (or plain node:http): the registry in Prometheus text format. */
+export function metricsHandler(registry: Registry) {
+  return (_req: IncomingMessage, res: ServerResponse): void => {
+    registry.metrics().then(
+      (body) => {
+        res.statusCode = 200;
+        res.setHeader('Content-Type', registry.contentType);
+        res.end(body);
+      },
+      (err: unknown) => {
+        res.statusCode = 500;
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+        res.end(`metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      },
+    );
+  };
+}
+
+/** What the middleware reads from an Express request; plain node:http requests have none of it. */
+interface RoutedRequest extends IncomingMessage {
+  baseUrl?: string;
+  route?: { path?: unknown };
+}
+
+/** Label for a request no route matched (404s, probes): one value, so scanners cannot add series. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+export interface HttpMetricsOptions {
+  /** The route label of a request; defaults to Express's `baseUrl + route.path`, else `unmatched`. */
+  route?: (req: RoutedRequest) => string | undefined;
+}
+
+function expressRoute(req: RoutedRequest): string | undefined {
+  const path = req.route?.path;
+  return typeof path === 'string' ? `${req.baseUrl ?? ''}${path}` : undefined;
+}
+
+/**
+ * Express middleware counting every request and timing it by route pattern, method and status.
+ * Event streams are counted but not timed: their duration is the client's choice and would
+ * swamp the latency histogram.
+ */
+export function httpMetrics(metrics: TasklineMetrics, options: HttpMetricsOptions = {}) {
+  const routeOf = options.route ?? expressRoute;
+  return (req: RoutedRequest, res: ServerResponse, next: () => void): void => {
+    const started = process.hrtime.bigint();
+    // Read the route now as well: nested routers restore baseUrl before the response ends.
+    let route = routeOf(req);
+    res.once('close', () => {
+      route = routeOf(req) ?? route ?? UNMATCHED_ROUTE;
+      const labels = { route, method: req.method ?? 'UNKNOWN', status: String(res.statusCode) };
+      metrics.httpRequestsTotal.inc(labels);
+      const type = res.getHeader('content-type');
+      if (typeof type === 'string' && type.startsWith('text/event-stream')) return;
+      metrics.httpRequestDurationSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+    });
+    next();
+  };
+}
+
+export interface MetricsServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A small HTTP server exposing `/metrics`, for services without an HTTP API of their own
+ * (scheduler, gpu-worker). Port 0 picks a free port.
+ */
+export async function startMetricsServer(options: {
+  metrics: TasklineMetrics;
+  port: number;
+  host?: string;
+}): Promise<MetricsServer> {
+  const handler = metricsHandler(options.metrics.registry);
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/metrics' && (req.method === 'GET' || req.method === 'HEAD')) return handler(req, res);
+    res.statusCode = path === '/metrics' ? 405 : 404;
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify({ error: { code: res.statusCode === 405 ? 'method_not_allowed' : 'not_found' } }));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host ?? '0.0.0.0', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((err) => (err ? reject(err) : resolve()));
+      }),
+  };
+}

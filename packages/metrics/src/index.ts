@@ -1,0 +1,20 @@
+export {
+  createMetrics,
+  SLO_THRESHOLDS,
+  OTHER_TENANT,
+  type TasklineMetrics,
+  type MetricHandles,
+  type MetricsOptions,
+  type Protocol,
+  type CreateOutcome,
+  type SlotState,
+} from './metrics.js';
+export { TenantLabels } from './tenants.js';
+export {
+  metricsHandler,
+  httpMetrics,
+  startMetricsServer,
+  UNMATCHED_ROUTE,
+  type HttpMetricsOptions,
+  type MetricsServer,
+} from './http.js';

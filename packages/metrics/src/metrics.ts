@@ -1,0 +1,249 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { OTHER_TENANT, TenantLabels } from './tenants.js';
+
+/**
+ * Every metric of every service, defined here and nowhere else, so that dashboards, alerts
+ * and the services agree on names, labels and buckets. Names follow Prometheus conventions:
+ * `taskline_` prefix, base units (seconds), `_total` on counters.
+ *
+ * Label values must come from bounded sets: `route` is the Express route pattern (never the
+ * raw path), `kind`/`model` are the deployed task kinds and models, `tenant` always goes
+ * through `metrics.tenant()`.
+ */
+
+/** SLO thresholds; each is a histogram bucket boundary so `le="<threshold>"` exists. */
+export const SLO_THRESHOLDS = {
+  /** Time to first token of a generation task, seconds. */
+  timeToFirstTokenSeconds: 2.5,
+  /** Time a task waits in the queue before a worker claims it, seconds. */
+  queueWaitSeconds: 30,
+  /** Time from an event being stored to being written to a subscribed stream, seconds. */
+  eventDeliverySeconds: 1,
+} as const;
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const TTFT_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const QUEUE_WAIT_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+const TASK_DURATION_BUCKETS = [0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600];
+const TOKENS_PER_SECOND_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000];
+const MODEL_LOAD_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const REDIS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5];
+
+export type Protocol = 'lmsp' | 'mcp';
+/** `accepted`: task stored; `rejected`: client error (4xx, counts as available); `error`: server fault. */
+export type CreateOutcome = 'accepted' | 'rejected' | 'error';
+export type SlotState = 'busy' | 'free';
+
+export interface MetricsOptions {
+  /** `api`, `scheduler` or `gpu-worker`; added as the `service` label to every series. */
+  service: string;
+  /** How many tenants get their own label (TASKLINE_METRICS_TENANT_TOP_N); the rest are `other`. */
+  tenantTopN: number;
+  /** How often tenant slots are handed to the most active tenants; 0 disables the timer. */
+  tenantRebalanceMs?: number;
+  /** Node process metrics (CPU, memory, event loop lag, GC); on unless false. */
+  defaultMetrics?: boolean;
+}
+
+function defineMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    httpRequestsTotal: new Counter({
+      name: 'taskline_http_requests_total',
+      help: 'HTTP requests answered, by route pattern, method and status code.',
+      labelNames: ['route', 'method', 'status'] as const,
+      registers,
+    }),
+    httpRequestDurationSeconds: new Histogram({
+      name: 'taskline_http_request_duration_seconds',
+      help: 'Time to answer an HTTP request (event streams excluded), by route pattern, method and status code.',
+      labelNames: ['route', 'method', 'status'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    taskCreatesTotal: new Counter({
+      name: 'taskline_task_creates_total',
+      help: 'Task create requests by protocol, tenant and outcome (accepted, rejected by validation, error).',
+      labelNames: ['protocol', 'tenant', 'outcome'] as const,
+      registers,
+    }),
+    taskTransitionsTotal: new Counter({
+      name: 'taskline_task_transitions_total',
+      help: 'Task state transitions, by task kind and the state entered.',
+      labelNames: ['kind', 'state'] as const,
+      registers,
+    }),
+    queueWaitSeconds: new Histogram({
+      name: 'taskline_task_queue_wait_seconds',
+      help: 'Time from a task being queued to a worker claiming it.',
+      labelNames: ['kind', 'model'] as const,
+      buckets: QUEUE_WAIT_BUCKETS,
+      registers,
+    }),
+    timeToFirstTokenSeconds: new Histogram({
+      name: 'taskline_task_time_to_first_token_seconds',
+      help: 'Time from a task being created to its first output token.',
+      labelNames: ['model'] as const,
+      buckets: TTFT_BUCKETS,
+      registers,
+    }),
+    outputTokensPerSecond: new Histogram({
+      name: 'taskline_task_output_tokens_per_second',
+      help: 'Decoding speed of one task attempt, output tokens per second after the first token.',
+      labelNames: ['model'] as const,
+      buckets: TOKENS_PER_SECOND_BUCKETS,
+      registers,
+    }),
+    outputTokensTotal: new Counter({
+      name: 'taskline_task_output_tokens_total',
+      help: 'Output tokens generated, by model and tenant.',
+      labelNames: ['model', 'tenant'] as const,
+      registers,
+    }),
+    taskDurationSeconds: new Histogram({
+      name: 'taskline_task_duration_seconds',
+      help: 'End-to-end task time, from creation to a terminal state, by kind and final state.',
+      labelNames: ['kind', 'state'] as const,
+      buckets: TASK_DURATION_BUCKETS,
+      registers,
+    }),
+    sseStreamsOpen: new Gauge({
+      name: 'taskline_sse_streams_open',
+      help: 'Server-sent event streams currently open, by protocol.',
+      labelNames: ['protocol'] as const,
+      registers,
+    }),
+    mcpListenersOpen: new Gauge({
+      name: 'taskline_mcp_listeners_open',
+      help: 'MCP task status listeners currently open.',
+      registers,
+    }),
+    eventsDeliveredTotal: new Counter({
+      name: 'taskline_events_delivered_total',
+      help: 'Task events written to client streams, by protocol.',
+      labelNames: ['protocol'] as const,
+      registers,
+    }),
+    eventDeliverySeconds: new Histogram({
+      name: 'taskline_event_delivery_seconds',
+      help: 'Time from a task event being stored to being written to a subscribed client stream (live events only).',
+      labelNames: ['protocol'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    workerSlots: new Gauge({
+      name: 'taskline_worker_slots',
+      help: 'Generation slots of this worker, by model and state (busy or free).',
+      labelNames: ['model', 'state'] as const,
+      registers,
+    }),
+    modelLoadSeconds: new Histogram({
+      name: 'taskline_model_load_seconds',
+      help: 'Time to load a model into a worker.',
+      labelNames: ['model'] as const,
+      buckets: MODEL_LOAD_BUCKETS,
+      registers,
+    }),
+    leasesExpiredTotal: new Counter({
+      name: 'taskline_leases_expired_total',
+      help: 'Worker leases that expired and whose tasks were recovered by the scheduler.',
+      registers,
+    }),
+    restartPoliciesAppliedTotal: new Counter({
+      name: 'taskline_restart_policies_applied_total',
+      help: 'Recovery decisions applied to interrupted tasks, by kind and policy (e.g. resume, restart, fail).',
+      labelNames: ['kind', 'policy'] as const,
+      registers,
+    }),
+    redisCommandDurationSeconds: new Histogram({
+      name: 'taskline_redis_command_duration_seconds',
+      help: 'Redis command or script latency as seen by the service, by command or script name.',
+      labelNames: ['command'] as const,
+      buckets: REDIS_BUCKETS,
+      registers,
+    }),
+    queueDepth: new Gauge({
+      name: 'taskline_queue_depth',
+      help: 'Tasks waiting for a worker, by model and tenant.',
+      labelNames: ['model', 'tenant'] as const,
+      registers,
+    }),
+  };
+}
+
+export type MetricHandles = ReturnType<typeof defineMetrics>;
+
+export interface TasklineMetrics extends MetricHandles {
+  readonly registry: Registry;
+  readonly service: string;
+  /** The bounded label for a tenant: itself while in the top N, else `other`. Counts as activity. */
+  tenant(tenant: string): string;
+  /**
+   * Replaces the queue depth series of `model` with `depths` (tenant -> waiting tasks),
+   * summing tenants outside the top N into `other` and dropping tenants no longer waiting.
+   */
+  setQueueDepth(model: string, depths: Iterable<readonly [string, number]>): void;
+  /** Hands tenant labels to the most active tenants and deletes the series of those demoted. */
+  rebalanceTenants(): Promise<string[]>;
+  /** Stops the rebalance timer. */
+  close(): void;
+}
+
+/** Builds a fresh registry holding every Taskline metric; one per process. */
+export function createMetrics(options: MetricsOptions): TasklineMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service: options.service });
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  const handles = defineMetrics(registry);
+  const tenants = new TenantLabels(options.tenantTopN);
+  const tenantMetrics = [handles.taskCreatesTotal, handles.outputTokensTotal, handles.queueDepth];
+  const depthSeries = new Map<string, Set<string>>();
+
+  const setQueueDepth = (model: string, depths: Iterable<readonly [string, number]>) => {
+    const sums = new Map<string, number>();
+    for (const [tenant, depth] of depths) {
+      // Weight by depth so the tenants with the biggest backlogs win the labels.
+      const label = tenants.label(tenant, depth);
+      sums.set(label, (sums.get(label) ?? 0) + depth);
+    }
+    for (const stale of depthSeries.get(model) ?? []) {
+      if (!sums.has(stale)) handles.queueDepth.remove({ model, tenant: stale });
+    }
+    for (const [tenant, depth] of sums) handles.queueDepth.set({ model, tenant }, depth);
+    depthSeries.set(model, new Set(sums.keys()));
+  };
+
+  const rebalanceTenants = async () => {
+    const demoted = tenants.rebalance();
+    if (demoted.length === 0) return demoted;
+    const gone = new Set(demoted);
+    for (const metric of tenantMetrics) {
+      const { values } = await metric.get();
+      for (const { labels } of values) {
+        if (typeof labels.tenant !== 'string' || !gone.has(labels.tenant)) continue;
+        // The demoted tenant's counts leave its series; Prometheus sees a counter reset there,
+        // and future activity lands in `other`, so rate() over `tenant` sums stays right.
+        const { le: _le, service: _service, ...own } = labels as Record<string, string | number>;
+        (metric as { remove(labels: Record<string, string | number>): void }).remove(own);
+      }
+    }
+    for (const series of depthSeries.values()) for (const t of demoted) series.delete(t);
+    return demoted;
+  };
+
+  const period = options.tenantRebalanceMs ?? 60_000;
+  const timer = period > 0 ? setInterval(() => void rebalanceTenants(), period) : undefined;
+  timer?.unref();
+
+  return {
+    ...handles,
+    registry,
+    service: options.service,
+    tenant: (tenant) => tenants.label(tenant),
+    setQueueDepth,
+    rebalanceTenants,
+    close: () => clearInterval(timer),
+  };
+}
+
+export { OTHER_TENANT };
