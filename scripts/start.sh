@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One command from a fresh machine to a running local stack: installs what is missing, builds,
+# starts a Redis of its own with AOF in .data/redis (unless REDIS_URL names one), then the
+# scheduler, a gpu-worker with the bundled model, and the api on http://127.0.0.1:${TASKLINE_PORT:-8080}.
+# Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+if [ -z "${REDIS_URL:-}" ]; then
+  port=6390
+  mkdir -p .data/redis
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$PWD/.data/redis" \
+    --appendonly yes --appendfsync always --save '' --daemonize no --loglevel warning &
+  pids+=($!)
+  export REDIS_URL="redis://127.0.0.1:$port"
+  until redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
+fi
+
+# A local key so the API answers out of the box; set TASKLINE_API_KEYS or JWT settings for anything else.
+export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:dev-key}"
+
+node services/scheduler/dist/main.js & pids+=($!)
+node services/gpu-worker/dist/main.js & pids+=($!)
+node services/api/dist/main.js & pids+=($!)
+
+echo "Taskline is starting on http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080} (Redis: $REDIS_URL)."
+echo "Try: curl -H 'Authorization: Bearer dev-key' http://127.0.0.1:${TASKLINE_PORT:-8080}/lmsp/v1/models"
+wait -n

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The one test command (`pnpm test`): type-check and build, lint and format check, then every test
+# file of every package and service. Tests start their own redis-server processes (AOF, temporary
+# folders, free ports) and never touch a Redis already running on this machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pnpm build
+pnpm lint
+
+mapfile -t files < <(find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
+node --import tsx --test --test-concurrency=1 --test-timeout=300000 "${files[@]}"
+
+if grep -q '"test:conformance"' package.json; then pnpm test:conformance; fi
