@@ -71,7 +71,8 @@ export class EventHub {
     };
     try {
       const history = await this.store.events(id, after);
-      if (history.expired) throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
+      if (history.expired)
+        throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
       for (const event of history.events) this.push(listener, event);
       const buffered = listener.pending ?? [];
       listener.pending = null;
@@ -114,7 +115,9 @@ export class EventHub {
 
   private async catchUp(id: string, listener: Listener): Promise<void> {
     if (listener.pending || listener.closed) return;
-    const { events } = await this.store.events(id, listener.last).catch(() => ({ events: [] as StoredEvent[] }));
+    const { events } = await this.store
+      .events(id, listener.last)
+      .catch(() => ({ events: [] as StoredEvent[] }));
     for (const event of events) this.push(listener, event);
   }
 }

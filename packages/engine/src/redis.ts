@@ -23,7 +23,10 @@ export async function checkDurability(redis: Redis): Promise<{ appendonly: strin
   const [, appendonly = ''] = (await redis.config('GET', 'appendonly')) as string[];
   const [, appendfsync = ''] = (await redis.config('GET', 'appendfsync')) as string[];
   if (appendonly !== 'yes') {
-    throw new TasklineError('internal_error', 'Redis runs without AOF (appendonly no): acknowledged tasks could be lost.');
+    throw new TasklineError(
+      'internal_error',
+      'Redis runs without AOF (appendonly no): acknowledged tasks could be lost.',
+    );
   }
   return { appendonly, appendfsync };
 }

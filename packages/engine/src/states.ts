@@ -88,7 +88,10 @@ export const ON_RESTART_POLICIES = ['fail', 'retry', 'resume'] as const;
 export type OnRestart = (typeof ON_RESTART_POLICIES)[number];
 
 /** What recovery does to a task whose worker vanished (LMSP 7.5). */
-export function recoveryTarget(status: TaskStatus, policy: OnRestart): 'queued' | 'failed' | 'cancelled' | null {
+export function recoveryTarget(
+  status: TaskStatus,
+  policy: OnRestart,
+): 'queued' | 'failed' | 'cancelled' | null {
   if (isTerminal(status) || status === 'queued') return null;
   if (status === 'cancelling') return 'cancelled';
   return policy === 'fail' ? 'failed' : 'queued';

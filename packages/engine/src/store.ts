@@ -137,7 +137,8 @@ export class TaskStore {
     );
     const task = await this.get(id);
     if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply[0]}`);
-    if (task.tenant !== input.tenant) throw new TasklineError('internal_error', 'task id collision across tenants');
+    if (task.tenant !== input.tenant)
+      throw new TasklineError('internal_error', 'task id collision across tenants');
     if (task.status === 'queued') await this.enqueue(task);
     else await this.redis.zrem(schedulerKeys.intake, id);
     return task;
@@ -232,7 +233,12 @@ export class TaskStore {
   }
 
   /** Appends output events of a running attempt with the tokens they carry (the resume snapshot). */
-  async append(id: string, attempt: number, tokens: readonly number[], events: EventInput[]): Promise<number> {
+  async append(
+    id: string,
+    attempt: number,
+    tokens: readonly number[],
+    events: EventInput[],
+  ): Promise<number> {
     const keys = taskKeys(id);
     const reply = await this.scripts.append(
       keys.task,
@@ -286,7 +292,14 @@ export class TaskStore {
    * is queued now if it is still waiting, or failed before it was written, and is forgotten.
    */
   async reconcileIntake(olderThanMs: number, limit = 500): Promise<string[]> {
-    const ids = await this.redis.zrangebyscore(schedulerKeys.intake, '-inf', this.now() - olderThanMs, 'LIMIT', 0, limit);
+    const ids = await this.redis.zrangebyscore(
+      schedulerKeys.intake,
+      '-inf',
+      this.now() - olderThanMs,
+      'LIMIT',
+      0,
+      limit,
+    );
     const queued: string[] = [];
     for (const id of ids) {
       const task = await this.get(id);
@@ -371,7 +384,8 @@ export class TaskStore {
     const raw = await this.redis.hgetall(taskKeys(id).inputs);
     const open: Record<string, unknown> = {};
     for (const [field, value] of Object.entries(raw)) {
-      if (field.startsWith('q:') && raw[`a:${field.slice(2)}`] === undefined) open[field.slice(2)] = JSON.parse(value);
+      if (field.startsWith('q:') && raw[`a:${field.slice(2)}`] === undefined)
+        open[field.slice(2)] = JSON.parse(value);
     }
     return open;
   }
@@ -379,7 +393,8 @@ export class TaskStore {
   async answers(id: string): Promise<Record<string, unknown>> {
     const raw = await this.redis.hgetall(taskKeys(id).inputs);
     const out: Record<string, unknown> = {};
-    for (const [field, value] of Object.entries(raw)) if (field.startsWith('a:')) out[field.slice(2)] = JSON.parse(value);
+    for (const [field, value] of Object.entries(raw))
+      if (field.startsWith('a:')) out[field.slice(2)] = JSON.parse(value);
     return out;
   }
 
@@ -402,7 +417,8 @@ export class TaskStore {
     const fence = { attempt: task.attempt, from: [task.status], leaseExpiredBefore: deadline };
     try {
       if (target === 'queued') {
-        const output = task.onRestart === 'resume' ? { resumed_from_tokens: (await this.snapshot(id)).length } : {};
+        const output =
+          task.onRestart === 'resume' ? { resumed_from_tokens: (await this.snapshot(id)).length } : {};
         await this.transition(id, 'queued', {
           ...fence,
           fields: { status_message: `restarted (${task.onRestart})` },
@@ -428,7 +444,10 @@ export class TaskStore {
       }
       return target;
     } catch (err) {
-      if (err instanceof TasklineError && ['stale_attempt', 'task_terminal', 'illegal_transition'].includes(err.code)) {
+      if (
+        err instanceof TasklineError &&
+        ['stale_attempt', 'task_terminal', 'illegal_transition'].includes(err.code)
+      ) {
         return null;
       }
       throw err;
@@ -450,7 +469,11 @@ export class TaskStore {
    * Events after `after`, oldest first. `expired` is true when some of them are no longer kept:
    * the history was trimmed or dropped while the task (or its expiry) still says it existed.
    */
-  async events(id: string, after: number, count?: number): Promise<{ events: StoredEvent[]; expired: boolean }> {
+  async events(
+    id: string,
+    after: number,
+    count?: number,
+  ): Promise<{ events: StoredEvent[]; expired: boolean }> {
     const args: (string | number)[] = [taskKeys(id).events, `${after + 1}-0`, '+'];
     if (count) args.push('COUNT', count);
     const raw = (await this.redis.xrange(...(args as [string, string, string]))) as [string, string[]][];
@@ -485,7 +508,10 @@ export class TaskStore {
     );
     const [state, taskId] = reply as [string, string];
     if (state === 'reused') {
-      throw new TasklineError('idempotency_key_reused', 'This Idempotency-Key was used with a different request.');
+      throw new TasklineError(
+        'idempotency_key_reused',
+        'This Idempotency-Key was used with a different request.',
+      );
     }
     if (state === 'new') return { taskId, replay: null, recordKey };
     const existing = await this.get(taskId, tenant);
@@ -494,7 +520,10 @@ export class TaskStore {
       return { taskId, replay: existing, recordKey };
     }
     if (state === 'pending') {
-      throw new TasklineError('idempotency_key_in_use', 'A request with this Idempotency-Key is still being accepted.');
+      throw new TasklineError(
+        'idempotency_key_in_use',
+        'A request with this Idempotency-Key is still being accepted.',
+      );
     }
     // `done` whose task has since expired, or a takeover of an abandoned create: create it now.
     return { taskId, replay: null, recordKey };
@@ -505,7 +534,11 @@ export class TaskStore {
   }
 
   /** Creates a task once per (tenant, Idempotency-Key); same key and body give the same task. */
-  async createIdempotent(input: NewTask, key: string, fingerprint: string): Promise<{ task: TaskRecord; replayed: boolean }> {
+  async createIdempotent(
+    input: NewTask,
+    key: string,
+    fingerprint: string,
+  ): Promise<{ task: TaskRecord; replayed: boolean }> {
     const begun = await this.beginIdempotent(input.tenant, key, fingerprint);
     if (begun.replay) return { task: begun.replay, replayed: true };
     const task = await this.create({ ...input, id: begun.taskId });
@@ -583,7 +616,13 @@ export function notFound(): TasklineError {
 }
 
 export function problem(code: string, detail: string, status = 500): Problem {
-  return { type: `https://taskline.dev/problems/${code}`, title: code.replace(/_/g, ' '), status, detail, code };
+  return {
+    type: `https://taskline.dev/problems/${code}`,
+    title: code.replace(/_/g, ' '),
+    status,
+    detail,
+    code,
+  };
 }
 
 function flattenEvents(events: EventInput[]): string[] {
@@ -601,7 +640,8 @@ const num = (value: string | undefined) => (value === undefined ? null : Number(
 
 function parseTask(raw: Record<string, string>): TaskRecord {
   const status = raw.status;
-  if (!isTaskStatus(status)) throw new TasklineError('internal_error', `task ${raw.id} has unknown status ${status}`);
+  if (!isTaskStatus(status))
+    throw new TasklineError('internal_error', `task ${raw.id} has unknown status ${status}`);
   return {
     id: raw.id!,
     tenant: raw.tenant!,

@@ -28,12 +28,21 @@ test('2,000 readers on one connection each get every event once, in order', asyn
   await h.store.claim(task.id, 'w1', 60_000);
   await h.store.start(task.id, 1);
   for (let i = 0; i < 20; i++) {
-    await h.store.append(task.id, 1, [i], [{ type: 'response.output_text.delta', data: { delta: String(i) } }]);
+    await h.store.append(
+      task.id,
+      1,
+      [i],
+      [{ type: 'response.output_text.delta', data: { delta: String(i) } }],
+    );
   }
   await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
   const total = (await h.store.get(task.id))!.seq;
   await until(() => seen.every((l) => l.length === total));
-  for (const list of seen) assert.deepEqual(list, Array.from({ length: total }, (_, i) => i + 1));
+  for (const list of seen)
+    assert.deepEqual(
+      list,
+      Array.from({ length: total }, (_, i) => i + 1),
+    );
   assert.equal(hub.readers, 2000);
   subs.forEach((s) => s.close());
   assert.equal(hub.readers, 0);
@@ -45,10 +54,16 @@ test('a reader resuming mid-stream gets exactly the missing events, then live on
   await h.store.start(task.id, 1);
   const got: StoredEvent[] = [];
   const s = await hub.subscribe(task.id, 2, (e) => got.push(e));
-  assert.deepEqual(got.map((e) => e.seq), [3]);
+  assert.deepEqual(
+    got.map((e) => e.seq),
+    [3],
+  );
   await h.store.append(task.id, 1, [], [{ type: 'response.output_text.delta', data: { delta: 'x' } }]);
   await until(() => got.length === 2);
-  assert.deepEqual(got.map((e) => e.seq), [3, 4]);
+  assert.deepEqual(
+    got.map((e) => e.seq),
+    [3, 4],
+  );
   s.close();
 });
 

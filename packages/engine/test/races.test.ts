@@ -17,7 +17,8 @@ test('1,000 cancel-vs-complete races each end in exactly one terminal state, its
   }
   const outcomes = await Promise.all(
     tasks.map(async (task, i) => {
-      const complete = () => h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
+      const complete = () =>
+        h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
       const cancel = () => h.store.cancel(task.id, 'tenant-a');
       // Alternate who is sent first so both orders are exercised.
       const [a, b] = await Promise.allSettled(i % 2 ? [complete(), cancel()] : [cancel(), complete()]);
@@ -31,7 +32,10 @@ test('1,000 cancel-vs-complete races each end in exactly one terminal state, its
       // The loser gets a clear answer: "already terminal", never a silent overwrite.
       if (r.status === 'rejected') {
         assert.ok(r.reason instanceof TasklineError, String(r.reason));
-        assert.ok(['task_terminal', 'task_not_cancelable', 'illegal_transition'].includes(r.reason.code), r.reason.code);
+        assert.ok(
+          ['task_terminal', 'task_not_cancelable', 'illegal_transition'].includes(r.reason.code),
+          r.reason.code,
+        );
       }
     }
     let final = (await h.store.get(task.id))!;
@@ -78,7 +82,10 @@ test('an idempotent create retried concurrently 50 times yields one task', async
   const again = await h.store.createIdempotent(input, 'key-1', 'fp-1');
   assert.equal(again.replayed, true);
   assert.ok(ids.has(again.task.id));
-  await assert.rejects(h.store.createIdempotent(input, 'key-1', 'fp-2'), (e: unknown) => (e as TasklineError).code === 'idempotency_key_reused');
+  await assert.rejects(
+    h.store.createIdempotent(input, 'key-1', 'fp-2'),
+    (e: unknown) => (e as TasklineError).code === 'idempotency_key_reused',
+  );
   // The key is scoped to the tenant: another tenant's same key is a different task.
   const other = await h.store.createIdempotent({ ...input, tenant: 'tenant-j' }, 'key-1', 'fp-1');
   assert.ok(!ids.has(other.task.id));
@@ -89,7 +96,10 @@ test('an abandoned create is finished by a retry under the same task id', async 
   try {
     const begun = await short.store.beginIdempotent('tenant-a', 'k', 'fp');
     // The first request dies here, before writing the task.
-    await assert.rejects(short.store.createIdempotent(newTask(), 'k', 'fp'), (e: unknown) => (e as TasklineError).code === 'idempotency_key_in_use');
+    await assert.rejects(
+      short.store.createIdempotent(newTask(), 'k', 'fp'),
+      (e: unknown) => (e as TasklineError).code === 'idempotency_key_in_use',
+    );
     await new Promise((r) => setTimeout(r, 350));
     const { task } = await short.store.createIdempotent(newTask(), 'k', 'fp');
     assert.equal(task.id, begun.taskId);

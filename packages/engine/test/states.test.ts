@@ -17,12 +17,19 @@ test('terminal states never change', () => {
 
 test('the LMSP 7.2 transitions are all legal', () => {
   const lmsp: [string, string][] = [
-    ['queued', 'loading'], ['queued', 'cancelled'], ['queued', 'failed'],
-    ['loading', 'running'], ['loading', 'cancelling'], ['loading', 'failed'],
-    ['running', 'succeeded'], ['running', 'failed'], ['running', 'cancelling'],
+    ['queued', 'loading'],
+    ['queued', 'cancelled'],
+    ['queued', 'failed'],
+    ['loading', 'running'],
+    ['loading', 'cancelling'],
+    ['loading', 'failed'],
+    ['running', 'succeeded'],
+    ['running', 'failed'],
+    ['running', 'cancelling'],
     ['cancelling', 'cancelled'],
   ];
-  for (const [from, to] of lmsp) assert.ok(sourcesOf(to as never).includes(from as never), `${from} -> ${to}`);
+  for (const [from, to] of lmsp)
+    assert.ok(sourcesOf(to as never).includes(from as never), `${from} -> ${to}`);
   assert.ok(!sourcesOf('succeeded').includes('queued'), 'a queued task cannot succeed without running');
   assert.deepEqual(sourcesOf('cancelled'), ['queued', 'cancelling']);
 });

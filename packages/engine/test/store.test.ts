@@ -15,7 +15,10 @@ test('create persists the task and its first event, and queues it', async () => 
   assert.equal(task.status, 'queued');
   assert.equal(task.seq, 1);
   const { events } = await h.store.events(task.id, 0);
-  assert.deepEqual(events.map((e) => [e.seq, e.type]), [[1, 'response.created']]);
+  assert.deepEqual(
+    events.map((e) => [e.seq, e.type]),
+    [[1, 'response.created']],
+  );
   assert.equal(await h.redis.zscore(`tl:{sched}:ready:${task.tenant}`, task.id), String(task.createdAt));
   assert.equal(await h.redis.zscore('tl:{sched}:intake', task.id), null);
 });
@@ -40,7 +43,11 @@ test('a worker lifecycle writes numbered events with no gap', async () => {
     [1, 2, 3, 4, 5],
   );
   assert.equal(events.at(-1)!.type, 'response.completed');
-  assert.deepEqual(eventObject(events[3]!), { type: 'response.output_text.delta', sequence_number: 4, delta: 'ab' });
+  assert.deepEqual(eventObject(events[3]!), {
+    type: 'response.output_text.delta',
+    sequence_number: 4,
+    delta: 'ab',
+  });
   assert.deepEqual(await h.store.snapshot(task.id), [5, 6]);
   const done = (await h.store.get(task.id))!;
   assert.equal(done.status, 'succeeded');
@@ -54,7 +61,10 @@ test('terminal states refuse every later transition', async () => {
   await h.store.start(task.id, 1);
   await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
   await assert.rejects(
-    h.store.finish(task.id, 1, { status: 'failed', error: { type: 'x', title: 'x', status: 500, detail: 'x', code: 'x' } }),
+    h.store.finish(task.id, 1, {
+      status: 'failed',
+      error: { type: 'x', title: 'x', status: 500, detail: 'x', code: 'x' },
+    }),
     code('task_terminal'),
   );
   await assert.rejects(h.store.cancel(task.id, 'tenant-a'), code('task_not_cancelable'));
@@ -70,7 +80,10 @@ test('a stale attempt cannot write over a newer one', async () => {
   await h.store.claim(task.id, 'w2', 10_000);
   await assert.rejects(h.store.append(task.id, 1, [1], []), code('stale_attempt'));
   await assert.rejects(h.store.renew(task.id, 1, 1000), code('stale_attempt'));
-  await assert.rejects(h.store.finish(task.id, 1, { status: 'succeeded', result: null }), code('stale_attempt'));
+  await assert.rejects(
+    h.store.finish(task.id, 1, { status: 'succeeded', result: null }),
+    code('stale_attempt'),
+  );
   assert.equal((await h.store.get(task.id))!.attempt, 2);
 });
 
@@ -95,10 +108,7 @@ test('cancel: queued ends at once, running asks to stop, repeats are idempotent'
   await assert.rejects(h.store.append(running.id, 1, [], []), code('illegal_transition'));
   await h.store.finish(running.id, 1, { status: 'cancelled', result: null });
   const { events } = await h.store.events(running.id, 0);
-  assert.deepEqual(
-    events.map((e) => e.type).slice(-2),
-    ['response.in_progress', 'response.cancelled'],
-  );
+  assert.deepEqual(events.map((e) => e.type).slice(-2), ['response.in_progress', 'response.cancelled']);
 });
 
 test('the sweep applies each on_restart policy to lapsed leases', async () => {

@@ -17,7 +17,9 @@ export function createLogger(
 ): Logger {
   const emit = (lvl: LogLevel) => (msg: string, fields?: Record<string, unknown>) => {
     if (RANK[lvl] < RANK[level]) return;
-    write(JSON.stringify({ ts: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer));
+    write(
+      JSON.stringify({ ts: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer),
+    );
   };
   return {
     debug: emit('debug'),
@@ -30,6 +32,7 @@ export function createLogger(
 
 // Error objects stringify to {} by default; keep what an operator needs.
 function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error) return { name: value.name, message: value.message, code: (value as { code?: unknown }).code };
+  if (value instanceof Error)
+    return { name: value.name, message: value.message, code: (value as { code?: unknown }).code };
   return value;
 }
