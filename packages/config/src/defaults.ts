@@ -29,10 +29,76 @@ export const DEFAULTS = {
   TASKLINE_RECOVERY_INTERVAL_MS: '2000',
   /** A task persisted this long without a queue entry is queued by the reconciler. */
   TASKLINE_RECONCILE_AFTER_MS: '10000',
+  /** Scheduler control plane (gRPC): where a replica listens, and the address it gives workers (default host:port). */
+  TASKLINE_CONTROL_HOST: '127.0.0.1',
+  TASKLINE_CONTROL_PORT: '7070',
+  TASKLINE_CONTROL_ADVERTISE: '',
+  /** Scheduler control addresses a worker tries in order (comma separated); standbys redirect to the leader. */
+  TASKLINE_SCHEDULER_ADDR: '127.0.0.1:7070',
+  /** Scheduler leadership lease in Redis; a standby takes over within this after the leader dies. */
+  TASKLINE_LEADER_LEASE_MS: '5000',
+  /** Worker heartbeat interval; a worker silent for the timeout no longer counts as capacity. */
+  TASKLINE_HEARTBEAT_MS: '1000',
+  TASKLINE_WORKER_TIMEOUT_MS: '5000',
+  /** How often the leader runs a dispatch round, and how many tasks a tenant gets per round per unit of weight. */
+  TASKLINE_DISPATCH_INTERVAL_MS: '200',
+  TASKLINE_DISPATCH_QUANTUM: '1',
+  /** Fair-share weights, `tenant:weight,...` (others weigh 1), and the cap on each tenant's dispatched, unfinished tasks. */
+  TASKLINE_TENANT_WEIGHTS: '',
+  TASKLINE_TENANT_MAX_RUNNING: '64',
+  /** How often the scheduler drops index entries of tasks that ended or expired. */
+  TASKLINE_RETENTION_SWEEP_MS: '30000',
+  /** gpu-worker: model folder, served model ids (`instant` is the benchmark-only no-op model), slots per model. */
+  TASKLINE_MODELS_DIR: 'models',
+  TASKLINE_WORKER_MODELS: 'tiny-chat',
+  TASKLINE_WORKER_SLOTS: '4',
+  /** Memory budget for loaded models; the least recently used are evicted beyond it. */
+  TASKLINE_MODEL_MEMORY_MB: '2048',
+  /** onnxruntime execution provider: `cpu`, or `cuda` on GPU images. */
+  TASKLINE_EXECUTION_PROVIDER: 'cpu',
+  /** SIGTERM or a drain command: running tasks get this long to finish, then are handed back to the queue. */
+  TASKLINE_DRAIN_DEADLINE_MS: '20000',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
   /** `/metrics` port of services without an HTTP API (scheduler, gpu-worker); 0 picks a free one. */
   TASKLINE_METRICS_PORT: '9464',
+  /** LMSP models served (comma separated ids); every other model id is `model_not_found`. */
+  TASKLINE_MODELS: 'tiny-chat',
+  /** Models whose backend can snapshot, so tasks on them may use `on_restart: resume`. */
+  TASKLINE_SNAPSHOT_MODELS: 'tiny-chat',
+  /** Static API keys for local use, `tenant:key,tenant:key`; keys made by the CLI live hashed in Redis. */
+  TASKLINE_API_KEYS: '',
+  /** JWT bearer tokens: verified against a PEM (SPKI) public key or a JWKS URL; empty turns JWTs off. */
+  TASKLINE_JWT_PUBLIC_KEY: '',
+  TASKLINE_JWT_JWKS_URL: '',
+  /** The claim that names the tenant; issuer and audience are checked when set. */
+  TASKLINE_JWT_TENANT_CLAIM: 'tenant',
+  TASKLINE_JWT_ISSUER: '',
+  TASKLINE_JWT_AUDIENCE: '',
+  /** Largest request body the API parses; larger ones get `413 payload_too_large`. */
+  TASKLINE_MAX_BODY_BYTES: String(1024 * 1024),
+  /** Upper bound (and default) of `max_output_tokens`. */
+  TASKLINE_MAX_OUTPUT_TOKENS: '4096',
+  /** Per-tenant request rate (token bucket in Redis, shared by every replica): refill per second and burst. */
+  TASKLINE_RATE_LIMIT_PER_S: '20',
+  TASKLINE_RATE_LIMIT_BURST: '100',
+  /** Per-tenant caps across every replica: unfinished tasks, and open event streams. */
+  TASKLINE_MAX_ACTIVE_TASKS: '100',
+  TASKLINE_MAX_STREAMS: '50',
+  /** SSE comment interval that keeps idle streams open through proxies; also the open-stream lease. */
+  TASKLINE_SSE_HEARTBEAT_MS: '15000',
+  /** The `retry:` hint sent when a replica ends a stream on shutdown. */
+  TASKLINE_SSE_RETRY_MS: '1000',
+  /** SIGTERM: in-flight requests get this long to finish before the API exits anyway. */
+  TASKLINE_SHUTDOWN_DEADLINE_MS: '10000',
+  /** MCP: the conformance suite's fixture tools; never on in production. */
+  TASKLINE_MCP_CONFORMANCE_TOOLS: 'false',
+  /** MCP without auth: every caller is the one tenant `local`. Only for local runs (the conformance suite). */
+  TASKLINE_MCP_LOCAL_NO_AUTH: 'false',
+  /** MCP request body limit, bytes (the SDK's own bound is 4 MiB). */
+  TASKLINE_MCP_MAX_BODY_BYTES: String(1024 * 1024),
+  /** Host names the MCP endpoint answers (DNS rebinding protection), comma-separated. */
+  TASKLINE_MCP_ALLOWED_HOSTS: 'localhost,127.0.0.1,[::1]',
 } as const;
 
 export type EnvName = keyof typeof DEFAULTS;

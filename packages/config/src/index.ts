@@ -20,8 +20,52 @@ const schema = z.object({
   TASKLINE_LEASE_MS: int(100),
   TASKLINE_RECOVERY_INTERVAL_MS: int(10),
   TASKLINE_RECONCILE_AFTER_MS: int(10),
+  TASKLINE_CONTROL_HOST: z.string().min(1),
+  TASKLINE_CONTROL_PORT: int(0).max(65535),
+  TASKLINE_CONTROL_ADVERTISE: z.string(),
+  TASKLINE_SCHEDULER_ADDR: z.string().regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'comma separated host:port'),
+  TASKLINE_LEADER_LEASE_MS: int(100),
+  TASKLINE_HEARTBEAT_MS: int(10),
+  TASKLINE_WORKER_TIMEOUT_MS: int(50),
+  TASKLINE_DISPATCH_INTERVAL_MS: int(5),
+  TASKLINE_DISPATCH_QUANTUM: int(1),
+  TASKLINE_TENANT_WEIGHTS: z.string().regex(/^([^,:\s]+:\d+(,[^,:\s]+:\d+)*)?$/, 'tenant:weight pairs'),
+  TASKLINE_TENANT_MAX_RUNNING: int(1),
+  TASKLINE_RETENTION_SWEEP_MS: int(10),
+  TASKLINE_MODELS_DIR: z.string().min(1),
+  TASKLINE_WORKER_MODELS: z.string().regex(/^[^,\s]+(,[^,\s]+)*$/, 'comma separated model ids'),
+  TASKLINE_WORKER_SLOTS: int(1),
+  TASKLINE_MODEL_MEMORY_MB: int(1),
+  TASKLINE_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']),
+  TASKLINE_DRAIN_DEADLINE_MS: int(0),
   TASKLINE_METRICS_TENANT_TOP_N: int(0).max(1000),
   TASKLINE_METRICS_PORT: int(0).max(65535),
+  TASKLINE_MODELS: z.string().regex(/^[^,\s]+(,[^,\s]+)*$/, 'comma separated model ids'),
+  TASKLINE_SNAPSHOT_MODELS: z.string().regex(/^([^,\s]+(,[^,\s]+)*)?$/, 'comma separated model ids'),
+  TASKLINE_API_KEYS: z
+    .string()
+    .regex(
+      /^([A-Za-z0-9._-]{1,64}:[^,\s]{8,}(,[A-Za-z0-9._-]{1,64}:[^,\s]{8,})*)?$/,
+      'tenant:key pairs (keys of 8+ characters)',
+    ),
+  TASKLINE_JWT_PUBLIC_KEY: z.string(),
+  TASKLINE_JWT_JWKS_URL: z.union([z.literal(''), z.string().url()]),
+  TASKLINE_JWT_TENANT_CLAIM: z.string().min(1),
+  TASKLINE_JWT_ISSUER: z.string(),
+  TASKLINE_JWT_AUDIENCE: z.string(),
+  TASKLINE_MAX_BODY_BYTES: int(1024),
+  TASKLINE_MAX_OUTPUT_TOKENS: int(1),
+  TASKLINE_RATE_LIMIT_PER_S: z.coerce.number().positive(),
+  TASKLINE_RATE_LIMIT_BURST: int(1),
+  TASKLINE_MAX_ACTIVE_TASKS: int(1),
+  TASKLINE_MAX_STREAMS: int(1),
+  TASKLINE_SSE_HEARTBEAT_MS: int(10),
+  TASKLINE_SSE_RETRY_MS: int(0),
+  TASKLINE_SHUTDOWN_DEADLINE_MS: int(0),
+  TASKLINE_MCP_CONFORMANCE_TOOLS: bool,
+  TASKLINE_MCP_LOCAL_NO_AUTH: bool,
+  TASKLINE_MCP_MAX_BODY_BYTES: int(1024),
+  TASKLINE_MCP_ALLOWED_HOSTS: z.string().min(1),
 });
 
 export type Env = z.infer<typeof schema>;
@@ -44,7 +88,9 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   if (parsed.data.TASKLINE_EVENT_RETENTION_S > parsed.data.TASKLINE_TASK_RETENTION_S) {
-    throw new ConfigError('invalid configuration: TASKLINE_EVENT_RETENTION_S exceeds TASKLINE_TASK_RETENTION_S');
+    throw new ConfigError(
+      'invalid configuration: TASKLINE_EVENT_RETENTION_S exceeds TASKLINE_TASK_RETENTION_S',
+    );
   }
   return parsed.data;
 }

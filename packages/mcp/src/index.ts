@@ -1,0 +1,2 @@
+export { createMcpRouter, LOCAL_TENANT, type McpRouterDeps, type McpEnv } from './router.js';
+export { TASKS_EXTENSION, taskFields, detailedTask, declaresTasks } from './view.js';

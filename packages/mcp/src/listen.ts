@@ -1,0 +1,100 @@
+import type { Request, Response } from 'express';
+import { isTerminal, type EventHub, type Subscription, type TaskStore } from '@taskline/engine';
+import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
+
+interface ListenArgs {
+  req: Request;
+  res: Response;
+  store: TaskStore;
+  hub: EventHub;
+  poll: number;
+  tenant: string;
+  id: unknown;
+  params: Record<string, unknown>;
+  capabilities: unknown;
+}
+
+/**
+ * `subscriptions/listen` with `notifications.taskIds`: the SDK acknowledges such a filter and closes
+ * (SDK issue #2569), so this serves it. Each accepted task is tailed through the EventHub, which
+ * reads the task's log in Redis: a change made on any replica reaches this stream. One
+ * `notifications/tasks` (a DetailedTask) goes out per visible change; the stream ends with the
+ * listen result once every task is terminal, or when the client goes away.
+ */
+export async function serveTaskListen(args: ListenArgs): Promise<void> {
+  const { req, res, store, hub, poll, tenant, id } = args;
+  if (!declaresTasks(args.capabilities)) {
+    res.status(200).json({
+      jsonrpc: '2.0',
+      id,
+      error: {
+        code: -32021,
+        message: 'Listening for task notifications needs the io.modelcontextprotocol/tasks extension.',
+        data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+      },
+    });
+    return;
+  }
+  const requested = (args.params.notifications as { taskIds: unknown[] }).taskIds;
+  const tasks = [];
+  for (const taskId of new Set(requested)) {
+    // Unknown and other tenants' ids are left out of the acknowledged filter, never revealed.
+    const task = typeof taskId === 'string' ? await store.get(taskId, tenant) : null;
+    if (task) tasks.push(task);
+  }
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+  });
+  const send = (message: object) =>
+    res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
+  send({
+    method: 'notifications/subscriptions/acknowledged',
+    params: { notifications: { taskIds: tasks.map((t) => t.id) } },
+  });
+  const subs = new Map<string, Subscription>();
+  let closed = false;
+  const end = () => {
+    if (closed) return;
+    closed = true;
+    for (const sub of subs.values()) sub.close();
+    send({ id, result: { resultType: 'complete' } });
+    res.end();
+  };
+  req.on('close', () => {
+    closed = true;
+    for (const sub of subs.values()) sub.close();
+  });
+  const open = new Set(tasks.map((t) => t.id));
+  const last = new Map<string, string>();
+  const chains = new Map<string, Promise<void>>();
+  const notify = async (taskId: string) => {
+    const task = await store.get(taskId, tenant);
+    if (closed || !task) return;
+    const view = await detailedTask(store, task, poll);
+    const key = JSON.stringify([view.status, view.statusMessage, view.inputRequests]);
+    if (last.get(taskId) !== key) {
+      last.set(taskId, key);
+      send({ method: 'notifications/tasks', params: view });
+    }
+    if (isTerminal(task.status)) {
+      subs.get(taskId)?.close();
+      open.delete(taskId);
+      if (open.size === 0) end();
+    }
+  };
+  if (tasks.length === 0) return end();
+  for (const task of tasks) {
+    chains.set(task.id, notify(task.id));
+    const sub = await hub.subscribe(task.id, task.seq, () => {
+      // Serialised per task, so notifications leave in the order the log recorded them.
+      chains.set(
+        task.id,
+        (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(() => undefined),
+      );
+    });
+    if (closed) sub.close();
+    else subs.set(task.id, sub);
+  }
+}

@@ -1,0 +1,282 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import { z } from 'zod';
+import {
+  createMcpHandler,
+  inputRequired,
+  McpServer,
+  MissingRequiredClientCapabilityError,
+  ProtocolError,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import type { Env } from '@taskline/config';
+import { isTerminal, TasklineError, type EventHub, type TaskRecord, type TaskStore } from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import {
+  registerConformanceTools,
+  ToolRegistry,
+  TOOLS_MODEL,
+  waitFor,
+  type ToolContext,
+  type ToolDefinition,
+  type ToolResult,
+} from '@taskline/tools';
+import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
+import { serveTaskListen } from './listen.js';
+
+export type McpEnv = Pick<
+  Env,
+  | 'TASKLINE_POLL_INTERVAL_MS'
+  | 'TASKLINE_MCP_CONFORMANCE_TOOLS'
+  | 'TASKLINE_MCP_LOCAL_NO_AUTH'
+  | 'TASKLINE_MCP_MAX_BODY_BYTES'
+  | 'TASKLINE_MCP_ALLOWED_HOSTS'
+>;
+
+export interface McpRouterDeps {
+  store: TaskStore;
+  hub: EventHub;
+  env: McpEnv;
+  logger: Logger;
+  /** The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves. */
+  authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string }>;
+  /** The tools to offer; the conformance pack is added when TASKLINE_MCP_CONFORMANCE_TOOLS is on. */
+  tools?: ToolRegistry;
+}
+
+/** The one tenant of the local no-auth mode. */
+export const LOCAL_TENANT = 'local';
+
+const missingTasks = () =>
+  new MissingRequiredClientCapabilityError(
+    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+    'This request needs the io.modelcontextprotocol/tasks extension.',
+  );
+/** Unknown, expired and other tenants' tasks all read the same. */
+const unknownTask = () => new ProtocolError(-32602, 'Unknown or expired taskId');
+
+const rpcError = (res: Response, http: number, id: unknown, code: number, message: string, data?: unknown) =>
+  res
+    .status(http)
+    .json({ jsonrpc: '2.0', id: id ?? null, error: { code, message, ...(data !== undefined && { data }) } });
+
+/**
+ * MCP 2026-07-28 (stateless, Streamable HTTP) with the Tasks extension, mounted at `/mcp`. The
+ * SDK serves the protocol; a thin layer in front of it adds what the SDK cannot do yet (SDK issue
+ * #2569): -32021 for tools that need a task, and `notifications/tasks` on `subscriptions/listen`.
+ */
+export function createMcpRouter(deps: McpRouterDeps): Router {
+  const { store, hub, env, logger } = deps;
+  if (!deps.authenticate && !env.TASKLINE_MCP_LOCAL_NO_AUTH) {
+    throw new Error('createMcpRouter needs an authenticator unless TASKLINE_MCP_LOCAL_NO_AUTH is on');
+  }
+  const tools = deps.tools ?? new ToolRegistry();
+  if (env.TASKLINE_MCP_CONFORMANCE_TOOLS) registerConformanceTools(tools);
+  const poll = env.TASKLINE_POLL_INTERVAL_MS;
+  const allowedHosts = new Set(env.TASKLINE_MCP_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()));
+
+  const handler = createMcpHandler(
+    (ctx) => buildServer({ store, hub, tools, poll, tenant: ctx.authInfo?.clientId ?? '' }),
+    {
+      legacy: 'reject',
+      maxRequestBodySize: env.TASKLINE_MCP_MAX_BODY_BYTES,
+      onerror: (err) => logger.debug('mcp request rejected', { err: err.message }),
+    },
+  );
+  const node = toNodeHandler(handler, { maxRequestBodySize: env.TASKLINE_MCP_MAX_BODY_BYTES });
+
+  const router = express.Router();
+  // DNS rebinding: a browser tricked into calling a local server sends a foreign Host or Origin.
+  router.use((req, res, next) => {
+    const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '');
+    let originOk = true;
+    if (req.headers.origin) {
+      try {
+        originOk = allowedHosts.has(new URL(req.headers.origin).hostname.toLowerCase());
+      } catch {
+        originOk = false;
+      }
+    }
+    if (!allowedHosts.has(host) || !originOk)
+      return rpcError(res, 403, null, -32600, 'Forbidden host or origin');
+    next();
+  });
+  router.use(express.json({ limit: env.TASKLINE_MCP_MAX_BODY_BYTES, type: () => true }));
+  router.use(async (req, res, next) => {
+    try {
+      const tenant = env.TASKLINE_MCP_LOCAL_NO_AUTH
+        ? LOCAL_TENANT
+        : (await deps.authenticate!(req.headers)).id;
+      (req as Request & { auth?: unknown }).auth = { token: '', clientId: tenant, scopes: [] };
+      next();
+    } catch (err) {
+      if (err instanceof TasklineError && err.code === 'unauthorized') {
+        res.setHeader('WWW-Authenticate', 'Bearer');
+        return rpcError(res, 401, req.body?.id, -32001, 'Unauthorized');
+      }
+      next(err);
+    }
+  });
+  router.post('/', async (req, res, next) => {
+    const body = req.body as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | undefined;
+    const params = body?.params ?? {};
+    const capabilities = (params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_KEY];
+    const tenant = (req as Request & { auth: { clientId: string } }).auth.clientId;
+    try {
+      if (body?.method === 'tools/call' && !declaresTasks(capabilities)) {
+        // The SDK turns a tool's throw into an isError result, so -32021 is answered here.
+        const tool = tools.get(String(params.name));
+        if (tool?.taskSupport === 'required' && req.headers['mcp-name'] === params.name) {
+          const err = missingTasks();
+          return rpcError(res, 200, body.id, err.code, err.message, err.data);
+        }
+      }
+      if (body?.method === 'subscriptions/listen' && hasTaskFilter(params)) {
+        return await serveTaskListen({
+          req,
+          res,
+          store,
+          hub,
+          poll,
+          tenant,
+          id: body.id,
+          params,
+          capabilities,
+        });
+      }
+      await node(req, res, req.body);
+    } catch (err) {
+      next(err);
+    }
+  });
+  router.all('/', (req, res) => rpcError(res, 405, null, -32600, 'Method not allowed'));
+  router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const e = err as { type?: string; status?: number };
+    if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
+    if (e.type === 'entity.parse.failed') return rpcError(res, 400, null, -32700, 'Parse error');
+    logger.error('mcp request failed', { err: err instanceof Error ? err.message : String(err) });
+    if (!res.headersSent) rpcError(res, 500, req.body?.id, -32603, 'Internal error');
+  });
+  return router;
+}
+
+function hasTaskFilter(params: Record<string, unknown>): boolean {
+  const notifications = params.notifications as { taskIds?: unknown } | undefined;
+  return Array.isArray(notifications?.taskIds);
+}
+
+interface ServerDeps {
+  store: TaskStore;
+  hub: EventHub;
+  tools: ToolRegistry;
+  poll: number;
+  tenant: string;
+}
+
+function buildServer(deps: ServerDeps): McpServer {
+  const { store, tools, poll, tenant } = deps;
+  const server = new McpServer(
+    { name: 'taskline', version: '0.1.0' },
+    { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },
+  );
+  for (const tool of tools.list()) {
+    server.registerTool(
+      tool.name,
+      { description: tool.description, inputSchema: tool.inputSchema },
+      (args: Record<string, unknown>, ctx: ServerContext) => callTool(deps, tool, args, ctx) as never,
+    );
+  }
+  const requireTasks = (ctx: ServerContext) => {
+    if (!declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) throw missingTasks();
+  };
+  const find = async (taskId: string): Promise<TaskRecord> => {
+    const task = await store.get(taskId, tenant);
+    if (!task) throw unknownTask();
+    return task;
+  };
+  const taskParams = { params: z.looseObject({ taskId: z.string() }) };
+  server.server.setRequestHandler('tasks/get', taskParams, async ({ taskId }, ctx) => {
+    requireTasks(ctx);
+    return (await detailedTask(store, await find(taskId), poll)) as never;
+  });
+  server.server.setRequestHandler('tasks/update', taskParams, async ({ taskId }, ctx) => {
+    requireTasks(ctx);
+    await find(taskId);
+    const answers = ctx.mcpReq.inputResponses ?? {};
+    try {
+      await store.provideInput(taskId, tenant, answers);
+    } catch (err) {
+      if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
+      throw err;
+    }
+    return {} as never;
+  });
+  server.server.setRequestHandler('tasks/cancel', taskParams, async ({ taskId }, ctx) => {
+    requireTasks(ctx);
+    try {
+      await store.cancel(taskId, tenant);
+    } catch (err) {
+      if (!(err instanceof TasklineError)) throw err;
+      if (err.code === 'task_not_found') throw unknownTask();
+      // Cancelling a finished task is acknowledged all the same: the ack promises nothing more.
+      if (err.code !== 'task_not_cancelable') throw err;
+    }
+    return {} as never;
+  });
+  return server;
+}
+
+/** Runs a tool inline (no task): only what needs no durable state is available. */
+function inlineContext(tenant: string, signal: AbortSignal): ToolContext {
+  const needsTask = async (): Promise<never> => {
+    throw new Error('this tool runs inline and cannot ask for input or generate');
+  };
+  return { taskId: '', tenant, signal, progress: async () => undefined, ask: needsTask, generate: needsTask };
+}
+
+async function callTool(
+  deps: ServerDeps,
+  tool: ToolDefinition,
+  rawArgs: Record<string, unknown>,
+  ctx: ServerContext,
+): Promise<unknown> {
+  const { store, hub, poll, tenant } = deps;
+  let args = rawArgs;
+  if (tool.prepare) {
+    const prepared = tool.prepare(args, ctx.mcpReq.inputResponses ?? {});
+    if ('ask' in prepared) return inputRequired({ inputRequests: prepared.ask as never });
+    args = prepared.args;
+  }
+  if (tool.taskSupport === 'forbidden') return tool.run(args, inlineContext(tenant, ctx.mcpReq.signal));
+  const task = await store.create({
+    tenant,
+    kind: 'tool',
+    model: TOOLS_MODEL,
+    onRestart: 'retry',
+    request: { tool: tool.name, arguments: args },
+  });
+  // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
+  if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {
+    return { resultType: 'task', ...taskFields(task, poll) };
+  }
+  // A caller without the extension waits for the task: the work still runs durably on a worker.
+  const signal = ctx.mcpReq.signal;
+  const onAbort = () => void store.cancel(task.id, tenant).catch(() => undefined);
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    await waitFor(hub, task.id, 0, signal, async () => {
+      const now = await store.get(task.id);
+      return !now || isTerminal(now.status);
+    });
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+  const done = await store.get(task.id);
+  if (done?.status === 'succeeded') return done.result as ToolResult;
+  const reason =
+    done?.status === 'cancelled'
+      ? 'The tool call was cancelled.'
+      : (done?.error?.detail ?? 'The tool failed.');
+  return { content: [{ type: 'text', text: reason }], isError: true };
+}

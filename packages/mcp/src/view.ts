@@ -1,0 +1,57 @@
+import { toMcpStatus, type TaskRecord, type TaskStore } from '@taskline/engine';
+
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
+
+/** Whether one request's `_meta` envelope declares the Tasks extension (the server decides per request). */
+export function declaresTasks(capabilities: unknown): boolean {
+  const extensions = (capabilities as { extensions?: Record<string, unknown> } | undefined)?.extensions;
+  return typeof extensions === 'object' && extensions !== null && TASKS_EXTENSION in extensions;
+}
+
+/**
+ * `ttlMs`: how long after creation the task stays readable. A running task never expires (null);
+ * a finished one reads as missing from `expiresAt` on, so this is exactly the engine's deadline.
+ */
+function ttlMs(task: TaskRecord): number | null {
+  return task.expiresAt === null ? null : Math.max(1, Math.floor(task.expiresAt - task.createdAt));
+}
+
+/** The Task fields of SEP-2663, projected from the engine's record. */
+export function taskFields(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
+  const { status, statusMessage } = toMcpStatus(task.status);
+  const message = task.statusMessage ?? statusMessage;
+  return {
+    taskId: task.id,
+    status,
+    ...(message !== undefined && { statusMessage: message }),
+    createdAt: new Date(task.createdAt).toISOString(),
+    lastUpdatedAt: new Date(task.updatedAt).toISOString(),
+    ttlMs: ttlMs(task),
+    pollIntervalMs: Math.max(1, Math.floor(pollIntervalMs)),
+  };
+}
+
+/**
+ * DetailedTask: open input requests while `input_required`, the inlined tool result once
+ * `completed`, the JSON-RPC error once `failed`.
+ */
+export async function detailedTask(store: TaskStore, task: TaskRecord, pollIntervalMs: number) {
+  const view = taskFields(task, pollIntervalMs);
+  switch (view.status) {
+    case 'input_required':
+      view.inputRequests = await store.openInputRequests(task.id);
+      break;
+    case 'completed':
+      view.result = { ...(task.result as object), resultType: 'complete' };
+      break;
+    case 'failed':
+      view.error = {
+        code: -32603,
+        message: task.error?.detail ?? 'The task failed.',
+        data: { code: task.error?.code ?? 'internal_error' },
+      };
+      break;
+  }
+  return view;
+}

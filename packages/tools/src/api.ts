@@ -1,0 +1,107 @@
+import type { z } from 'zod';
+
+/** A question for the caller: an MCP input request (`elicitation/create`, `sampling/createMessage`, ...). */
+export interface InputRequest {
+  method: string;
+  params: Record<string, unknown>;
+}
+
+/** What a tool returns: an MCP CallToolResult (content blocks, optional structured output). */
+export interface ToolResult {
+  content: Record<string, unknown>[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+}
+
+/** The tool's view of the task it runs in. Everything here survives a worker restart. */
+export interface ToolContext {
+  readonly taskId: string;
+  readonly tenant: string;
+  /** Aborted when the task is cancelled or the worker loses it: stop and return (or throw). */
+  readonly signal: AbortSignal;
+  /** Shown to the caller as the task's `statusMessage`. */
+  progress(message: string): Promise<void>;
+  /**
+   * Asks the caller and waits for every answer. Keys are unique over the task's life: on a retried
+   * attempt, answers already given come back at once instead of being asked again.
+   */
+  ask(requests: Record<string, InputRequest>): Promise<Record<string, unknown>>;
+  /** Runs an LMSP response on a model as a child task and waits for it (see `generate`). */
+  generate(request: GenerateRequest): Promise<GenerateOutcome>;
+}
+
+export interface GenerateRequest {
+  model: string;
+  input: string;
+  maxOutputTokens?: number;
+  temperature?: number;
+}
+
+export interface GenerateOutcome {
+  text: string;
+  usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
+  status: string;
+}
+
+/**
+ * `required`: only ever runs as a task (callers without the Tasks extension get -32021).
+ * `optional`: a task for callers that declared the extension, otherwise the call waits for it.
+ * `forbidden`: runs inline on the replica that received the call (cheap, synchronous tools).
+ */
+export type TaskSupport = 'required' | 'optional' | 'forbidden';
+
+/** One round of a multi-round-trip (MRTR) exchange before any task exists. */
+export type Prepared<A> = { ask: Record<string, InputRequest> } | { args: A };
+
+export interface ToolDefinition<S extends z.ZodObject = z.ZodObject> {
+  name: string;
+  description: string;
+  inputSchema: S;
+  taskSupport: TaskSupport;
+  /**
+   * Optional MRTR phase, run on the replica before the task is created: ask the caller for input
+   * inline, then return the arguments the task runs with.
+   */
+  prepare?(args: z.infer<S>, responses: Record<string, unknown>): Prepared<z.infer<S>>;
+  run(args: z.infer<S>, ctx: ToolContext): Promise<ToolResult>;
+}
+
+/** Thrown by a tool for a failure the caller should see as a protocol error (task `failed`). */
+export class ToolFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ToolFailure';
+  }
+}
+
+/** The tools a deployment offers; the MCP layer lists and calls them, workers run them. */
+export class ToolRegistry {
+  private readonly tools = new Map<string, ToolDefinition>();
+
+  register<S extends z.ZodObject>(tool: ToolDefinition<S>): this {
+    if (this.tools.has(tool.name)) throw new Error(`tool ${tool.name} registered twice`);
+    this.tools.set(tool.name, tool as unknown as ToolDefinition);
+    return this;
+  }
+
+  get(name: string): ToolDefinition | undefined {
+    return this.tools.get(name);
+  }
+
+  list(): ToolDefinition[] {
+    return [...this.tools.values()];
+  }
+}
+
+export function defineTool<S extends z.ZodObject>(tool: ToolDefinition<S>): ToolDefinition<S> {
+  return tool;
+}
+
+/** The request a tool task carries in the engine. */
+export interface ToolTaskRequest {
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+
+/** Tool tasks all run on one queue, whatever models they call. */
+export const TOOLS_MODEL = 'tools';

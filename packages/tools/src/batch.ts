@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { defineTool, ToolFailure } from './api.js';
+
+export interface BatchOptions {
+  /** Cost units above which a tenant confirms a batch before it runs. */
+  confirmAbove(tenant: string): number;
+  /** Estimated cost of one prompt: defaults to its length plus the output budget, in tokens. */
+  estimate?(prompt: string, maxOutputTokens: number): number;
+}
+
+/**
+ * Example tool built on the public API: generates every prompt of a batch, reports progress, and
+ * asks for confirmation first when the estimate exceeds the tenant's threshold.
+ */
+export function batchGenerateTool(options: BatchOptions) {
+  const estimate = options.estimate ?? ((prompt, max) => Math.ceil(prompt.length / 4) + max);
+  return defineTool({
+    name: 'batch_generate',
+    description:
+      'Generates a completion for each prompt of a batch, with progress; confirms large batches first.',
+    taskSupport: 'required',
+    inputSchema: z.object({
+      model: z.string().min(1),
+      prompts: z.array(z.string().min(1)).min(1).max(1000),
+      max_output_tokens: z.number().int().positive().default(64),
+    }),
+    async run(args, ctx) {
+      const cost = args.prompts.reduce((sum, p) => sum + estimate(p, args.max_output_tokens), 0);
+      const threshold = options.confirmAbove(ctx.tenant);
+      if (cost > threshold) {
+        const { confirm } = await ctx.ask({
+          confirm: {
+            method: 'elicitation/create',
+            params: {
+              mode: 'form',
+              message: `This batch of ${args.prompts.length} prompts is estimated at ${cost} tokens (your threshold is ${threshold}). Run it?`,
+              requestedSchema: {
+                type: 'object',
+                properties: { proceed: { type: 'boolean' } },
+                required: ['proceed'],
+              },
+            },
+          },
+        });
+        const answer = confirm as { action?: string; content?: { proceed?: boolean } } | undefined;
+        if (answer?.action !== 'accept' || answer.content?.proceed !== true) {
+          return { content: [{ type: 'text', text: 'Batch not run: not confirmed.' }], isError: true };
+        }
+      }
+      const results: { prompt: string; text: string; output_tokens: number }[] = [];
+      for (const [i, prompt] of args.prompts.entries()) {
+        if (ctx.signal.aborted) throw new ToolFailure('cancelled');
+        await ctx.progress(`${i}/${args.prompts.length} prompts done`);
+        const out = await ctx.generate({
+          model: args.model,
+          input: prompt,
+          maxOutputTokens: args.max_output_tokens,
+        });
+        results.push({ prompt, text: out.text, output_tokens: out.usage?.output_tokens ?? 0 });
+      }
+      await ctx.progress(`${args.prompts.length}/${args.prompts.length} prompts done`);
+      return {
+        content: [{ type: 'text', text: results.map((r, i) => `${i + 1}. ${r.text}`).join('\n') }],
+        structuredContent: { estimated_cost: cost, results },
+      };
+    },
+  });
+}

@@ -1,0 +1,19 @@
+export {
+  ToolRegistry,
+  ToolFailure,
+  defineTool,
+  TOOLS_MODEL,
+  type ToolDefinition,
+  type ToolContext,
+  type ToolResult,
+  type ToolTaskRequest,
+  type TaskSupport,
+  type InputRequest,
+  type Prepared,
+  type GenerateRequest,
+  type GenerateOutcome,
+} from './api.js';
+export { createToolRunner, waitFor, type ToolRunner, type ToolRunnerOptions } from './runner.js';
+export { generateTool } from './generate.js';
+export { batchGenerateTool, type BatchOptions } from './batch.js';
+export { registerConformanceTools } from './conformance.js';

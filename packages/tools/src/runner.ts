@@ -1,0 +1,212 @@
+import {
+  EventHub,
+  isTerminal,
+  problem,
+  TasklineError,
+  type Finish,
+  type RunContext,
+  type StoredEvent,
+  type TaskRecord,
+  type TaskRunner,
+  type TaskStore,
+} from '@taskline/engine';
+import {
+  ToolFailure,
+  type GenerateOutcome,
+  type GenerateRequest,
+  type InputRequest,
+  type ToolContext,
+  type ToolRegistry,
+  type ToolTaskRequest,
+} from './api.js';
+
+export interface ToolRunnerOptions {
+  /** Tails task events (answers to input requests, child tasks). Made from the store's Redis when absent. */
+  hub?: EventHub;
+}
+
+export interface ToolRunner extends TaskRunner {
+  /** Closes the hub connection the runner opened itself. */
+  close(): Promise<void>;
+}
+
+/**
+ * Runs tasks of kind `tool`: the worker claims the task, this looks up the tool and runs one
+ * attempt. A tool's ordinary errors are results (`isError`, the task ends `succeeded`, MCP
+ * `completed`); a ToolFailure or a crash fails the task (MCP `failed`).
+ */
+export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOptions = {}): ToolRunner {
+  let hub = options.hub;
+  let ownHub: { close(): void } | null = null;
+  const hubFor = (store: TaskStore): EventHub => {
+    if (!hub) {
+      const subscriber = store.redis.duplicate();
+      hub = new EventHub(store, subscriber);
+      ownHub = { close: () => subscriber.disconnect() };
+    }
+    return hub;
+  };
+  return {
+    async run(ctx: RunContext): Promise<Finish> {
+      const request = ctx.task.request as ToolTaskRequest;
+      const tool = registry.get(request.tool);
+      if (!tool) return failed('invalid_request', `unknown tool ${request.tool}`);
+      const parsed = tool.inputSchema.safeParse(request.arguments);
+      if (!parsed.success) return failed('invalid_request', `invalid arguments: ${parsed.error.message}`);
+      try {
+        const result = await tool.run(parsed.data, toolContext(ctx, hubFor(ctx.store)));
+        if (ctx.signal.aborted) return { status: 'cancelled', result };
+        return { status: 'succeeded', result };
+      } catch (err) {
+        if (ctx.signal.aborted) return { status: 'cancelled' };
+        if (err instanceof ToolFailure) return failed('tool_failed', err.message);
+        return failed('internal_error', err instanceof Error ? err.message : String(err));
+      }
+    },
+    async close() {
+      ownHub?.close();
+    },
+  };
+}
+
+function failed(code: string, detail: string): Finish {
+  return { status: 'failed', error: problem(code, detail) };
+}
+
+function toolContext(ctx: RunContext, hub: EventHub): ToolContext {
+  const { store, task, attempt, signal } = ctx;
+  let generations = 0;
+  return {
+    taskId: task.id,
+    tenant: task.tenant,
+    signal,
+    async progress(message) {
+      await store.progress(task.id, attempt, message);
+    },
+    async ask(requests: Record<string, InputRequest>) {
+      const keys = Object.keys(requests);
+      const current = await store.get(task.id);
+      const after = current?.seq ?? 0;
+      const { waiting, answers } = await store.requestInput(task.id, attempt, requests);
+      if (waiting) {
+        // Every answer lands as an event on the task's log, on whichever replica received it.
+        await waitFor(hub, task.id, after, signal, async () => {
+          const known = await store.answers(task.id);
+          return keys.every((k) => k in known);
+        });
+        Object.assign(answers, await store.answers(task.id));
+      }
+      return Object.fromEntries(keys.map((k) => [k, answers[k]]));
+    },
+    generate: (request) => generateChild(store, hub, task, signal, request, generations++),
+  };
+}
+
+/**
+ * Resolves once `done()` holds, re-checked after every event of task `id` past `after`;
+ * rejects when `signal` aborts or the task ends first.
+ */
+export async function waitFor(
+  hub: EventHub,
+  id: string,
+  after: number,
+  signal: AbortSignal,
+  done: (event: StoredEvent | null) => Promise<boolean>,
+): Promise<void> {
+  if (await done(null)) return;
+  await new Promise<void>((resolve, reject) => {
+    let settled = false;
+    let sub: { close(): void } | null = null;
+    const finish = (err?: unknown) => {
+      if (settled) return;
+      settled = true;
+      sub?.close();
+      signal.removeEventListener('abort', onAbort);
+      if (err) reject(err instanceof Error ? err : new Error(String(err)));
+      else resolve();
+    };
+    const onAbort = () => finish(signal.reason ?? new Error('aborted'));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let chain = Promise.resolve();
+    hub
+      .subscribe(id, after, (event) => {
+        chain = chain
+          .then(async () => {
+            if (settled) return;
+            if (await done(event)) return finish();
+            const status = (JSON.parse(event.data) as { task_status?: string }).task_status;
+            if (status === 'succeeded' || status === 'failed' || status === 'cancelled') {
+              finish(new TasklineError('task_terminal', `task ${id} ended ${status} while waited on`));
+            }
+          })
+          .catch(finish);
+      })
+      .then((s) => {
+        sub = s;
+        if (settled) s.close();
+      }, finish);
+  });
+}
+
+/** LMSP response text: the `output_text` parts of its message items. */
+function responseText(response: { output?: unknown[] } | null): string {
+  const parts: string[] = [];
+  for (const item of response?.output ?? []) {
+    const content = (item as { content?: { type?: string; text?: string }[] }).content ?? [];
+    for (const c of content) if (c.type === 'output_text' && typeof c.text === 'string') parts.push(c.text);
+  }
+  return parts.join('');
+}
+
+/**
+ * Runs an LMSP response as a child task of the same tenant and waits for it. The n-th generation
+ * of a task is created idempotently under (task, n), so a retried attempt that replays the same
+ * steps waits on the child it already started instead of generating twice.
+ */
+async function generateChild(
+  store: TaskStore,
+  hub: EventHub,
+  parent: TaskRecord,
+  signal: AbortSignal,
+  request: GenerateRequest,
+  n: number,
+): Promise<GenerateOutcome> {
+  const body = {
+    model: request.model,
+    input: request.input,
+    ...(request.maxOutputTokens !== undefined && { max_output_tokens: request.maxOutputTokens }),
+    ...(request.temperature !== undefined && { temperature: request.temperature }),
+  };
+  const { task: child } = await store.createIdempotent(
+    { tenant: parent.tenant, kind: 'response', model: request.model, onRestart: 'retry', request: body },
+    `tool:${parent.id}:${n}`,
+    JSON.stringify(body),
+  );
+  const onAbort = () => void store.cancel(child.id, parent.tenant).catch(() => undefined);
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    await waitFor(hub, child.id, 0, signal, async () => {
+      const now = await store.get(child.id);
+      return !now || isTerminal(now.status);
+    }).catch((err: unknown) => {
+      if (!(err instanceof TasklineError && err.code === 'task_terminal')) throw err;
+    });
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+  const done = await store.get(child.id);
+  if (!done) throw new ToolFailure(`generation ${child.id} expired before it was read`);
+  if (done.status === 'failed')
+    throw new ToolFailure(`generation failed: ${done.error?.detail ?? 'unknown error'}`);
+  const response = done.result as {
+    output?: unknown[];
+    usage?: GenerateOutcome['usage'];
+    status?: string;
+  } | null;
+  return {
+    text: responseText(response),
+    usage: response?.usage ?? null,
+    status: response?.status ?? done.status,
+  };
+}
