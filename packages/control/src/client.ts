@@ -1,0 +1,110 @@
+import * as grpc from '@grpc/grpc-js';
+import { controlService, type ControlCall, type ModelSlots, type SchedulerMessage } from './proto.js';
+
+export interface ControlClientOptions {
+  /** Scheduler control addresses (`host:port`), tried in order; redirects are followed. */
+  addresses: string[];
+  workerId: string;
+  /** The worker's slots per model right now. */
+  slots: () => ModelSlots[];
+  draining: () => boolean;
+  /** The scheduler asked this worker to drain within `deadlineMs`. */
+  onDrain: (deadlineMs: number) => void;
+  onEvent?: (event: string, fields: Record<string, unknown>) => void;
+  /** Pause before trying the next address after a failure. */
+  retryMs?: number;
+}
+
+export interface ControlClient {
+  /** Address of the scheduler this worker is registered with, or null while looking for one. */
+  readonly connectedTo: string | null;
+  /** Sends a heartbeat now (e.g. a slot just freed up), if connected. */
+  report(): void;
+  close(): void;
+}
+
+/**
+ * Keeps a worker registered with the scheduler leader: connects to the first address that
+ * accepts, follows a standby's redirect, heartbeats at the interval the leader asks for, and
+ * moves on to the next address whenever the stream breaks (e.g. the leader died).
+ */
+export function connectControl(options: ControlClientOptions): ControlClient {
+  const Control = controlService();
+  const emit = options.onEvent ?? (() => undefined);
+  const retryMs = options.retryMs ?? 250;
+  let closed = false;
+  let index = 0;
+  let redirect: string | null = null;
+  let call: ControlCall | null = null;
+  let client: grpc.Client | null = null;
+  let connectedTo: string | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  let retry: NodeJS.Timeout | undefined;
+
+  const heartbeat = () =>
+    call?.write({ body: 'heartbeat', heartbeat: { models: options.slots(), draining: options.draining() } });
+
+  const next = (delay: number) => {
+    clearInterval(timer);
+    connectedTo = null;
+    call = null;
+    client?.close();
+    client = null;
+    if (closed) return;
+    retry = setTimeout(attempt, delay);
+  };
+
+  function attempt() {
+    const address = redirect ?? options.addresses[index % options.addresses.length]!;
+    if (!redirect) index++;
+    redirect = null;
+    const c = new Control(address, grpc.credentials.createInsecure());
+    const stream = c.Connect();
+    client = c;
+    call = stream;
+    let ended = false;
+    const end = (delay: number) => {
+      if (ended || call !== stream) return;
+      ended = true;
+      stream.cancel();
+      next(delay);
+    };
+    stream.on('data', (msg: SchedulerMessage) => {
+      if (msg.body === 'welcome') {
+        connectedTo = address;
+        emit('control_connected', { address, scheduler: msg.welcome.scheduler_id });
+        clearInterval(timer);
+        timer = setInterval(heartbeat, Math.max(50, msg.welcome.heartbeat_ms));
+        heartbeat();
+      } else if (msg.body === 'redirect') {
+        const leader = msg.redirect.leader_addr;
+        emit('control_redirect', { address, leader });
+        redirect = leader && leader !== address ? leader : null;
+        end(redirect ? 0 : retryMs);
+      } else if (msg.body === 'drain') {
+        options.onDrain(msg.drain.deadline_ms);
+      }
+    });
+    stream.on('error', (err: Error) => {
+      emit('control_error', { address, error: err.message });
+      end(retryMs);
+    });
+    stream.on('end', () => end(retryMs));
+    stream.write({ body: 'register', register: { worker_id: options.workerId, models: options.slots() } });
+  }
+
+  attempt();
+  return {
+    get connectedTo() {
+      return connectedTo;
+    },
+    report: heartbeat,
+    close() {
+      closed = true;
+      clearTimeout(retry);
+      clearInterval(timer);
+      call?.cancel();
+      client?.close();
+    },
+  };
+}

@@ -1,0 +1,16 @@
+export {
+  CONTROL_PROTO,
+  controlService,
+  type ModelSlots,
+  type WorkerMessage,
+  type SchedulerMessage,
+} from './proto.js';
+export {
+  startControlServer,
+  type ControlServer,
+  type ControlServerOptions,
+  type Leadership,
+  type WorkerState,
+} from './server.js';
+export { connectControl, type ControlClient, type ControlClientOptions } from './client.js';
+export { TOOLS_MODEL, modelQueueName, queueModelOf, dispatchJobId, type DispatchJob } from './queues.js';

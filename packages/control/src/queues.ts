@@ -1,0 +1,28 @@
+/**
+ * The BullMQ side of dispatch, shared by the scheduler (producer) and the workers (consumers).
+ * One queue per model id; MCP tool tasks all go to the `tools` queue.
+ */
+export const TOOLS_MODEL = 'tools';
+
+/** BullMQ queue names cannot hold `:`; model ids may, so they are encoded. */
+export const modelQueueName = (model: string) =>
+  `tl-model-${encodeURIComponent(model).replace(/%3A/gi, '%3a')}`;
+
+/** Where a task runs: its model's queue, or the tools queue for MCP tool tasks. */
+export const queueModelOf = (task: { kind: string; model: string }) =>
+  task.kind === 'tool' ? TOOLS_MODEL : task.model;
+
+export interface DispatchJob {
+  taskId: string;
+  tenant: string;
+  /** The task's attempt when dispatched: the next claim makes attempt + 1. */
+  attempt: number;
+}
+
+/**
+ * One job per queued state of a task: attempt and event sequence both change whenever the task
+ * is queued again (retry, resume, hand-back), so re-dispatching the same state is a no-op in
+ * BullMQ while a new queued state always gets a new job.
+ */
+export const dispatchJobId = (task: { id: string; attempt: number; seq: number }) =>
+  `${task.id}-${task.attempt}-${task.seq}`;

@@ -1,0 +1,138 @@
+import * as grpc from '@grpc/grpc-js';
+import { controlService, type ControlStream, type ModelSlots, type WorkerMessage } from './proto.js';
+
+/** How the control server learns whether its replica leads, and where the leader is otherwise. */
+export interface Leadership {
+  isLeader(): boolean;
+  /** The leader's control address, or null when none is known. */
+  leaderAddr(): Promise<string | null>;
+}
+
+export interface WorkerState {
+  workerId: string;
+  models: ModelSlots[];
+  draining: boolean;
+  lastSeen: number;
+}
+
+export interface ControlServerOptions {
+  /** `host:port`; port 0 picks a free one. */
+  address: string;
+  leadership: Leadership;
+  /** Interval the workers are told to heartbeat at. */
+  heartbeatMs: number;
+  /** A worker silent this long no longer counts as capacity. */
+  workerTimeoutMs: number;
+  schedulerId: string;
+  onEvent?: (event: string, fields: Record<string, unknown>) => void;
+}
+
+export interface ControlServer {
+  readonly port: number;
+  /** Workers connected to this replica with a recent heartbeat. */
+  workers(): WorkerState[];
+  /** Free slots per model over live workers that are not draining: what may be dispatched now. */
+  capacity(): Map<string, number>;
+  /** Tells one worker (or every worker) to drain within `deadlineMs`; returns how many were told. */
+  drain(workerId: string | null, deadlineMs: number): number;
+  close(): Promise<void>;
+}
+
+/** Serves the `Control` service: registration, heartbeats and drain commands. */
+export async function startControlServer(options: ControlServerOptions): Promise<ControlServer> {
+  const streams = new Map<string, { state: WorkerState; stream: ControlStream }>();
+  const emit = options.onEvent ?? (() => undefined);
+
+  const connect = (stream: ControlStream) => {
+    let workerId: string | null = null;
+    if (!options.leadership.isLeader()) {
+      // A standby never takes workers: it points them at the leader so capacity lives in one place.
+      void options.leadership.leaderAddr().then(
+        (addr) => {
+          stream.write({ body: 'redirect', redirect: { leader_addr: addr ?? '' } });
+          stream.end();
+        },
+        () => stream.end(),
+      );
+      return;
+    }
+    stream.on('data', (msg: WorkerMessage) => {
+      const now = Date.now();
+      if (msg.body === 'register') {
+        workerId = msg.register.worker_id;
+        streams.get(workerId)?.stream.end();
+        streams.set(workerId, {
+          state: { workerId, models: msg.register.models, draining: false, lastSeen: now },
+          stream,
+        });
+        stream.write({
+          body: 'welcome',
+          welcome: { scheduler_id: options.schedulerId, heartbeat_ms: options.heartbeatMs },
+        });
+        emit('worker_registered', { worker: workerId, models: msg.register.models });
+      } else if (msg.body === 'heartbeat' && workerId) {
+        const entry = streams.get(workerId);
+        if (entry?.stream !== stream) return;
+        entry.state.models = msg.heartbeat.models;
+        entry.state.draining = msg.heartbeat.draining;
+        entry.state.lastSeen = now;
+      }
+    });
+    const gone = () => {
+      if (workerId && streams.get(workerId)?.stream === stream) {
+        streams.delete(workerId);
+        emit('worker_gone', { worker: workerId });
+      }
+    };
+    stream.on('end', () => {
+      gone();
+      stream.end();
+    });
+    stream.on('error', gone);
+    stream.on('cancelled', gone);
+  };
+
+  const server = new grpc.Server();
+  server.addService(controlService().service, { Connect: connect });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(options.address, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
+  );
+
+  const live = () => {
+    const cutoff = Date.now() - options.workerTimeoutMs;
+    return [...streams.values()].filter((e) => e.state.lastSeen >= cutoff);
+  };
+
+  return {
+    port,
+    workers: () => live().map((e) => e.state),
+    capacity() {
+      const free = new Map<string, number>();
+      for (const { state } of live()) {
+        if (state.draining) continue;
+        for (const m of state.models) free.set(m.model, (free.get(m.model) ?? 0) + m.free);
+      }
+      return free;
+    },
+    drain(workerId, deadlineMs) {
+      let told = 0;
+      for (const entry of streams.values()) {
+        if (workerId !== null && entry.state.workerId !== workerId) continue;
+        entry.stream.write({ body: 'drain', drain: { deadline_ms: deadlineMs } });
+        entry.state.draining = true;
+        told++;
+      }
+      return told;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const { stream } of streams.values()) stream.end();
+        streams.clear();
+        server.tryShutdown(() => resolve());
+        // Open streams can hold a graceful shutdown forever; cut them after a moment.
+        setTimeout(() => server.forceShutdown(), 1000).unref();
+      }),
+  };
+}

@@ -1,0 +1,61 @@
+-- One dispatch round share, atomically over the {sched} slot: weighted round robin across the
+-- tenants that have ready tasks, resuming after the tenant served last, so a tenant with a long
+-- backlog gets `quantum * weight` tasks per turn and every other tenant gets its turn in between.
+-- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them.
+-- KEYS: leader, tenants, state, inflight
+-- ARGV: token, now, budget, quantum, max_running, prefix, n_weights, tenant, weight, ...
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
+local now = tonumber(ARGV[2])
+local remaining = tonumber(ARGV[3])
+local quantum = tonumber(ARGV[4])
+local max_running = tonumber(ARGV[5])
+local prefix = ARGV[6]
+local weights = {}
+for i = 1, tonumber(ARGV[7]) do weights[ARGV[6 + 2 * i]] = tonumber(ARGV[7 + 2 * i]) end
+
+local tenants = redis.call('SMEMBERS', KEYS[2])
+table.sort(tenants)
+local n = #tenants
+local out = {'ok'}
+if n == 0 or remaining <= 0 then return out end
+
+-- Start with the first tenant after the one served last (names are stable; indexes are not).
+local last = redis.call('HGET', KEYS[3], 'last') or ''
+local start = 1
+for i = 1, n do
+  if tenants[i] > last then start = i break end
+  if i == n then start = 1 end
+end
+
+local progress = true
+local pos = start
+while remaining > 0 and progress do
+  progress = false
+  for k = 0, n - 1 do
+    if remaining <= 0 then break end
+    local tenant = tenants[(pos - 1 + k) % n + 1]
+    local ready = prefix .. 'ready:' .. tenant
+    local size = redis.call('ZCARD', ready)
+    if size == 0 then
+      redis.call('SREM', KEYS[2], tenant)
+    else
+      local active = prefix .. 'active:' .. tenant
+      local room = max_running - redis.call('ZCARD', active)
+      local take = math.min(quantum * (weights[tenant] or 1), room, remaining, size)
+      if take > 0 then
+        local popped = redis.call('ZPOPMIN', ready, take)
+        for j = 1, #popped, 2 do
+          redis.call('ZADD', KEYS[4], now, popped[j])
+          redis.call('ZADD', active, now, popped[j])
+          table.insert(out, tenant)
+          table.insert(out, popped[j])
+          table.insert(out, popped[j + 1])
+        end
+        remaining = remaining - take
+        progress = true
+      end
+      redis.call('HSET', KEYS[3], 'last', tenant)
+    end
+  end
+end
+return out

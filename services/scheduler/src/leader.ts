@@ -1,0 +1,56 @@
+import type { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+export const LEADER_KEY = 'tl:{sched}:leader';
+
+const lua = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
+
+/**
+ * Leadership through one Redis key: `SET NX PX` takes it, a Lua renew extends it only for the
+ * token that holds it. The value is `<token> <control address>`, so standbys can point workers
+ * at the leader; the token also fences the dispatch script, so a paused ex-leader cannot dispatch.
+ */
+export class Leadership {
+  readonly token: string;
+  private leading = false;
+  private leaseUntil = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    readonly address: string,
+    private readonly leaseMs: number,
+  ) {
+    this.token = `${randomUUID()} ${address}`;
+    redis.defineCommand('tl_leader_renew', { numberOfKeys: 1, lua: lua('leader_renew') });
+    redis.defineCommand('tl_leader_release', { numberOfKeys: 1, lua: lua('leader_release') });
+  }
+
+  /** True while this replica holds the lease, by its own clock (it stops before the key expires). */
+  isLeader(): boolean {
+    return this.leading && Date.now() < this.leaseUntil;
+  }
+
+  /** Takes or renews the lease; returns whether this replica leads now. */
+  async tick(): Promise<boolean> {
+    const started = Date.now();
+    const r = this.redis as Redis & { tl_leader_renew(k: string, t: string, ms: number): Promise<number> };
+    let held = this.leading && (await r.tl_leader_renew(LEADER_KEY, this.token, this.leaseMs)) === 1;
+    if (!held) held = (await this.redis.set(LEADER_KEY, this.token, 'PX', this.leaseMs, 'NX')) === 'OK';
+    this.leading = held;
+    // Counted from before the call, so our view of the lease never outlives the key.
+    this.leaseUntil = held ? started + this.leaseMs : 0;
+    return held;
+  }
+
+  async leaderAddr(): Promise<string | null> {
+    const value = await this.redis.get(LEADER_KEY);
+    return value ? value.slice(value.indexOf(' ') + 1) : null;
+  }
+
+  async release(): Promise<void> {
+    this.leading = false;
+    const r = this.redis as Redis & { tl_leader_release(k: string, t: string): Promise<number> };
+    await r.tl_leader_release(LEADER_KEY, this.token);
+  }
+}

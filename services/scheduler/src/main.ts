@@ -1,0 +1,65 @@
+import { randomUUID } from 'node:crypto';
+import { loadEnv } from '@taskline/config';
+import { checkDurability, connectRedis, TaskStore } from '@taskline/engine';
+import { createLogger } from '@taskline/log';
+import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { parseWeights } from './dispatch.js';
+import { Scheduler } from './scheduler.js';
+
+const env = loadEnv();
+const id = `sched-${randomUUID().slice(0, 8)}`;
+const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
+const redis = connectRedis(env.REDIS_URL, id);
+if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
+const store = new TaskStore(redis, {
+  taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+  eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
+  idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
+  idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
+});
+const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+const metricsServer = await startMetricsServer({
+  metrics,
+  port: env.TASKLINE_METRICS_PORT,
+  host: env.TASKLINE_HOST,
+});
+
+const scheduler = new Scheduler({
+  id,
+  redis,
+  redisUrl: env.REDIS_URL,
+  store,
+  log,
+  metrics,
+  controlHost: env.TASKLINE_CONTROL_HOST,
+  controlPort: env.TASKLINE_CONTROL_PORT,
+  advertise: env.TASKLINE_CONTROL_ADVERTISE,
+  leaderLeaseMs: env.TASKLINE_LEADER_LEASE_MS,
+  heartbeatMs: env.TASKLINE_HEARTBEAT_MS,
+  workerTimeoutMs: env.TASKLINE_WORKER_TIMEOUT_MS,
+  dispatchIntervalMs: env.TASKLINE_DISPATCH_INTERVAL_MS,
+  recoveryIntervalMs: env.TASKLINE_RECOVERY_INTERVAL_MS,
+  reconcileAfterMs: env.TASKLINE_RECONCILE_AFTER_MS,
+  retentionSweepMs: env.TASKLINE_RETENTION_SWEEP_MS,
+  fairShare: {
+    quantum: env.TASKLINE_DISPATCH_QUANTUM,
+    maxRunning: env.TASKLINE_TENANT_MAX_RUNNING,
+    weights: parseWeights(env.TASKLINE_TENANT_WEIGHTS),
+  },
+});
+await scheduler.start();
+log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
+
+let stopping = false;
+const shutdown = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  log.info('shutting_down', { signal });
+  await scheduler.stop();
+  await metricsServer.close();
+  metrics.close();
+  redis.disconnect();
+  process.exit(0);
+};
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -1,0 +1,287 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import {
+  startControlServer,
+  dispatchJobId,
+  modelQueueName,
+  queueModelOf,
+  type ControlServer,
+  type DispatchJob,
+} from '@taskline/control';
+import { isTerminal, schedulerKeys, taskKeys, type TaskStore } from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import type { TasklineMetrics } from '@taskline/metrics';
+import { dispatchKeys, pickFair, type FairShareOptions } from './dispatch.js';
+import { Leadership } from './leader.js';
+
+export interface SchedulerOptions {
+  id: string;
+  redis: Redis;
+  redisUrl: string;
+  store: TaskStore;
+  log: Logger;
+  metrics: TasklineMetrics;
+  controlHost: string;
+  controlPort: number;
+  /** Address workers are redirected to; defaults to host:port once bound. */
+  advertise: string;
+  leaderLeaseMs: number;
+  heartbeatMs: number;
+  workerTimeoutMs: number;
+  dispatchIntervalMs: number;
+  recoveryIntervalMs: number;
+  reconcileAfterMs: number;
+  retentionSweepMs: number;
+  fairShare: FairShareOptions;
+}
+
+/**
+ * One scheduler replica. Every replica competes for leadership; the leader alone dispatches
+ * (fenced by its token inside the dispatch script) and accepts workers on the control plane.
+ * Recovery, reconciliation and retention sweeps are idempotent, so the leader runs them too.
+ */
+export class Scheduler {
+  private control!: ControlServer;
+  private leadership: Leadership | null = null;
+  private readonly queues = new Map<string, Queue>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private stopped = false;
+  private busy = new Set<string>();
+
+  constructor(private readonly o: SchedulerOptions) {}
+
+  get controlPort(): number {
+    return this.control.port;
+  }
+
+  get isLeader(): boolean {
+    return this.leadership?.isLeader() ?? false;
+  }
+
+  async start(): Promise<void> {
+    const o = this.o;
+    this.control = await startControlServer({
+      address: `${o.controlHost}:${o.controlPort}`,
+      schedulerId: o.id,
+      heartbeatMs: o.heartbeatMs,
+      workerTimeoutMs: o.workerTimeoutMs,
+      leadership: {
+        isLeader: () => this.isLeader,
+        leaderAddr: () => this.leadership?.leaderAddr() ?? Promise.resolve(null),
+      },
+      onEvent: (event, fields) => o.log.info(event, fields),
+    });
+    const address = o.advertise || `${o.controlHost}:${this.control.port}`;
+    this.leadership = new Leadership(o.redis, address, o.leaderLeaseMs);
+    this.every(Math.max(50, Math.floor(o.leaderLeaseMs / 3)), 'leadership', () => this.lead());
+    this.every(o.dispatchIntervalMs, 'dispatch', () => this.dispatch());
+    this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
+    this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
+    this.every(o.retentionSweepMs, 'retention', () => this.retention());
+    this.every(1000, 'metrics', () => this.exportDepth());
+    await this.lead();
+    o.log.info('scheduler_started', { control: address, leader: this.isLeader });
+  }
+
+  /** Runs `fn` every `ms`, never overlapping itself, and only while this replica leads (but leadership itself). */
+  private every(ms: number, name: string, fn: () => Promise<unknown>): void {
+    const run = async () => {
+      if (this.stopped || this.busy.has(name) || (name !== 'leadership' && !this.isLeader)) return;
+      this.busy.add(name);
+      try {
+        await fn();
+      } catch (err) {
+        this.o.log.warn('loop_failed', { loop: name, error: err });
+      } finally {
+        this.busy.delete(name);
+      }
+    };
+    this.timers.push(setInterval(() => void run(), ms));
+  }
+
+  private async lead(): Promise<void> {
+    const was = this.isLeader;
+    const now = await this.leadership!.tick();
+    if (now !== was) this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
+  }
+
+  private queue(model: string): Queue {
+    let q = this.queues.get(model);
+    if (!q) {
+      q = new Queue(modelQueueName(model), {
+        connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
+      });
+      this.queues.set(model, q);
+    }
+    return q;
+  }
+
+  /** Free slots per model that no queued job has claimed yet: what this round may dispatch. */
+  private async available(): Promise<Map<string, number>> {
+    const free = this.control.capacity();
+    for (const [model, slots] of free) {
+      const waiting = await this.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
+      free.set(model, Math.max(0, slots - waiting));
+    }
+    return free;
+  }
+
+  /** One dispatch round: picks fairly up to the free capacity, queues each pick on its model's BullMQ queue. */
+  async dispatch(): Promise<number> {
+    const avail = await this.available();
+    const budget = [...avail.values()].reduce((a, b) => a + b, 0);
+    if (budget === 0) return 0;
+    const picks = await pickFair(this.o.redis, this.leadership!.token, budget, this.o.fairShare);
+    if (!picks) return 0;
+    let queued = 0;
+    for (const pick of picks) {
+      const task = await this.o.store.get(pick.id);
+      if (!task || task.status !== 'queued') {
+        // Cancelled or expired while waiting: nothing to run.
+        await this.o.redis
+          .multi()
+          .zrem(dispatchKeys.inflight, pick.id)
+          .zrem(dispatchKeys.active(pick.tenant), pick.id)
+          .exec();
+        continue;
+      }
+      const model = queueModelOf(task);
+      const left = avail.get(model) ?? 0;
+      if (left <= 0) {
+        // No worker serves this model right now: back in line at the same place.
+        await this.o.redis
+          .multi()
+          .zadd(schedulerKeys.ready(pick.tenant), pick.score, pick.id)
+          .sadd(schedulerKeys.tenants, pick.tenant)
+          .zrem(dispatchKeys.inflight, pick.id)
+          .zrem(dispatchKeys.active(pick.tenant), pick.id)
+          .exec();
+        continue;
+      }
+      avail.set(model, left - 1);
+      const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt };
+      await this.queue(model).add('run', job, {
+        jobId: dispatchJobId(task),
+        removeOnComplete: true,
+        removeOnFail: true,
+      });
+      await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
+      queued++;
+    }
+    if (queued > 0) this.o.log.debug('dispatched', { count: queued });
+    return queued;
+  }
+
+  private async recover(): Promise<void> {
+    const recovered = await this.o.store.sweepLeases();
+    for (const r of recovered) {
+      this.o.metrics.leasesExpiredTotal.inc();
+      this.o.log.info('task_recovered', { task: r.id, status: r.status });
+    }
+  }
+
+  /**
+   * Repairs what crashes leave between steps: journalled creates that never reached the ready
+   * index, and picks whose dispatch died between the pick and the BullMQ add.
+   */
+  private async reconcile(): Promise<void> {
+    const requeued = await this.o.store.reconcileIntake(this.o.reconcileAfterMs);
+    if (requeued.length) this.o.log.info('intake_reconciled', { tasks: requeued });
+    const stale = await this.o.redis.zrangebyscore(
+      dispatchKeys.inflight,
+      '-inf',
+      Date.now() - this.o.reconcileAfterMs,
+      'LIMIT',
+      0,
+      500,
+    );
+    for (const id of stale) {
+      const task = await this.o.store.get(id);
+      if (task?.status === 'queued') await this.o.store.enqueue(task);
+      await this.o.redis.zrem(dispatchKeys.inflight, id);
+    }
+  }
+
+  /**
+   * Drops index entries of tasks that ended or expired (the per-tenant running sets that cap
+   * concurrency), and re-offers queued tasks whose job vanished (e.g. a failed claim).
+   */
+  async retention(): Promise<number> {
+    let dropped = 0;
+    const tenantKeys = await this.scan(`${dispatchKeys.active('')}*`);
+    for (const key of tenantKeys) {
+      const tenant = key.slice(dispatchKeys.active('').length);
+      for (const id of await this.o.redis.zrange(key, 0, -1)) {
+        const task = await this.o.store.get(id);
+        if (!task || isTerminal(task.status)) {
+          await this.o.redis.zrem(key, id);
+          dropped++;
+        } else if (task.status === 'queued' && task.updatedAt < Date.now() - this.o.reconcileAfterMs) {
+          const waiting = await this.o.redis.zscore(schedulerKeys.ready(tenant), id);
+          const job = await this.queue(queueModelOf(task)).getJob(dispatchJobId(task));
+          if (waiting === null && !job) await this.o.store.enqueue(task);
+        }
+      }
+    }
+    return dropped;
+  }
+
+  private async scan(pattern: string): Promise<string[]> {
+    const keys: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, batch] = await this.o.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+    return keys;
+  }
+
+  /** Queue depth per model and tenant for autoscaling: the ready index plus jobs not yet taken. */
+  private async exportDepth(): Promise<void> {
+    const depth = new Map<string, Map<string, number>>();
+    const add = (model: string, tenant: string, n: number) => {
+      const m = depth.get(model) ?? new Map<string, number>();
+      m.set(tenant, (m.get(tenant) ?? 0) + n);
+      depth.set(model, m);
+    };
+    for (const tenant of await this.o.redis.smembers(schedulerKeys.tenants)) {
+      // The ready index holds ids only; a bounded sample of models keeps this cheap on huge backlogs.
+      const ids = await this.o.redis.zrange(schedulerKeys.ready(tenant), 0, 999);
+      const total = await this.o.redis.zcard(schedulerKeys.ready(tenant));
+      if (ids.length === 0) continue;
+      const pipe = this.o.redis.pipeline();
+      for (const id of ids) pipe.hmget(taskKeys(id).task, 'kind', 'model');
+      const rows = (await pipe.exec()) ?? [];
+      const counts = new Map<string, number>();
+      for (const [, row] of rows) {
+        const [kind, model] = row as [string | null, string | null];
+        if (!model) continue;
+        const key = queueModelOf({ kind: kind ?? 'response', model });
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      }
+      for (const [model, n] of counts) add(model, tenant, Math.round((n * total) / ids.length));
+    }
+    for (const [model, q] of this.queues) {
+      for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
+        add(model, (job.data as DispatchJob).tenant, 1);
+    }
+    for (const model of new Set([...this.queues.keys(), ...depth.keys()])) {
+      this.o.metrics.setQueueDepth(model, depth.get(model) ?? new Map());
+    }
+  }
+
+  /** Steps down and stops: a standby takes over at once instead of waiting for the lease. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    await this.leadership?.release().catch(() => undefined);
+    await this.control.close();
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+
+  /** Tells workers to drain (all of them when `workerId` is null). */
+  drain(workerId: string | null, deadlineMs: number): number {
+    return this.control.drain(workerId, deadlineMs);
+  }
+}

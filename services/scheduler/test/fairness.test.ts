@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { schedulerKeys } from '@taskline/engine';
+import { startRedis, type RedisServer } from '@taskline/testing';
+import { dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
+
+let server: RedisServer;
+let redis: Redis;
+const token = 'token-1 127.0.0.1:1';
+const share = { quantum: 1, maxRunning: 100_000, weights: new Map<string, number>() };
+
+before(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url);
+});
+after(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+
+async function fill(tenant: string, count: number, from = 0): Promise<void> {
+  const pipe = redis.pipeline();
+  for (let i = 0; i < count; i++) pipe.zadd(schedulerKeys.ready(tenant), from + i, `task_${tenant}_${i}`);
+  pipe.sadd(schedulerKeys.tenants, tenant);
+  await pipe.exec();
+}
+
+test('a tenant with 10,000 queued tasks delays another tenant by at most one round', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 10_000);
+  // B's single task arrives last, after A's whole backlog.
+  await fill('b', 1, 20_000);
+  // Drain A for a while with one slot per call: B must come out within one round (2 tenants = 2 picks).
+  const picked: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const picks = await pickFair(redis, token, 1, share);
+    assert.ok(picks);
+    picked.push(...picks.map((p) => p.tenant));
+  }
+  assert.ok(picked.includes('b'), `b was not dispatched in the first round: ${picked.join(',')}`);
+  // With budget for a whole round at once, both tenants are served in the same call.
+  await fill('b', 1, 30_000);
+  const round = await pickFair(redis, token, 2, share);
+  assert.deepEqual(round?.map((p) => p.tenant).sort(), ['a', 'b']);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a')), 10_000 - 2);
+});
+
+test('picks go in queue order within a tenant and are recorded in flight', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 5);
+  const picks = await pickFair(redis, token, 3, share);
+  assert.deepEqual(
+    picks?.map((p) => p.id),
+    ['task_a_0', 'task_a_1', 'task_a_2'],
+  );
+  assert.equal(await redis.zcard(dispatchKeys.inflight), 3);
+  assert.equal(await redis.zcard(dispatchKeys.active('a')), 3);
+});
+
+test('weights give a tenant more per round and caps bound its running tasks', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 50);
+  await fill('b', 50);
+  const weighted = await pickFair(redis, token, 4, { ...share, weights: new Map([['a', 3]]) });
+  assert.deepEqual(weighted?.map((p) => p.tenant).sort(), ['a', 'a', 'a', 'b']);
+  const capped = await pickFair(redis, token, 100, { ...share, maxRunning: 5 });
+  // Each tenant already runs some: a 3, b 1; the cap of 5 leaves 2 and 4.
+  assert.equal(capped?.filter((p) => p.tenant === 'a').length, 2);
+  assert.equal(capped?.filter((p) => p.tenant === 'b').length, 4);
+  assert.deepEqual(await pickFair(redis, token, 100, { ...share, maxRunning: 5 }), []);
+});
+
+test('a replica that lost leadership cannot dispatch', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, 'someone-else 127.0.0.1:2');
+  await fill('a', 3);
+  assert.equal(await pickFair(redis, token, 3, share), null);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a')), 3);
+});
+
+test('tenants with nothing ready leave the tenant set', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 1);
+  await pickFair(redis, token, 5, share);
+  await pickFair(redis, token, 5, share);
+  assert.equal(await redis.sismember(schedulerKeys.tenants, 'a'), 0);
+});
