@@ -1,0 +1,119 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { ROOT } from './promql.js';
+
+const SERVICES = ['api', 'scheduler', 'gpu-worker'];
+
+interface Instruction {
+  op: string;
+  args: string;
+}
+
+/** Dockerfile instructions with continuation lines joined and comments dropped. */
+function instructions(text: string): Instruction[] {
+  return text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'))
+    .map((l) => {
+      const [op = '', ...rest] = l.split(/\s+/);
+      return { op: op.toUpperCase(), args: rest.join(' ') };
+    });
+}
+
+/** Lint findings (hadolint-like) for one Dockerfile; empty when it passes. */
+function lint(text: string): string[] {
+  const found: string[] = [];
+  const all = instructions(text);
+  const froms = all.filter((i) => i.op === 'FROM');
+  if (froms.length < 2) found.push('not multi-stage');
+  for (const f of froms) {
+    const image = f.args.split(/\s+/)[0] ?? '';
+    if (!/:[^/]+$/.test(image) || image.endsWith(':latest')) found.push(`unpinned base ${image}`);
+  }
+  const lastFrom = all.lastIndexOf(froms[froms.length - 1]!);
+  const final = all.slice(lastFrom);
+  const user = final.filter((i) => i.op === 'USER').pop();
+  if (!user) found.push('final stage has no USER');
+  else if (/^(root|0)(:|$)/.test(user.args)) found.push('final stage runs as root');
+  if (!final.some((i) => i.op === 'COPY' && i.args.includes('--from=')))
+    found.push('final stage copies nothing from a build stage');
+  const start = final.filter((i) => i.op === 'CMD' || i.op === 'ENTRYPOINT');
+  if (start.length === 0) found.push('no CMD or ENTRYPOINT');
+  for (const s of start)
+    if (!s.args.startsWith('[')) found.push(`${s.op} not in exec form (signals would not reach node)`);
+  for (const r of final.filter((i) => i.op === 'RUN')) {
+    if (/apt-get install/.test(r.args) && !/--no-install-recommends/.test(r.args))
+      found.push('apt-get install without --no-install-recommends');
+  }
+  if (all.some((i) => i.op === 'ADD' && /^https?:/.test(i.args))) found.push('ADD of a URL');
+  return found;
+}
+
+test('the Dockerfile lint catches root, single-stage and shell-form images', () => {
+  const bad = 'FROM node:latest\nRUN npm ci\nCMD node main.js\n';
+  assert.deepEqual(lint(bad), [
+    'not multi-stage',
+    'unpinned base node:latest',
+    'final stage has no USER',
+    'final stage copies nothing from a build stage',
+    'CMD not in exec form (signals would not reach node)',
+  ]);
+  assert.ok(
+    lint('FROM a:1 AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 0\nCMD ["x"]\n').includes(
+      'final stage runs as root',
+    ),
+  );
+});
+
+for (const service of SERVICES) {
+  test(`${service} image: multi-stage, pinned, non-root, exec-form start, own .dockerignore`, () => {
+    const path = `${ROOT}deploy/docker/${service}.Dockerfile`;
+    const text = readFileSync(path, 'utf8');
+    assert.deepEqual(lint(text), []);
+    const ignore = readFileSync(`${path}.dockerignore`, 'utf8').split('\n');
+    for (const entry of ['**/node_modules', '.git', 'models'])
+      assert.ok(ignore.includes(entry), `${service} context ships ${entry}`);
+    assert.match(
+      text,
+      new RegExp(`--filter @taskline/${service} deploy --prod`),
+      'only production dependencies ship',
+    );
+  });
+}
+
+test('the gpu-worker image runs on the CUDA runtime with onnxruntime-node CUDA binaries', () => {
+  const text = readFileSync(`${ROOT}deploy/docker/gpu-worker.Dockerfile`, 'utf8');
+  const froms = instructions(text).filter((i) => i.op === 'FROM');
+  assert.match(froms[froms.length - 1]!.args, /^nvidia\/cuda:[\d.]+-cudnn-runtime-/);
+  assert.match(text, /ENV ONNXRUNTIME_NODE_INSTALL=cuda12/);
+  for (const other of ['api', 'scheduler']) {
+    assert.match(
+      readFileSync(`${ROOT}deploy/docker/${other}.Dockerfile`, 'utf8'),
+      /ENV ONNXRUNTIME_NODE_INSTALL=skip/,
+    );
+  }
+});
+
+test('the compose stack builds every service image and runs Redis with AOF', () => {
+  const compose = parse(readFileSync(`${ROOT}deploy/compose.yaml`, 'utf8')) as {
+    services: Record<
+      string,
+      { build?: { context: string; dockerfile: string }; command?: string[]; image?: string }
+    >;
+  };
+  for (const service of SERVICES) {
+    const build = compose.services[service]?.build;
+    assert.ok(build, `${service} missing from compose`);
+    assert.ok(existsSync(`${ROOT}deploy/${build.context}/${build.dockerfile}`), `${service} Dockerfile path`);
+  }
+  const redis = compose.services.redis;
+  assert.ok(redis?.command?.join(' ').includes('--appendonly yes'));
+  for (const [name, svc] of Object.entries(compose.services)) {
+    if (svc.image)
+      assert.ok(!svc.image.endsWith(':latest') && svc.image.includes(':'), `${name} image unpinned`);
+  }
+});

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Validates everything under deploy/ and helm/: promtool checks and unit tests of the SLO rules,
+# then the node tests of test/deploy (dashboards, Dockerfiles, compose, chart, Kubernetes schemas).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if ! command -v promtool >/dev/null; then
+  echo "promtool missing: installing Debian's prometheus package" >&2
+  if [ "$(id -u)" = 0 ]; then apt-get install -y prometheus >&2; else sudo apt-get install -y prometheus >&2; fi
+fi
+promtool check rules deploy/prometheus/slo-rules.yaml
+promtool test rules deploy/prometheus/slo-rules.test.yaml
+npx tsc -b
+node --import tsx --test test/deploy/*.test.ts
