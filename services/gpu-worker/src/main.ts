@@ -1,0 +1,95 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { loadEnv } from '@taskline/config';
+import { checkDurability, connectRedis, EventHub, TaskStore } from '@taskline/engine';
+import {
+  createInstantBackend,
+  estimateOnnxModelBytes,
+  loadOnnxModel,
+  ModelCache,
+  type ModelBackend,
+} from '@taskline/inference';
+import { createLogger } from '@taskline/log';
+import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { createToolRunner, generateTool, registerConformanceTools, ToolRegistry } from '@taskline/tools';
+import { GpuWorker } from './worker.js';
+
+/** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
+const INSTANT_MODEL = 'instant';
+
+const env = loadEnv();
+const id = process.env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
+const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
+const redis = connectRedis(env.REDIS_URL, id);
+if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
+const store = new TaskStore(redis, {
+  taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+  eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
+  idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
+  idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
+});
+const subscriber = redis.duplicate();
+const hub = new EventHub(store, subscriber);
+const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+const metricsServer = await startMetricsServer({
+  metrics,
+  port: env.TASKLINE_METRICS_PORT,
+  host: env.TASKLINE_HOST,
+});
+
+const providers =
+  env.TASKLINE_EXECUTION_PROVIDER === 'cuda' ? (['cuda', 'cpu'] as const) : (['cpu'] as const);
+const cache = new ModelCache<ModelBackend>({
+  budgetBytes: env.TASKLINE_MODEL_MEMORY_MB * 1024 * 1024,
+  estimateBytes: (model) =>
+    model === INSTANT_MODEL ? 0 : estimateOnnxModelBytes(join(env.TASKLINE_MODELS_DIR, model)),
+  load: (model) =>
+    model === INSTANT_MODEL
+      ? Promise.resolve(createInstantBackend())
+      : loadOnnxModel(join(env.TASKLINE_MODELS_DIR, model), {
+          id: model,
+          executionProviders: [...providers],
+        }),
+});
+
+const tools = new ToolRegistry().register(generateTool);
+if (env.TASKLINE_MCP_CONFORMANCE_TOOLS) registerConformanceTools(tools);
+const toolRunner = createToolRunner(tools, { hub });
+
+let exiting = false;
+const exit = async () => {
+  if (exiting) return;
+  exiting = true;
+  await toolRunner.close();
+  await cache.clear();
+  await metricsServer.close();
+  metrics.close();
+  subscriber.disconnect();
+  redis.disconnect();
+  process.exit(0);
+};
+
+const worker = new GpuWorker({
+  id,
+  redisUrl: env.REDIS_URL,
+  store,
+  hub,
+  log,
+  metrics,
+  models: env.TASKLINE_WORKER_MODELS.split(','),
+  slots: env.TASKLINE_WORKER_SLOTS,
+  acquire: (model) => cache.acquire(model),
+  toolRunner,
+  leaseMs: env.TASKLINE_LEASE_MS,
+  schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
+  onDrained: () => void exit(),
+});
+worker.start();
+log.info('ready', {
+  models: env.TASKLINE_WORKER_MODELS,
+  slots: env.TASKLINE_WORKER_SLOTS,
+  metrics_port: metricsServer.port,
+});
+
+process.on('SIGTERM', () => void worker.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
+process.on('SIGINT', () => void worker.drain(0));

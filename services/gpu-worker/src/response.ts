@@ -1,0 +1,221 @@
+import {
+  emptyResponse,
+  TasklineError,
+  type EventInput,
+  type Finish,
+  type RunContext,
+  type TaskRunner,
+} from '@taskline/engine';
+import type { ChatMessage, ModelBackend } from '@taskline/inference';
+
+/** The LMSP response request a `response` task holds (LMSP-GAPS section 6). */
+export interface ResponseRequest {
+  model: string;
+  input: string | InputItem[];
+  instructions?: string;
+  max_output_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  seed?: number;
+}
+
+interface InputItem {
+  type?: string;
+  role?: string;
+  content: string | { type: string; text?: string }[];
+}
+
+const ROLES = new Set(['system', 'user', 'assistant']);
+
+/** Renders the request as chat messages: instructions first, then the input items in order. */
+export function toMessages(request: ResponseRequest): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  if (request.instructions) messages.push({ role: 'system', content: request.instructions });
+  if (typeof request.input === 'string') {
+    messages.push({ role: 'user', content: request.input });
+    return messages;
+  }
+  if (!Array.isArray(request.input))
+    throw new TasklineError('invalid_request', 'input must be a string or a list of message items');
+  for (const item of request.input) {
+    const role = item.role ?? 'user';
+    if (!ROLES.has(role)) throw new TasklineError('invalid_request', `unsupported message role ${role}`);
+    const content =
+      typeof item.content === 'string'
+        ? item.content
+        : item.content
+            .filter((p) => p.type === 'input_text' || p.type === 'output_text')
+            .map((p) => p.text ?? '')
+            .join('');
+    messages.push({ role: role as ChatMessage['role'], content });
+  }
+  return messages;
+}
+
+/**
+ * Streams a generation's deltas into the task's event log with at most one append in flight:
+ * whatever the model produces meanwhile is merged into the next append, so a fast model under
+ * a slow Redis makes fewer, larger events, never reordered or lost ones.
+ */
+class DeltaStream {
+  private text = '';
+  private tokens: number[] = [];
+  private inflight: Promise<void> | null = null;
+  private failure: unknown = null;
+
+  constructor(
+    private readonly ctx: RunContext,
+    private readonly itemId: string,
+    /** Events that must precede the first delta (output item and content part announcements). */
+    private prologue: EventInput[],
+    private readonly onFailure: () => void,
+  ) {}
+
+  push(text: string, tokens: number[]): void {
+    this.text += text;
+    this.tokens.push(...tokens);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.inflight || this.failure || (this.text === '' && this.tokens.length === 0)) return;
+    const text = this.text;
+    const tokens = this.tokens;
+    this.text = '';
+    this.tokens = [];
+    const events = [...this.prologue];
+    this.prologue = [];
+    if (text !== '') {
+      events.push({
+        type: 'response.output_text.delta',
+        data: {
+          task_status: 'running',
+          item_id: this.itemId,
+          output_index: 0,
+          content_index: 0,
+          delta: text,
+        },
+      });
+    }
+    this.inflight = this.ctx.store
+      .append(this.ctx.task.id, this.ctx.attempt, tokens, events)
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          this.failure = err;
+          this.onFailure();
+        },
+      )
+      .finally(() => {
+        this.inflight = null;
+        this.kick();
+      });
+  }
+
+  /** Waits until everything pushed is stored; rethrows a failed append (e.g. `stale_attempt`). */
+  async flush(): Promise<EventInput[]> {
+    while (this.inflight) await this.inflight;
+    if (this.failure) throw this.failure;
+    // Nothing was ever appended (no output at all): the announcements go out with the done events.
+    const rest = this.prologue;
+    this.prologue = [];
+    return rest;
+  }
+}
+
+/**
+ * The worker's runner for LMSP responses on one model backend: renders the request, generates,
+ * streams `response.output_text.delta` events as tokens come, and ends with the response object
+ * (output and usage). `max_output_tokens` ends the response `incomplete` (the task succeeds).
+ */
+export function createResponseRunner(backend: ModelBackend): TaskRunner {
+  return {
+    async run(ctx: RunContext): Promise<Finish> {
+      const { task, store, signal } = ctx;
+      const request = task.request as ResponseRequest;
+      const messages = toMessages(request);
+      // Tokens a previous attempt stored (resume policy, or a drained worker's hand-back): continue after them.
+      const resumeTokens = backend.canSnapshot ? await store.snapshot(task.id) : [];
+      const itemId = `msg_${task.id.slice(task.id.indexOf('_') + 1)}`;
+      const running = { task_status: 'running', output_index: 0 };
+      const part = (text: string) => ({ type: 'output_text', text, annotations: [] });
+      const item = (status: string, content: unknown[]) => ({
+        id: itemId,
+        type: 'message',
+        status,
+        role: 'assistant',
+        content,
+      });
+      const prologue: EventInput[] =
+        resumeTokens.length > 0
+          ? []
+          : [
+              { type: 'response.output_item.added', data: { ...running, item: item('in_progress', []) } },
+              {
+                type: 'response.content_part.added',
+                data: { ...running, item_id: itemId, content_index: 0, part: part('') },
+              },
+            ];
+      const local = new AbortController();
+      const onAbort = () => local.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      const stream = new DeltaStream(ctx, itemId, prologue, () => local.abort('append_failed'));
+      try {
+        const result = await backend.generate(
+          {
+            messages,
+            maxOutputTokens: request.max_output_tokens,
+            temperature: request.temperature,
+            topP: request.top_p,
+            seed: request.seed,
+            resumeTokens,
+          },
+          { signal: local.signal, onStep: (step) => stream.push(step.text, step.tokens) },
+        );
+        const pending = await stream.flush();
+        const usage = {
+          input_tokens: result.inputTokens,
+          output_tokens: result.outputTokens,
+          total_tokens: result.inputTokens + result.outputTokens,
+        };
+        if (result.finishReason === 'cancelled') {
+          const response = {
+            ...emptyResponse(task, 'cancelled'),
+            output: [item('incomplete', [part(result.text)])],
+            usage,
+          };
+          return { status: 'cancelled', result: response };
+        }
+        const incomplete = result.finishReason === 'max_output_tokens';
+        const status = incomplete ? 'incomplete' : 'completed';
+        const done = item(status, [part(result.text)]);
+        await store.append(
+          task.id,
+          ctx.attempt,
+          [],
+          [
+            ...pending,
+            {
+              type: 'response.output_text.done',
+              data: { ...running, item_id: itemId, content_index: 0, text: result.text },
+            },
+            {
+              type: 'response.content_part.done',
+              data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
+            },
+            { type: 'response.output_item.done', data: { ...running, item: done } },
+          ],
+        );
+        const response = {
+          ...emptyResponse(task, status),
+          output: [done],
+          usage,
+          incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+        };
+        return { status: 'succeeded', result: response };
+      } finally {
+        signal.removeEventListener('abort', onAbort);
+      }
+    },
+  };
+}

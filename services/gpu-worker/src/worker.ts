@@ -1,0 +1,270 @@
+import { Worker, type Job } from 'bullmq';
+import {
+  connectControl,
+  modelQueueName,
+  TOOLS_MODEL,
+  type ControlClient,
+  type DispatchJob,
+  type ModelSlots,
+} from '@taskline/control';
+import {
+  emptyResponse,
+  EventHub,
+  problem,
+  TasklineError,
+  type Finish,
+  type RunContext,
+  type TaskRecord,
+  type TaskRunner,
+  type TaskStore,
+} from '@taskline/engine';
+import type { ModelBackend, ModelLease } from '@taskline/inference';
+import type { Logger } from '@taskline/log';
+import type { TasklineMetrics } from '@taskline/metrics';
+import { createResponseRunner } from './response.js';
+
+export interface GpuWorkerOptions {
+  id: string;
+  redisUrl: string;
+  store: TaskStore;
+  hub: EventHub;
+  log: Logger;
+  metrics: TasklineMetrics;
+  /** Model ids this worker serves (each with `slots` concurrent generations). */
+  models: string[];
+  slots: number;
+  /** Loads (or finds loaded) the backend of a model; the task shows `loading` meanwhile. */
+  acquire: (model: string) => Promise<ModelLease<ModelBackend>>;
+  /** Runs MCP tool tasks from the `tools` queue; absent, this worker does not serve it. */
+  toolRunner?: TaskRunner;
+  leaseMs: number;
+  schedulerAddrs: string[];
+  /** Called once a drain has finished (SIGTERM or a scheduler command). */
+  onDrained?: () => void;
+}
+
+type StopReason = 'cancel' | 'lost' | 'drain';
+
+interface Running {
+  model: string;
+  stop(reason: StopReason): void;
+}
+
+/**
+ * One gpu-worker process: takes jobs from its models' BullMQ queues, runs each task attempt
+ * under a renewed lease, stops on cancel or lost lease, and on drain stops taking work and
+ * hands back what did not finish by the deadline.
+ */
+export class GpuWorker {
+  private readonly workers: Worker[] = [];
+  private readonly running = new Map<string, Running>();
+  private readonly busy = new Map<string, number>();
+  private control: ControlClient | null = null;
+  private draining: Promise<void> | null = null;
+
+  constructor(private readonly o: GpuWorkerOptions) {}
+
+  private get served(): string[] {
+    return this.o.toolRunner ? [...this.o.models, TOOLS_MODEL] : this.o.models;
+  }
+
+  slots(): ModelSlots[] {
+    return this.served.map((model) => ({
+      model,
+      slots: this.o.slots,
+      free: this.draining ? 0 : this.o.slots - (this.busy.get(model) ?? 0),
+    }));
+  }
+
+  start(): void {
+    for (const model of this.served) {
+      const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
+        connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
+        concurrency: this.o.slots,
+        // Leases, not BullMQ locks, decide who runs a task: a dead worker's job is just dropped.
+        maxStalledCount: 0,
+        removeOnComplete: { count: 0 },
+        removeOnFail: { count: 0 },
+      });
+      worker.on('error', (err) => this.o.log.warn('queue_error', { model, error: err }));
+      this.workers.push(worker);
+    }
+    this.control = connectControl({
+      addresses: this.o.schedulerAddrs,
+      workerId: this.o.id,
+      slots: () => this.slots(),
+      draining: () => this.draining !== null,
+      onDrain: (deadlineMs) => void this.drain(deadlineMs),
+      onEvent: (event, fields) => this.o.log.info(event, fields),
+    });
+    this.reportSlots();
+  }
+
+  private reportSlots(): void {
+    for (const s of this.slots()) {
+      this.o.metrics.workerSlots.set({ model: s.model, state: 'free' }, s.free);
+      this.o.metrics.workerSlots.set({ model: s.model, state: 'busy' }, this.busy.get(s.model) ?? 0);
+    }
+    this.control?.report();
+  }
+
+  private async runJob(model: string, job: Job<DispatchJob>): Promise<void> {
+    this.busy.set(model, (this.busy.get(model) ?? 0) + 1);
+    this.reportSlots();
+    try {
+      await this.execute(model, job.data.taskId);
+    } finally {
+      this.busy.set(model, (this.busy.get(model) ?? 1) - 1);
+      this.reportSlots();
+    }
+  }
+
+  /** Runs one attempt of a task from claim to its end; never throws. */
+  private async execute(model: string, taskId: string): Promise<void> {
+    const { store, log, leaseMs } = this.o;
+    let task: TaskRecord;
+    try {
+      task = await store.claim(taskId, this.o.id, leaseMs);
+    } catch (err) {
+      // Already taken, cancelled or gone: the job was a stale hint.
+      log.info('claim_refused', { task: taskId, error: err });
+      return;
+    }
+    const attempt = task.attempt;
+    const tlog = log.child({ task: taskId, attempt });
+    this.o.metrics.queueWaitSeconds.observe(
+      { kind: task.kind, model },
+      Math.max(0, (Date.now() - task.createdAt) / 1000),
+    );
+    const controller = new AbortController();
+    let reason: StopReason | null = null;
+    const stop = (r: StopReason) => {
+      if (reason) return;
+      reason = r;
+      tlog.info('attempt_stopping', { reason: r });
+      controller.abort(r);
+    };
+    this.running.set(taskId, { model, stop });
+    const renew = setInterval(
+      () => {
+        store.renew(taskId, attempt, leaseMs).then(
+          (status) => status === 'cancelling' && stop('cancel'),
+          (err: unknown) => {
+            if (err instanceof TasklineError) stop('lost');
+            else tlog.warn('renew_failed', { error: err });
+          },
+        );
+      },
+      Math.max(10, Math.floor(leaseMs / 3)),
+    );
+    const sub = await this.o.hub
+      .subscribe(taskId, task.seq, (ev) => {
+        if ((JSON.parse(ev.data) as { task_status?: string }).task_status === 'cancelling') stop('cancel');
+      })
+      .catch((err: unknown) => {
+        tlog.warn('watch_failed', { error: err });
+        return null;
+      });
+    let finish: Finish;
+    try {
+      finish = await this.attempt(task, attempt, model, controller.signal);
+    } catch (err) {
+      if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
+        stop('lost');
+      else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
+      finish = {
+        status: 'failed',
+        error: problem('internal_error', err instanceof Error ? err.message : String(err)),
+      };
+      if (!reason) tlog.error('attempt_failed', { error: err });
+    } finally {
+      clearInterval(renew);
+      sub?.close();
+      this.running.delete(taskId);
+    }
+    await this.commit(task, attempt, finish, reason, tlog);
+  }
+
+  private async attempt(
+    task: TaskRecord,
+    attempt: number,
+    model: string,
+    signal: AbortSignal,
+  ): Promise<Finish> {
+    const { store } = this.o;
+    const ctx: RunContext = { task, attempt, signal, store };
+    if (task.kind === 'tool') {
+      if (!this.o.toolRunner)
+        throw new TasklineError('internal_error', 'this worker does not run tool tasks');
+      await store.start(task.id, attempt);
+      return this.o.toolRunner.run(ctx);
+    }
+    const loadStarted = Date.now();
+    const lease = await this.o.acquire(task.model);
+    try {
+      this.o.metrics.modelLoadSeconds.observe({ model }, (Date.now() - loadStarted) / 1000);
+      if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
+      await store.start(task.id, attempt);
+      return await createResponseRunner(lease.model).run(ctx);
+    } finally {
+      await lease.release();
+    }
+  }
+
+  /** Writes how the attempt ended, unless it no longer owns the task. */
+  private async commit(
+    task: TaskRecord,
+    attempt: number,
+    finish: Finish,
+    reason: StopReason | null,
+    log: Logger,
+  ): Promise<void> {
+    const { store } = this.o;
+    if (reason === 'lost') return;
+    try {
+      if (reason === 'drain') {
+        await store.handBack(task.id, attempt);
+        log.info('handed_back');
+        return;
+      }
+      try {
+        await store.finish(task.id, attempt, finish);
+      } catch (err) {
+        // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was produced.
+        if (!(err instanceof TasklineError) || err.code !== 'illegal_transition') throw err;
+        const result =
+          finish.result && typeof finish.result === 'object'
+            ? { ...finish.result, status: 'cancelled' }
+            : undefined;
+        await store.finish(task.id, attempt, {
+          status: 'cancelled',
+          result: task.kind === 'response' ? (result ?? emptyResponse(task, 'cancelled')) : result,
+        });
+      }
+      log.info('attempt_finished', { status: finish.status });
+    } catch (err) {
+      log.warn('commit_failed', { error: err });
+    }
+  }
+
+  /**
+   * Stops taking work, lets running tasks finish until `deadlineMs`, then hands the rest back to
+   * the queue (their lease ends with them, so nothing waits for the recovery sweep).
+   */
+  drain(deadlineMs: number): Promise<void> {
+    if (this.draining) return this.draining;
+    this.o.log.info('draining', { deadline_ms: deadlineMs, running: this.running.size });
+    const timer = setTimeout(() => {
+      for (const r of this.running.values()) r.stop('drain');
+    }, deadlineMs);
+    this.draining = (async () => {
+      this.reportSlots();
+      await Promise.all(this.workers.map((w) => w.close()));
+      clearTimeout(timer);
+      this.control?.close();
+      this.o.log.info('drained');
+      this.o.onDrained?.();
+    })();
+    return this.draining;
+  }
+}
