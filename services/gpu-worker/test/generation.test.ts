@@ -29,25 +29,35 @@ async function waitFor(id: string, done: (t: TaskRecord) => boolean): Promise<Ta
   }
 }
 
+const schedulers = new Map<number, ChildProcess>();
+let controlPorts: number[] = [];
+
 before(async () => {
   redis = await startRedis();
+  controlPorts = [await freePort(), await freePort()];
   store = new TaskStore(connectRedis(redis.url, 'test'), {
     taskRetentionMs: 3_600_000,
     eventRetentionMs: 3_600_000,
     idempotencyTtlS: 86_400,
     idempotencyPendingMs: 30_000,
   });
-  const control = await freePort();
   const common = { REDIS_URL: redis.url, TASKLINE_METRICS_PORT: '0', TASKLINE_LEASE_MS: '1000' };
-  spawnService('services/scheduler/src/main.ts', {
-    ...common,
-    TASKLINE_CONTROL_PORT: String(control),
-    TASKLINE_HEARTBEAT_MS: '100',
-    TASKLINE_DISPATCH_INTERVAL_MS: '20',
-  });
+  // Two scheduler replicas: one leads, the other stands by and redirects workers.
+  for (const port of controlPorts) {
+    schedulers.set(
+      port,
+      spawnService('services/scheduler/src/main.ts', {
+        ...common,
+        TASKLINE_CONTROL_PORT: String(port),
+        TASKLINE_HEARTBEAT_MS: '100',
+        TASKLINE_DISPATCH_INTERVAL_MS: '20',
+        TASKLINE_LEADER_LEASE_MS: '1000',
+      }),
+    );
+  }
   spawnService('services/gpu-worker/src/main.ts', {
     ...common,
-    TASKLINE_SCHEDULER_ADDR: `127.0.0.1:${control}`,
+    TASKLINE_SCHEDULER_ADDR: controlPorts.map((p) => `127.0.0.1:${p}`).join(','),
     TASKLINE_WORKER_MODELS: 'tiny-chat,instant',
     TASKLINE_WORKER_SLOTS: '2',
   });
@@ -132,4 +142,20 @@ test('the benchmark-only instant model runs through the same pipeline', async ()
   const { task } = await run({ input: 'x' }, 'instant');
   assert.equal(task.status, 'succeeded');
   assert.equal((task.result as { usage: { output_tokens: number } }).usage.output_tokens, 16);
+});
+
+test('SIGKILL of the leader scheduler: the standby takes over and tasks still run', async () => {
+  let leader: string | null = null;
+  while (!leader) {
+    leader = await store.redis.get('tl:{sched}:leader');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const port = Number(leader.slice(leader.lastIndexOf(':') + 1));
+  const victim = schedulers.get(port);
+  assert.ok(victim, `leader ${leader} is none of ours`);
+  victim.kill('SIGKILL');
+  const { task } = await run({ input: 'After the failover.', seed: 3, max_output_tokens: 8 });
+  assert.equal(task.status, 'succeeded');
+  const now = await store.redis.get('tl:{sched}:leader');
+  assert.ok(now && now !== leader, 'the standby did not take the lead');
 });
