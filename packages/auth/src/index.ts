@@ -1,0 +1,101 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
+import type { Redis } from 'ioredis';
+import type { Env } from '@taskline/config';
+import { TasklineError } from '@taskline/engine';
+import { ApiKeyStore, hashKey, TENANT_PATTERN } from './keys.js';
+import { jwtVerifier, looksLikeJwt } from './jwt.js';
+
+export { ApiKeyStore, TENANT_PATTERN, assertTenantId, hashKey, type ApiKeyInfo } from './keys.js';
+export { jwtVerifier, looksLikeJwt, type JwtSettings, type JwtVerifier } from './jwt.js';
+
+/** Who made a request. `id` scopes every task, key, limit and idempotency record. */
+export interface Tenant {
+  id: string;
+  via: 'static_key' | 'api_key' | 'jwt';
+}
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** Set by the authenticator's middleware on every request it lets through. */
+      tenant?: Tenant;
+    }
+  }
+}
+
+export type AuthSettings = Pick<
+  Env,
+  | 'TASKLINE_API_KEYS'
+  | 'TASKLINE_JWT_PUBLIC_KEY'
+  | 'TASKLINE_JWT_JWKS_URL'
+  | 'TASKLINE_JWT_TENANT_CLAIM'
+  | 'TASKLINE_JWT_ISSUER'
+  | 'TASKLINE_JWT_AUDIENCE'
+>;
+
+export interface Authenticator {
+  /** Express middleware: sets `req.tenant`, or passes a 401 TasklineError to the error handler. */
+  middleware: (req: Request, res: Response, next: NextFunction) => void;
+  /** The tenant a request's headers prove; throws TasklineError('unauthorized'). */
+  authenticate(headers: IncomingHttpHeaders): Promise<Tenant>;
+}
+
+const unauthorized = (detail: string) => new TasklineError('unauthorized', detail);
+
+/**
+ * Bearer authentication for every Taskline HTTP surface (LMSP and MCP). A token is, in order:
+ * a static key from `TASKLINE_API_KEYS`, a JWT (when a key or JWKS is configured), or an API key
+ * made by the CLI and stored hashed in Redis. Every failure reads the same to the client.
+ */
+export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
+  const staticKeys = new Map<string, string>();
+  for (const pair of env.TASKLINE_API_KEYS.split(',').filter(Boolean)) {
+    const at = pair.indexOf(':');
+    staticKeys.set(hashKey(pair.slice(at + 1)), pair.slice(0, at));
+  }
+  const verify = jwtVerifier({
+    publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
+    jwksUrl: env.TASKLINE_JWT_JWKS_URL,
+    tenantClaim: env.TASKLINE_JWT_TENANT_CLAIM,
+    issuer: env.TASKLINE_JWT_ISSUER,
+    audience: env.TASKLINE_JWT_AUDIENCE,
+  });
+  const keys = new ApiKeyStore(redis);
+
+  async function authenticate(headers: IncomingHttpHeaders): Promise<Tenant> {
+    const header = headers.authorization;
+    if (!header) throw unauthorized('This request needs an Authorization: Bearer header.');
+    const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
+    if (!match) throw unauthorized('The Authorization header must be "Bearer <token>".');
+    const token = match[1]!;
+    const fromEnv = staticKeys.get(hashKey(token));
+    if (fromEnv) return { id: fromEnv, via: 'static_key' };
+    if (verify && looksLikeJwt(token)) {
+      let claim: unknown;
+      try {
+        claim = await verify(token);
+      } catch {
+        throw unauthorized('The bearer token is invalid or expired.');
+      }
+      if (typeof claim !== 'string' || !TENANT_PATTERN.test(claim)) {
+        throw unauthorized('The bearer token names no valid tenant.');
+      }
+      return { id: claim, via: 'jwt' };
+    }
+    const stored = await keys.lookup(token);
+    if (stored) return { id: stored.tenant, via: 'api_key' };
+    throw unauthorized('The bearer token is invalid or expired.');
+  }
+
+  return {
+    authenticate,
+    middleware(req, _res, next) {
+      authenticate(req.headers).then((tenant) => {
+        req.tenant = tenant;
+        next();
+      }, next);
+    },
+  };
+}

@@ -1,0 +1,34 @@
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
+
+export interface JwtSettings {
+  /** PEM (SPKI) public key; literal `\n` sequences are accepted so it fits in one env line. */
+  publicKey: string;
+  jwksUrl: string;
+  tenantClaim: string;
+  issuer: string;
+  audience: string;
+}
+
+export type JwtVerifier = (token: string) => Promise<unknown>;
+
+/** A verifier for the configured key or JWKS, or null when JWTs are not configured. */
+export function jwtVerifier(settings: JwtSettings): JwtVerifier | null {
+  let key: KeyObject | JWTVerifyGetKey;
+  if (settings.publicKey) key = createPublicKey(settings.publicKey.replace(/\\n/g, '\n'));
+  else if (settings.jwksUrl) key = createRemoteJWKSet(new URL(settings.jwksUrl));
+  else return null;
+  const options = {
+    ...(settings.issuer ? { issuer: settings.issuer } : {}),
+    ...(settings.audience ? { audience: settings.audience } : {}),
+  };
+  return async (token) => {
+    // jose overloads on the key's type; both branches accept the same options.
+    const { payload } =
+      typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
+    return payload[settings.tenantClaim];
+  };
+}
+
+/** Three base64url segments: the compact JWS form. API keys never contain dots. */
+export const looksLikeJwt = (token: string) => /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token);

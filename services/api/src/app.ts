@@ -1,0 +1,407 @@
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { Redis } from 'ioredis';
+import { authenticator, type Authenticator } from '@taskline/auth';
+import type { Env } from '@taskline/config';
+import {
+  EventHub,
+  isFinalEventType,
+  isWellFormedId,
+  newId,
+  notFound,
+  TaskStore,
+  TasklineError,
+  type NewTask,
+  type OnRestart,
+  type TaskRecord,
+} from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import { TenantLimits } from './limits.js';
+import { buildOpenApi } from './lmsp/openapi.js';
+import {
+  API_PREFIX,
+  CreateTaskRequest,
+  fingerprint,
+  idempotencyKeyOf,
+  LMSP_VERSION,
+  modelObject,
+  parseBody,
+  responseObject,
+  ResponseRequest,
+  resumePoint,
+  storedRequest,
+  taskObject,
+  type ModelInfo,
+} from './lmsp/schema.js';
+import { errorHandler, methodNotAllowed, routeNotFound, sendProblem } from './problem.js';
+import { StreamRegistry, streamTaskEvents } from './sse.js';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** Echoed as `X-Request-Id` and written on every log line of the request. */
+      id: string;
+    }
+  }
+}
+
+export interface AppDeps {
+  env: Env;
+  /** Commands (tasks, keys, limits). */
+  redis: Redis;
+  /** A second connection, for the event hub's subscriptions. */
+  subscriber: Redis;
+  logger: Logger;
+  /** Mounts other surfaces on the same app, after auth is built and before the final 404 (MCP at `/mcp`). */
+  mountExtra?: (app: Express, api: Omit<TasklineApi, 'app'>) => void;
+}
+
+export interface TasklineApi {
+  app: Express;
+  store: TaskStore;
+  hub: EventHub;
+  auth: Authenticator;
+  limits: TenantLimits;
+  streams: StreamRegistry;
+  models: ReadonlyMap<string, ModelInfo>;
+  /** Shutdown: readiness fails, responses ask clients to close their connection. */
+  startDraining(): void;
+  /** Requests being served now (streams included). */
+  readonly inFlight: number;
+  /** Settles once every cancel that a departed client caused has been written. */
+  settled(): Promise<void>;
+}
+
+/** The models this deployment serves and whether their backend can snapshot (`on_restart: resume`). */
+export function modelsFromEnv(
+  env: Pick<Env, 'TASKLINE_MODELS' | 'TASKLINE_SNAPSHOT_MODELS'>,
+): Map<string, ModelInfo> {
+  const snapshot = new Set(env.TASKLINE_SNAPSHOT_MODELS.split(',').filter(Boolean));
+  return new Map(env.TASKLINE_MODELS.split(',').map((id) => [id, { id, canSnapshot: snapshot.has(id) }]));
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Builds the Express 5 app of the `api` service: LMSP 1.0 under `/lmsp/v1`, health, and the mount spot for MCP. */
+export function createApp(deps: AppDeps): TasklineApi {
+  const { env, redis, logger } = deps;
+  const store = new TaskStore(redis, {
+    taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+    eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
+    idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
+    idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
+  });
+  const hub = new EventHub(store, deps.subscriber);
+  const auth = authenticator(env, redis);
+  const limits = new TenantLimits(redis, {
+    ratePerS: env.TASKLINE_RATE_LIMIT_PER_S,
+    burst: env.TASKLINE_RATE_LIMIT_BURST,
+    maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+    maxStreams: env.TASKLINE_MAX_STREAMS,
+    streamLeaseMs: env.TASKLINE_SSE_HEARTBEAT_MS * 3,
+  });
+  const streams = new StreamRegistry();
+  const models = modelsFromEnv(env);
+  const openapi = buildOpenApi();
+  const cancels = new Set<Promise<unknown>>();
+  let draining = false;
+  let inFlight = 0;
+
+  const app = express();
+  app.disable('x-powered-by');
+  // Task objects change under the same URL; a body hash as validator buys nothing.
+  app.set('etag', false);
+
+  app.use((req, res, next) => {
+    const given = req.headers['x-request-id'];
+    req.id = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId('req');
+    res.setHeader('X-Request-Id', req.id);
+    if (draining) res.setHeader('Connection', 'close');
+    const started = process.hrtime.bigint();
+    inFlight++;
+    res.once('close', () => {
+      inFlight--;
+      logger.info('request', {
+        request_id: req.id,
+        method: req.method,
+        path: req.path,
+        status: res.statusCode,
+        tenant: req.tenant?.id,
+        ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
+        aborted: !res.writableFinished,
+      });
+    });
+    next();
+  });
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    if (draining) return sendProblem(res, 'unavailable', 'This replica is shutting down.');
+    const ok = await Promise.race([
+      redis.ping().then(
+        () => true,
+        () => false,
+      ),
+      new Promise<boolean>((r) => setTimeout(r, 1000, false).unref()),
+    ]);
+    if (ok) res.json({ status: 'ok' });
+    else sendProblem(res, 'unavailable', 'Redis is unreachable.');
+  });
+
+  const lmsp = express.Router();
+  lmsp.use(auth.middleware);
+  lmsp.use((req, _res, next) => {
+    limits.takeRequest(tenantOf(req)).then(() => next(), next);
+  });
+  lmsp.use(express.json({ limit: env.TASKLINE_MAX_BODY_BYTES, strict: true }));
+
+  const requireJson = (req: Request, _res: Response, next: NextFunction) => {
+    if (!req.is('application/json')) {
+      next(
+        new TasklineError(
+          'invalid_request',
+          'The request needs a JSON body (Content-Type: application/json).',
+        ),
+      );
+    } else next();
+  };
+
+  /** The caller's task, or the one `404 task_not_found` that a missing, expired or foreign id all get. */
+  const findTask = async (req: Request): Promise<TaskRecord> => {
+    const id = String(req.params.id);
+    const task = isWellFormedId(id, 'task') ? await store.get(id, tenantOf(req)) : null;
+    // MCP tool tasks live in the same store; LMSP shows only its own kind.
+    if (!task || task.kind !== 'response') throw notFound();
+    return task;
+  };
+
+  /** Validates the model and restart policy, holds a slot under the tenant's cap, then persists the task. */
+  const createTask = async (
+    req: Request,
+    operation: string,
+    request: ResponseRequest,
+    onRestart: OnRestart,
+  ): Promise<{ task: TaskRecord; replayed: boolean }> => {
+    const key = idempotencyKeyOf(req.headers['idempotency-key']);
+    const model = models.get(request.model);
+    if (!model)
+      throw new TasklineError(
+        'model_not_found',
+        `This deployment does not serve the model "${request.model}".`,
+      );
+    if (onRestart === 'resume' && !model.canSnapshot) {
+      throw new TasklineError(
+        'unsupported_capability',
+        `on_restart "resume" needs a backend that can snapshot; "${model.id}" cannot.`,
+      );
+    }
+    const tenant = tenantOf(req);
+    const input: NewTask = {
+      tenant,
+      kind: 'response',
+      model: model.id,
+      onRestart,
+      request: storedRequest(request, env.TASKLINE_MAX_OUTPUT_TOKENS),
+    };
+    const slot = await limits.reserveTask(tenant);
+    try {
+      const created = key
+        ? await store.createIdempotent(input, key, fingerprint(operation, req.body))
+        : { task: await store.create(input), replayed: false };
+      await slot.commit(created.replayed ? null : created.task.id);
+      return created;
+    } catch (err) {
+      await slot.commit(null).catch(() => undefined);
+      throw err;
+    }
+  };
+
+  /** Cancels a response whose caller left; tracked so shutdown waits for the write. */
+  const cancelForGoneClient = (task: TaskRecord) => {
+    const p = store
+      .cancel(task.id, task.tenant)
+      .catch((err) => {
+        if (!(err instanceof TasklineError && err.code === 'task_not_cancelable')) {
+          logger.warn('cancel after disconnect failed', { task: task.id, err });
+        }
+      })
+      .finally(() => cancels.delete(p));
+    cancels.add(p);
+  };
+
+  const streamOptions = (req: Request, task: TaskRecord, after: number, kind: 'events' | 'response') => ({
+    hub,
+    limits,
+    streams,
+    logger: logger.child({ request_id: req.id }),
+    heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+    tenant: tenantOf(req),
+    task,
+    after,
+    kind,
+  });
+
+  lmsp
+    .route('/tasks')
+    .post(requireJson, async (req, res) => {
+      const body = parseBody(CreateTaskRequest, req.body);
+      const { task } = await createTask(req, 'POST /lmsp/v1/tasks', body.input, body.on_restart ?? 'fail');
+      res.status(202).location(`${API_PREFIX}/tasks/${task.id}`).json(taskObject(task));
+    })
+    .all(methodNotAllowed(['POST']));
+
+  lmsp
+    .route('/tasks/:id')
+    .get(async (req, res) => {
+      res.json(taskObject(await findTask(req)));
+    })
+    .all(methodNotAllowed(['GET']));
+
+  lmsp
+    .route('/tasks/:id/cancel')
+    .post(async (req, res) => {
+      const task = await findTask(req);
+      const { task: after } = await store.cancel(task.id, task.tenant);
+      res.json(taskObject(after));
+    })
+    .all(methodNotAllowed(['POST']));
+
+  lmsp
+    .route('/tasks/:id/events')
+    .get(async (req, res) => {
+      const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
+      const task = await findTask(req);
+      if (after > task.seq) {
+        throw new TasklineError(
+          'invalid_request',
+          `This task has no event ${after} yet; its last is ${task.seq}.`,
+        );
+      }
+      // A task stream is never tied to its reader: a disconnect only ends the stream.
+      await streamTaskEvents(req, res, streamOptions(req, task, after, 'events'));
+    })
+    .all(methodNotAllowed(['GET']));
+
+  lmsp
+    .route('/responses')
+    .post(requireJson, async (req, res) => {
+      const body = parseBody(ResponseRequest, req.body);
+      const { task } = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
+      if (body.stream) {
+        await streamTaskEvents(req, res, {
+          ...streamOptions(req, task, 0, 'response'),
+          onClientGone: () => cancelForGoneClient(task),
+        });
+        return;
+      }
+      // Synchronous: wait for the final event; a caller that leaves first cancels its response.
+      let resolveFinal!: () => void;
+      const final = new Promise<void>((r) => (resolveFinal = r));
+      let gone = false;
+      const onClose = () => {
+        gone = true;
+        cancelForGoneClient(task);
+        resolveFinal();
+      };
+      res.once('close', onClose);
+      const sub = await hub.subscribe(task.id, 0, (event) => {
+        if (isFinalEventType(event.type)) resolveFinal();
+      });
+      try {
+        await final;
+      } finally {
+        sub.close();
+      }
+      if (gone) return;
+      res.off('close', onClose);
+      const ended = await store.get(task.id, task.tenant);
+      if (!ended) throw notFound();
+      res.json(responseObject(ended));
+    })
+    .all(methodNotAllowed(['POST']));
+
+  lmsp
+    .route('/capabilities')
+    .get((_req, res) => {
+      const all = [...models.values()];
+      res.json({
+        object: 'capabilities',
+        lmsp_version: LMSP_VERSION,
+        event_resume: true,
+        task_types: ['response'],
+        on_restart: all.some((m) => m.canSnapshot) ? ['fail', 'retry', 'resume'] : ['fail', 'retry'],
+        models: all.map((m) => m.id),
+        resume_models: all.filter((m) => m.canSnapshot).map((m) => m.id),
+        retention: {
+          task_seconds: env.TASKLINE_TASK_RETENTION_S,
+          event_seconds: env.TASKLINE_EVENT_RETENTION_S,
+          idempotency_key_seconds: env.TASKLINE_IDEMPOTENCY_TTL_S,
+        },
+        limits: {
+          max_body_bytes: env.TASKLINE_MAX_BODY_BYTES,
+          max_output_tokens: env.TASKLINE_MAX_OUTPUT_TOKENS,
+          requests_per_second: env.TASKLINE_RATE_LIMIT_PER_S,
+          request_burst: env.TASKLINE_RATE_LIMIT_BURST,
+          max_active_tasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+          max_open_streams: env.TASKLINE_MAX_STREAMS,
+        },
+        heartbeat_seconds: env.TASKLINE_SSE_HEARTBEAT_MS / 1000,
+      });
+    })
+    .all(methodNotAllowed(['GET']));
+
+  lmsp
+    .route('/models')
+    .get((_req, res) => {
+      res.json({ object: 'list', data: [...models.values()].map(modelObject) });
+    })
+    .all(methodNotAllowed(['GET']));
+
+  lmsp
+    .route('/openapi.json')
+    .get((_req, res) => {
+      res.json(openapi);
+    })
+    .all(methodNotAllowed(['GET']));
+
+  app.use(API_PREFIX, lmsp);
+
+  const api: TasklineApi = {
+    app,
+    store,
+    hub,
+    auth,
+    limits,
+    streams,
+    models,
+    startDraining() {
+      draining = true;
+    },
+    get inFlight() {
+      return inFlight;
+    },
+    async settled() {
+      while (cancels.size > 0) await Promise.allSettled([...cancels]);
+    },
+  };
+
+  // ---- Other surfaces mount here: the MCP layer does `app.use('/mcp', ...)` through mountExtra,
+  // reusing `api.auth.middleware` (sets req.tenant) and the same store and hub. ----
+  deps.mountExtra?.(app, api);
+
+  app.use(routeNotFound);
+  app.use(errorHandler(logger, () => redis.status === 'ready'));
+  return api;
+}
+
+function tenantOf(req: Request): string {
+  if (!req.tenant) throw new TasklineError('unauthorized', 'This request is not authenticated.');
+  return req.tenant.id;
+}
+
+export { StreamRegistry } from './sse.js';
+export { TenantLimits, type LimitSettings } from './limits.js';
+export { buildOpenApi } from './lmsp/openapi.js';
+export { serve, type RunningServer } from './server.js';

@@ -1,0 +1,140 @@
+/**
+ * Per-tenant limits held in Redis, so they hold across every replica and survive a replica crash.
+ *
+ * - Request rate: a token bucket per tenant, updated by one script per request.
+ * - Unfinished tasks: a ZSET of task ids per tenant (`tl:api:active:{tenant}`). A create first
+ *   adds a reservation, then counts; only when the count is over the cap are entries pruned
+ *   against the task records (finished, expired and vanished tasks leave), so no cleanup hook is
+ *   needed when a task ends and nothing is lost when a replica dies between steps: a stale
+ *   reservation is pruned by its age. Racing creates can both be refused near the cap, never
+ *   both admitted over it.
+ * - Open streams: a ZSET per tenant of stream ids scored by a lease that each heartbeat renews;
+ *   a stream of a replica that died stops counting when its lease lapses.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { isTerminal, isTaskStatus, taskKeys, TasklineError } from '@taskline/engine';
+
+const keys = {
+  rate: (tenant: string) => `tl:api:rate:{${tenant}}`,
+  active: (tenant: string) => `tl:api:active:{${tenant}}`,
+  streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
+};
+
+const TOKEN_BUCKET = `
+local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens, ts = tonumber(s[1]) or burst, tonumber(s[2]) or now
+if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) else now = ts end
+if tokens < 1 then return math.ceil((1 - tokens) * 1000 / rate) end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+return 0
+`;
+
+const STREAM_SLOT = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[1]))
+return 1
+`;
+
+/** How old a create reservation may get before it is taken for a crashed create. */
+const RESERVATION_MS = 60_000;
+
+export interface LimitSettings {
+  ratePerS: number;
+  burst: number;
+  maxActiveTasks: number;
+  maxStreams: number;
+  /** Lease of an open-stream slot; streams renew it on every heartbeat. */
+  streamLeaseMs: number;
+}
+
+const rateLimited = (detail: string, retryAfterS: number) =>
+  new TasklineError('rate_limited', detail, { retryAfterS: Math.max(1, retryAfterS) });
+
+export class TenantLimits {
+  constructor(
+    private readonly redis: Redis,
+    readonly settings: LimitSettings,
+  ) {}
+
+  /** Takes one request from the tenant's bucket, or throws `rate_limited` with the wait. */
+  async takeRequest(tenant: string): Promise<void> {
+    const { ratePerS, burst } = this.settings;
+    const waitMs = Number(
+      await this.redis.eval(TOKEN_BUCKET, 1, keys.rate(tenant), ratePerS, burst, Date.now()),
+    );
+    if (waitMs > 0)
+      throw rateLimited(
+        'Too many requests for this tenant; retry after the indicated time.',
+        Math.ceil(waitMs / 1000),
+      );
+  }
+
+  /**
+   * Holds a place for one more unfinished task; `commit` swaps it for the task id (or frees it
+   * when the create made no new task). Throws `rate_limited` at the cap.
+   */
+  async reserveTask(tenant: string): Promise<{ commit: (taskId: string | null) => Promise<void> }> {
+    const key = keys.active(tenant);
+    const reservation = `r:${randomUUID()}`;
+    const reply = await this.redis.multi().zadd(key, Date.now(), reservation).zcard(key).exec();
+    let count = Number(reply?.[1]?.[1] ?? 0);
+    if (count > this.settings.maxActiveTasks) count = await this.prune(key);
+    if (count > this.settings.maxActiveTasks) {
+      await this.redis.zrem(key, reservation);
+      throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
+    }
+    return {
+      commit: async (taskId) => {
+        const tx = this.redis.multi().zrem(key, reservation);
+        if (taskId) tx.zadd(key, Date.now(), taskId);
+        await tx.exec();
+      },
+    };
+  }
+
+  /** Drops finished, expired and vanished tasks and stale reservations; returns what is left. */
+  private async prune(key: string): Promise<number> {
+    const members = await this.redis.zrange(key, 0, -1, 'WITHSCORES');
+    const now = Date.now();
+    const ids: string[] = [];
+    const gone: string[] = [];
+    for (let i = 0; i < members.length; i += 2) {
+      const member = members[i]!;
+      if (!member.startsWith('r:')) ids.push(member);
+      else if (Number(members[i + 1]) < now - RESERVATION_MS) gone.push(member);
+    }
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hmget(taskKeys(id).task, 'status', 'expires_at');
+    const states = (await pipeline.exec()) ?? [];
+    ids.forEach((id, i) => {
+      const [status, expiresAt] = (states[i]?.[1] ?? []) as (string | null)[];
+      const expired = expiresAt != null && Number(expiresAt) <= now;
+      if (!isTaskStatus(status) || isTerminal(status) || expired) gone.push(id);
+    });
+    if (gone.length > 0) await this.redis.zrem(key, ...gone);
+    return members.length / 2 - gone.length;
+  }
+
+  /** Opens a stream slot; `renew` on every heartbeat, `release` when the stream ends. */
+  async openStream(tenant: string): Promise<{ renew: () => Promise<void>; release: () => Promise<void> }> {
+    const key = keys.streams(tenant);
+    const id = randomUUID();
+    const lease = () => Date.now() + this.settings.streamLeaseMs;
+    const ok = await this.redis.eval(STREAM_SLOT, 1, key, Date.now(), id, lease(), this.settings.maxStreams);
+    if (Number(ok) !== 1)
+      throw rateLimited(`This tenant already has ${this.settings.maxStreams} open streams.`, 1);
+    return {
+      renew: async () => {
+        await this.redis.zadd(key, 'XX', lease(), id);
+      },
+      release: async () => {
+        await this.redis.zrem(key, id);
+      },
+    };
+  }
+}

@@ -1,0 +1,367 @@
+/**
+ * The OpenAPI 3.1 document of the whole `api` surface. Request schemas come from the zod
+ * schemas that validate them (one source); the rest mirrors `schema.ts`. Committed as
+ * `services/api/openapi.json` (`pnpm --filter @taskline/api openapi`); a test keeps the two equal.
+ */
+import { z } from 'zod';
+import { ERROR_CODES, FINAL_EVENT_TYPES, ON_RESTART_POLICIES, TASK_STATUSES } from '@taskline/engine';
+import { CreateTaskRequest, LMSP_VERSION, ResponseRequest } from './schema.js';
+
+type Schema = Record<string, unknown>;
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const nullable = (schema: Schema) => ({ oneOf: [schema, { type: 'null' }] });
+const obj = (properties: Record<string, Schema>, required = Object.keys(properties)) => ({
+  type: 'object',
+  properties,
+  required,
+});
+
+function requestSchemas(): Record<string, Schema> {
+  const registry = z.registry<{ id: string }>();
+  registry.add(ResponseRequest, { id: 'ResponseRequest' });
+  registry.add(CreateTaskRequest, { id: 'CreateTaskRequest' });
+  const out = z.toJSONSchema(registry, {
+    target: 'draft-2020-12',
+    io: 'input',
+    uri: (id) => `#/components/schemas/${id}`,
+  }) as { schemas: Record<string, Schema> };
+  for (const schema of Object.values(out.schemas)) {
+    delete schema.$schema;
+    delete schema.$id;
+  }
+  return out.schemas;
+}
+
+const LMSP_STATUSES = TASK_STATUSES.filter((s) => s !== 'input_required');
+
+const problemResponse = (description: string, headers: Record<string, unknown> = {}) => ({
+  description,
+  headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' }, ...headers },
+  content: { 'application/problem+json': { schema: ref('Problem') } },
+});
+
+const jsonResponse = (description: string, schema: Schema, headers: Record<string, unknown> = {}) => ({
+  description,
+  headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' }, ...headers },
+  content: { 'application/json': { schema } },
+});
+
+const sseResponse = (description: string) => ({
+  description: `${description} Each event is \`event: <type>\`, \`id: <sequence_number>\`, \`data: <StreamEvent JSON>\`; comment lines are heartbeats; a \`retry:\` line precedes a server-side close (reconnect with Last-Event-ID).`,
+  headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } },
+  content: { 'text/event-stream': { schema: { type: 'string' }, 'x-event-schema': ref('StreamEvent') } },
+});
+
+/** Errors every authenticated operation may answer. */
+const common = {
+  '401': problemResponse('`unauthorized`: missing or invalid bearer token.', {
+    'WWW-Authenticate': { schema: { type: 'string' } },
+  }),
+  '405': problemResponse('`invalid_request`: the path does not take this method.', {
+    Allow: { schema: { type: 'string' } },
+  }),
+  '429': problemResponse(
+    '`rate_limited`: request rate, unfinished tasks or open streams over the tenant limit.',
+    {
+      'Retry-After': { required: true, schema: { type: 'integer', minimum: 1 } },
+    },
+  ),
+  '500': problemResponse('`internal_error`.'),
+  '503': problemResponse('`unavailable`: the task store is unreachable; retry.'),
+};
+const bodyErrors = {
+  '400': problemResponse(
+    '`invalid_request` (malformed JSON, wrong types, unknown fields, bad headers) or `unsupported_capability`.',
+  ),
+  '404': problemResponse('`model_not_found`.'),
+  '409': problemResponse('`idempotency_key_in_use`: a request with this key is still being accepted.'),
+  '413': problemResponse('`payload_too_large`.'),
+  '422': problemResponse('`idempotency_key_reused`: this key was used with a different body.'),
+};
+const notFound = {
+  '404': problemResponse('`task_not_found`: no such task for this tenant (also a task of another tenant).'),
+};
+
+const jsonBody = (schema: string) => ({
+  required: true,
+  content: { 'application/json': { schema: ref(schema) } },
+});
+
+export function buildOpenApi(): Schema {
+  const params = {
+    TaskId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+    IdempotencyKey: {
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
+    },
+    LastEventId: {
+      name: 'Last-Event-ID',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', pattern: '^[0-9]+$' },
+    },
+    StartingAfter: {
+      name: 'starting_after',
+      in: 'query',
+      required: false,
+      schema: { type: 'integer', minimum: 0 },
+    },
+  };
+  const p = (name: keyof typeof params) => ({ $ref: `#/components/parameters/${name}` });
+  const usage = obj({
+    input_tokens: { type: 'integer', minimum: 0 },
+    output_tokens: { type: 'integer', minimum: 0 },
+    total_tokens: { type: 'integer', minimum: 0 },
+  });
+
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Taskline LMSP API',
+      version: LMSP_VERSION,
+      description:
+        'LMSP 1.0 responses, durable tasks and resumable event streams (seed section 7, LMSP-GAPS). Every error is application/problem+json with a stable `code`.',
+    },
+    servers: [{ url: '/' }],
+    security: [{ bearer: [] }],
+    paths: {
+      '/lmsp/v1/tasks': {
+        post: {
+          operationId: 'createTask',
+          summary: 'Create a task (LMSP 7.1); persisted before 202.',
+          parameters: [p('IdempotencyKey')],
+          requestBody: jsonBody('CreateTaskRequest'),
+          responses: {
+            '202': jsonResponse(
+              'The task, persisted; the same task again for a retried Idempotency-Key.',
+              ref('Task'),
+              {
+                Location: { schema: { type: 'string' } },
+              },
+            ),
+            ...bodyErrors,
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/tasks/{id}': {
+        get: {
+          operationId: 'getTask',
+          parameters: [p('TaskId')],
+          responses: { '200': jsonResponse('The task.', ref('Task')), ...notFound, ...common },
+        },
+      },
+      '/lmsp/v1/tasks/{id}/cancel': {
+        post: {
+          operationId: 'cancelTask',
+          summary: 'Cancel (LMSP 7.3): queued ends at once, loading/running become cancelling; idempotent.',
+          parameters: [p('TaskId')],
+          responses: {
+            '200': jsonResponse('The task after the request.', ref('Task')),
+            ...notFound,
+            '409': problemResponse('`task_not_cancelable`: the task already succeeded or failed.'),
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/tasks/{id}/events': {
+        get: {
+          operationId: 'streamTaskEvents',
+          summary: 'The task’s events (LMSP 7.4): missed events, then live ones, then one final event.',
+          parameters: [p('TaskId'), p('LastEventId'), p('StartingAfter')],
+          responses: {
+            '200': sseResponse('Server-sent events.'),
+            '400': problemResponse('`invalid_request`: a malformed or future resume point.'),
+            ...notFound,
+            '410': problemResponse(
+              '`event_history_expired`: events after the resume point are no longer kept.',
+            ),
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/responses': {
+        post: {
+          operationId: 'createResponse',
+          summary:
+            'Run a response: JSON when it ends, or SSE with `stream: true`. A caller that disconnects cancels it.',
+          parameters: [p('IdempotencyKey')],
+          requestBody: jsonBody('ResponseRequest'),
+          responses: {
+            '200': {
+              ...jsonResponse(
+                'The finished response (any outcome), or its events with `stream: true`.',
+                ref('Response'),
+              ),
+              content: {
+                'application/json': { schema: ref('Response') },
+                'text/event-stream': { schema: { type: 'string' }, 'x-event-schema': ref('StreamEvent') },
+              },
+            },
+            ...bodyErrors,
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/capabilities': {
+        get: {
+          operationId: 'getCapabilities',
+          responses: {
+            '200': jsonResponse('What this deployment supports.', ref('Capabilities')),
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/models': {
+        get: {
+          operationId: 'listModels',
+          responses: { '200': jsonResponse('The models served.', ref('ModelList')), ...common },
+        },
+      },
+      '/lmsp/v1/openapi.json': {
+        get: {
+          operationId: 'getOpenApi',
+          responses: { '200': jsonResponse('This document.', { type: 'object' }), ...common },
+        },
+      },
+      '/healthz': {
+        get: {
+          operationId: 'health',
+          security: [],
+          responses: { '200': jsonResponse('The process is up.', ref('Health')) },
+        },
+      },
+      '/readyz': {
+        get: {
+          operationId: 'ready',
+          security: [],
+          responses: {
+            '200': jsonResponse('Redis is reachable and the replica takes traffic.', ref('Health')),
+            '503': problemResponse('`unavailable`: Redis unreachable, or the replica is draining.'),
+          },
+        },
+      },
+    },
+    components: {
+      securitySchemes: {
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'A tenant API key, or a JWT whose configured claim names the tenant.',
+        },
+      },
+      headers: {
+        RequestId: {
+          description: 'Echoed or generated request id, also in the logs.',
+          schema: { type: 'string' },
+        },
+      },
+      parameters: params,
+      schemas: {
+        ...requestSchemas(),
+        Problem: obj(
+          {
+            type: { type: 'string' },
+            title: { type: 'string' },
+            status: { type: 'integer', minimum: 400, maximum: 599 },
+            detail: { type: 'string' },
+            code: { type: 'string', enum: Object.keys(ERROR_CODES) },
+            errors: { type: 'array', items: obj({ path: { type: 'string' }, message: { type: 'string' } }) },
+            task_status: { type: 'string' },
+          },
+          ['type', 'title', 'status', 'detail', 'code'],
+        ),
+        Task: {
+          ...obj({
+            id: { type: 'string', pattern: '^task_' },
+            object: { const: 'task' },
+            type: { const: 'response' },
+            status: { enum: LMSP_STATUSES },
+            created_at: { type: 'integer' },
+            updated_at: { type: 'integer' },
+            response_id: { type: 'string', pattern: '^resp_' },
+            events_url: { type: 'string' },
+            on_restart: { enum: [...ON_RESTART_POLICIES] },
+            response: nullable(ref('Response')),
+            error: nullable(ref('Problem')),
+          }),
+          additionalProperties: false,
+        },
+        Response: obj(
+          {
+            id: { type: 'string', pattern: '^resp_' },
+            object: { const: 'response' },
+            created_at: { type: 'integer' },
+            status: { enum: ['queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled'] },
+            model: { type: 'string' },
+            output: { type: 'array', items: ref('OutputMessage') },
+            usage: nullable(usage),
+            error: nullable(ref('Problem')),
+            incomplete_details: nullable(obj({ reason: { type: 'string' } })),
+          },
+          ['id', 'object', 'created_at', 'status', 'model', 'output', 'usage', 'error', 'incomplete_details'],
+        ),
+        OutputMessage: obj(
+          {
+            id: { type: 'string' },
+            type: { const: 'message' },
+            role: { const: 'assistant' },
+            status: { type: 'string' },
+            content: {
+              type: 'array',
+              items: obj({ type: { const: 'output_text' }, text: { type: 'string' } }, ['type', 'text']),
+            },
+          },
+          ['type', 'role', 'content'],
+        ),
+        StreamEvent: {
+          ...obj(
+            {
+              type: { type: 'string', pattern: '^response\\.' },
+              sequence_number: { type: 'integer', minimum: 1 },
+              task_status: { enum: [...TASK_STATUSES] },
+              response: ref('Response'),
+              delta: { type: 'string' },
+              error: ref('Problem'),
+            },
+            ['type', 'sequence_number'],
+          ),
+          description: `LMSP-GAPS 6.3. Exactly one final event ends a stream: ${FINAL_EVENT_TYPES.join(', ')}.`,
+        },
+        Capabilities: obj({
+          object: { const: 'capabilities' },
+          lmsp_version: { type: 'string' },
+          event_resume: { type: 'boolean' },
+          task_types: { type: 'array', items: { const: 'response' } },
+          on_restart: { type: 'array', items: { enum: [...ON_RESTART_POLICIES] } },
+          models: { type: 'array', items: { type: 'string' } },
+          resume_models: { type: 'array', items: { type: 'string' } },
+          retention: obj({
+            task_seconds: { type: 'integer' },
+            event_seconds: { type: 'integer' },
+            idempotency_key_seconds: { type: 'integer' },
+          }),
+          limits: obj({
+            max_body_bytes: { type: 'integer' },
+            max_output_tokens: { type: 'integer' },
+            requests_per_second: { type: 'number' },
+            request_burst: { type: 'integer' },
+            max_active_tasks: { type: 'integer' },
+            max_open_streams: { type: 'integer' },
+          }),
+          heartbeat_seconds: { type: 'number' },
+        }),
+        Model: obj({
+          id: { type: 'string' },
+          object: { const: 'model' },
+          owned_by: { type: 'string' },
+          capabilities: obj({ snapshot: { type: 'boolean' } }),
+        }),
+        ModelList: obj({ object: { const: 'list' }, data: { type: 'array', items: ref('Model') } }),
+        Health: obj({ status: { const: 'ok' } }),
+      },
+    },
+  };
+}

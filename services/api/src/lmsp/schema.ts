@@ -1,0 +1,192 @@
+/**
+ * LMSP 1.0 in one place: request validation and the task and response objects clients see.
+ * Everything here follows the seed (section 7) and LMSP-GAPS; when the full specification text
+ * arrives, this module and `openapi.ts` are what change.
+ */
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import {
+  emptyResponse,
+  problem,
+  TasklineError,
+  type ResponseObject,
+  type ResponseStatus,
+  type TaskRecord,
+  type TaskStatus,
+} from '@taskline/engine';
+
+export const API_PREFIX = '/lmsp/v1';
+export const LMSP_VERSION = '1.0';
+
+const text = z.string().max(1_000_000);
+
+const ContentPart = z.strictObject({ type: z.enum(['input_text', 'output_text']), text });
+
+const MessageItem = z.strictObject({
+  type: z.literal('message'),
+  role: z.enum(['user', 'assistant', 'system', 'developer']),
+  content: z.union([text, z.array(ContentPart).min(1).max(256)]),
+});
+
+/** A response request (LMSP-GAPS 6): the body of `POST /responses` and a task's `input`. */
+export const ResponseRequest = z.strictObject({
+  model: z.string().min(1).max(256),
+  input: z.union([text, z.array(MessageItem).min(1).max(1024)]),
+  instructions: text.optional(),
+  max_output_tokens: z.int().min(1).optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  seed: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  metadata: z.record(z.string().min(1).max(64), z.string().max(512)).optional(),
+  stream: z.boolean().optional(),
+});
+export type ResponseRequest = z.infer<typeof ResponseRequest>;
+
+/** LMSP 7.1 task envelope. `input.stream` is accepted and ignored, as the seed says. */
+export const CreateTaskRequest = z.strictObject({
+  type: z.literal('response'),
+  input: ResponseRequest,
+  on_restart: z.enum(['fail', 'retry', 'resume']).optional(),
+});
+export type CreateTaskRequest = z.infer<typeof CreateTaskRequest>;
+
+/** Parses a body or throws `invalid_request` naming every bad field. */
+export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  if (body === undefined)
+    throw new TasklineError(
+      'invalid_request',
+      'The request needs a JSON body (Content-Type: application/json).',
+    );
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const errors = parsed.error.issues.map((i) => ({
+    path: i.path.map(String).join('.') || '(body)',
+    message: i.message,
+  }));
+  const detail = errors.map((e) => `${e.path}: ${e.message}`).join('; ');
+  throw new TasklineError('invalid_request', detail, { errors });
+}
+
+/** The request a worker runs, as stored on the task (`stream` is the HTTP layer's business only). */
+export function storedRequest(
+  req: ResponseRequest,
+  maxOutputTokens: number,
+): Omit<ResponseRequest, 'stream'> {
+  const { stream: _stream, ...rest } = req;
+  if (rest.max_output_tokens !== undefined && rest.max_output_tokens > maxOutputTokens) {
+    throw new TasklineError(
+      'invalid_request',
+      `max_output_tokens: at most ${maxOutputTokens} on this deployment`,
+      {
+        errors: [{ path: 'max_output_tokens', message: `at most ${maxOutputTokens}` }],
+      },
+    );
+  }
+  return { ...rest, max_output_tokens: rest.max_output_tokens ?? maxOutputTokens };
+}
+
+/** `Idempotency-Key`: 1-255 visible ASCII characters (LMSP-GAPS 9.2). */
+export function idempotencyKeyOf(header: string | string[] | undefined): string | null {
+  if (header === undefined) return null;
+  if (typeof header !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(header)) {
+    throw new TasklineError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters.');
+  }
+  return header;
+}
+
+/**
+ * The idempotency fingerprint: sha256 of the canonical JSON body (keys sorted at every level),
+ * prefixed by the operation, so one key reused on another endpoint is `idempotency_key_reused`.
+ */
+export function fingerprint(operation: string, body: unknown): string {
+  return createHash('sha256')
+    .update(`${operation}\n${canonicalJson(body)}`)
+    .digest('hex');
+}
+
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** Where a resumed stream starts: `Last-Event-ID` wins over `?starting_after=`; 0 is the beginning. */
+export function resumePoint(lastEventId: string | string[] | undefined, startingAfter: unknown): number {
+  const raw = lastEventId ?? startingAfter;
+  if (raw === undefined) return 0;
+  if (typeof raw !== 'string' || !/^(0|[1-9][0-9]{0,14})$/.test(raw)) {
+    throw new TasklineError(
+      'invalid_request',
+      'Last-Event-ID and starting_after take a sequence number (a non-negative integer).',
+    );
+  }
+  return Number(raw);
+}
+
+export type LmspTaskStatus = Exclude<TaskStatus, 'input_required'>;
+
+/** LMSP tasks never enter `input_required` (MCP tool tasks only); shown as `running` if one ever did. */
+export const lmspStatus = (s: TaskStatus): LmspTaskStatus => (s === 'input_required' ? 'running' : s);
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+const RESPONSE_STATUS: Record<TaskStatus, ResponseStatus> = {
+  queued: 'queued',
+  loading: 'in_progress',
+  running: 'in_progress',
+  input_required: 'in_progress',
+  cancelling: 'in_progress',
+  succeeded: 'completed',
+  failed: 'failed',
+  cancelled: 'cancelled',
+};
+
+/** The response a task stands for: what the worker stored, or an empty one for its current state. */
+export function responseObject(task: TaskRecord): ResponseObject {
+  const stored = task.result as ResponseObject | null;
+  if (stored && typeof stored === 'object' && stored.object === 'response') return stored;
+  const base = emptyResponse(task, RESPONSE_STATUS[task.status]);
+  return task.status === 'failed' ? { ...base, error: task.error } : base;
+}
+
+export const eventsUrl = (id: string) => `${API_PREFIX}/tasks/${id}/events`;
+
+/** LMSP 7.1 task object. */
+export function taskObject(task: TaskRecord) {
+  const status = lmspStatus(task.status);
+  return {
+    id: task.id,
+    object: 'task' as const,
+    type: 'response' as const,
+    status,
+    created_at: seconds(task.createdAt),
+    updated_at: seconds(task.updatedAt),
+    response_id: task.responseId,
+    events_url: eventsUrl(task.id),
+    on_restart: task.onRestart,
+    response: status === 'succeeded' ? responseObject(task) : null,
+    error:
+      status === 'failed'
+        ? (task.error ?? problem('internal_error', 'The task failed without an error record.'))
+        : null,
+  };
+}
+
+export interface ModelInfo {
+  id: string;
+  canSnapshot: boolean;
+}
+
+export function modelObject(model: ModelInfo) {
+  return {
+    id: model.id,
+    object: 'model' as const,
+    owned_by: 'taskline',
+    capabilities: { snapshot: model.canSnapshot },
+  };
+}

@@ -1,0 +1,54 @@
+import { loadEnv } from '@taskline/config';
+import { checkDurability, connectRedis } from '@taskline/engine';
+import { createLogger } from '@taskline/log';
+import { createApp } from './app.js';
+import { serve } from './server.js';
+
+/** The `api` service: LMSP 1.0 over HTTP. Stateless; run as many replicas as needed on one Redis. */
+async function main(): Promise<void> {
+  const env = loadEnv();
+  const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
+  const redis = connectRedis(env.REDIS_URL, 'taskline-api');
+  const subscriber = connectRedis(env.REDIS_URL, 'taskline-api-events');
+  for (const [name, conn] of [
+    ['redis', redis],
+    ['subscriber', subscriber],
+  ] as const) {
+    conn.on('error', (err) => logger.warn('redis connection error', { connection: name, err }));
+  }
+  if (env.TASKLINE_REQUIRE_AOF) {
+    const durability = await checkDurability(redis);
+    logger.info('redis durability', durability);
+  } else {
+    logger.warn('TASKLINE_REQUIRE_AOF=false: acknowledged tasks may be lost if Redis crashes');
+  }
+  const api = createApp({ env, redis, subscriber, logger });
+  const running = await serve(api, env.TASKLINE_HOST, env.TASKLINE_PORT, logger);
+
+  const stop = (signal: string) => {
+    logger.info('signal', { signal });
+    void running
+      .shutdown(env.TASKLINE_SHUTDOWN_DEADLINE_MS, env.TASKLINE_SSE_RETRY_MS)
+      .catch((err) => logger.error('shutdown failed', { err }))
+      .finally(() => {
+        redis.disconnect();
+        subscriber.disconnect();
+        process.exit(0);
+      });
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(
+    JSON.stringify({
+      ts: new Date().toISOString(),
+      level: 'error',
+      msg: 'api failed to start',
+      service: 'api',
+      err: String(err),
+    }) + '\n',
+  );
+  process.exit(1);
+});

@@ -1,0 +1,117 @@
+import type { Request, Response } from 'express';
+import {
+  eventObject,
+  isFinalEventType,
+  isTerminal,
+  type EventHub,
+  type StoredEvent,
+  type Subscription,
+  type TaskRecord,
+} from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import type { TenantLimits } from './limits.js';
+
+/** One SSE event as LMSP-GAPS 6.3 frames it: `id` is the sequence number, `data` repeats it. */
+export const formatEvent = (event: StoredEvent) =>
+  `event: ${event.type}\nid: ${event.seq}\ndata: ${JSON.stringify(eventObject(event))}\n\n`;
+
+interface OpenStream {
+  /** `events`: a resumable task stream, ended at once on shutdown. `response`: a `stream: true` response, left to finish. */
+  kind: 'events' | 'response';
+  end(retryMs?: number): void;
+}
+
+/** The streams this process holds open, so shutdown can end them with a `retry:` hint. */
+export class StreamRegistry {
+  private readonly open = new Set<OpenStream>();
+
+  add(stream: OpenStream): () => void {
+    this.open.add(stream);
+    return () => {
+      this.open.delete(stream);
+    };
+  }
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Ends every resumable stream, telling clients to reconnect (to another replica) after `retryMs`. */
+  endResumable(retryMs: number): void {
+    for (const s of [...this.open]) if (s.kind === 'events') s.end(retryMs);
+  }
+}
+
+export interface StreamOptions {
+  hub: EventHub;
+  limits: TenantLimits;
+  streams: StreamRegistry;
+  logger: Logger;
+  heartbeatMs: number;
+  tenant: string;
+  task: TaskRecord;
+  after: number;
+  kind: 'events' | 'response';
+  /** Called when the client leaves before the final event (a `stream: true` response cancels). */
+  onClientGone?: () => void;
+}
+
+/**
+ * Serves a task's events as SSE: what the client missed (from Redis, on any replica), then live
+ * events from this process's hub, then the one final event, then the end of the response.
+ * Errors before the first byte (open-stream cap, expired history) are thrown for problem+json.
+ */
+export async function streamTaskEvents(req: Request, res: Response, o: StreamOptions): Promise<void> {
+  const slot = await o.limits.openStream(o.tenant);
+  let buffered: StoredEvent[] | null = [];
+  let done = false;
+  let sub: Subscription | null = null;
+  let heartbeat: NodeJS.Timeout | undefined = undefined;
+  let unregister: () => void = () => undefined;
+
+  const finish = (retryMs?: number) => {
+    if (done) return;
+    done = true;
+    clearInterval(heartbeat);
+    sub?.close();
+    unregister();
+    void slot.release().catch((err) => o.logger.warn('stream slot release failed', { err }));
+    if (!res.writableEnded) res.end(retryMs === undefined ? undefined : `retry: ${retryMs}\n\n`);
+  };
+  const write = (event: StoredEvent) => {
+    if (done) return;
+    res.write(formatEvent(event));
+    if (isFinalEventType(event.type)) finish();
+  };
+
+  try {
+    sub = await o.hub.subscribe(o.task.id, o.after, (event) =>
+      buffered ? buffered.push(event) : write(event),
+    );
+  } catch (err) {
+    await slot.release().catch(() => undefined);
+    throw err;
+  }
+  res.writeHead(200, {
+    'Content-Type': 'text/event-stream; charset=utf-8',
+    'Cache-Control': 'no-cache, no-transform',
+    'X-Accel-Buffering': 'no',
+  });
+  res.flushHeaders();
+  unregister = o.streams.add({ kind: o.kind, end: finish });
+  res.on('close', () => {
+    if (done) return;
+    finish();
+    o.onClientGone?.();
+  });
+  heartbeat = setInterval(() => {
+    res.write(': keep-alive\n\n');
+    slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));
+  }, o.heartbeatMs);
+
+  const pending = buffered;
+  buffered = null;
+  for (const event of pending) write(event);
+  // Resumed after the final event: nothing more will ever come.
+  if (!done && isTerminal(o.task.status) && o.after >= o.task.seq) finish();
+}

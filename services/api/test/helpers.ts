@@ -1,0 +1,308 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { createParser } from 'eventsource-parser';
+import type { Redis } from 'ioredis';
+import { loadEnv } from '@taskline/config';
+import { connectRedis, TaskStore, type EventInput, type TaskRecord } from '@taskline/engine';
+import { createLogger } from '@taskline/log';
+import { startRedis, type RedisServer } from '@taskline/testing';
+import { createApp, serve, type RunningServer, type TasklineApi } from '../src/app.js';
+import { checkResponse } from './openapi-check.js';
+
+export const KEY_A = 'key-a-0123456789';
+export const KEY_B = 'key-b-0123456789';
+export const BASE_ENV: Record<string, string> = {
+  TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-b:${KEY_B}`,
+  TASKLINE_MODELS: 'tiny-chat,plain-chat',
+  TASKLINE_SNAPSHOT_MODELS: 'tiny-chat',
+  TASKLINE_LOG_LEVEL: 'error',
+  TASKLINE_PORT: '0',
+  TASKLINE_SSE_HEARTBEAT_MS: '200',
+};
+
+/** One Redis of the test's own, plus a TaskStore on it for playing the worker. */
+export interface Stack {
+  redisServer: RedisServer;
+  redis: Redis;
+  worker: TaskStore;
+  close(): Promise<void>;
+}
+
+export async function startStack(): Promise<Stack> {
+  const redisServer = await startRedis();
+  const redis = connectRedis(redisServer.url, 'test-worker');
+  const worker = new TaskStore(redis, {
+    taskRetentionMs: 600_000,
+    eventRetentionMs: 600_000,
+    idempotencyTtlS: 86_400,
+    idempotencyPendingMs: 30_000,
+  });
+  return {
+    redisServer,
+    redis,
+    worker,
+    async close() {
+      redis.disconnect();
+      await redisServer.stop();
+    },
+  };
+}
+
+/** An api app in this process, served over real HTTP on a free port. */
+export interface InProcessApi {
+  api: TasklineApi;
+  running: RunningServer;
+  base: string;
+  close(): Promise<void>;
+}
+
+export async function startApi(stack: Stack, env: Record<string, string> = {}): Promise<InProcessApi> {
+  const config = loadEnv({ ...BASE_ENV, REDIS_URL: stack.redisServer.url, ...env });
+  const redis = connectRedis(config.REDIS_URL, 'api');
+  const subscriber = connectRedis(config.REDIS_URL, 'api-sub');
+  const logger = createLogger({ service: 'api-test' }, config.TASKLINE_LOG_LEVEL, () => undefined);
+  const api = createApp({ env: config, redis, subscriber, logger });
+  const running = await serve(api, '127.0.0.1', 0, logger);
+  return {
+    api,
+    running,
+    base: `http://127.0.0.1:${running.port}`,
+    async close() {
+      await running.shutdown(2000, 100);
+      redis.disconnect();
+      subscriber.disconnect();
+    },
+  };
+}
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** A real `api` process (src/main.ts) with its JSON log lines. */
+export interface ApiProcess {
+  child: ChildProcess;
+  base: string;
+  logs: Record<string, unknown>[];
+  exited: Promise<number | null>;
+}
+
+export async function spawnApi(redisUrl: string, env: Record<string, string> = {}): Promise<ApiProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
+    cwd: ROOT,
+    env: { ...process.env, ...BASE_ENV, TASKLINE_LOG_LEVEL: 'info', REDIS_URL: redisUrl, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Record<string, unknown>[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const port = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      try {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        logs.push(entry);
+        if (entry.msg === 'listening') resolve(Number(entry.port));
+      } catch {
+        // not a log line
+      }
+    });
+    void exited.then((code) => reject(new Error(`api exited with ${code}: ${stderr}`)));
+  });
+  return { child, base: `http://127.0.0.1:${port}`, logs, exited };
+}
+
+export interface Reply {
+  status: number;
+  headers: Headers;
+  body: unknown;
+  text: string;
+}
+
+/** fetch + read the body + check the exchange against the OpenAPI document. */
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  opts: {
+    key?: string | null;
+    body?: unknown;
+    raw?: string;
+    headers?: Record<string, string>;
+    skipCheck?: boolean;
+  } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.key !== null) headers.authorization ??= `Bearer ${opts.key ?? KEY_A}`;
+  let body: string | undefined = opts.raw;
+  if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(base + path, { method, headers, body });
+  const text = await res.text();
+  const type = res.headers.get('content-type') ?? '';
+  const parsed = type.includes('json') && text ? (JSON.parse(text) as unknown) : text;
+  if (!opts.skipCheck)
+    checkResponse({ method, url: res.url, status: res.status, headers: res.headers, body: parsed });
+  return { status: res.status, headers: res.headers, body: parsed, text };
+}
+
+export interface SseEvent {
+  event: string;
+  id: string;
+  data: Record<string, unknown>;
+}
+
+/** A real SSE read over fetch: every event, the `retry:` hint, heartbeat comments. */
+export interface SseRead {
+  status: number;
+  headers: Headers;
+  events: SseEvent[];
+  retry: number | null;
+  comments: number;
+  /** Resolves when the server ends the stream (or the reader aborts). */
+  done: Promise<void>;
+  abort(): void;
+  /** Resolves once `n` events have arrived. */
+  waitFor(n: number): Promise<void>;
+}
+
+export async function openSse(
+  base: string,
+  path: string,
+  opts: { key?: string; headers?: Record<string, string>; method?: string; body?: unknown } = {},
+): Promise<SseRead> {
+  const controller = new AbortController();
+  const res = await fetch(base + path, {
+    method: opts.method ?? 'GET',
+    headers: {
+      authorization: `Bearer ${opts.key ?? KEY_A}`,
+      accept: 'text/event-stream',
+      ...(opts.body ? { 'content-type': 'application/json' } : {}),
+      ...opts.headers,
+    },
+    body: opts.body ? JSON.stringify(opts.body) : undefined,
+    signal: controller.signal,
+  });
+  const read: SseRead = {
+    status: res.status,
+    headers: res.headers,
+    events: [],
+    retry: null,
+    comments: 0,
+    done: Promise.resolve(),
+    abort: () => controller.abort(),
+    waitFor: async () => undefined,
+  };
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const notify = () => {
+    for (const w of [...waiters]) if (read.events.length >= w.n) w.resolve();
+  };
+  read.waitFor = (n) =>
+    new Promise<void>((resolve, reject) => {
+      if (read.events.length >= n) return resolve();
+      waiters.push({ n, resolve });
+      void read.done.then(() =>
+        read.events.length >= n
+          ? resolve()
+          : reject(new Error(`stream ended after ${read.events.length} events`)),
+      );
+    });
+  if (!res.ok || !(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+    const text = await res.text();
+    (read as { body?: unknown }).body = text ? JSON.parse(text) : null;
+    return read;
+  }
+  const parser = createParser({
+    onEvent: (e) => {
+      read.events.push({
+        event: e.event ?? 'message',
+        id: e.id ?? '',
+        data: JSON.parse(e.data) as Record<string, unknown>,
+      });
+      notify();
+    },
+    onRetry: (ms) => (read.retry = ms),
+    onComment: () => read.comments++,
+  });
+  read.done = (async () => {
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>)
+        parser.feed(decoder.decode(chunk, { stream: true }));
+    } catch (err) {
+      if ((err as Error).name !== 'AbortError') throw err;
+    }
+  })();
+  return read;
+}
+
+/** Checks a finished SSE read against the document: status, headers, each event's data. */
+export function checkSse(base: string, method: string, path: string, read: SseRead): void {
+  checkResponse({
+    method,
+    url: base + path,
+    status: read.status,
+    headers: read.headers,
+    body: read.events.map((e) => e.data),
+  });
+  for (const e of read.events) {
+    assert.equal(e.data.type, e.event, 'data repeats the event type');
+    assert.equal(String(e.data.sequence_number), e.id, 'data repeats the event id');
+  }
+}
+
+export const TASK_BODY = {
+  type: 'response',
+  input: {
+    model: 'tiny-chat',
+    input: [
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Write a long report.' }] },
+    ],
+  },
+  on_restart: 'fail',
+};
+
+export function delta(text: string): EventInput {
+  return {
+    type: 'response.output_text.delta',
+    data: { task_status: 'running', delta: text, item_id: 'msg_1', output_index: 0, content_index: 0 },
+  };
+}
+
+export function completedResponse(task: TaskRecord, text: string) {
+  return {
+    id: task.responseId,
+    object: 'response',
+    created_at: Math.floor(task.createdAt / 1000),
+    status: 'completed',
+    model: task.model,
+    output: [{ id: 'msg_1', type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }],
+    usage: { input_tokens: 3, output_tokens: text.length, total_tokens: 3 + text.length },
+    error: null,
+    incomplete_details: null,
+  };
+}
+
+/** Plays the worker on the real engine: claim, start, stream deltas, finish. */
+export async function runWorker(store: TaskStore, id: string, deltas: string[]): Promise<void> {
+  const { attempt } = await store.claim(id, 'test-worker', 60_000);
+  await store.start(id, attempt);
+  for (const d of deltas) await store.append(id, attempt, [d.length], [delta(d)]);
+  const task = (await store.get(id))!;
+  await store.finish(id, attempt, { status: 'succeeded', result: completedResponse(task, deltas.join('')) });
+}
+
+/** Waits until the engine has a task for this tenant queued for dispatch (a worker can claim it). */
+export async function nextQueued(redis: Redis, tenant = 'tenant-a'): Promise<string> {
+  for (;;) {
+    const [id] = await redis.zrange(`tl:{sched}:ready:${tenant}`, 0, 0);
+    if (id) {
+      await redis.zrem(`tl:{sched}:ready:${tenant}`, id);
+      return id;
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

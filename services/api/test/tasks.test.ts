@@ -1,0 +1,356 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { taskKeys } from '@taskline/engine';
+import {
+  call,
+  checkSse,
+  completedResponse,
+  KEY_B,
+  nextQueued,
+  openSse,
+  runWorker,
+  startApi,
+  startStack,
+  TASK_BODY,
+  type InProcessApi,
+  type Stack,
+} from './helpers.js';
+
+let stack: Stack;
+let api: InProcessApi;
+before(async () => {
+  stack = await startStack();
+  api = await startApi(stack);
+});
+after(async () => {
+  await api.close();
+  await stack.close();
+});
+
+type Task = {
+  id: string;
+  status: string;
+  response: unknown;
+  error: { code: string } | null;
+  response_id: string;
+  events_url: string;
+};
+const create = async (body: unknown = TASK_BODY, headers: Record<string, string> = {}) => {
+  const r = await call(api.base, 'POST', '/lmsp/v1/tasks', { body, headers });
+  assert.equal(r.status, 202, r.text);
+  return r.body as Task;
+};
+
+describe('tasks', () => {
+  test('create persists the task before 202 and GET returns it', async () => {
+    const r = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
+    assert.equal(r.status, 202);
+    const task = r.body as Task;
+    assert.equal(task.status, 'queued');
+    assert.equal(task.events_url, `/lmsp/v1/tasks/${task.id}/events`);
+    assert.equal(r.headers.get('location'), `/lmsp/v1/tasks/${task.id}`);
+    const stored = await stack.worker.get(task.id, 'tenant-a');
+    assert.equal(stored?.status, 'queued', 'persisted in Redis when the 202 arrived');
+    assert.equal(stored?.onRestart, 'fail');
+    const got = await call(api.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
+    assert.equal(got.status, 200);
+    assert.deepEqual(got.body, task);
+  });
+
+  test('on_restart resume is accepted only on a model that can snapshot; unknown models are model_not_found', async () => {
+    const ok = await create({ ...TASK_BODY, on_restart: 'resume' });
+    assert.equal((await stack.worker.get(ok.id))?.onRestart, 'resume');
+    const plain = { ...TASK_BODY, on_restart: 'resume', input: { ...TASK_BODY.input, model: 'plain-chat' } };
+    const refused = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: plain });
+    assert.equal(refused.status, 400);
+    assert.equal((refused.body as { code: string }).code, 'unsupported_capability');
+    const retry = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: { ...plain, on_restart: 'retry' } });
+    assert.equal(retry.status, 202);
+    const missing = await call(api.base, 'POST', '/lmsp/v1/tasks', {
+      body: { ...TASK_BODY, input: { ...TASK_BODY.input, model: 'nope' } },
+    });
+    assert.equal(missing.status, 404);
+    assert.equal((missing.body as { code: string }).code, 'model_not_found');
+  });
+
+  test('50 concurrent retries with one Idempotency-Key make one task; another body with that key is 422', async () => {
+    const headers = { 'idempotency-key': 'idem-concurrent-1' };
+    const before = await stack.redis.zcard('tl:{sched}:ready:tenant-a');
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers }),
+      ),
+    );
+    const accepted = replies.filter((r) => r.status === 202);
+    const ids = new Set(accepted.map((r) => (r.body as Task).id));
+    assert.equal(ids.size, 1, 'every accepted retry names the same task');
+    for (const r of replies.filter((x) => x.status !== 202)) {
+      assert.equal(r.status, 409, r.text);
+      assert.equal((r.body as { code: string }).code, 'idempotency_key_in_use');
+    }
+    assert.equal(
+      await stack.redis.zcard('tl:{sched}:ready:tenant-a'),
+      before + 1,
+      'exactly one task was queued',
+    );
+    const again = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
+    assert.equal(again.status, 202);
+    assert.equal((again.body as Task).id, [...ids][0]);
+    // Key order does not change the canonical body.
+    const reordered = {
+      on_restart: 'fail',
+      input: { input: TASK_BODY.input.input, model: 'tiny-chat' },
+      type: 'response',
+    };
+    assert.equal(
+      ((await call(api.base, 'POST', '/lmsp/v1/tasks', { body: reordered, headers })).body as Task).id,
+      [...ids][0],
+    );
+    const other = await call(api.base, 'POST', '/lmsp/v1/tasks', {
+      body: { ...TASK_BODY, on_restart: 'retry' },
+      headers,
+    });
+    assert.equal(other.status, 422);
+    assert.equal((other.body as { code: string }).code, 'idempotency_key_reused');
+    // The same key of another tenant is another key.
+    const b = await call(api.base, 'POST', '/lmsp/v1/tasks', { key: KEY_B, body: TASK_BODY, headers });
+    assert.equal(b.status, 202);
+    assert.notEqual((b.body as Task).id, [...ids][0]);
+  });
+});
+
+describe('cancel (LMSP 7.3)', () => {
+  const cancel = (id: string) => call(api.base, 'POST', `/lmsp/v1/tasks/${id}/cancel`);
+
+  test('queued -> cancelled at once, idempotent, with one final response.cancelled event', async () => {
+    const task = await create();
+    const first = await cancel(task.id);
+    assert.equal(first.status, 200);
+    assert.equal((first.body as Task).status, 'cancelled');
+    const again = await cancel(task.id);
+    assert.equal(again.status, 200);
+    assert.equal((again.body as Task).status, 'cancelled');
+    const read = await openSse(api.base, task.events_url);
+    await read.done;
+    checkSse(api.base, 'GET', task.events_url, read);
+    assert.deepEqual(
+      read.events.map((e) => e.event),
+      ['response.created', 'response.cancelled'],
+    );
+  });
+
+  for (const stage of ['loading', 'running'] as const) {
+    test(`${stage} -> cancelling, repeat is a no-op, then cancelled when the worker stops`, async () => {
+      const task = await create();
+      const { attempt } = await stack.worker.claim(task.id, 'w', 60_000);
+      if (stage === 'running') await stack.worker.start(task.id, attempt);
+      const first = await cancel(task.id);
+      assert.equal((first.body as Task).status, 'cancelling');
+      const repeat = await cancel(task.id);
+      assert.equal(repeat.status, 200);
+      assert.equal((repeat.body as Task).status, 'cancelling');
+      await stack.worker.finish(task.id, attempt, { status: 'cancelled' });
+      const done = await call(api.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
+      assert.equal((done.body as Task).status, 'cancelled');
+      assert.equal((await cancel(task.id)).status, 200);
+    });
+  }
+
+  test('succeeded and failed tasks are 409 task_not_cancelable; unknown ids 404', async () => {
+    const ok = await create();
+    await runWorker(stack.worker, ok.id, ['hi']);
+    const r1 = await cancel(ok.id);
+    assert.equal(r1.status, 409);
+    assert.equal((r1.body as { code: string }).code, 'task_not_cancelable');
+    const bad = await create();
+    const { attempt } = await stack.worker.claim(bad.id, 'w', 60_000);
+    await stack.worker.finish(bad.id, attempt, {
+      status: 'failed',
+      error: {
+        type: 'about:blank',
+        title: 'model crashed',
+        status: 500,
+        detail: 'boom',
+        code: 'internal_error',
+      },
+    });
+    const failed = await call(api.base, 'GET', `/lmsp/v1/tasks/${bad.id}`);
+    assert.equal((failed.body as Task).error?.code, 'internal_error');
+    assert.equal((await cancel(bad.id)).status, 409);
+    const missing = await cancel('task_00000000000000000000000000');
+    assert.equal(missing.status, 404);
+    assert.equal((missing.body as { code: string }).code, 'task_not_found');
+  });
+});
+
+describe('event streams', () => {
+  test('a late client gets the whole history, then live events, one final event, then the end', async () => {
+    const task = await create();
+    const { attempt } = await stack.worker.claim(task.id, 'w', 60_000);
+    await stack.worker.start(task.id, attempt);
+    await stack.worker.append(
+      task.id,
+      attempt,
+      [1],
+      [{ type: 'response.output_text.delta', data: { task_status: 'running', delta: 'a' } }],
+    );
+    const read = await openSse(api.base, task.events_url);
+    assert.equal(read.status, 200);
+    await read.waitFor(4);
+    await stack.worker.append(
+      task.id,
+      attempt,
+      [2],
+      [{ type: 'response.output_text.delta', data: { task_status: 'running', delta: 'b' } }],
+    );
+    const full = (await stack.worker.get(task.id))!;
+    await stack.worker.finish(task.id, attempt, {
+      status: 'succeeded',
+      result: completedResponse(full, 'ab'),
+    });
+    await read.done;
+    checkSse(api.base, 'GET', task.events_url, read);
+    assert.deepEqual(
+      read.events.map((e) => e.event),
+      [
+        'response.created',
+        'response.in_progress',
+        'response.in_progress',
+        'response.output_text.delta',
+        'response.output_text.delta',
+        'response.completed',
+      ],
+    );
+    assert.deepEqual(
+      read.events.map((e) => Number(e.id)),
+      [1, 2, 3, 4, 5, 6],
+    );
+    const got = await call(api.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
+    assert.equal((got.body as Task).status, 'succeeded');
+    assert.deepEqual((got.body as { response: unknown }).response, completedResponse(full, 'ab'));
+  });
+
+  test('Last-Event-ID and ?starting_after resume with exactly the missing events', async () => {
+    const task = await create();
+    await runWorker(stack.worker, task.id, ['x', 'y', 'z']);
+    const byHeader = await openSse(api.base, task.events_url, { headers: { 'last-event-id': '3' } });
+    await byHeader.done;
+    assert.deepEqual(
+      byHeader.events.map((e) => Number(e.id)),
+      [4, 5, 6, 7],
+    );
+    const byQuery = await openSse(api.base, `${task.events_url}?starting_after=6`);
+    await byQuery.done;
+    assert.deepEqual(
+      byQuery.events.map((e) => e.event),
+      ['response.completed'],
+    );
+    const atEnd = await openSse(api.base, task.events_url, { headers: { 'last-event-id': '7' } });
+    await atEnd.done;
+    assert.equal(atEnd.status, 200);
+    assert.deepEqual(atEnd.events, [], 'nothing after the final event; the stream just ends');
+    const future = await call(api.base, 'GET', task.events_url, { headers: { 'last-event-id': '99' } });
+    assert.equal(future.status, 400);
+    const garbage = await call(api.base, 'GET', task.events_url, { headers: { 'last-event-id': 'abc' } });
+    assert.equal(garbage.status, 400);
+    assert.equal((garbage.body as { code: string }).code, 'invalid_request');
+  });
+
+  test('expired history is 410 event_history_expired', async () => {
+    const task = await create();
+    await runWorker(stack.worker, task.id, ['x']);
+    // Event retention shorter than task retention: the log goes first (what PEXPIRE does later).
+    await stack.redis.del(taskKeys(task.id).events);
+    const r = await call(api.base, 'GET', task.events_url, { headers: { 'last-event-id': '2' } });
+    assert.equal(r.status, 410);
+    assert.equal((r.body as { code: string }).code, 'event_history_expired');
+  });
+
+  test('idle streams get heartbeat comments; a disconnect never cancels the task', async () => {
+    const task = await create();
+    const read = await openSse(api.base, task.events_url);
+    await read.waitFor(1);
+    while (read.comments < 2) await new Promise((r) => setTimeout(r, 50));
+    read.abort();
+    await read.done;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await stack.worker.get(task.id))?.status, 'queued');
+  });
+});
+
+describe('responses', () => {
+  const body = { model: 'tiny-chat', input: 'Say hi.', max_output_tokens: 16 };
+  // Earlier tests leave queued tasks; here the next queued task must be the one just created.
+  beforeEach(() => stack.redis.del('tl:{sched}:ready:tenant-a'));
+
+  test('synchronous JSON runs through the engine and a worker', async () => {
+    const pending = call(api.base, 'POST', '/lmsp/v1/responses', { body });
+    const id = await nextQueued(stack.redis);
+    const stored = await stack.worker.get(id);
+    assert.deepEqual(stored?.request, body, 'the request is what the worker runs');
+    await runWorker(stack.worker, id, ['h', 'i']);
+    const r = await pending;
+    assert.equal(r.status, 200, r.text);
+    assert.equal((r.body as { status: string }).status, 'completed');
+    assert.equal((r.body as { id: string }).id, stored?.responseId);
+  });
+
+  test('stream: true is SSE from response.created to one final event', async () => {
+    const reading = openSse(api.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      body: { ...body, stream: true },
+    });
+    const id = await nextQueued(stack.redis);
+    await runWorker(stack.worker, id, ['o', 'k']);
+    const read = await reading;
+    await read.done;
+    checkSse(api.base, 'POST', '/lmsp/v1/responses', read);
+    assert.equal(read.events[0]?.event, 'response.created');
+    assert.equal(read.events.at(-1)?.event, 'response.completed');
+  });
+
+  test('a synchronous caller that disconnects cancels its response', async () => {
+    const controller = new AbortController();
+    const pending = fetch(`${api.base}/lmsp/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer key-a-0123456789', 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    }).catch((err: Error) => err);
+    const id = await nextQueued(stack.redis);
+    const { attempt } = await stack.worker.claim(id, 'w', 60_000);
+    await stack.worker.start(id, attempt);
+    controller.abort();
+    assert.equal(((await pending) as Error).name, 'AbortError');
+    while ((await stack.worker.get(id))?.status !== 'cancelling') await new Promise((r) => setTimeout(r, 20));
+    await stack.worker.finish(id, attempt, { status: 'cancelled' });
+    assert.equal((await stack.worker.get(id))?.status, 'cancelled');
+  });
+});
+
+describe('discovery', () => {
+  test('capabilities and models come from configuration', async () => {
+    const caps = await call(api.base, 'GET', '/lmsp/v1/capabilities');
+    assert.equal(caps.status, 200);
+    const c = caps.body as { event_resume: boolean; on_restart: string[]; resume_models: string[] };
+    assert.equal(c.event_resume, true);
+    assert.deepEqual(c.on_restart, ['fail', 'retry', 'resume']);
+    assert.deepEqual(c.resume_models, ['tiny-chat']);
+    const models = await call(api.base, 'GET', '/lmsp/v1/models');
+    assert.deepEqual(
+      (models.body as { data: { id: string; capabilities: { snapshot: boolean } }[] }).data.map((m) => [
+        m.id,
+        m.capabilities.snapshot,
+      ]),
+      [
+        ['tiny-chat', true],
+        ['plain-chat', false],
+      ],
+    );
+  });
+
+  test('health and readiness', async () => {
+    assert.equal((await call(api.base, 'GET', '/healthz', { key: null })).status, 200);
+    assert.equal((await call(api.base, 'GET', '/readyz', { key: null })).status, 200);
+  });
+});
