@@ -25,12 +25,12 @@ if [ -z "${REDIS_URL:-}" ]; then
 fi
 
 # A local key so the API answers out of the box; set TASKLINE_API_KEYS or JWT settings for anything else.
-export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:dev-key}"
+export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:local-dev-key}"
 
 node services/scheduler/dist/main.js & pids+=($!)
 node services/gpu-worker/dist/main.js & pids+=($!)
 node services/api/dist/main.js & pids+=($!)
 
 echo "Taskline is starting on http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080} (Redis: $REDIS_URL)."
-echo "Try: curl -H 'Authorization: Bearer dev-key' http://127.0.0.1:${TASKLINE_PORT:-8080}/lmsp/v1/models"
+echo "Try: curl -H 'Authorization: Bearer local-dev-key' http://127.0.0.1:${TASKLINE_PORT:-8080}/lmsp/v1/models"
 wait -n

@@ -11,4 +11,5 @@ pnpm lint
 mapfile -t files < <(find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
 node --import tsx --test --test-concurrency=1 --test-timeout=300000 "${files[@]}"
 
-if grep -q '"test:conformance"' package.json; then pnpm test:conformance; fi
+pnpm test:deploy
+pnpm test:conformance
