@@ -58,6 +58,11 @@ export const DEFAULTS = {
   TASKLINE_EXECUTION_PROVIDER: 'cpu',
   /** SIGTERM or a drain command: running tasks get this long to finish, then are handed back to the queue. */
   TASKLINE_DRAIN_DEADLINE_MS: '20000',
+  /**
+   * gpu-worker: lower bound on the time of one decode step. 0 in production; tests and demos raise it
+   * so that a fast model's generations last long enough to be cancelled, killed or drained midway.
+   */
+  TASKLINE_WORKER_MIN_STEP_MS: '0',
   /** Scheduler control plane (gRPC): where a replica listens, and the address it gives workers (default host:port). */
   TASKLINE_CONTROL_HOST: '127.0.0.1',
   TASKLINE_CONTROL_PORT: '7070',

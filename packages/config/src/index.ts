@@ -38,6 +38,7 @@ const schema = z.object({
   TASKLINE_MODEL_MEMORY_MB: int(1),
   TASKLINE_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']),
   TASKLINE_DRAIN_DEADLINE_MS: int(0),
+  TASKLINE_WORKER_MIN_STEP_MS: int(0),
   TASKLINE_CONTROL_HOST: z.string().min(1),
   TASKLINE_CONTROL_PORT: int(0).max(65535),
   TASKLINE_CONTROL_ADVERTISE: z.string(),

@@ -1,2 +1,7 @@
 export { GpuWorker, type GpuWorkerOptions } from './worker.js';
-export { createResponseRunner, toMessages, type ResponseRequest } from './response.js';
+export {
+  createResponseRunner,
+  toMessages,
+  type ResponseRequest,
+  type ResponseRunnerOptions,
+} from './response.js';

@@ -81,6 +81,7 @@ const worker = new GpuWorker({
   acquire: (model) => cache.acquire(model),
   toolRunner,
   leaseMs: env.TASKLINE_LEASE_MS,
+  minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,
   schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
   onDrained: () => void exit(),
 });

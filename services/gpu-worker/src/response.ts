@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   emptyResponse,
   TasklineError,
@@ -123,12 +124,22 @@ class DeltaStream {
   }
 }
 
+export interface ResponseRunnerOptions {
+  /**
+   * Lower bound on one decode step (TASKLINE_WORKER_MIN_STEP_MS): 0 in production; tests and demos
+   * raise it so a fast model's generation lasts long enough to be cancelled, killed or drained midway.
+   * The model awaits each step's callback, so the pause holds the (batched) decode loop itself.
+   */
+  minStepMs?: number;
+}
+
 /**
  * The worker's runner for LMSP responses on one model backend: renders the request, generates,
  * streams `response.output_text.delta` events as tokens come, and ends with the response object
  * (output and usage). `max_output_tokens` ends the response `incomplete` (the task succeeds).
  */
-export function createResponseRunner(backend: ModelBackend): TaskRunner {
+export function createResponseRunner(backend: ModelBackend, options: ResponseRunnerOptions = {}): TaskRunner {
+  const minStepMs = options.minStepMs ?? 0;
   return {
     async run(ctx: RunContext): Promise<Finish> {
       const { task, store, signal } = ctx;
@@ -160,6 +171,14 @@ export function createResponseRunner(backend: ModelBackend): TaskRunner {
       const onAbort = () => local.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
       const stream = new DeltaStream(ctx, itemId, prologue, () => local.abort('append_failed'));
+      let stepStarted = Date.now();
+      const onStep = async (step: { text: string; tokens: number[] }) => {
+        stream.push(step.text, step.tokens);
+        if (minStepMs <= 0) return;
+        const wait = stepStarted + minStepMs - Date.now();
+        if (wait > 0) await sleep(wait);
+        stepStarted = Date.now();
+      };
       try {
         const result = await backend.generate(
           {
@@ -170,9 +189,18 @@ export function createResponseRunner(backend: ModelBackend): TaskRunner {
             seed: request.seed,
             resumeTokens,
           },
-          { signal: local.signal, onStep: (step) => stream.push(step.text, step.tokens) },
+          { signal: local.signal, onStep },
         );
-        const pending = await stream.flush();
+        const pending = await stream.flush().catch((err: unknown) => {
+          // A cancel makes the store refuse appends (the task is `cancelling`), which also stops the
+          // model at once; the refused text is not lost, the final response carries all of it.
+          const refusedByCancel =
+            err instanceof TasklineError &&
+            err.code === 'illegal_transition' &&
+            err.details.status === 'cancelling';
+          if (result.finishReason === 'cancelled' && refusedByCancel) return [];
+          throw err;
+        });
         const usage = {
           input_tokens: result.inputTokens,
           output_tokens: result.outputTokens,

@@ -38,6 +38,8 @@ export interface GpuWorkerOptions {
   /** Runs MCP tool tasks from the `tools` queue; absent, this worker does not serve it. */
   toolRunner?: TaskRunner;
   leaseMs: number;
+  /** Lower bound on one decode step (see ResponseRunnerOptions); 0 in production. */
+  minStepMs?: number;
   schedulerAddrs: string[];
   /** Called once a drain has finished (SIGTERM or a scheduler command). */
   onDrained?: () => void;
@@ -205,7 +207,7 @@ export class GpuWorker {
       this.o.metrics.modelLoadSeconds.observe({ model }, (Date.now() - loadStarted) / 1000);
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
       await store.start(task.id, attempt);
-      return await createResponseRunner(lease.model).run(ctx);
+      return await createResponseRunner(lease.model, { minStepMs: this.o.minStepMs }).run(ctx);
     } finally {
       await lease.release();
     }

@@ -1,89 +1,18 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
-import { freePort, startRedis, type RedisServer } from '@taskline/testing';
+import { Cluster, until } from './helpers.js';
 
-const root = fileURLToPath(new URL('../../../', import.meta.url));
-let redis: RedisServer;
-let store: TaskStore;
-const procs: ChildProcess[] = [];
-
-function spawnService(entry: string, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  child.stdout?.resume();
-  procs.push(child);
-  return child;
-}
-
-async function waitFor(id: string, done: (t: TaskRecord) => boolean): Promise<TaskRecord> {
-  for (;;) {
-    const task = await store.get(id);
-    if (task && done(task)) return task;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-const schedulers = new Map<number, ChildProcess>();
-let controlPorts: number[] = [];
+let cluster: Cluster;
 
 before(async () => {
-  redis = await startRedis();
-  controlPorts = [await freePort(), await freePort()];
-  store = new TaskStore(connectRedis(redis.url, 'test'), {
-    taskRetentionMs: 3_600_000,
-    eventRetentionMs: 3_600_000,
-    idempotencyTtlS: 86_400,
-    idempotencyPendingMs: 30_000,
-  });
-  const common = { REDIS_URL: redis.url, TASKLINE_METRICS_PORT: '0', TASKLINE_LEASE_MS: '1000' };
-  // Two scheduler replicas: one leads, the other stands by and redirects workers.
-  for (const port of controlPorts) {
-    schedulers.set(
-      port,
-      spawnService('services/scheduler/src/main.ts', {
-        ...common,
-        TASKLINE_CONTROL_PORT: String(port),
-        TASKLINE_HEARTBEAT_MS: '100',
-        TASKLINE_DISPATCH_INTERVAL_MS: '20',
-        TASKLINE_LEADER_LEASE_MS: '1000',
-      }),
-    );
-  }
-  spawnService('services/gpu-worker/src/main.ts', {
-    ...common,
-    TASKLINE_SCHEDULER_ADDR: controlPorts.map((p) => `127.0.0.1:${p}`).join(','),
-    TASKLINE_WORKER_MODELS: 'tiny-chat,instant',
-    TASKLINE_WORKER_SLOTS: '2',
-  });
+  // Two scheduler replicas, so that the last test can kill the leader.
+  cluster = await Cluster.start({ schedulers: 2 });
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'tiny-chat,instant' });
 });
 
-after(async () => {
-  for (const p of procs) p.kill('SIGKILL');
-  store.redis.disconnect();
-  await redis.stop();
-});
+after(() => cluster.stop());
 
-async function run(request: Record<string, unknown>, model = 'tiny-chat') {
-  const created = await store.create({
-    tenant: 't1',
-    kind: 'response',
-    model,
-    onRestart: 'fail',
-    request: { model, ...request },
-  });
-  const task = await waitFor(created.id, (t) => ['succeeded', 'failed', 'cancelled'].includes(t.status));
-  const { events } = await store.events(task.id, 0);
-  return {
-    task,
-    events: events.map((e) => ({ type: e.type, ...(JSON.parse(e.data) as Record<string, unknown>) })),
-  };
-}
+const run = (request: Record<string, unknown>, model = 'tiny-chat') => cluster.run(request, { model });
 
 test('a worker process generates with the real model: events in order, output and usage', async () => {
   const { task, events } = await run({ input: 'Tell me about the sea.', seed: 7, max_output_tokens: 64 });
@@ -145,17 +74,16 @@ test('the benchmark-only instant model runs through the same pipeline', async ()
 });
 
 test('SIGKILL of the leader scheduler: the standby takes over and tasks still run', async () => {
-  let leader: string | null = null;
-  while (!leader) {
-    leader = await store.redis.get('tl:{sched}:leader');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const leader = await until(
+    'a scheduler leader',
+    async () => (await cluster.store.redis.get('tl:{sched}:leader')) ?? undefined,
+  );
   const port = Number(leader.slice(leader.lastIndexOf(':') + 1));
-  const victim = schedulers.get(port);
+  const victim = cluster.schedulers.get(port);
   assert.ok(victim, `leader ${leader} is none of ours`);
   victim.kill('SIGKILL');
   const { task } = await run({ input: 'After the failover.', seed: 3, max_output_tokens: 8 });
   assert.equal(task.status, 'succeeded');
-  const now = await store.redis.get('tl:{sched}:leader');
+  const now = await cluster.store.redis.get('tl:{sched}:leader');
   assert.ok(now && now !== leader, 'the standby did not take the lead');
 });
