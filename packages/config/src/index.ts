@@ -85,6 +85,7 @@ const schema = z.object({
   TASKLINE_MCP_LOCAL_NO_AUTH: bool,
   TASKLINE_MCP_MAX_BODY_BYTES: int(1024),
   TASKLINE_MCP_ALLOWED_HOSTS: z.string().min(1),
+  TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: int(0),
 });
 
 export type Env = z.infer<typeof schema>;

@@ -14,9 +14,9 @@ import type { Env } from '@taskline/config';
 import { isTerminal, TasklineError, type EventHub, type TaskRecord, type TaskStore } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import {
-  registerConformanceTools,
-  ToolRegistry,
+  builtinTools,
   TOOLS_MODEL,
+  type ToolRegistry,
   waitFor,
   type ToolContext,
   type ToolDefinition,
@@ -32,6 +32,7 @@ export type McpEnv = Pick<
   | 'TASKLINE_MCP_LOCAL_NO_AUTH'
   | 'TASKLINE_MCP_MAX_BODY_BYTES'
   | 'TASKLINE_MCP_ALLOWED_HOSTS'
+  | 'TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS'
 >;
 
 export interface McpRouterDeps {
@@ -41,7 +42,7 @@ export interface McpRouterDeps {
   logger: Logger;
   /** The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves. */
   authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string }>;
-  /** The tools to offer; the conformance pack is added when TASKLINE_MCP_CONFORMANCE_TOOLS is on. */
+  /** The tools to offer; by default `builtinTools` as configured by `env` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
 }
 
@@ -71,8 +72,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   if (!deps.authenticate && !env.TASKLINE_MCP_LOCAL_NO_AUTH) {
     throw new Error('createMcpRouter needs an authenticator unless TASKLINE_MCP_LOCAL_NO_AUTH is on');
   }
-  const tools = deps.tools ?? new ToolRegistry();
-  if (env.TASKLINE_MCP_CONFORMANCE_TOOLS) registerConformanceTools(tools);
+  const tools =
+    deps.tools ??
+    builtinTools({
+      conformance: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+      batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
+    });
   const poll = env.TASKLINE_POLL_INTERVAL_MS;
   const allowedHosts = new Set(env.TASKLINE_MCP_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()));
 

@@ -1,89 +1,33 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRedis, type RedisServer } from '@taskline/testing';
-import { TasklineError } from '@taskline/engine';
-import { registerConformanceTools, ToolRegistry } from '@taskline/tools';
-import { startReplica, startToolWorker, type Replica } from '../../../test/conformance/stack.js';
-
-const TASKS = 'io.modelcontextprotocol/tasks';
-let nextId = 1;
-
-/** One raw JSON-RPC call at the 2026-07-28 wire; SSE answers are read to their response. */
-async function rpc(
-  url: string,
-  method: string,
-  params: Record<string, unknown> = {},
-  opts: { tasks?: boolean; name?: string; token?: string; headers?: Record<string, string> } = {},
-) {
-  const id = nextId++;
-  const body = {
-    jsonrpc: '2.0',
-    id,
-    method,
-    params: {
-      ...params,
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-        'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
-        'io.modelcontextprotocol/clientCapabilities':
-          opts.tasks === false ? {} : { extensions: { [TASKS]: {} } },
-      },
-    },
-  };
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-method': method,
-    'mcp-protocol-version': '2026-07-28',
-    ...opts.headers,
-  };
-  const name = opts.name ?? (params.taskId as string | undefined) ?? (params.name as string | undefined);
-  if (name) headers['mcp-name'] = name;
-  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
-  const text = await res.text();
-  const message = res.headers.get('content-type')?.includes('text/event-stream')
-    ? text
-        .split('\n')
-        .filter((l) => l.startsWith('data: '))
-        .map((l) => JSON.parse(l.slice(6)))
-        .find((m) => m.id === id)
-    : JSON.parse(text);
-  return { status: res.status, message } as { status: number; message: { result?: any; error?: any } };
-}
+import { startStack, type Replica } from '../../../test/conformance/stack.js';
+import { rpc, TASKS } from './helpers.js';
 
 describe('MCP tasks over two replicas on one Redis', () => {
-  let redis: RedisServer;
+  let stack: Awaited<ReturnType<typeof startStack>>;
   let a: Replica;
   let b: Replica;
-  let worker: { stop(): Promise<void> };
 
   before(async () => {
-    redis = await startRedis();
-    const authenticate = async (headers: Record<string, unknown>) => {
-      const token = String(headers.authorization ?? '').replace(/^Bearer /, '');
-      if (token === 'key-a' || token === 'key-b') return { id: `tenant-${token.slice(4)}` };
-      throw new TasklineError('unauthorized', 'bad token');
-    };
-    const env = { TASKLINE_MCP_LOCAL_NO_AUTH: '0' };
-    a = await startReplica(redis.url, { env, authenticate });
-    b = await startReplica(redis.url, { env, authenticate });
-    worker = startToolWorker(redis.url, registerConformanceTools(new ToolRegistry()));
+    // Two api processes with the LMSP authenticator (static keys), one scheduler, one gpu-worker.
+    stack = await startStack({
+      replicas: 2,
+      env: {
+        TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
+        TASKLINE_API_KEYS: 'tenant-a:key-a-secret,tenant-b:key-b-secret',
+      },
+    });
+    [a, b] = stack.replicas as [Replica, Replica];
   });
-  after(async () => {
-    await worker.stop();
-    await a.close();
-    await b.close();
-    await redis.stop();
-  });
+  after(() => stack.stop());
 
   const call = (
     r: Replica,
     method: string,
     params: Record<string, unknown> = {},
     opts: Parameters<typeof rpc>[3] = {},
-  ) => rpc(r.url, method, params, { token: 'key-a', ...opts });
+  ) => rpc(r.url, method, params, { token: 'key-a-secret', ...opts });
 
   it('creates a task on one replica that the other resolves, answers input there, and completes', async () => {
     const created = await call(a, 'tools/call', { name: 'confirm_delete', arguments: { path: '/x' } });
@@ -119,12 +63,12 @@ describe('MCP tasks over two replicas on one Redis', () => {
   it('gives unknown and other tenants\u2019 task ids the same -32602', async () => {
     const created = await call(a, 'tools/call', { name: 'slow_compute', arguments: { seconds: 0 } });
     const taskId = created.message.result.taskId as string;
-    const other = await call(a, 'tasks/get', { taskId }, { token: 'key-b' });
+    const other = await call(a, 'tasks/get', { taskId }, { token: 'key-b-secret' });
     const unknown = await call(a, 'tasks/get', { taskId: 'task_doesnotexist' });
     assert.equal(other.message.error.code, -32602);
     assert.equal(unknown.message.error.code, -32602);
     assert.equal(other.message.error.message, unknown.message.error.message);
-    const cancel = await call(b, 'tasks/cancel', { taskId }, { token: 'key-b' });
+    const cancel = await call(b, 'tasks/cancel', { taskId }, { token: 'key-b-secret' });
     assert.equal(cancel.message.error.code, -32602);
   });
 
@@ -160,7 +104,7 @@ describe('MCP tasks over two replicas on one Redis', () => {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
         'mcp-method': 'subscriptions/listen',
-        authorization: 'Bearer key-a',
+        authorization: 'Bearer key-a-secret',
       },
       body: JSON.stringify({
         jsonrpc: '2.0',

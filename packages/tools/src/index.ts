@@ -17,3 +17,4 @@ export { createToolRunner, waitFor, type ToolRunner, type ToolRunnerOptions } fr
 export { generateTool } from './generate.js';
 export { batchGenerateTool, type BatchOptions } from './batch.js';
 export { registerConformanceTools } from './conformance.js';
+export { builtinTools, type BuiltinToolOptions } from './builtin.js';

@@ -1,10 +1,11 @@
 import { loadEnv } from '@taskline/config';
 import { checkDurability, connectRedis } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
+import { createMcpRouter } from '@taskline/mcp';
 import { createApp } from './app.js';
 import { serve } from './server.js';
 
-/** The `api` service: LMSP 1.0 over HTTP. Stateless; run as many replicas as needed on one Redis. */
+/** The `api` service: LMSP 1.0 and MCP over HTTP. Stateless; run as many replicas as needed on one Redis. */
 async function main(): Promise<void> {
   const env = loadEnv();
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
@@ -22,7 +23,27 @@ async function main(): Promise<void> {
   } else {
     logger.warn('TASKLINE_REQUIRE_AOF=false: acknowledged tasks may be lost if Redis crashes');
   }
-  const api = createApp({ env, redis, subscriber, logger });
+  if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
+    logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
+  }
+  const api = createApp({
+    env,
+    redis,
+    subscriber,
+    logger,
+    // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
+    mountExtra: (app, { store, hub, auth }) =>
+      app.use(
+        '/mcp',
+        createMcpRouter({
+          store,
+          hub,
+          env,
+          logger: logger.child({ surface: 'mcp' }),
+          authenticate: auth.authenticate,
+        }),
+      ),
+  });
   const running = await serve(api, env.TASKLINE_HOST, env.TASKLINE_PORT, logger);
 
   const stop = (signal: string) => {

@@ -11,7 +11,7 @@ import {
 } from '@taskline/inference';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
-import { createToolRunner, generateTool, registerConformanceTools, ToolRegistry } from '@taskline/tools';
+import { builtinTools, createToolRunner } from '@taskline/tools';
 import { GpuWorker } from './worker.js';
 
 /** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
@@ -52,8 +52,11 @@ const cache = new ModelCache<ModelBackend>({
         }),
 });
 
-const tools = new ToolRegistry().register(generateTool);
-if (env.TASKLINE_MCP_CONFORMANCE_TOOLS) registerConformanceTools(tools);
+// The same registry the api lists: the api accepts a call, a worker runs it.
+const tools = builtinTools({
+  conformance: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+  batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
+});
 const toolRunner = createToolRunner(tools, { hub });
 
 let exiting = false;

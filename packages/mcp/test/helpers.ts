@@ -1,0 +1,69 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
+export const TASKS = 'io.modelcontextprotocol/tasks';
+let nextId = 1;
+
+export interface RpcReply {
+  status: number;
+  headers: Headers;
+  message: { result?: any; error?: any };
+}
+
+/** One raw JSON-RPC call at the 2026-07-28 wire; SSE answers are read to their response. */
+export async function rpc(
+  url: string,
+  method: string,
+  params: Record<string, unknown> = {},
+  opts: { tasks?: boolean; name?: string; token?: string; headers?: Record<string, string> } = {},
+): Promise<RpcReply> {
+  const id = nextId++;
+  const body = {
+    jsonrpc: '2.0',
+    id,
+    method,
+    params: {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+        'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+        'io.modelcontextprotocol/clientCapabilities':
+          opts.tasks === false ? {} : { extensions: { [TASKS]: {} } },
+      },
+    },
+  };
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-method': method,
+    'mcp-protocol-version': '2026-07-28',
+    ...opts.headers,
+  };
+  const name = opts.name ?? (params.taskId as string | undefined) ?? (params.name as string | undefined);
+  if (name) headers['mcp-name'] = name;
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await res.text();
+  const message = res.headers.get('content-type')?.includes('text/event-stream')
+    ? text
+        .split('\n')
+        .filter((l) => l.startsWith('data: '))
+        .map((l) => JSON.parse(l.slice(6)))
+        .find((m) => m.id === id)
+    : JSON.parse(text);
+  return { status: res.status, headers: res.headers, message };
+}
+
+/** Polls tasks/get until `done` holds for the task. */
+export async function pollTask(
+  url: string,
+  taskId: string,
+  done: (task: any) => boolean,
+  opts: Parameters<typeof rpc>[3] = {},
+): Promise<any> {
+  for (;;) {
+    const reply = await rpc(url, 'tasks/get', { taskId }, opts);
+    const task = reply.message.result;
+    if (!task) throw new Error(`tasks/get failed: ${JSON.stringify(reply.message)}`);
+    if (done(task)) return task;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

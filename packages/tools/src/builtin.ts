@@ -1,0 +1,22 @@
+import { ToolRegistry } from './api.js';
+import { batchGenerateTool } from './batch.js';
+import { registerConformanceTools } from './conformance.js';
+import { generateTool } from './generate.js';
+
+export interface BuiltinToolOptions {
+  /** Estimated tokens above which `batch_generate` asks the caller to confirm (TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS). */
+  batchConfirmAboveTokens: number;
+  /** Adds the conformance suite's fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
+  conformance: boolean;
+}
+
+/**
+ * The tools a deployment offers. The api (which lists and accepts calls) and the gpu-worker (which
+ * runs them) both build their registry here, so the two always agree on names and schemas.
+ */
+export function builtinTools(options: BuiltinToolOptions): ToolRegistry {
+  const registry = new ToolRegistry()
+    .register(generateTool)
+    .register(batchGenerateTool({ confirmAbove: () => options.batchConfirmAboveTokens }));
+  return options.conformance ? registerConformanceTools(registry) : registry;
+}
