@@ -22,6 +22,8 @@ async function keys(args: string[]): Promise<number> {
   });
   const [command, ...rest] = positionals;
   const redis = connectRedis(loadEnv().REDIS_URL, 'taskline-cli');
+  // Failures surface as the command's own error; no event spam on stderr.
+  redis.on('error', () => undefined);
   const store = new ApiKeyStore(redis);
   try {
     if (command === 'create' && values.tenant) {

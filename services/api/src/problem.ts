@@ -27,33 +27,31 @@ function extensions(err: TasklineError): Record<string, unknown> {
   return out;
 }
 
-/** Body-parser (`express.json`) failures, recognised by their `type`, mapped to stable codes. */
+const BODY_ERRORS: Record<string, string> = {
+  'entity.parse.failed': 'The request body is not valid JSON (a JSON object is expected).',
+  'encoding.unsupported':
+    'The request body must be JSON in UTF-8, with identity, gzip, deflate or br encoding.',
+  'charset.unsupported': 'The request body must be JSON in UTF-8.',
+  'request.aborted': 'The request body ended before its declared length.',
+  'request.size.invalid': 'The request body does not match its Content-Length.',
+};
+
+/**
+ * Body-parser (`express.json`) failures: http-errors marked `expose` with a 4xx status. 413 is
+ * `payload_too_large`; every other one (bad JSON, charset, encoding, a corrupt compressed body)
+ * is `invalid_request`.
+ */
 function bodyParserError(err: unknown): { code: ErrorCode; detail: string } | null {
-  const type = (err as { type?: unknown } | null)?.type;
-  if (typeof type !== 'string') return null;
-  switch (type) {
-    case 'entity.too.large':
-      return {
-        code: 'payload_too_large',
-        detail: 'The request body is larger than this deployment accepts.',
-      };
-    case 'entity.parse.failed':
-      return {
-        code: 'invalid_request',
-        detail: 'The request body is not valid JSON (a JSON object is expected).',
-      };
-    case 'encoding.unsupported':
-    case 'charset.unsupported':
-      return {
-        code: 'invalid_request',
-        detail: 'The request body must be UTF-8 JSON without content encoding.',
-      };
-    case 'request.aborted':
-    case 'request.size.invalid':
-      return { code: 'invalid_request', detail: 'The request body ended before its declared length.' };
-    default:
-      return null;
-  }
+  const e = err as { status?: unknown; expose?: unknown; type?: unknown; message?: unknown } | null;
+  if (!e || e.expose !== true || typeof e.status !== 'number' || e.status < 400 || e.status >= 500)
+    return null;
+  if (e.status === 413)
+    return { code: 'payload_too_large', detail: 'The request body is larger than this deployment accepts.' };
+  const known = typeof e.type === 'string' ? BODY_ERRORS[e.type] : undefined;
+  return {
+    code: 'invalid_request',
+    detail: known ?? `The request body could not be read: ${String(e.message)}.`,
+  };
 }
 
 /**

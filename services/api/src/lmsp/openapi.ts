@@ -124,7 +124,6 @@ export function buildOpenApi(): Schema {
       description:
         'LMSP 1.0 responses, durable tasks and resumable event streams (seed section 7, LMSP-GAPS). Every error is application/problem+json with a stable `code`.',
     },
-    servers: [{ url: '/' }],
     security: [{ bearer: [] }],
     paths: {
       '/lmsp/v1/tasks': {
@@ -257,6 +256,17 @@ export function buildOpenApi(): Schema {
           description: 'Echoed or generated request id, also in the logs.',
           schema: { type: 'string' },
         },
+      },
+      responses: {
+        RouteNotFound: problemResponse(
+          'No such route: 404 with code `invalid_request` (LMSP-GAPS 9.3 has no route code).',
+        ),
+        MethodNotAllowed: problemResponse(
+          'The path exists but not with this method: 405 with code `invalid_request`.',
+          {
+            Allow: { required: true, schema: { type: 'string' } },
+          },
+        ),
       },
       parameters: params,
       schemas: {

@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose';
+import {
+  call,
+  KEY_A,
+  nextQueued,
+  openSse,
+  runWorker,
+  startApi,
+  startStack,
+  TASK_BODY,
+  type InProcessApi,
+  type Stack,
+} from './helpers.js';
+
+let stack: Stack;
+before(async () => {
+  stack = await startStack();
+});
+after(async () => {
+  await stack.close();
+});
+
+const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const cli = async (...args: string[]) => {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, REDIS_URL: stack.redisServer.url },
+  });
+  return stdout;
+};
+
+describe('API keys from the CLI', () => {
+  let api: InProcessApi;
+  before(async () => (api = await startApi(stack)));
+  after(() => api.close());
+
+  test('create, use, list and revoke; only the hash is stored', async () => {
+    const created = JSON.parse(await cli('keys', 'create', '--tenant', 'tenant-cli', '--name', 'ci')) as {
+      id: string;
+      key: string;
+    };
+    const r = await call(api.base, 'POST', '/lmsp/v1/tasks', { key: created.key, body: TASK_BODY });
+    assert.equal(r.status, 202);
+    assert.equal((await stack.worker.get((r.body as { id: string }).id))?.tenant, 'tenant-cli');
+    const listed = (await cli('keys', 'list', '--tenant', 'tenant-cli'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string });
+    assert.deepEqual(
+      listed.map((k) => k.id),
+      [created.id],
+    );
+    assert.doesNotMatch(JSON.stringify(listed), new RegExp(created.key));
+    for (const key of await stack.redis.keys('tl:auth:*')) {
+      const dump = JSON.stringify(
+        await (key === 'tl:auth:keys' ? stack.redis.hgetall(key) : stack.redis.get(key)),
+      );
+      assert.ok(!key.includes(created.key) && !dump.includes(created.key), 'the key itself is never stored');
+    }
+    await cli('keys', 'revoke', created.id);
+    const revoked = await call(api.base, 'GET', '/lmsp/v1/models', { key: created.key });
+    assert.equal(revoked.status, 401);
+  });
+});
+
+describe('JWT bearer tokens', () => {
+  test('verified against a PEM public key or a JWKS URL; the tenant comes from the configured claim', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+    const other = await generateKeyPair('RS256');
+    const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256' };
+    const jwks = createServer((_req, res) =>
+      res.setHeader('content-type', 'application/json').end(JSON.stringify({ keys: [jwk] })),
+    );
+    await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+    const jwksUrl = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/jwks.json`;
+    const sign = (claims: Record<string, unknown>, key = privateKey, exp = '5m') =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+        .setIssuer('https://idp.test')
+        .setIssuedAt()
+        .setExpirationTime(exp)
+        .sign(key);
+    const settings = [
+      { TASKLINE_JWT_PUBLIC_KEY: (await exportSPKI(publicKey)).replace(/\n/g, '\\n') },
+      { TASKLINE_JWT_JWKS_URL: jwksUrl },
+    ];
+    for (const env of settings) {
+      const api = await startApi(stack, {
+        ...env,
+        TASKLINE_JWT_TENANT_CLAIM: 'org',
+        TASKLINE_JWT_ISSUER: 'https://idp.test',
+      });
+      try {
+        const good = await sign({ org: 'tenant-a' });
+        const created = await call(api.base, 'POST', '/lmsp/v1/tasks', { key: good, body: TASK_BODY });
+        assert.equal(created.status, 202);
+        // Same tenant as the static key of tenant-a: the JWT's claim is the tenant.
+        const seen = await call(api.base, 'GET', `/lmsp/v1/tasks/${(created.body as { id: string }).id}`);
+        assert.equal(seen.status, 200);
+        for (const bad of [
+          await sign({ org: 'tenant-a' }, other.privateKey),
+          await sign({ org: 'tenant-a' }, privateKey, '-1m'),
+          await sign({ sub: 'someone' }),
+          await sign({ org: 'bad {tenant}' }),
+          good.slice(0, -4) + 'AAAA',
+        ]) {
+          const r = await call(api.base, 'GET', '/lmsp/v1/models', { key: bad });
+          assert.equal(r.status, 401, `refused: ${bad.slice(0, 20)}`);
+        }
+      } finally {
+        await api.close();
+      }
+    }
+    jwks.close();
+  });
+});
+
+describe('per-tenant limits held in Redis', () => {
+  test('request rate is shared by every replica: 429 rate_limited with Retry-After', async () => {
+    const env = {
+      TASKLINE_RATE_LIMIT_PER_S: '0.1',
+      TASKLINE_RATE_LIMIT_BURST: '3',
+      TASKLINE_API_KEYS: `tenant-rl:key-rl-0123456789,tenant-a:${KEY_A}`,
+    };
+    const a = await startApi(stack, env);
+    const b = await startApi(stack, env);
+    try {
+      const opts = { key: 'key-rl-0123456789' };
+      assert.equal((await call(a.base, 'GET', '/lmsp/v1/models', opts)).status, 200);
+      assert.equal((await call(b.base, 'GET', '/lmsp/v1/models', opts)).status, 200);
+      assert.equal((await call(a.base, 'GET', '/lmsp/v1/models', opts)).status, 200);
+      const limited = await call(b.base, 'GET', '/lmsp/v1/models', opts);
+      assert.equal(limited.status, 429);
+      assert.equal((limited.body as { code: string }).code, 'rate_limited');
+      assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+      assert.equal(
+        (await call(a.base, 'GET', '/lmsp/v1/models')).status,
+        200,
+        'other tenants are not affected',
+      );
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  test('unfinished tasks are capped per tenant; finished ones stop counting', async () => {
+    const api = await startApi(stack, {
+      TASKLINE_MAX_ACTIVE_TASKS: '2',
+      TASKLINE_API_KEYS: 'tenant-cap:key-cap-0123456789',
+    });
+    try {
+      const opts = { key: 'key-cap-0123456789', body: TASK_BODY };
+      const first = await call(api.base, 'POST', '/lmsp/v1/tasks', opts);
+      assert.equal((await call(api.base, 'POST', '/lmsp/v1/tasks', opts)).status, 202);
+      const over = await call(api.base, 'POST', '/lmsp/v1/tasks', opts);
+      assert.equal(over.status, 429);
+      assert.equal((over.body as { code: string }).code, 'rate_limited');
+      await call(api.base, 'POST', `/lmsp/v1/tasks/${(first.body as { id: string }).id}/cancel`, {
+        key: opts.key,
+      });
+      assert.equal((await call(api.base, 'POST', '/lmsp/v1/tasks', opts)).status, 202);
+      assert.equal((await call(api.base, 'POST', '/lmsp/v1/tasks', opts)).status, 429);
+      const id = await nextQueued(stack.redis, 'tenant-cap');
+      await runWorker(stack.worker, id, ['done']);
+      assert.equal((await call(api.base, 'POST', '/lmsp/v1/tasks', opts)).status, 202);
+    } finally {
+      await api.close();
+    }
+  });
+
+  test('open streams are capped per tenant; a closed stream frees its slot', async () => {
+    const api = await startApi(stack, {
+      TASKLINE_MAX_STREAMS: '1',
+      TASKLINE_API_KEYS: 'tenant-st:key-st-0123456789',
+    });
+    try {
+      const key = 'key-st-0123456789';
+      const task = (await call(api.base, 'POST', '/lmsp/v1/tasks', { key, body: TASK_BODY })).body as {
+        events_url: string;
+      };
+      const first = await openSse(api.base, task.events_url, { key });
+      await first.waitFor(1);
+      const second = await call(api.base, 'GET', task.events_url, { key });
+      assert.equal(second.status, 429);
+      assert.equal((second.body as { code: string }).code, 'rate_limited');
+      first.abort();
+      await first.done;
+      for (;;) {
+        const again = await openSse(api.base, task.events_url, { key });
+        if (again.status === 200) {
+          again.abort();
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await api.close();
+    }
+  });
+});

@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startRedis } from '@taskline/testing';
+import { connectRedis } from '@taskline/engine';
+import {
+  call,
+  checkSse,
+  completedResponse,
+  delta,
+  nextQueued,
+  openSse,
+  spawnApi,
+  startStack,
+  TASK_BODY,
+  type ApiProcess,
+  type Stack,
+} from './helpers.js';
+
+let stack: Stack;
+before(async () => {
+  stack = await startStack();
+});
+after(async () => {
+  await stack.close();
+});
+
+describe('two api processes on one Redis', () => {
+  let a: ApiProcess;
+  let b: ApiProcess;
+  before(async () => {
+    [a, b] = await Promise.all([spawnApi(stack.redisServer.url), spawnApi(stack.redisServer.url)]);
+  });
+  after(async () => {
+    a.child.kill('SIGKILL');
+    b.child.kill('SIGKILL');
+    await Promise.all([a.exited, b.exited]);
+  });
+
+  test('a stream read half from one replica and resumed on the other with Last-Event-ID gets every event exactly once', async () => {
+    const created = await call(a.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
+    const task = created.body as { id: string; events_url: string };
+    const seenOnB = await call(b.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
+    assert.equal(seenOnB.status, 200, 'any replica serves any task');
+
+    const { attempt } = await stack.worker.claim(task.id, 'w', 60_000);
+    await stack.worker.start(task.id, attempt);
+    for (const t of ['The ', 'first ', 'half ']) await stack.worker.append(task.id, attempt, [1], [delta(t)]);
+
+    const first = await openSse(a.base, task.events_url);
+    await first.waitFor(4);
+    first.abort();
+    await first.done;
+    const cut = first.events.at(-1)!.id;
+
+    // Events written while no one listens, then the resume on the other replica, then live ones.
+    for (const t of ['and ', 'the ']) await stack.worker.append(task.id, attempt, [1], [delta(t)]);
+    const second = await openSse(b.base, task.events_url, { headers: { 'last-event-id': cut } });
+    assert.equal(second.status, 200);
+    await second.waitFor(1);
+    for (const t of ['second ', 'half.']) await stack.worker.append(task.id, attempt, [1], [delta(t)]);
+    const full = (await stack.worker.get(task.id))!;
+    await stack.worker.finish(task.id, attempt, {
+      status: 'succeeded',
+      result: completedResponse(full, 'x'),
+    });
+    await second.done;
+    checkSse(b.base, 'GET', task.events_url, second);
+
+    const all = [...first.events, ...second.events];
+    const seqs = all.map((e) => Number(e.id));
+    assert.deepEqual(
+      seqs,
+      Array.from({ length: full.seq + 1 }, (_, i) => i + 1),
+      'every event exactly once, in order',
+    );
+    assert.equal(all[0]?.event, 'response.created');
+    assert.equal(all.filter((e) => e.event.startsWith('response.completed')).length, 1);
+    assert.equal(all.at(-1)?.event, 'response.completed');
+    const text = all
+      .filter((e) => e.event === 'response.output_text.delta')
+      .map((e) => e.data.delta)
+      .join('');
+    assert.equal(text, 'The first half and the second half.');
+  });
+
+  test('JSON logs carry the request id', async () => {
+    const r = await call(a.base, 'GET', '/lmsp/v1/models', { headers: { 'x-request-id': 'trace-123' } });
+    assert.equal(r.headers.get('x-request-id'), 'trace-123');
+    while (!a.logs.some((l) => l.msg === 'request' && l.request_id === 'trace-123'))
+      await new Promise((r) => setTimeout(r, 20));
+    const line = a.logs.find((l) => l.request_id === 'trace-123')!;
+    assert.equal(line.tenant, 'tenant-a');
+    assert.equal(line.status, 200);
+  });
+});
+
+describe('graceful shutdown', () => {
+  test('SIGTERM: streams end with a retry hint, in-flight requests finish, new connections are refused, exit 0', async () => {
+    const api = await spawnApi(stack.redisServer.url, {
+      TASKLINE_SHUTDOWN_DEADLINE_MS: '20000',
+      TASKLINE_SSE_RETRY_MS: '1500',
+    });
+    const task = (await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY })).body as {
+      id: string;
+      events_url: string;
+    };
+    const stream = await openSse(api.base, task.events_url);
+    await stream.waitFor(1);
+    await stack.redis.del('tl:{sched}:ready:tenant-a');
+    const sync = call(api.base, 'POST', '/lmsp/v1/responses', { body: { model: 'tiny-chat', input: 'hi' } });
+    const responseTask = await nextQueued(stack.redis);
+
+    api.child.kill('SIGTERM');
+    await stream.done;
+    assert.equal(stream.retry, 1500, 'the stream ended with a retry: hint');
+    assert.equal((await stack.worker.get(task.id))?.status, 'queued', 'the task lives on');
+    await assert.rejects(fetch(`${api.base}/healthz`), 'no new connections');
+
+    const { attempt } = await stack.worker.claim(responseTask, 'w', 60_000);
+    await stack.worker.start(responseTask, attempt);
+    const t = (await stack.worker.get(responseTask))!;
+    await stack.worker.finish(responseTask, attempt, {
+      status: 'succeeded',
+      result: completedResponse(t, 'bye'),
+    });
+    const done = await sync;
+    assert.equal(done.status, 200, 'the in-flight response finished');
+    assert.equal((done.body as { status: string }).status, 'completed');
+    assert.equal(await api.exited, 0);
+  });
+
+  test('refuses a Redis without AOF unless TASKLINE_REQUIRE_AOF=false', async () => {
+    const plain = await startRedis();
+    const admin = connectRedis(plain.url, 'admin');
+    await admin.config('SET', 'appendonly', 'no');
+    try {
+      await assert.rejects(spawnApi(plain.url), /exited with 1/);
+      const api = await spawnApi(plain.url, { TASKLINE_REQUIRE_AOF: 'false' });
+      assert.equal((await call(api.base, 'GET', '/readyz', { key: null })).status, 200);
+      api.child.kill('SIGTERM');
+      assert.equal(await api.exited, 0);
+    } finally {
+      admin.disconnect();
+      await plain.stop();
+    }
+  });
+});
