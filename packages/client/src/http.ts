@@ -1,0 +1,119 @@
+import { systemClock, type Clock } from './clock.js';
+import { abortError, TasklineClientError } from './errors.js';
+
+export interface TransportOptions {
+  /** Bearer token: a static key, an API key from `taskline keys create`, or a JWT. */
+  apiKey?: string;
+  /** Injected for tests and proxies; defaults to the global fetch. */
+  fetch?: typeof fetch;
+  clock?: Clock;
+  /** In [0, 1); injected so jitter is reproducible in tests. */
+  random?: () => number;
+  /** Tries for one request when the failure is retryable (network, 429, 503, in-use key). */
+  maxAttempts?: number;
+}
+
+export interface Transport {
+  readonly fetch: typeof fetch;
+  readonly clock: Clock;
+  readonly random: () => number;
+  readonly maxAttempts: number;
+  headers(extra?: Record<string, string>): Record<string, string>;
+  /** The wait before retry number `attempt` (1-based): `Retry-After` if the server gave one, else jittered doubling. */
+  retryDelay(attempt: number, retryAfterS?: number): number;
+}
+
+export function transport(o: TransportOptions): Transport {
+  const random = o.random ?? Math.random;
+  return {
+    fetch: o.fetch ?? globalThis.fetch.bind(globalThis),
+    clock: o.clock ?? systemClock,
+    random,
+    maxAttempts: o.maxAttempts ?? 6,
+    headers: (extra = {}) => ({
+      ...(o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {}),
+      ...extra,
+    }),
+    retryDelay(attempt, retryAfterS) {
+      if (retryAfterS !== undefined && Number.isFinite(retryAfterS)) return Math.max(0, retryAfterS) * 1000;
+      return Math.min(250 * 2 ** (attempt - 1), 5000) * (1 + 0.2 * random());
+    },
+  };
+}
+
+/** A fetch that reports unreachable servers and aborts as TasklineClientError. */
+export async function send(t: Transport, url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await t.fetch(url, init);
+  } catch (err) {
+    if (init.signal?.aborted) throw abortError();
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new TasklineClientError(
+      'network_error',
+      `Cannot reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}`,
+    );
+  }
+}
+
+/** Turns a non-2xx reply into the server's problem+json code, or a generic one named by status. */
+export async function problemOf(res: Response): Promise<TasklineClientError> {
+  const text = await res.text().catch(() => '');
+  const body = parseJson(text) as { code?: unknown; detail?: unknown; title?: unknown } | null;
+  const code = typeof body?.code === 'string' ? body.code : `http_${res.status}`;
+  const detail =
+    typeof body?.detail === 'string'
+      ? body.detail
+      : typeof body?.title === 'string'
+        ? body.title
+        : `HTTP ${res.status} ${res.statusText}`.trim();
+  const err = new TasklineClientError(code, detail, res.status, body ?? text);
+  const retryAfter = Number(res.headers.get('retry-after'));
+  if (Number.isFinite(retryAfter) && res.headers.has('retry-after'))
+    (err as { retryAfterS?: number }).retryAfterS = retryAfter;
+  return err;
+}
+
+/**
+ * Sends a request, retrying what is safe to retry: every failure `retryable` says so, as long as
+ * `idempotent` (a GET, a cancel, or a create carrying an Idempotency-Key).
+ */
+export async function requestJson<T>(
+  t: Transport,
+  url: string,
+  init: RequestInit & { idempotent: boolean },
+): Promise<{ body: T; response: Response }> {
+  for (let attempt = 1; ; attempt++) {
+    let failure: TasklineClientError;
+    try {
+      const res = await send(t, url, init);
+      if (res.ok) {
+        const text = await res.text();
+        try {
+          return { body: JSON.parse(text) as T, response: res };
+        } catch {
+          throw new TasklineClientError(
+            'protocol_error',
+            `${url} answered ${res.status} with a body that is not JSON.`,
+          );
+        }
+      }
+      failure = await problemOf(res);
+    } catch (err) {
+      if (!(err instanceof TasklineClientError)) throw err;
+      failure = err;
+    }
+    if (!init.idempotent || !failure.retryable || attempt >= t.maxAttempts) throw failure;
+    await t.clock.sleep(
+      t.retryDelay(attempt, (failure as { retryAfterS?: number }).retryAfterS),
+      init.signal ?? undefined,
+    );
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,36 @@
+export { TasklineClientError, type ClientErrorCode } from './errors.js';
+export { systemClock, type Clock } from './clock.js';
+export { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
+export { MemoryTaskIdStore, type TaskIdStore, type TrackedTask } from './store.js';
+export type { TransportOptions } from './http.js';
+export {
+  FINAL_EVENT_TYPES,
+  isFinalEvent,
+  isTerminalStatus,
+  LmspClient,
+  responseText,
+  TERMINAL_STATUSES,
+  type CancelOutcome,
+  type Capabilities,
+  type CreateTaskRequest,
+  type LmspClientOptions,
+  type Problem,
+  type ResponseObject,
+  type ResponseRequest,
+  type StreamEvent,
+  type Task,
+  type TaskStatus,
+  type WaitOptions,
+} from './lmsp.js';
+export {
+  MCP_PROTOCOL_VERSION,
+  McpTasksClient,
+  rpcCodeOf,
+  type FollowOptions,
+  type InputHandler,
+  type InputRequests,
+  type InputResponses,
+  type McpClientOptions,
+  type McpTask,
+  type ToolResult,
+} from './mcp.js';

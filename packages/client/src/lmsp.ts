@@ -1,0 +1,315 @@
+import { randomUUID } from 'node:crypto';
+import { createParser } from 'eventsource-parser';
+import { abortError, TasklineClientError } from './errors.js';
+import { problemOf, requestJson, send, transport, type Transport, type TransportOptions } from './http.js';
+import type { components } from './lmsp-schema.js';
+import { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
+import { patchTracked, type TaskIdStore, type TrackedTask } from './store.js';
+
+/** The LMSP types, generated from the server's OpenAPI document (`pnpm --filter @taskline/client types`). */
+export type CreateTaskRequest = components['schemas']['CreateTaskRequest'];
+export type ResponseRequest = components['schemas']['ResponseRequest'];
+export type Task = components['schemas']['Task'];
+export type TaskStatus = Task['status'];
+export type ResponseObject = components['schemas']['Response'];
+export type StreamEvent = components['schemas']['StreamEvent'] & Record<string, unknown>;
+export type Capabilities = components['schemas']['Capabilities'];
+export type Problem = components['schemas']['Problem'];
+
+export const LMSP_PREFIX = '/lmsp/v1';
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ['succeeded', 'failed', 'cancelled'];
+export const FINAL_EVENT_TYPES = [
+  'response.completed',
+  'response.incomplete',
+  'response.failed',
+  'response.cancelled',
+] as const;
+
+export const isTerminalStatus = (s: string): boolean => (TERMINAL_STATUSES as readonly string[]).includes(s);
+export const isFinalEvent = (type: string): boolean =>
+  (FINAL_EVENT_TYPES as readonly string[]).includes(type);
+
+export interface LmspClientOptions extends TransportOptions {
+  /** The server's origin, e.g. `http://127.0.0.1:8080` (the `/lmsp/v1` prefix is added). */
+  baseUrl: string;
+  /** Where created task ids are written before the create is sent; omit to keep nothing. */
+  store?: TaskIdStore;
+  poll?: Partial<PollPolicy>;
+  /** Reconnects in a row that bring no new event before `stream()` gives up (default 30). */
+  maxStreamReconnects?: number;
+}
+
+/**
+ * What a cancel achieved. LMSP answers at once, but a running task only stops when its worker
+ * does: `cancellation_requested` until a terminal status says otherwise.
+ */
+export interface CancelOutcome {
+  task: Task;
+  state: 'cancellation_requested' | 'cancelled';
+}
+
+export interface WaitOptions {
+  signal?: AbortSignal;
+  /** Called with every task object that differs from the last one seen. */
+  onUpdate?: (task: Task) => void;
+}
+
+/** LMSP 1.0 tasks: create, get, cancel, resumable event streams and polite polling. */
+export class LmspClient {
+  private readonly t: Transport;
+  private readonly base: string;
+  private readonly poll: PollPolicy;
+  /** task id -> store key, for the tasks this client created or resumed. */
+  private readonly tracked = new Map<string, string>();
+
+  constructor(private readonly o: LmspClientOptions) {
+    this.t = transport(o);
+    this.base = o.baseUrl.replace(/\/+$/, '');
+    this.poll = { ...DEFAULT_POLL, ...o.poll };
+  }
+
+  get endpoint(): string {
+    return this.base;
+  }
+
+  private url(path: string): string {
+    return `${this.base}${LMSP_PREFIX}${path}`;
+  }
+
+  private get<T>(path: string, signal?: AbortSignal): Promise<T> {
+    return requestJson<T>(this.t, this.url(path), {
+      method: 'GET',
+      headers: this.t.headers({ accept: 'application/json' }),
+      signal,
+      idempotent: true,
+    }).then((r) => r.body);
+  }
+
+  capabilities(signal?: AbortSignal): Promise<Capabilities> {
+    return this.get('/capabilities', signal);
+  }
+
+  /**
+   * Creates a task. Every create carries an `Idempotency-Key` (one is made if none is given) and
+   * is retried with that same key, so a lost reply never makes a second task. With a store, the
+   * key and body are written first: `resume()` after a crash finishes the create.
+   */
+  async createTask(
+    body: CreateTaskRequest,
+    opts: { idempotencyKey?: string; signal?: AbortSignal } = {},
+  ): Promise<Task> {
+    const key = opts.idempotencyKey ?? `tl-${randomUUID()}`;
+    const now = this.t.clock.now();
+    await this.o.store?.put({
+      key,
+      protocol: 'lmsp',
+      endpoint: this.base,
+      taskId: null,
+      request: body,
+      status: 'creating',
+      lastEventId: 0,
+      done: false,
+      createdAt: now,
+      updatedAt: now,
+    });
+    return this.sendCreate(key, body, opts.signal);
+  }
+
+  private async sendCreate(key: string, body: unknown, signal?: AbortSignal): Promise<Task> {
+    const { body: task } = await requestJson<Task>(this.t, this.url('/tasks'), {
+      method: 'POST',
+      headers: this.t.headers({ 'content-type': 'application/json', 'idempotency-key': key }),
+      body: JSON.stringify(body),
+      signal,
+      idempotent: true,
+    });
+    this.tracked.set(task.id, key);
+    await this.record(task.id, { taskId: task.id, status: task.status, done: isTerminalStatus(task.status) });
+    return task;
+  }
+
+  private async record(taskId: string, patch: Partial<TrackedTask>): Promise<void> {
+    const key = this.tracked.get(taskId);
+    if (key && this.o.store) await patchTracked(this.o.store, key, patch, this.t.clock.now());
+  }
+
+  async getTask(id: string, signal?: AbortSignal): Promise<Task> {
+    const task = await this.get<Task>(`/tasks/${encodeURIComponent(id)}`, signal);
+    await this.record(id, { status: task.status, done: isTerminalStatus(task.status) });
+    return task;
+  }
+
+  /** Asks for a cancel (idempotent, so retried freely); see `CancelOutcome` for what it means. */
+  async cancelTask(id: string, signal?: AbortSignal): Promise<CancelOutcome> {
+    const { body: task } = await requestJson<Task>(
+      this.t,
+      this.url(`/tasks/${encodeURIComponent(id)}/cancel`),
+      {
+        method: 'POST',
+        headers: this.t.headers({ accept: 'application/json' }),
+        signal,
+        idempotent: true,
+      },
+    );
+    await this.record(id, { status: task.status, done: isTerminalStatus(task.status) });
+    return { task, state: task.status === 'cancelled' ? 'cancelled' : 'cancellation_requested' };
+  }
+
+  /**
+   * Polls until the task is terminal: never sooner than the poll interval, 10-20 % jitter on
+   * every wait, backing off while the task does not change.
+   */
+  async wait(id: string, opts: WaitOptions = {}): Promise<Task> {
+    let unchanged = 0;
+    let last = '';
+    for (;;) {
+      const task = await this.getTask(id, opts.signal);
+      const seen = `${task.status}:${task.updated_at}`;
+      if (seen !== last) {
+        last = seen;
+        unchanged = 0;
+        opts.onUpdate?.(task);
+      } else unchanged++;
+      if (isTerminalStatus(task.status)) return task;
+      await this.t.clock.sleep(nextPollDelay(this.poll, unchanged, this.t.random()), opts.signal);
+    }
+  }
+
+  /**
+   * The task's events, in order, each once, ending after the final event. A dropped connection,
+   * a replica that goes away or a server-side close is resumed with `Last-Event-ID` (honouring
+   * the server's `retry:` hint), on whichever replica answers. `after` starts past an event
+   * already seen; for a tracked task the stored position is the default.
+   */
+  async *stream(
+    id: string,
+    opts: { after?: number; signal?: AbortSignal } = {},
+  ): AsyncGenerator<StreamEvent> {
+    let after = opts.after ?? (await this.storedPosition(id));
+    let idle = 0;
+    const limit = this.o.maxStreamReconnects ?? 30;
+    for (;;) {
+      let retryMs: number | undefined;
+      let progressed = false;
+      let ended = false;
+      try {
+        const res = await send(this.t, this.url(`/tasks/${encodeURIComponent(id)}/events`), {
+          method: 'GET',
+          headers: this.t.headers({
+            accept: 'text/event-stream',
+            ...(after > 0 ? { 'last-event-id': String(after) } : {}),
+          }),
+          signal: opts.signal,
+        });
+        if (!res.ok) throw await problemOf(res);
+        const pending: StreamEvent[] = [];
+        const parser = createParser({
+          onEvent: (e) => {
+            try {
+              pending.push(JSON.parse(e.data) as StreamEvent);
+            } catch {
+              throw new TasklineClientError('protocol_error', `Event ${e.id ?? '?'} of ${id} is not JSON.`);
+            }
+          },
+          onRetry: (ms) => (retryMs = ms),
+        });
+        const decoder = new TextDecoder();
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          parser.feed(decoder.decode(chunk, { stream: true }));
+          for (const event of pending.splice(0)) {
+            // A replayed event (seen before the reconnect) is dropped: each event reaches the caller once.
+            if (event.sequence_number <= after) continue;
+            after = event.sequence_number;
+            progressed = true;
+            yield event;
+            await this.record(id, { lastEventId: after, status: event.task_status ?? 'running' });
+            if (isFinalEvent(event.type)) {
+              ended = true;
+              break;
+            }
+          }
+          if (ended) break;
+        }
+      } catch (err) {
+        if (opts.signal?.aborted) throw abortError();
+        // What another try cannot fix (404, 410, 401) ends the stream; anything else, a body cut
+        // off mid-read included, is a disconnect to resume from.
+        if (err instanceof TasklineClientError && !err.retryable) throw err;
+        const hint = (err as { retryAfterS?: number }).retryAfterS;
+        if (hint !== undefined) retryMs = hint * 1000;
+      }
+      if (ended) {
+        await this.record(id, { done: true });
+        return;
+      }
+      // The stream closed before a final event. A task that already ended has nothing more to send.
+      if (!progressed) {
+        const task = await this.getTask(id, opts.signal).catch((err: unknown) => {
+          if (err instanceof TasklineClientError && !err.retryable) throw err;
+          return null;
+        });
+        if (task && isTerminalStatus(task.status)) {
+          // The final event was delivered before: nothing comes after it.
+          await this.record(id, { done: true });
+          return;
+        }
+        if (++idle > limit)
+          throw new TasklineClientError(
+            'network_error',
+            `The event stream of ${id} keeps failing; giving up.`,
+          );
+      } else idle = 0;
+      await this.t.clock.sleep(retryMs ?? this.t.retryDelay(Math.max(1, idle)), opts.signal);
+    }
+  }
+
+  private async storedPosition(id: string): Promise<number> {
+    const key = this.tracked.get(id);
+    const entry = key && this.o.store ? await this.o.store.get(key) : null;
+    return entry?.lastEventId ?? 0;
+  }
+
+  /**
+   * The LMSP tasks in the store that did not end, each with its task: a create that never got its
+   * reply is sent again under its Idempotency-Key (the same task comes back, never a second one).
+   * Follow each with `stream()` or `wait()`; the stored `lastEventId` is where `stream()` resumes.
+   */
+  async resume(signal?: AbortSignal): Promise<{ entry: TrackedTask; task: Task }[]> {
+    if (!this.o.store) return [];
+    const out: { entry: TrackedTask; task: Task }[] = [];
+    for (const entry of await this.o.store.unfinished()) {
+      if (entry.protocol !== 'lmsp' || entry.endpoint !== this.base) continue;
+      let task: Task;
+      if (entry.taskId) {
+        this.tracked.set(entry.taskId, entry.key);
+        try {
+          task = await this.getTask(entry.taskId, signal);
+        } catch (err) {
+          // Expired or deleted on the server: nothing left to wait for.
+          if (err instanceof TasklineClientError && err.code === 'task_not_found') {
+            await patchTracked(
+              this.o.store,
+              entry.key,
+              { done: true, status: 'not_found' },
+              this.t.clock.now(),
+            );
+            continue;
+          }
+          throw err;
+        }
+      } else {
+        task = await this.sendCreate(entry.key, entry.request, signal);
+      }
+      out.push({ entry: { ...entry, taskId: task.id }, task });
+    }
+    return out;
+  }
+}
+
+/** The text of a finished response, or of the deltas seen so far. */
+export function responseText(response: ResponseObject | null | undefined): string {
+  return (response?.output ?? [])
+    .flatMap((item) => item.content)
+    .map((part) => part.text)
+    .join('');
+}
