@@ -1,0 +1,310 @@
+/**
+ * `pnpm bench`: Taskline against the layers beneath it, each pair side by side in one run on one
+ * Redis (AOF, appendfsync always). Writes bench/results/latest.{json,md,svg}.
+ * `pnpm bench:smoke`: the same harness at toy sizes, into a temporary folder; checks that every
+ * benchmark runs and the report is well-formed, never speed.
+ */
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connectRedis } from '@taskline/engine';
+import { loadOnnxModel } from '@taskline/inference';
+import { fanout, type FanoutResult } from './fanout.js';
+import { agent } from './http.js';
+import {
+  batching,
+  follow,
+  same,
+  streaming,
+  ttft,
+  type BatchingResult,
+  type StreamingResult,
+  type TtftResult,
+} from './model.js';
+import {
+  acceptance,
+  idleRate,
+  INSTANT,
+  lifecycle,
+  startRawBullmq,
+  type AcceptanceResult,
+  type LifecycleResult,
+} from './queue.js';
+import { bar, toMarkdown, toSvg, validateReport, type Bar, type Report } from './report.js';
+import { BENCH_ENV, memoryOf, ROOT, startStack } from './stack.js';
+import { createMany, waitEnded } from './taskline.js';
+
+const { values: args } = parseArgs({
+  options: {
+    smoke: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    /** Comma-separated issue item numbers to run (1-7); default all. */
+    only: { type: 'string' },
+  },
+});
+const smoke = args.smoke!;
+const only = new Set((args.only ?? '1,2,3,4,5,6,7').split(',').map(Number));
+const SIZES = smoke
+  ? {
+      tasks: 40,
+      inflight: 8,
+      acceptRate: 50,
+      acceptS: 1,
+      ttftRate: 10,
+      ttftS: 1,
+      streamRuns: 1,
+      batchRounds: 1,
+      batchTokens: 16,
+      streams: 20,
+      eventsPerS: 200,
+      fanoutS: 1,
+      idleMs: 500,
+    }
+  : {
+      tasks: 2000,
+      inflight: 64,
+      acceptRate: 200,
+      acceptS: 20,
+      ttftRate: 20,
+      ttftS: 20,
+      streamRuns: 3,
+      batchRounds: 3,
+      batchTokens: 128,
+      streams: 2000,
+      eventsPerS: 10000,
+      fanoutS: 10,
+      idleMs: 3000,
+    };
+const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
+
+const results: Record<string, unknown> = { sizes: SIZES };
+let life: LifecycleResult | undefined;
+let accept: AcceptanceResult | undefined;
+let first: TtftResult | undefined;
+let stream: StreamingResult | undefined;
+let batch: BatchingResult | undefined;
+let fan: FanoutResult | undefined;
+let redisVersion = '';
+
+const stack = await startStack();
+const redis = connectRedis(stack.redis.url, 'bench');
+const raw = await startRawBullmq(stack.redis.url, Number(BENCH_ENV.TASKLINE_WORKER_SLOTS));
+try {
+  redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '';
+  log('warming up: instant tasks, raw jobs, the tiny-chat model in the worker');
+  await waitEnded(redis, await createMany(stack.apiUrl, 20, 8, INSTANT));
+  await raw.addAll(20, 8);
+  await raw.drained();
+  await follow(stack.apiUrl, same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).lmsp);
+  const background = await idleRate(redis, SIZES.idleMs);
+
+  if (only.has(1) || only.has(7)) {
+    log(`1/7 lifecycle: ${SIZES.tasks} tasks, ${SIZES.inflight} creates in flight`);
+    life = await lifecycle(stack.apiUrl, redis, raw, background, SIZES.tasks, SIZES.inflight);
+    results.lifecycle = life;
+  }
+  if (only.has(2)) {
+    log(`2 acceptance: ${SIZES.acceptRate}/s for ${SIZES.acceptS} s, each side`);
+    accept = await acceptance(stack.apiUrl, redis, raw, SIZES.acceptRate, SIZES.acceptS);
+    results.acceptance = accept;
+  }
+  if (only.has(3) || only.has(4) || only.has(6)) {
+    // Same model folder and onnxruntime defaults (threads: one per core) as the worker's.
+    const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), { id: 'tiny-chat' });
+    try {
+      await model.generate(same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).bare);
+      if (only.has(3)) {
+        log(`3 time to first token: ${SIZES.ttftRate}/s for ${SIZES.ttftS} s, each side`);
+        first = await ttft(stack.apiUrl, model, SIZES.ttftRate, SIZES.ttftS);
+        results.ttft = first;
+      }
+      if (only.has(4)) {
+        log('4 streaming: one long generation');
+        stream = await streaming(stack.apiUrl, model, SIZES.streamRuns);
+        results.streaming = stream;
+      }
+      if (only.has(6)) {
+        log('6 batching: 1, 4, 16 concurrent generations');
+        batch = await batching(stack.apiUrl, model, [1, 4, 16], SIZES.batchRounds, SIZES.batchTokens);
+        results.batching = batch;
+      }
+    } finally {
+      await model.dispose();
+    }
+  }
+  results.memory = {
+    ...Object.fromEntries(stack.services.map((s) => [s.name, s.memory()])),
+    redis: memoryOf(stack.redis.pid),
+    bullmqWorker: memoryOf(raw.worker.proc.pid!),
+  };
+} finally {
+  await raw.close();
+  redis.disconnect();
+  await stack.stop();
+}
+if (only.has(5)) {
+  log(`5 fan-out: ${SIZES.streams} streams, ${SIZES.eventsPerS} events/s for ${SIZES.fanoutS} s`);
+  fan = await fanout(SIZES.streams, SIZES.eventsPerS, SIZES.fanoutS);
+  results.fanout = fan;
+}
+agent.destroy();
+
+const bars: Bar[] = [];
+const tables: string[] = [];
+if (life) {
+  bars.push(bar('1', 'Lifecycle throughput', 'Taskline / raw BullMQ tasks per s', life.ratio, '>=', 0.35));
+  tables.push(
+    '## 1. Lifecycle throughput',
+    '',
+    `${life.tasks} tasks, ${life.concurrency} creates in flight, worker slots ${BENCH_ENV.TASKLINE_WORKER_SLOTS}; the raw pair: \`Queue.add\` with as many in flight, a no-op \`Worker\` process of the same concurrency.`,
+    '',
+    '| | per s | seconds |',
+    '| --- | --- | --- |',
+    `| Taskline (HTTP create -> scheduler -> worker claim -> finish, instant backend) | ${life.taskline.tasksPerS} | ${life.taskline.seconds} |`,
+    `| Raw BullMQ (add -> no-op processor -> completed) | ${life.bullmq.jobsPerS} | ${life.bullmq.seconds} |`,
+    '',
+  );
+}
+if (accept) {
+  bars.push(bar('2a', 'Acceptance p50', 'POST /tasks p50 / queue.add p50', accept.p50Ratio, '<=', 3, 'x'));
+  bars.push(bar('2b', 'Acceptance p99', 'POST /tasks p99 / queue.add p99', accept.p99Ratio, '<=', 4, 'x'));
+  tables.push(
+    '## 2. Acceptance latency',
+    '',
+    `Open loop, ${accept.ratePerS}/s for ${accept.seconds} s each; latency from the scheduled send to the answer (ms).`,
+    '',
+    '| | p50 | p90 | p99 | max | errors |',
+    '| --- | --- | --- | --- | --- | --- |',
+    `| \`POST /lmsp/v1/tasks\` -> 202 | ${accept.taskline.p50} | ${accept.taskline.p90} | ${accept.taskline.p99} | ${accept.taskline.max} | ${accept.taskline.errors} |`,
+    `| raw \`queue.add\` | ${accept.bullmq.p50} | ${accept.bullmq.p90} | ${accept.bullmq.p99} | ${accept.bullmq.max} | ${accept.bullmq.errors} |`,
+    '',
+  );
+}
+if (first) {
+  bars.push(bar('3a', 'TTFT overhead p50', 'Taskline p50 - bare p50', first.overheadP50Ms, '<=', 5, ' ms'));
+  bars.push(bar('3b', 'TTFT overhead p99', 'Taskline p99 - bare p99', first.overheadP99Ms, '<=', 25, ' ms'));
+  tables.push(
+    '## 3. Time to first token',
+    '',
+    `Open loop, ${first.ratePerS}/s for ${first.seconds} s, tiny-chat, greedy, ${first.maxOutputTokens} tokens (ms).`,
+    '',
+    '| | p50 | p90 | p99 | max |',
+    '| --- | --- | --- | --- | --- |',
+    `| create -> first \`response.output_text.delta\` over SSE | ${first.taskline.p50} | ${first.taskline.p90} | ${first.taskline.p99} | ${first.taskline.max} |`,
+    `| bare model in-process: call -> first step | ${first.bare.p50} | ${first.bare.p90} | ${first.bare.p99} | ${first.bare.max} |`,
+    '',
+  );
+}
+if (stream) {
+  bars.push(bar('4', 'Streaming', 'SSE tokens/s / bare decode tokens/s', stream.ratio, '>=', 0.95));
+  tables.push(
+    '## 4. Streaming',
+    '',
+    `One generation of ${stream.outputTokens} tokens (seed ${stream.seed}), median of ${stream.runs}: Taskline ${stream.tasklineTokensPerS} tokens/s over SSE, bare decode loop ${stream.bareTokensPerS} tokens/s.`,
+    '',
+  );
+}
+if (fan) {
+  bars.push(
+    bar(
+      '5a',
+      'Fan-out p99',
+      `worker write -> client read, ${fan.streams} streams`,
+      fan.latency.p99,
+      '<=',
+      50,
+      ' ms',
+    ),
+  );
+  bars.push(bar('5b', 'Fan-out stalls', 'streams that stalled or lost events', fan.stalledStreams, '<=', 0));
+  tables.push(
+    '## 5. Fan-out',
+    '',
+    `${fan.streams} SSE streams on one api process; writer target ${fan.targetEventsPerS} events/s, achieved ${fan.writtenEventsPerS} events/s for ${fan.seconds} s (append errors ${fan.appendErrors}).`,
+    '',
+    '| p50 | p90 | p99 | max | delivered | missing | stalled streams | longest gap | api RSS idle / with streams / peak |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    `| ${fan.latency.p50} ms | ${fan.latency.p90} ms | ${fan.latency.p99} ms | ${fan.latency.max} ms | ${fan.delivered} | ${fan.missing} | ${fan.stalledStreams} | ${fan.maxGapMs} ms | ${fan.apiMemory.idleRssMb} / ${fan.apiMemory.withStreamsRssMb} / ${fan.apiMemory.peakRssMb} MiB |`,
+    '',
+  );
+}
+if (batch) {
+  bars.push(
+    bar(
+      '6',
+      'Batching',
+      `tokens/s at ${batch.levels.at(-1)!.concurrency} / at 1`,
+      batch.speedup16,
+      '>=',
+      3,
+      'x',
+    ),
+  );
+  tables.push(
+    '## 6. Batching',
+    '',
+    `tiny-chat, up to ${batch.maxOutputTokens} tokens each, ${batch.rounds} rounds per level; aggregate output tokens/s.`,
+    '',
+    '| concurrent | Taskline worker | bare batched backend |',
+    '| --- | --- | --- |',
+    ...batch.levels.map((l) => `| ${l.concurrency} | ${l.tasklineTokensPerS} | ${l.bareTokensPerS} |`),
+    '',
+  );
+}
+if (life) {
+  const mem = results.memory as Record<string, { peakRssMb: number }>;
+  tables.push(
+    '## 7. Cost per task',
+    '',
+    `Redis commands per finished task (\`INFO commandstats\`, net of the idle background and the benchmark's own reads): Taskline ${life.cost.taskline.perTask}, raw BullMQ ${life.cost.bullmq.perTask}. Bytes kept in Redis per finished task (used_memory delta): ${life.cost.bytesPerTask}.`,
+    '',
+    '| Taskline command | per task | | BullMQ command | per job |',
+    '| --- | --- | --- | --- | --- |',
+    ...Array.from(
+      { length: Math.max(life.cost.taskline.top.length, life.cost.bullmq.top.length) },
+      (_, i) => {
+        const a = life!.cost.taskline.top[i];
+        const b = life!.cost.bullmq.top[i];
+        return `| ${a?.command ?? ''} | ${a?.perTask ?? ''} | | ${b?.command ?? ''} | ${b?.perTask ?? ''} |`;
+      },
+    ),
+    '',
+    '| Key kept per finished task | bytes |',
+    '| --- | --- |',
+    ...life.cost.bytesByKey.map((k) => `| \`${k.pattern}\` | ${k.bytesPerTask} |`),
+    '',
+    '| Process | peak RSS (MiB) |',
+    '| --- | --- |',
+    ...Object.entries(mem).map(([name, m]) => `| ${name} | ${m.peakRssMb} |`),
+    ...(fan ? [`| api with ${fan.streams} streams (fan-out run) | ${fan.apiMemory.peakRssMb} |`] : []),
+    '',
+  );
+}
+
+const outDir =
+  args.out ?? (smoke ? await mkdtemp(join(tmpdir(), 'taskline-bench-')) : join(ROOT, 'bench/results'));
+await mkdir(outDir, { recursive: true });
+const notesFile = join(ROOT, 'bench/notes.md');
+const notes = smoke
+  ? ['Smoke run: checks the harness and the report, not speed.']
+  : (await readFile(notesFile, 'utf8').catch(() => ''))
+      .split('\n')
+      .filter((l) => l.startsWith('- '))
+      .map((l) => l.slice(2));
+const report: Report = {
+  generatedAt: new Date().toISOString(),
+  smoke,
+  host: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', node: process.version, redis: redisVersion },
+  settings: BENCH_ENV,
+  bars,
+  results,
+  notes,
+};
+validateReport(report);
+await writeFile(join(outDir, 'latest.json'), JSON.stringify(report, null, 2) + '\n');
+await writeFile(join(outDir, 'latest.md'), toMarkdown(report, tables));
+await writeFile(join(outDir, 'latest.svg'), toSvg(report));
+process.stdout.write(toMarkdown(report, tables).split('\n## ')[0] + '\n');
+log(`report: ${join(outDir, 'latest.md')}`);
+process.exit(0);

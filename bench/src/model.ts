@@ -1,0 +1,224 @@
+import type { GenerateRequest, OnnxModel } from '@taskline/inference';
+import { createTask, FINAL_TYPES, readEvents } from './http.js';
+import { nowMs, openLoop, round, summarize, type Summary } from './stats.js';
+
+export const PROMPT = 'Tell me a long story about a fox.';
+
+/** The LMSP request a task carries, and the same request for the bare backend. */
+export interface Same {
+  lmsp: Record<string, unknown>;
+  bare: GenerateRequest;
+}
+
+export function same(opts: { maxOutputTokens: number; temperature: number; seed: number }): Same {
+  return {
+    lmsp: {
+      model: 'tiny-chat',
+      input: PROMPT,
+      max_output_tokens: opts.maxOutputTokens,
+      temperature: opts.temperature,
+      seed: opts.seed,
+    },
+    bare: {
+      messages: [{ role: 'user', content: PROMPT }],
+      maxOutputTokens: opts.maxOutputTokens,
+      temperature: opts.temperature,
+      seed: opts.seed,
+    },
+  };
+}
+
+interface Followed {
+  createdAt: number;
+  runningAt: number;
+  firstDeltaAt: number;
+  lastDeltaAt: number;
+  finalAt: number;
+  outputTokens: number;
+}
+
+/** Creates a task and follows its SSE stream to the final event. */
+export async function follow(
+  apiUrl: string,
+  lmsp: Record<string, unknown>,
+  sentAt = nowMs(),
+): Promise<Followed> {
+  const id = await createTask(apiUrl, lmsp);
+  const f: Followed = {
+    createdAt: sentAt,
+    runningAt: 0,
+    firstDeltaAt: 0,
+    lastDeltaAt: 0,
+    finalAt: 0,
+    outputTokens: 0,
+  };
+  const stream = readEvents(apiUrl, id, (ev) => {
+    if (ev.type === 'response.output_text.delta') {
+      f.firstDeltaAt ||= ev.at;
+      f.lastDeltaAt = ev.at;
+    } else if (FINAL_TYPES.has(ev.type)) {
+      f.finalAt = ev.at;
+      const data = JSON.parse(ev.data) as { response?: { usage?: { output_tokens?: number } } };
+      f.outputTokens = data.response?.usage?.output_tokens ?? 0;
+    } else if (!f.runningAt && (JSON.parse(ev.data) as { task_status?: string }).task_status === 'running') {
+      f.runningAt = ev.at;
+    }
+  });
+  await stream.done;
+  return f;
+}
+
+export interface TtftResult {
+  ratePerS: number;
+  seconds: number;
+  maxOutputTokens: number;
+  taskline: Summary;
+  bare: Summary;
+  overheadP50Ms: number;
+  overheadP99Ms: number;
+}
+
+/** Issue item 3: create request -> first delta over SSE, against the bare model's own first token. */
+export async function ttft(
+  apiUrl: string,
+  model: OnnxModel,
+  ratePerS: number,
+  seconds: number,
+): Promise<TtftResult> {
+  const req = same({ maxOutputTokens: 16, temperature: 0, seed: 1 });
+  const bare: number[] = [];
+  await openLoop(ratePerS, seconds, async (_i, at) => {
+    let first = 0;
+    await model.generate(req.bare, { onStep: () => void (first ||= nowMs()) });
+    bare.push(first - at);
+  });
+  const tl: number[] = [];
+  await openLoop(ratePerS, seconds, async (_i, at) => {
+    const id = await createTask(apiUrl, req.lmsp);
+    const stream = readEvents(apiUrl, id, (ev) => {
+      if (ev.type !== 'response.output_text.delta') return;
+      tl.push(ev.at - at);
+      stream.close();
+    });
+    await stream.done;
+  });
+  const a = summarize(tl);
+  const b = summarize(bare);
+  return {
+    ratePerS,
+    seconds,
+    maxOutputTokens: 16,
+    taskline: a,
+    bare: b,
+    overheadP50Ms: round(a.p50 - b.p50, 2),
+    overheadP99Ms: round(a.p99 - b.p99, 2),
+  };
+}
+
+export interface StreamingResult {
+  seed: number;
+  runs: number;
+  outputTokens: number;
+  tasklineTokensPerS: number;
+  bareTokensPerS: number;
+  ratio: number;
+}
+
+/**
+ * Issue item 4: one long generation read over SSE against the bare decode loop, same request,
+ * seed and threads. Both rates span the whole generation: bare from the call to its last step,
+ * Taskline from the `running` event (the worker calls generate right after) to the last delta.
+ */
+export async function streaming(apiUrl: string, model: OnnxModel, runs: number): Promise<StreamingResult> {
+  // The tiny model often stops early; pick the seed that runs longest so the stream is long.
+  const maxOutputTokens =
+    model.info.maxContextTokens -
+    model.countTokens(same({ maxOutputTokens: 1, temperature: 1, seed: 0 }).bare.messages) -
+    8;
+  let best = { seed: 1, tokens: 0 };
+  for (let seed = 1; seed <= 40 && best.tokens < maxOutputTokens; seed++) {
+    const r = await model.generate(same({ maxOutputTokens, temperature: 1, seed }).bare);
+    if (r.outputTokens > best.tokens) best = { seed, tokens: r.outputTokens };
+  }
+  const req = same({ maxOutputTokens, temperature: 1, seed: best.seed });
+  const bareRates: number[] = [];
+  const tlRates: number[] = [];
+  let outputTokens = 0;
+  for (let i = 0; i < runs; i++) {
+    const start = nowMs();
+    let last = 0;
+    const r = await model.generate(req.bare, { onStep: () => void (last = nowMs()) });
+    bareRates.push((r.outputTokens * 1000) / (last - start));
+    const f = await follow(apiUrl, req.lmsp);
+    outputTokens = f.outputTokens;
+    tlRates.push((f.outputTokens * 1000) / (f.lastDeltaAt - f.runningAt));
+  }
+  const med = (xs: number[]) => summarize(xs).p50;
+  return {
+    seed: best.seed,
+    runs,
+    outputTokens,
+    tasklineTokensPerS: round(med(tlRates), 1),
+    bareTokensPerS: round(med(bareRates), 1),
+    ratio: round(med(tlRates) / med(bareRates)),
+  };
+}
+
+export interface BatchingLevel {
+  concurrency: number;
+  tasklineTokensPerS: number;
+  bareTokensPerS: number;
+}
+
+export interface BatchingResult {
+  maxOutputTokens: number;
+  rounds: number;
+  levels: BatchingLevel[];
+  speedup16: number;
+}
+
+/**
+ * Issue item 6: aggregate output tokens/s of one worker at 1, 4 and 16 concurrent generations,
+ * from the first `running` event to the last final event of each round; the bare batched
+ * backend at the same concurrency alongside.
+ */
+export async function batching(
+  apiUrl: string,
+  model: OnnxModel,
+  levels: number[],
+  rounds: number,
+  maxOutputTokens = 128,
+): Promise<BatchingResult> {
+  const out: BatchingLevel[] = [];
+  for (const c of levels) {
+    let tlTokens = 0;
+    let tlMs = 0;
+    let bareTokens = 0;
+    let bareMs = 0;
+    for (let r = 0; r < rounds; r++) {
+      const reqs = Array.from({ length: c }, (_, i) =>
+        same({ maxOutputTokens, temperature: 1, seed: 100 * r + i }),
+      );
+      const t0 = nowMs();
+      const results = await Promise.all(reqs.map((q) => model.generate(q.bare)));
+      bareMs += nowMs() - t0;
+      bareTokens += results.reduce((s, x) => s + x.outputTokens, 0);
+      const fs = await Promise.all(reqs.map((q) => follow(apiUrl, q.lmsp)));
+      tlTokens += fs.reduce((s, f) => s + f.outputTokens, 0);
+      tlMs += Math.max(...fs.map((f) => f.finalAt)) - Math.min(...fs.map((f) => f.runningAt));
+    }
+    out.push({
+      concurrency: c,
+      tasklineTokensPerS: round((tlTokens * 1000) / tlMs, 1),
+      bareTokensPerS: round((bareTokens * 1000) / bareMs, 1),
+    });
+  }
+  const one = out.find((l) => l.concurrency === 1);
+  const top = out[out.length - 1]!;
+  return {
+    maxOutputTokens,
+    rounds,
+    levels: out,
+    speedup16: one ? round(top.tasklineTokensPerS / one.tasklineTokensPerS, 2) : NaN,
+  };
+}

@@ -1,0 +1,160 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { freePort, startRedis, type RedisServer } from '@taskline/testing';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** The tenant and key every benchmark client uses. */
+export const TENANT = 'bench';
+export const API_KEY = 'bench-key-0001';
+
+/**
+ * Settings the benchmark stack runs with, on top of the defaults in packages/config. Documented in
+ * bench/README.md: per-tenant request limits are raised so the load itself is measured, and the
+ * scheduler's per-tenant running cap is lifted (see the report's findings for why).
+ */
+export const BENCH_ENV: Record<string, string> = {
+  TASKLINE_API_KEYS: `${TENANT}:${API_KEY}`,
+  TASKLINE_MODELS: 'tiny-chat,instant',
+  TASKLINE_SNAPSHOT_MODELS: 'tiny-chat,instant',
+  TASKLINE_WORKER_MODELS: 'instant,tiny-chat',
+  TASKLINE_WORKER_SLOTS: '64',
+  TASKLINE_RATE_LIMIT_PER_S: '1000000',
+  TASKLINE_RATE_LIMIT_BURST: '1000000',
+  TASKLINE_MAX_ACTIVE_TASKS: '1000000',
+  TASKLINE_MAX_STREAMS: '100000',
+  TASKLINE_TENANT_MAX_RUNNING: '1000000',
+  TASKLINE_METRICS_PORT: '0',
+};
+
+/** Memory of a live process from /proc: resident now and the high-water mark, in MiB. */
+export function memoryOf(pid: number): { rssMb: number; peakRssMb: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+    return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, peakRssMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+  } catch {
+    return { rssMb: NaN, peakRssMb: NaN };
+  }
+}
+
+export interface Service {
+  name: string;
+  child: ChildProcess;
+  memory(): { rssMb: number; peakRssMb: number };
+}
+
+/** Starts `node <entry>` from the repository root and resolves once a stdout line contains `marker`. */
+export async function startService(
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  marker: string,
+  args: string[] = [],
+): Promise<Service> {
+  const child = spawn(process.execPath, [...args, entry], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  await new Promise<void>((resolve, reject) => {
+    let seen = '';
+    const onData = (d: Buffer) => {
+      seen = (seen + d.toString()).slice(-8000);
+      if (seen.includes(marker)) {
+        child.stdout!.off('data', onData);
+        // Keep draining stdout so the service never blocks on a full pipe.
+        child.stdout!.resume();
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    const timer = setTimeout(
+      () => reject(new Error(`${name} not ready after 30 s: ${seen.slice(-500)} ${stderr}`)),
+      30_000,
+    );
+    child.stdout!.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with ${code}: ${stderr}`));
+    });
+  });
+  return { name, child, memory: () => memoryOf(child.pid!) };
+}
+
+export async function stopService(s: Service): Promise<void> {
+  if (s.child.exitCode !== null || s.child.signalCode) return;
+  const gone = new Promise((r) => s.child.once('exit', r));
+  s.child.kill('SIGKILL');
+  await gone;
+}
+
+/** Redis, scheduler, gpu-worker and api as separate processes, the way production runs them. */
+export interface Stack {
+  redis: RedisServer;
+  apiUrl: string;
+  services: Service[];
+  stop(): Promise<void>;
+}
+
+export interface StackOptions {
+  redis?: RedisServer;
+  /** Leave out the scheduler and worker (the fan-out benchmark writes events itself). */
+  apiOnly?: boolean;
+  env?: Record<string, string>;
+}
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const redis = options.redis ?? (await startRedis({ appendfsync: 'always' }));
+  const common = { ...BENCH_ENV, REDIS_URL: redis.url, ...options.env };
+  const services: Service[] = [];
+  try {
+    if (!options.apiOnly) {
+      const control = await freePort();
+      const addr = `127.0.0.1:${control}`;
+      services.push(
+        await startService(
+          'scheduler',
+          'services/scheduler/dist/main.js',
+          { ...common, TASKLINE_CONTROL_PORT: String(control) },
+          '"scheduler_started"',
+        ),
+      );
+      services.push(
+        await startService(
+          'gpu-worker',
+          'services/gpu-worker/dist/main.js',
+          { ...common, TASKLINE_SCHEDULER_ADDR: addr },
+          '"msg":"ready"',
+        ),
+      );
+    }
+    const port = await freePort();
+    services.push(
+      await startService(
+        'api',
+        'services/api/dist/main.js',
+        { ...common, TASKLINE_PORT: String(port) },
+        '"listening"',
+      ),
+    );
+    return {
+      redis,
+      apiUrl: `http://127.0.0.1:${port}`,
+      services,
+      async stop() {
+        await Promise.all(services.map(stopService));
+        if (!options.redis) await redis.stop();
+      },
+    };
+  } catch (err) {
+    await Promise.all(services.map(stopService));
+    if (!options.redis) await redis.stop();
+    throw err;
+  }
+}

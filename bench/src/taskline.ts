@@ -1,0 +1,70 @@
+import type { Redis } from 'ioredis';
+import { taskKeys } from '@taskline/engine';
+import { createTask } from './http.js';
+import { sleep } from './stats.js';
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+/** Creates `n` tasks over HTTP with `concurrency` requests in flight; ids in creation order. */
+export async function createMany(
+  apiUrl: string,
+  n: number,
+  concurrency: number,
+  input: (i: number) => Record<string, unknown>,
+): Promise<string[]> {
+  const ids: string[] = new Array<string>(n);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) {
+        const i = next++;
+        ids[i] = await createTask(apiUrl, input(i));
+      }
+    }),
+  );
+  return ids;
+}
+
+export interface Ended {
+  /** Latest `updated_at` of the tasks (when the last one ended), epoch ms. */
+  lastEndAt: number;
+  statuses: Record<string, number>;
+  /** HMGET commands this wait sent, to take out of Redis command counts. */
+  pollCommands: number;
+}
+
+/**
+ * Waits until every task is terminal by reading the records (HMGET status, updated_at) every
+ * `everyMs`; the end time comes from the records, so polling does not blur it.
+ */
+export async function waitEnded(
+  redis: Redis,
+  ids: string[],
+  everyMs = 50,
+  timeoutMs = 600_000,
+): Promise<Ended> {
+  let pending = [...ids];
+  let lastEndAt = 0;
+  let pollCommands = 0;
+  const statuses: Record<string, number> = {};
+  const deadline = Date.now() + timeoutMs;
+  while (pending.length > 0) {
+    if (Date.now() > deadline)
+      throw new Error(`${pending.length} tasks still not ended after ${timeoutMs} ms`);
+    const pipe = redis.pipeline();
+    for (const id of pending) pipe.hmget(taskKeys(id).task, 'status', 'updated_at');
+    pollCommands += pending.length;
+    const rows = (await pipe.exec()) ?? [];
+    const still: string[] = [];
+    pending.forEach((id, i) => {
+      const [status, updatedAt] = (rows[i]?.[1] ?? []) as (string | null)[];
+      if (status && TERMINAL.has(status)) {
+        statuses[status] = (statuses[status] ?? 0) + 1;
+        lastEndAt = Math.max(lastEndAt, Number(updatedAt));
+      } else still.push(id);
+    });
+    pending = still;
+    if (pending.length) await sleep(everyMs);
+  }
+  return { lastEndAt, statuses, pollCommands };
+}
