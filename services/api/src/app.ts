@@ -15,6 +15,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
+import { httpMetrics, metricsHandler, type TasklineMetrics } from '@taskline/metrics';
 import { TenantLimits } from './limits.js';
 import { buildOpenApi } from './lmsp/openapi.js';
 import {
@@ -52,6 +53,8 @@ export interface AppDeps {
   /** A second connection, for the event hub's subscriptions. */
   subscriber: Redis;
   logger: Logger;
+  /** Prometheus metrics (`@taskline/metrics`); with them the app also serves `GET /metrics`. */
+  metrics?: TasklineMetrics;
   /** Mounts other surfaces on the same app, after auth is built and before the final 404 (MCP at `/mcp`). */
   mountExtra?: (app: Express, api: Omit<TasklineApi, 'app'>) => void;
 }
@@ -134,6 +137,11 @@ export function createApp(deps: AppDeps): TasklineApi {
     next();
   });
 
+  if (deps.metrics) {
+    app.use(httpMetrics(deps.metrics));
+    app.get('/metrics', metricsHandler(deps.metrics.registry));
+  }
+
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
@@ -156,6 +164,19 @@ export function createApp(deps: AppDeps): TasklineApi {
     limits.takeRequest(tenantOf(req)).then(() => next(), next);
   });
   lmsp.use(express.json({ limit: env.TASKLINE_MAX_BODY_BYTES, strict: true }));
+
+  /** Counts create requests by outcome: 2xx accepted, 4xx rejected (validation, limits), 5xx error. */
+  const countCreate = (req: Request, res: Response, next: NextFunction) => {
+    const { metrics } = deps;
+    if (metrics) {
+      res.once('close', () => {
+        const outcome = res.statusCode < 400 ? 'accepted' : res.statusCode < 500 ? 'rejected' : 'error';
+        const tenant = req.tenant ? metrics.tenant(req.tenant.id) : 'unauthenticated';
+        metrics.taskCreatesTotal.inc({ protocol: 'lmsp', tenant, outcome });
+      });
+    }
+    next();
+  };
 
   const requireJson = (req: Request, _res: Response, next: NextFunction) => {
     if (!req.is('application/json')) {
@@ -241,11 +262,12 @@ export function createApp(deps: AppDeps): TasklineApi {
     task,
     after,
     kind,
+    metrics: deps.metrics,
   });
 
   lmsp
     .route('/tasks')
-    .post(requireJson, async (req, res) => {
+    .post(countCreate, requireJson, async (req, res) => {
       const body = parseBody(CreateTaskRequest, req.body);
       const { task } = await createTask(req, 'POST /lmsp/v1/tasks', body.input, body.on_restart ?? 'fail');
       res.status(202).location(`${API_PREFIX}/tasks/${task.id}`).json(taskObject(task));
@@ -286,7 +308,7 @@ export function createApp(deps: AppDeps): TasklineApi {
 
   lmsp
     .route('/responses')
-    .post(requireJson, async (req, res) => {
+    .post(countCreate, requireJson, async (req, res) => {
       const body = parseBody(ResponseRequest, req.body);
       const { task } = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
       if (body.stream) {
@@ -306,16 +328,16 @@ export function createApp(deps: AppDeps): TasklineApi {
         resolveFinal();
       };
       res.once('close', onClose);
-      const sub = await hub.subscribe(task.id, 0, (event) => {
-        if (isFinalEventType(event.type)) resolveFinal();
-      });
       try {
+        const sub = await hub.subscribe(task.id, 0, (event) => {
+          if (isFinalEventType(event.type)) resolveFinal();
+        });
         await final;
-      } finally {
         sub.close();
+      } finally {
+        if (!gone) res.off('close', onClose);
       }
       if (gone) return;
-      res.off('close', onClose);
       const ended = await store.get(task.id, task.tenant);
       if (!ended) throw notFound();
       res.json(responseObject(ended));

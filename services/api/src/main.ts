@@ -2,6 +2,7 @@ import { loadEnv } from '@taskline/config';
 import { checkDurability, connectRedis } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMcpRouter } from '@taskline/mcp';
+import { createMetrics } from '@taskline/metrics';
 import { createApp } from './app.js';
 import { serve } from './server.js';
 
@@ -26,11 +27,13 @@ async function main(): Promise<void> {
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
     logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
   }
+  const metrics = createMetrics({ service: 'api', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
   const api = createApp({
     env,
     redis,
     subscriber,
     logger,
+    metrics,
     // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
     mountExtra: (app, { store, hub, auth }) =>
       app.use(
@@ -52,6 +55,7 @@ async function main(): Promise<void> {
       .shutdown(env.TASKLINE_SHUTDOWN_DEADLINE_MS, env.TASKLINE_SSE_RETRY_MS)
       .catch((err) => logger.error('shutdown failed', { err }))
       .finally(() => {
+        metrics.close();
         redis.disconnect();
         subscriber.disconnect();
         process.exit(0);

@@ -9,6 +9,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
+import type { TasklineMetrics } from '@taskline/metrics';
 import type { TenantLimits } from './limits.js';
 
 /** One SSE event as LMSP-GAPS 6.3 frames it: `id` is the sequence number, `data` repeats it. */
@@ -52,6 +53,7 @@ export interface StreamOptions {
   task: TaskRecord;
   after: number;
   kind: 'events' | 'response';
+  metrics?: TasklineMetrics;
   /** Called when the client leaves before the final event (a `stream: true` response cancels). */
   onClientGone?: () => void;
 }
@@ -73,6 +75,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     if (done) return;
     done = true;
     clearInterval(heartbeat);
+    o.metrics?.sseStreamsOpen.dec({ protocol: 'lmsp' });
     sub?.close();
     unregister();
     void slot.release().catch((err) => o.logger.warn('stream slot release failed', { err }));
@@ -81,6 +84,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   const write = (event: StoredEvent) => {
     if (done) return;
     res.write(formatEvent(event));
+    o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
     if (isFinalEventType(event.type)) finish();
   };
 
@@ -98,12 +102,16 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     'X-Accel-Buffering': 'no',
   });
   res.flushHeaders();
+  o.metrics?.sseStreamsOpen.inc({ protocol: 'lmsp' });
   unregister = o.streams.add({ kind: o.kind, end: finish });
-  res.on('close', () => {
+  const onClose = () => {
     if (done) return;
     finish();
     o.onClientGone?.();
-  });
+  };
+  res.on('close', onClose);
+  // The client may have left while the history was being read: its 'close' has passed already.
+  if (req.socket.destroyed) onClose();
   heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));

@@ -92,6 +92,18 @@ describe('two api processes on one Redis', () => {
     assert.equal(line.tenant, 'tenant-a');
     assert.equal(line.status, 200);
   });
+
+  test('each replica serves Prometheus metrics with LMSP creates and streams', async () => {
+    const r = await call(b.base, 'GET', '/metrics', { key: null });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /taskline_http_requests_total\{[^}]*route="\/lmsp\/v1\/tasks\/:id\/events"/);
+    assert.match(r.text, /taskline_events_delivered_total\{[^}]*protocol="lmsp"[^}]*\} [1-9]/);
+    const onA = await call(a.base, 'GET', '/metrics', { key: null });
+    assert.match(
+      onA.text,
+      /taskline_task_creates_total\{[^}]*protocol="lmsp",tenant="tenant-a",outcome="accepted"[^}]*\} [1-9]/,
+    );
+  });
 });
 
 describe('graceful shutdown', () => {

@@ -225,6 +225,20 @@ export function buildOpenApi(): Schema {
           responses: { '200': jsonResponse('This document.', { type: 'object' }), ...common },
         },
       },
+      '/metrics': {
+        get: {
+          operationId: 'metrics',
+          security: [],
+          description:
+            'Prometheus metrics of this replica (served when the process has a metrics registry, as `main.ts` does).',
+          responses: {
+            '200': {
+              description: 'Prometheus text exposition format.',
+              content: { 'text/plain': { schema: { type: 'string' } } },
+            },
+          },
+        },
+      },
       '/healthz': {
         get: {
           operationId: 'health',
