@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  LmspClient,
+  MemoryTaskIdStore,
+  nextPollDelay,
+  responseText,
+  systemClock,
+  type Clock,
+  type StreamEvent,
+} from '../src/index.js';
+import { KEY_A, LONG_INPUT, startStack, until, type Stack } from './stack.js';
+
+describe('poll delays', () => {
+  test('never below the interval, 10-20 % jitter on top, backing off only while nothing changes', () => {
+    const policy = { intervalMs: 1000, backoff: 2, maxIntervalMs: 8000 };
+    for (const random of [0, 0.5, 0.999999]) {
+      for (let unchanged = 0; unchanged < 10; unchanged++) {
+        const base = Math.min(1000 * 2 ** unchanged, 8000);
+        const d = nextPollDelay(policy, unchanged, random);
+        assert.ok(d >= base * 1.1 && d <= Math.ceil(base * 1.2), `${d} for base ${base}`);
+      }
+    }
+    // The server's interval is a floor even when the client's own is shorter.
+    assert.ok(nextPollDelay({ ...policy, intervalMs: 10 }, 0, 0, 500) >= 550);
+    // A cap below the server's interval never pulls a delay under it.
+    assert.ok(nextPollDelay({ intervalMs: 10, backoff: 2, maxIntervalMs: 20 }, 5, 0, 500) >= 550);
+  });
+});
+
+describe('LMSP client against a running stack', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.stop();
+  });
+  const client = (extra: Partial<ConstructorParameters<typeof LmspClient>[0]> = {}) =>
+    new LmspClient({ baseUrl: stack.base, apiKey: KEY_A, ...extra });
+
+  test('a create whose reply is lost is retried under the same Idempotency-Key and makes one task', async () => {
+    const keys: string[] = [];
+    let lostReply: { id: string } | null = null;
+    const flaky: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (init?.method === 'POST') {
+        keys.push(new Headers(init.headers).get('idempotency-key')!);
+        if (!lostReply) {
+          // The server created the task; the reply never reaches the client.
+          lostReply = (await res.json()) as { id: string };
+          throw new TypeError('fetch failed', { cause: { code: 'ECONNRESET' } });
+        }
+      }
+      return res;
+    };
+    const store = new MemoryTaskIdStore();
+    const task = await client({ fetch: flaky, store }).createTask({
+      type: 'response',
+      input: { model: 'tiny-chat', input: 'Hi.', max_output_tokens: 2 },
+    });
+    assert.equal(keys.length, 2);
+    assert.equal(keys[0], keys[1], 'the retry carries the same key');
+    assert.equal(task.id, lostReply!.id, 'the retry got the task the lost reply named');
+    assert.equal(store.get(keys[0]!)?.taskId, task.id);
+  });
+
+  test('resume() finishes a create that a crash left unanswered, once, and follows it to its end', async () => {
+    const store = new MemoryTaskIdStore();
+    // What createTask writes before sending: the crash came before any reply.
+    store.put({
+      key: 'crash-key-1',
+      protocol: 'lmsp',
+      endpoint: stack.base,
+      taskId: null,
+      request: { type: 'response', input: { model: 'tiny-chat', input: 'Hello.', max_output_tokens: 4 } },
+      status: 'creating',
+      lastEventId: 0,
+      done: false,
+      createdAt: 1,
+      updatedAt: 1,
+    });
+    const first = await client({ store }).resume();
+    assert.equal(first.length, 1);
+    const resumed = client({ store });
+    assert.equal((await resumed.resume())[0]!.task.id, first[0]!.task.id);
+    const final = await resumed.wait(first[0]!.task.id);
+    assert.equal(final.status, 'succeeded');
+    assert.deepEqual(store.unfinished(), [], 'a task seen terminal leaves nothing to resume');
+  });
+
+  test('a stream cut by killing the api replica resumes with Last-Event-ID without loss or repeats', async () => {
+    const c = client({ store: new MemoryTaskIdStore() });
+    const task = await c.createTask({ type: 'response', input: LONG_INPUT });
+    const events: StreamEvent[] = [];
+    let restarted = false;
+    for await (const event of c.stream(task.id)) {
+      events.push(event);
+      if (!restarted && event.type === 'response.output_text.delta' && events.length >= 8) {
+        restarted = true;
+        await stack.restartApi();
+      }
+    }
+    assert.ok(restarted, 'the replica was restarted mid-stream');
+    assert.deepEqual(
+      events.map((e) => e.sequence_number),
+      events.map((_, i) => i + 1),
+      'every sequence number once, in order',
+    );
+    const final = await c.getTask(task.id);
+    assert.equal(final.status, 'succeeded');
+    assert.equal(
+      events.at(-1)!.type,
+      final.response!.status === 'completed' ? 'response.completed' : 'response.incomplete',
+    );
+    const text = events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
+    assert.equal(text, responseText(final.response));
+    assert.ok(text.length > 0);
+  });
+
+  test('wait() polls no faster than the interval: every gap between its requests, seen by the server', async () => {
+    const sleeps: number[] = [];
+    const recording: Clock = {
+      now: systemClock.now,
+      sleep: (ms, s) => (sleeps.push(ms), systemClock.sleep(ms, s)),
+    };
+    const c = client({ clock: recording, poll: { intervalMs: 150, backoff: 1.5, maxIntervalMs: 600 } });
+    const task = await c.createTask({ type: 'response', input: { ...LONG_INPUT, max_output_tokens: 60 } });
+    const logsBefore = stack.api.logs.length;
+    const final = await c.wait(task.id);
+    assert.equal(final.status, 'succeeded');
+    // The api logs each request when it ends; the next one starts only after the client's wait.
+    // Logged under the LMSP router, so the path is relative to /lmsp/v1.
+    const path = `/tasks/${task.id}`;
+    const polls = () =>
+      stack.api.logs
+        .slice(logsBefore)
+        .filter((l) => l.msg === 'request' && l.method === 'GET' && String(l.path).endsWith(path))
+        .map((l) => Date.parse(l.ts as string));
+    // One request per wait plus the first; the last log line may still be in the pipe.
+    const times = await until('every poll in the api log', () =>
+      polls().length >= sleeps.length + 1 ? polls() : undefined,
+    );
+    assert.ok(times.length >= 3, `${times.length} polls`);
+    for (let i = 1; i < times.length; i++)
+      assert.ok(times[i]! - times[i - 1]! >= 150, `gap ${i}: ${times[i]! - times[i - 1]!} ms`);
+    assert.equal(sleeps.length, times.length - 1);
+    for (const ms of sleeps) assert.ok(ms >= 165 && ms <= 720, `wait of ${ms} ms`);
+  });
+});
