@@ -41,9 +41,15 @@ const { values: args } = parseArgs({
     out: { type: 'string' },
     /** Comma-separated issue item numbers to run (1-7); default all. */
     only: { type: 'string' },
+    /** KEY=VALUE settings over BENCH_ENV for every service, e.g. --env TASKLINE_DISPATCH_INTERVAL_MS=5. */
+    env: { type: 'string', multiple: true },
   },
 });
 const smoke = args.smoke!;
+const overrides = Object.fromEntries(
+  (args.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+Object.assign(BENCH_ENV, overrides);
 const only = new Set((args.only ?? '1,2,3,4,5,6,7').split(',').map(Number));
 const SIZES = smoke
   ? {
