@@ -57,6 +57,10 @@ export async function serve(
             in_flight: api.inFlight,
           });
           server.closeAllConnections();
+          // Sockets emit 'close' asynchronously; the handlers of cut requests (cancelling responses
+          // whose callers are now gone) run then, and `settled` must see their writes.
+          for (let i = 0; i < 100 && api.inFlight > 0; i++) await new Promise((r) => setTimeout(r, 10));
+          await new Promise((r) => setImmediate(r));
         }
         await api.settled();
         logger.info('stopped', { outcome });

@@ -26,10 +26,10 @@ after(async () => {
   await stack.close();
 });
 
-const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const cli = async (...args: string[]) => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', CLI, ...args], {
+  const { stdout } = await promisify(execFile)(process.execPath, [CLI, ...args], {
     cwd: ROOT,
     env: { ...process.env, REDIS_URL: stack.redisServer.url },
   });

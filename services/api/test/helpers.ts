@@ -77,10 +77,11 @@ export async function startApi(stack: Stack, env: Record<string, string> = {}): 
   };
 }
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+// The built service, as deployed (`npx tsc -b` runs before the tests); tsx would add seconds per start.
+const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
-/** A real `api` process (src/main.ts) with its JSON log lines. */
+/** A real `api` process (dist/main.js) with its JSON log lines. */
 export interface ApiProcess {
   child: ChildProcess;
   base: string;
@@ -89,7 +90,7 @@ export interface ApiProcess {
 }
 
 export async function spawnApi(redisUrl: string, env: Record<string, string> = {}): Promise<ApiProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
+  const child = spawn(process.execPath, [MAIN], {
     cwd: ROOT,
     env: { ...process.env, ...BASE_ENV, TASKLINE_LOG_LEVEL: 'info', REDIS_URL: redisUrl, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

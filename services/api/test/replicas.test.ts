@@ -141,6 +141,23 @@ describe('graceful shutdown', () => {
     assert.equal(await api.exited, 0);
   });
 
+  test('SIGTERM: what is still running at the deadline is cut, its response cancelled, and the process exits', async () => {
+    const api = await spawnApi(stack.redisServer.url, { TASKLINE_SHUTDOWN_DEADLINE_MS: '300' });
+    await stack.redis.del('tl:{sched}:ready:tenant-a');
+    const sync = call(api.base, 'POST', '/lmsp/v1/responses', {
+      body: { model: 'tiny-chat', input: 'never answered' },
+    }).catch((err: Error) => err);
+    const id = await nextQueued(stack.redis);
+    api.child.kill('SIGTERM');
+    assert.equal(await api.exited, 0);
+    assert.ok((await sync) instanceof Error, 'the connection was cut');
+    assert.equal(
+      (await stack.worker.get(id))?.status,
+      'cancelled',
+      'the caller is gone, so its response was cancelled',
+    );
+  });
+
   test('refuses a Redis without AOF unless TASKLINE_REQUIRE_AOF=false', async () => {
     const plain = await startRedis();
     const admin = connectRedis(plain.url, 'admin');

@@ -328,6 +328,22 @@ describe('responses', () => {
   });
 });
 
+describe('responses: disconnects', () => {
+  beforeEach(() => stack.redis.del('tl:{sched}:ready:tenant-a'));
+
+  test('a stream: true caller that disconnects cancels its response', async () => {
+    const read = await openSse(api.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      body: { model: 'tiny-chat', input: 'Say hi.', stream: true },
+    });
+    await read.waitFor(1);
+    const id = await nextQueued(stack.redis);
+    read.abort();
+    await read.done;
+    while ((await stack.worker.get(id))?.status !== 'cancelled') await new Promise((r) => setTimeout(r, 20));
+  });
+});
+
 describe('discovery', () => {
   test('capabilities and models come from configuration', async () => {
     const caps = await call(api.base, 'GET', '/lmsp/v1/capabilities');
