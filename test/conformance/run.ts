@@ -39,8 +39,14 @@ const run = async (label: string, args: string[]) => {
   child.stdout.on('data', (d: Buffer) => (text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (text += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  const failed = code !== 0 || /\b[1-9]\d* failed/.test(text) || /FAILURE/.test(text);
-  console.log(`${failed ? 'FAIL' : 'ok  '} ${label}`);
+  // The suite's summaries: "Total: N passed, M failed" for a set, "Passed: N/T, M failed" for one.
+  const counts = [...text.matchAll(/(?:(\d+) passed|Passed: (\d+)\/\d+), (\d+) failed/g)].map((m) => [
+    Number(m[1] ?? m[2]),
+    Number(m[3]),
+  ]);
+  const [passed, failedChecks] = counts.at(-1) ?? [0, 0];
+  const failed = code !== 0 || counts.length === 0 || counts.some(([, f]) => f! > 0) || /FAILURE/.test(text);
+  console.log(`${failed ? 'FAIL' : 'ok  '} ${label}: ${passed} passed, ${failedChecks} failed`);
   if (failed) {
     failures.push(label);
     console.log(

@@ -24,7 +24,7 @@ interface ListenArgs {
 export async function serveTaskListen(args: ListenArgs): Promise<void> {
   const { req, res, store, hub, poll, tenant, id } = args;
   if (!declaresTasks(args.capabilities)) {
-    res.status(200).json({
+    res.status(400).json({
       jsonrpc: '2.0',
       id,
       error: {

@@ -24,6 +24,11 @@ import {
 } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 import { serveTaskListen } from './listen.js';
+import {
+  FIXTURE_REQUIRED_CAPABILITIES,
+  fixtureRequestStateVerify,
+  registerConformanceFixtures,
+} from './fixtures.js';
 
 export type McpEnv = Pick<
   Env,
@@ -81,8 +86,29 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   const poll = env.TASKLINE_POLL_INTERVAL_MS;
   const allowedHosts = new Set(env.TASKLINE_MCP_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()));
 
+  /** The capability a tool needs that this request's client did not declare, as a -32021 error. */
+  const missingCapability = (name: string, capabilities: unknown) => {
+    if (tools.get(name)?.taskSupport === 'required' && !declaresTasks(capabilities)) return missingTasks();
+    const needs = env.TASKLINE_MCP_CONFORMANCE_TOOLS ? FIXTURE_REQUIRED_CAPABILITIES[name] : undefined;
+    const declared = (capabilities ?? {}) as Record<string, unknown>;
+    const lacking = Object.keys(needs ?? {}).filter((c) => declared[c] === undefined);
+    if (lacking.length === 0) return null;
+    return new MissingRequiredClientCapabilityError(
+      { requiredCapabilities: Object.fromEntries(lacking.map((c) => [c, {}])) },
+      `This tool needs the client capabilities: ${lacking.join(', ')}.`,
+    );
+  };
+
   const handler = createMcpHandler(
-    (ctx) => buildServer({ store, hub, tools, poll, tenant: ctx.authInfo?.clientId ?? '' }),
+    (ctx) =>
+      buildServer({
+        store,
+        hub,
+        tools,
+        poll,
+        tenant: ctx.authInfo?.clientId ?? '',
+        fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+      }),
     {
       legacy: 'reject',
       maxRequestBodySize: env.TASKLINE_MCP_MAX_BODY_BYTES,
@@ -124,18 +150,20 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     }
   });
   router.post('/', async (req, res, next) => {
+    if (nestedDeeperThan(req.body, MAX_NESTING))
+      return rpcError(res, 400, null, -32600, `Request nested deeper than ${MAX_NESTING} levels`);
     const body = req.body as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | undefined;
     const params = body?.params ?? {};
     const capabilities = (params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_KEY];
     const tenant = (req as Request & { auth: { clientId: string } }).auth.clientId;
     try {
-      if (body?.method === 'tools/call' && !declaresTasks(capabilities)) {
-        // The SDK turns a tool's throw into an isError result, so -32021 is answered here.
-        const tool = tools.get(String(params.name));
-        if (tool?.taskSupport === 'required' && req.headers['mcp-name'] === params.name) {
-          const err = missingTasks();
-          return rpcError(res, 200, body.id, err.code, err.message, err.data);
-        }
+      // The SDK turns a tool's throw into an isError result, so -32021 is answered here. Only once
+      // the Mcp-Name header matches (whitespace around it is allowed): a mismatch is the SDK's -32020.
+      const header = String(req.headers['mcp-name'] ?? '').trim();
+      if (body?.method === 'tools/call' && header === params.name) {
+        const err = missingCapability(String(params.name), capabilities);
+        // HTTP 400, as for every MissingRequiredClientCapabilityError on the 2026 wire.
+        if (err) return rpcError(res, 400, body.id, err.code, err.message, err.data);
       }
       if (body?.method === 'subscriptions/listen' && hasTaskFilter(params)) {
         return await serveTaskListen({
@@ -166,6 +194,21 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   return router;
 }
 
+/** JSON nesting a request may have: the SDK's recursive validation overflows the stack on deep input (a 500). */
+const MAX_NESTING = 64;
+
+/** Iterative, so that measuring a hostile body cannot itself overflow the stack. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 function hasTaskFilter(params: Record<string, unknown>): boolean {
   const notifications = params.notifications as { taskIds?: unknown } | undefined;
   return Array.isArray(notifications?.taskIds);
@@ -177,14 +220,20 @@ interface ServerDeps {
   tools: ToolRegistry;
   poll: number;
   tenant: string;
+  /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
+  fixtures: boolean;
 }
 
 function buildServer(deps: ServerDeps): McpServer {
   const { store, tools, poll, tenant } = deps;
   const server = new McpServer(
     { name: 'taskline', version: '0.1.0' },
-    { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },
+    {
+      capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } },
+      ...(deps.fixtures && { requestState: { verify: fixtureRequestStateVerify } }),
+    },
   );
+  if (deps.fixtures) registerConformanceFixtures(server);
   for (const tool of tools.list()) {
     server.registerTool(
       tool.name,

@@ -75,6 +75,7 @@ describe('MCP tasks over two replicas on one Redis', () => {
   it('answers -32021 with requiredCapabilities to a caller without the extension', async () => {
     const res = await call(a, 'tools/call', { name: 'failing_job', arguments: {} }, { tasks: false });
     assert.equal(res.message.error.code, -32021);
+    assert.equal(res.status, 400, 'MissingRequiredClientCapabilityError is HTTP 400 on the 2026 wire');
     assert.deepEqual(res.message.error.data.requiredCapabilities, { extensions: { [TASKS]: {} } });
     const get = await call(a, 'tasks/get', { taskId: 'task_x' }, { tasks: false });
     assert.equal(get.message.error.code, -32021);
