@@ -54,6 +54,17 @@ function bodyParserError(err: unknown): { code: ErrorCode; detail: string } | nu
   };
 }
 
+/** ioredis's failures of a command whose connection is down or dropped mid-command. */
+function redisConnectionLost(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
+  return (
+    e?.name === 'MaxRetriesPerRequestError' ||
+    e?.message === 'Connection is closed.' ||
+    e?.code === 'ECONNREFUSED' ||
+    e?.code === 'ECONNRESET'
+  );
+}
+
 /**
  * The one error handler: every failure leaves as problem+json, never an HTML page or a stack.
  * Unknown errors are logged with the request id and answered `500 internal_error` (or `503
@@ -68,6 +79,7 @@ export function errorHandler(logger: Logger, redisReady: () => boolean): ErrorRe
     if (err instanceof TasklineError) {
       if (err.code === 'unauthorized') res.setHeader('WWW-Authenticate', 'Bearer realm="taskline"');
       if (err.code === 'rate_limited') res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
+      if (err.code === 'unavailable') res.setHeader('Retry-After', '1');
       const status = err.status >= 500 ? err.status : undefined;
       if (status) logger.error('request failed', { request_id: req.id, err });
       sendProblem(res, err.code, err.message, extensions(err));
@@ -78,9 +90,17 @@ export function errorHandler(logger: Logger, redisReady: () => boolean): ErrorRe
       sendProblem(res, parsed.code, parsed.detail);
       return;
     }
+    // The router's decodeURIComponent of a path segment that is not percent-encoded UTF-8.
+    if (err instanceof URIError) {
+      sendProblem(res, 'invalid_request', 'The request path is not valid percent-encoded UTF-8.');
+      return;
+    }
     logger.error('unhandled error', { request_id: req.id, err });
-    if (!redisReady()) sendProblem(res, 'unavailable', 'The task store is unreachable; retry shortly.');
-    else sendProblem(res, 'internal_error', 'Something went wrong on our side.');
+    // Redis may be back by now while this request's command failed with the connection: 503 too.
+    if (!redisReady() || redisConnectionLost(err)) {
+      res.setHeader('Retry-After', '1');
+      sendProblem(res, 'unavailable', 'The task store is unreachable; retry shortly.');
+    } else sendProblem(res, 'internal_error', 'Something went wrong on our side.');
   };
 }
 

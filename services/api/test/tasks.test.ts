@@ -309,6 +309,20 @@ describe('responses', () => {
     assert.equal(read.events.at(-1)?.event, 'response.completed');
   });
 
+  test('an Idempotency-Key on a response replays the same response, never a second run', async () => {
+    const headers = { 'idempotency-key': 'resp-idem-1' };
+    const pending = call(api.base, 'POST', '/lmsp/v1/responses', { body, headers });
+    const id = await nextQueued(stack.redis);
+    await runWorker(stack.worker, id, ['once']);
+    const first = await pending;
+    const again = await call(api.base, 'POST', '/lmsp/v1/responses', { body, headers });
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, first.body);
+    assert.equal(await stack.redis.zcard('tl:{sched}:ready:tenant-a'), 0, 'nothing new was queued');
+    const asTask = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
+    assert.equal(asTask.status, 422, 'the same key on another operation is another request');
+  });
+
   test('a synchronous caller that disconnects cancels its response', async () => {
     const controller = new AbortController();
     const pending = fetch(`${api.base}/lmsp/v1/responses`, {
