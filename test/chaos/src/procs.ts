@@ -1,0 +1,91 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '@taskline/testing';
+
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/**
+ * One service process started from its source with tsx, as the other service tests do, so that
+ * the test holds its PID and can SIGKILL and restart it. Its JSON log lines go to `logFile`.
+ */
+export class Service {
+  child: ChildProcess | null = null;
+  /** Resolves once the current process reports it is up (a log line for which `ready` is true). */
+  up: Promise<void> = Promise.resolve();
+  starts = 0;
+  kills = 0;
+  private readonly log: WriteStream;
+
+  constructor(
+    readonly name: string,
+    readonly entry: string,
+    readonly env: Record<string, string>,
+    logFile: string,
+    private readonly ready: (entry: Record<string, unknown>) => boolean,
+  ) {
+    this.log = createWriteStream(logFile, { flags: 'a' });
+  }
+
+  start(): Promise<void> {
+    const child = spawn(process.execPath, ['--import', 'tsx', this.entry], {
+      cwd: ROOT,
+      env: { ...process.env, ...this.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.starts++;
+    child.stderr!.on('data', (d: Buffer) => this.log.write(d));
+    this.up = new Promise<void>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        this.log.write(line + '\n');
+        try {
+          if (this.ready(JSON.parse(line) as Record<string, unknown>)) resolve();
+        } catch {
+          // not a JSON log line
+        }
+      });
+      child.once('exit', (code, signal) =>
+        reject(new Error(`${this.name} exited (${code ?? signal}) before ready`)),
+      );
+      setTimeout(() => reject(new Error(`${this.name} not ready after 60 s`)), 60_000).unref();
+    });
+    this.up.catch(() => undefined);
+    return this.up;
+  }
+
+  /** SIGKILL: no shutdown hook runs, exactly like a crash. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    this.kills++;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    this.log.end();
+  }
+}
+
+/** An api process (services/api/src/main.ts, LMSP and MCP) on a free port. */
+export async function apiService(
+  name: string,
+  env: Record<string, string>,
+  logFile: string,
+  port?: number,
+): Promise<Service & { port: number; base: string }> {
+  const p = port ?? (await freePort());
+  const service = new Service(
+    name,
+    'services/api/src/main.ts',
+    // Readiness is the `listening` line, an info log: the level stays at info.
+    { TASKLINE_HOST: '127.0.0.1', ...env, TASKLINE_LOG_LEVEL: 'info', TASKLINE_PORT: String(p) },
+    logFile,
+    (e) => e.msg === 'listening',
+  );
+  return Object.assign(service, { port: p, base: `http://127.0.0.1:${p}` });
+}
