@@ -10,11 +10,14 @@ export function declaresTasks(capabilities: unknown): boolean {
 }
 
 /**
- * `ttlMs`: how long after creation the task stays readable. A running task never expires (null);
- * a finished one reads as missing from `expiresAt` on, so this is exactly the engine's deadline.
+ * `ttlMs` (SEP-2663: "time-to-live from creation in integer milliseconds, null for unlimited";
+ * it MAY change over the task's life). Nothing discards an unfinished task, so it is null until
+ * the task ends; then the engine sets `expiresAt` (end + TASKLINE_TASK_RETENTION_S) and the task
+ * reads as missing from that instant, so this is that deadline, rounded up: never shorter than
+ * the truth, or a client would give up on a task still readable.
  */
 function ttlMs(task: TaskRecord): number | null {
-  return task.expiresAt === null ? null : Math.max(1, Math.floor(task.expiresAt - task.createdAt));
+  return task.expiresAt === null ? null : Math.max(1, Math.ceil(task.expiresAt - task.createdAt));
 }
 
 /** The Task fields of SEP-2663, projected from the engine's record. */

@@ -45,6 +45,7 @@ describe('MCP tasks over two replicas on one Redis', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     assert.deepEqual(Object.keys(task.inputRequests), ['confirm']);
+    assert.equal(task.ttlMs, null, 'an unfinished task is never discarded: unlimited');
     const ack = await call(b, 'tasks/update', {
       taskId,
       inputResponses: { confirm: { action: 'accept', content: { confirm: 'yes' } } },
@@ -56,7 +57,12 @@ describe('MCP tasks over two replicas on one Redis', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     assert.match(task.result.content[0].text, /yes/);
-    assert.equal(typeof task.ttlMs, 'number');
+    // Readable until end + retention (TASKLINE_TASK_RETENTION_S, 24 h by default), measured from createdAt.
+    assert.ok(Number.isInteger(task.ttlMs));
+    assert.ok(
+      Date.parse(task.createdAt) + task.ttlMs >= Date.parse(task.lastUpdatedAt) + 86_400_000,
+      `ttlMs ${task.ttlMs} is shorter than the retention after the end`,
+    );
     assert.ok(Number.isInteger(task.pollIntervalMs));
   });
 
