@@ -1,0 +1,95 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startStack } from '../../../test/conformance/stack.js';
+import { rpc } from './helpers.js';
+
+describe('MCP error paths, raw JSON-RPC against the api service', () => {
+  let stack: Awaited<ReturnType<typeof startStack>>;
+  let url: string;
+  const token = 'key-errors-secret';
+
+  before(async () => {
+    stack = await startStack({ env: { TASKLINE_API_KEYS: `tenant-e:${token}` } });
+    url = stack.replicas[0]!.url;
+  });
+  after(() => stack.stop());
+
+  const post = (body: string, headers: Record<string, string> = {}) =>
+    fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${token}`,
+        ...headers,
+      },
+      body,
+    });
+
+  it('a body that is not JSON: -32700, HTTP 400', async () => {
+    const res = await post('{not json');
+    assert.equal(res.status, 400);
+    assert.equal(((await res.json()) as any).error.code, -32700);
+  });
+
+  it('GET on the endpoint: HTTP 405', async () => {
+    const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(res.status, 405);
+  });
+
+  it('an Mcp-Method header that contradicts the body: -32020, HTTP 400', async () => {
+    const res = await rpc(url, 'tools/list', {}, { token, headers: { 'mcp-method': 'prompts/list' } });
+    assert.equal(res.status, 400);
+    assert.equal(res.message.error.code, -32020);
+  });
+
+  it('an unsupported protocol version: -32022, HTTP 400', async () => {
+    const res = await post(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: {
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '1999-01-01',
+            'io.modelcontextprotocol/clientCapabilities': {},
+          },
+        },
+      }),
+      { 'mcp-method': 'tools/list', 'mcp-protocol-version': '1999-01-01' },
+    );
+    assert.equal(res.status, 400);
+    assert.equal(((await res.json()) as any).error.code, -32022);
+  });
+
+  it('tasks/list does not exist: -32601', async () => {
+    const res = await rpc(url, 'tasks/list', {}, { token });
+    assert.equal(res.message.error.code, -32601);
+  });
+
+  it('tasks/get, tasks/update and tasks/cancel of an unknown task: the same -32602', async () => {
+    const errors = [];
+    for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
+      const res = await rpc(url, method, { taskId: 'task_unknown', inputResponses: {} }, { token });
+      errors.push(res.message.error);
+    }
+    assert.deepEqual(
+      errors.map((e) => e.code),
+      [-32602, -32602, -32602],
+    );
+    assert.equal(new Set(errors.map((e) => e.message)).size, 1);
+  });
+
+  it('an unknown tool: a JSON-RPC error, never a task', async () => {
+    const res = await rpc(url, 'tools/call', { name: 'no_such_tool', arguments: {} }, { token });
+    assert.ok(res.message.error, JSON.stringify(res.message));
+    assert.equal(res.message.result, undefined);
+  });
+
+  it('a bearer token the authenticator does not know: -32001, HTTP 401', async () => {
+    const res = await rpc(url, 'tools/list', {}, { token: 'not-a-known-key' });
+    assert.equal(res.status, 401);
+    assert.equal(res.message.error.code, -32001);
+  });
+});
