@@ -24,4 +24,9 @@ export const schedulerKeys = {
   tenants: 'tl:{sched}:tenants',
   ready: (tenant: string) => `tl:{sched}:ready:${tenant}`,
   leases: 'tl:{sched}:leases',
+  /**
+   * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
+   * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
+   */
+  running: (tenant: string) => `tl:{sched}:active:${tenant}`,
 } as const;

@@ -194,7 +194,14 @@ export class TaskStore {
     if (outcome === 'not_cancelable') {
       throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
     }
-    if (outcome === 'cancelled') await this.redis.zrem(schedulerKeys.ready(task.tenant), id);
+    if (outcome === 'cancelled') {
+      // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
+      await this.redis
+        .multi()
+        .zrem(schedulerKeys.ready(task.tenant), id)
+        .zrem(schedulerKeys.running(task.tenant), id)
+        .exec();
+    }
     return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant) };
   }
 
@@ -266,8 +273,21 @@ export class TaskStore {
       fields,
       events: [...events, finalEvent(finish.status, result, task.kind, error)],
     });
-    await this.redis.zrem(schedulerKeys.leases, id);
+    await this.released(task);
     return seq;
+  }
+
+  /**
+   * Drops an ended task from the lease index and its tenant's running set, so the scheduler's
+   * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
+   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop.
+   */
+  private async released(task: Pick<TaskRecord, 'id' | 'tenant'>): Promise<void> {
+    await this.redis
+      .multi()
+      .zrem(schedulerKeys.leases, task.id)
+      .zrem(schedulerKeys.running(task.tenant), task.id)
+      .exec();
   }
 
   /**
@@ -434,6 +454,7 @@ export class TaskStore {
           fields: { error: JSON.stringify(error), result: JSON.stringify(result) },
           events: [finalEvent('failed', result, task.kind, error)],
         });
+        await this.released(task);
       } else {
         const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
         await this.transition(id, 'cancelled', {
@@ -441,6 +462,7 @@ export class TaskStore {
           fields: { result: JSON.stringify(result) },
           events: [finalEvent('cancelled', result, task.kind)],
         });
+        await this.released(task);
       }
       return target;
     } catch (err) {

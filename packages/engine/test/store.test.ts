@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { eventObject, isWellFormedId, TasklineError, taskKeys } from '../src/index.js';
+import { eventObject, isWellFormedId, schedulerKeys, TasklineError, taskKeys } from '../src/index.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -109,6 +109,32 @@ test('cancel: queued ends at once, running asks to stop, repeats are idempotent'
   await h.store.finish(running.id, 1, { status: 'cancelled', result: null });
   const { events } = await h.store.events(running.id, 0);
   assert.deepEqual(events.map((e) => e.type).slice(-2), ['response.in_progress', 'response.cancelled']);
+});
+
+test('every ending leaves the tenant running set the scheduler caps on', async () => {
+  const running = schedulerKeys.running('tenant-a');
+  // What dispatch.lua does for each task it picks.
+  const dispatched = async () => {
+    const task = await h.store.create(newTask());
+    await h.redis.zadd(running, Date.now(), task.id);
+    return task;
+  };
+  const finished = await dispatched();
+  await h.store.claim(finished.id, 'w1', 10_000);
+  await h.store.start(finished.id, 1);
+  await h.store.finish(finished.id, 1, { status: 'succeeded', result: null });
+  const cancelledQueued = await dispatched();
+  await h.store.cancel(cancelledQueued.id, 'tenant-a');
+  const lost = await dispatched();
+  await h.store.claim(lost.id, 'dead', 1);
+  const still = await dispatched();
+  await h.store.claim(still.id, 'w1', 10_000);
+  await new Promise((r) => setTimeout(r, 5));
+  await h.store.sweepLeases();
+  assert.equal((await h.store.get(lost.id))!.status, 'failed');
+  assert.deepEqual(await h.redis.zrange(running, 0, -1), [still.id]);
+  assert.equal(await h.redis.zscore(schedulerKeys.leases, finished.id), null);
+  await h.redis.del(running);
 });
 
 test('the sweep applies each on_restart policy to lapsed leases', async () => {

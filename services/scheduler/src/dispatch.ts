@@ -8,7 +8,7 @@ export const SCHED_PREFIX = 'tl:{sched}:';
 export const dispatchKeys = {
   state: `${SCHED_PREFIX}rr`,
   inflight: `${SCHED_PREFIX}inflight`,
-  active: (tenant: string) => `${SCHED_PREFIX}active:${tenant}`,
+  active: schedulerKeys.running,
 } as const;
 
 export interface Pick {
