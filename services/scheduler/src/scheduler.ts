@@ -35,6 +35,9 @@ export interface SchedulerOptions {
   fairShare: FairShareOptions;
 }
 
+/** Ready ids per tenant whose models split the tenant's queue depth by model (a sample, not a scan). */
+const DEPTH_SAMPLE = 32;
+
 /**
  * One scheduler replica. Every replica competes for leadership; the leader alone dispatches
  * (fenced by its token inside the dispatch script) and accepts workers on the control plane.
@@ -237,7 +240,11 @@ export class Scheduler {
     return keys;
   }
 
-  /** Queue depth per model and tenant for autoscaling: the ready index plus jobs not yet taken. */
+  /**
+   * Queue depth per model and tenant for autoscaling: the ready index plus jobs not yet taken.
+   * Runs every second whatever the backlog, so its cost is bounded: one ZCARD per tenant, and the
+   * model split is read from the oldest DEPTH_SAMPLE ids only (the ready index holds ids, not models).
+   */
   private async exportDepth(): Promise<void> {
     const depth = new Map<string, Map<string, number>>();
     const add = (model: string, tenant: string, n: number) => {
@@ -245,17 +252,26 @@ export class Scheduler {
       m.set(tenant, (m.get(tenant) ?? 0) + n);
       depth.set(model, m);
     };
-    for (const tenant of await this.o.redis.smembers(schedulerKeys.tenants)) {
-      // The ready index holds ids only; a bounded sample of models keeps this cheap on huge backlogs.
-      const ids = await this.o.redis.zrange(schedulerKeys.ready(tenant), 0, 999);
-      const total = await this.o.redis.zcard(schedulerKeys.ready(tenant));
-      if (ids.length === 0) continue;
-      const pipe = this.o.redis.pipeline();
-      for (const id of ids) pipe.hmget(taskKeys(id).task, 'kind', 'model');
-      const rows = (await pipe.exec()) ?? [];
+    const tenants = await this.o.redis.smembers(schedulerKeys.tenants);
+    const heads = this.o.redis.pipeline();
+    for (const tenant of tenants) {
+      heads.zcard(schedulerKeys.ready(tenant));
+      heads.zrange(schedulerKeys.ready(tenant), 0, DEPTH_SAMPLE - 1);
+    }
+    const headRows = (await heads.exec()) ?? [];
+    const samples = tenants.map((tenant, i) => ({
+      tenant,
+      total: Number(headRows[2 * i]?.[1] ?? 0),
+      ids: (headRows[2 * i + 1]?.[1] ?? []) as string[],
+    }));
+    const pipe = this.o.redis.pipeline();
+    for (const { ids } of samples) for (const id of ids) pipe.hmget(taskKeys(id).task, 'kind', 'model');
+    const rows = (await pipe.exec()) ?? [];
+    let row = 0;
+    for (const { tenant, total, ids } of samples) {
       const counts = new Map<string, number>();
-      for (const [, row] of rows) {
-        const [kind, model] = row as [string | null, string | null];
+      for (let i = 0; i < ids.length; i++) {
+        const [kind, model] = (rows[row++]?.[1] ?? []) as [string | null, string | null];
         if (!model) continue;
         const key = queueModelOf({ kind: kind ?? 'response', model });
         counts.set(key, (counts.get(key) ?? 0) + 1);
