@@ -1,0 +1,318 @@
+import { parseArgs } from 'node:util';
+import {
+  isTerminalStatus,
+  LmspClient,
+  responseText,
+  TasklineClientError,
+  type CreateTaskRequest,
+  type StreamEvent,
+  type Task,
+} from '@taskline/client';
+import { resolveConfig, UsageError, type CliConfig } from './config.js';
+import { describeError, EXIT, exitForStatus } from './exit.js';
+import { runKeys } from './keys.js';
+import { SqliteTaskIdStore } from './sqlite-store.js';
+
+export const USAGE = `usage: taskline [options] <command>
+
+commands:
+  run [--model M] [--on-restart fail|retry|resume] [--max-output-tokens N] [--seed N]
+      [--temperature T] [--instructions TEXT] [--idempotency-key K] [--poll] <prompt…|->
+                               create a task and follow it (live progress on stderr, text on stdout)
+  tasks get <task id>          print the task
+  tasks cancel <task id> [--wait]
+                               request a cancel (exit 8 while the task is still stopping)
+  tasks watch <task id>        follow a task's events to its end
+  tasks resume                 follow every unfinished task this CLI created (after a crash)
+  keys create --tenant T [--name N] | keys list [--tenant T] | keys revoke <key id>
+                               operator commands on the API keys in Redis
+
+options:
+  --url URL          API origin        (TASKLINE_URL, config "url"; default http://127.0.0.1:8080)
+  --api-key KEY      bearer token      (TASKLINE_API_KEY, config "apiKey")
+  --state FILE       task id database  (TASKLINE_STATE, config "state"; default ~/.local/state/taskline/tasks.db)
+  --redis-url URL    for keys          (REDIS_URL, config "redisUrl")
+  --config FILE      JSON config file  (TASKLINE_CONFIG; default ~/.config/taskline/config.json)
+  --json             machine-readable output on stdout
+  --quiet            no progress line
+  -h, --help
+
+exit codes: 0 ok/succeeded, 1 task failed, 2 usage, 3 task cancelled, 4 not found,
+  5 auth refused, 6 request refused, 7 server unreachable, 8 cancel requested (not yet stopped),
+  70 internal error, 130 interrupted (the task keeps running; use tasks resume)`;
+
+export interface CliIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  stdin: NodeJS.ReadableStream;
+  env: NodeJS.ProcessEnv;
+  /** Fires on Ctrl-C. */
+  signal?: AbortSignal;
+}
+
+const OPTIONS = {
+  url: { type: 'string' },
+  'api-key': { type: 'string' },
+  state: { type: 'string' },
+  'redis-url': { type: 'string' },
+  config: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  quiet: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+  model: { type: 'string' },
+  'on-restart': { type: 'string' },
+  'max-output-tokens': { type: 'string' },
+  instructions: { type: 'string' },
+  seed: { type: 'string' },
+  temperature: { type: 'string' },
+  'idempotency-key': { type: 'string' },
+  poll: { type: 'boolean', default: false },
+  wait: { type: 'boolean', default: false },
+  tenant: { type: 'string' },
+  name: { type: 'string' },
+} as const;
+
+type Values = ReturnType<typeof parse>['values'];
+
+function parse(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n\n${USAGE}`);
+  }
+}
+
+/** Runs one `taskline` command; resolves with its exit code and never throws. */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  let store: SqliteTaskIdStore | undefined;
+  try {
+    const { values, positionals } = parse(argv);
+    if (values.help || positionals.length === 0) {
+      io.stdout.write(USAGE + '\n');
+      return positionals.length === 0 && !values.help ? EXIT.usage : EXIT.ok;
+    }
+    const config = resolveConfig(
+      {
+        url: values.url,
+        apiKey: values['api-key'],
+        state: values.state,
+        redisUrl: values['redis-url'],
+        config: values.config,
+      },
+      io.env,
+    );
+    const [group, sub, ...rest] = positionals;
+    if (group === 'keys') return await runKeys(sub, rest, values, config, io);
+    store = new SqliteTaskIdStore(config.state);
+    const client = new LmspClient({ baseUrl: config.url, apiKey: config.apiKey, store });
+    const ctx: Ctx = { client, store, values, io, config };
+    if (group === 'run')
+      return await run(
+        ctx,
+        [sub, ...rest].filter((s): s is string => s !== undefined),
+      );
+    if (group === 'tasks') {
+      const [id, ...extra] = rest;
+      if (sub === 'resume' && id === undefined) return await resume(ctx);
+      if (id === undefined || extra.length > 0 || !['get', 'cancel', 'watch'].includes(sub ?? ''))
+        throw new UsageError(`usage: taskline tasks get|cancel|watch <task id> | taskline tasks resume`);
+      if (sub === 'get') return await get(ctx, id);
+      if (sub === 'cancel') return await cancel(ctx, id);
+      return await follow(ctx, id, 0);
+    }
+    throw new UsageError(`Unknown command "${group}".\n\n${USAGE}`);
+  } catch (err) {
+    const { code, message } = describeError(err);
+    if (code === EXIT.interrupted) {
+      io.stderr.write('\ntaskline: interrupted; the task keeps running (taskline tasks resume follows it)\n');
+    } else io.stderr.write(`taskline: ${message}\n`);
+    return code;
+  } finally {
+    store?.close();
+  }
+}
+
+interface Ctx {
+  client: LmspClient;
+  store: SqliteTaskIdStore;
+  values: Values;
+  io: CliIo;
+  config: CliConfig;
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) text += chunk.toString();
+  return text;
+}
+
+function intFlag(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[1-9][0-9]*$/.test(value))
+    throw new UsageError(`--${name} takes a positive integer, not "${value}".`);
+  return Number(value);
+}
+
+async function run(ctx: Ctx, words: string[]): Promise<number> {
+  const { values, io, client } = ctx;
+  const prompt = words.length === 1 && words[0] === '-' ? await readAll(io.stdin) : words.join(' ');
+  if (!prompt.trim()) throw new UsageError('taskline run needs a prompt (or - to read it from stdin).');
+  const onRestart = values['on-restart'] ?? 'fail';
+  if (!['fail', 'retry', 'resume'].includes(onRestart))
+    throw new UsageError(`--on-restart takes fail, retry or resume, not "${onRestart}".`);
+  const maxOutputTokens = intFlag(values['max-output-tokens'], 'max-output-tokens');
+  const seed = values.seed === '0' ? 0 : intFlag(values.seed, 'seed');
+  const temperature = values.temperature === undefined ? undefined : Number(values.temperature);
+  if (temperature !== undefined && !(temperature >= 0 && temperature <= 2))
+    throw new UsageError(`--temperature takes a number from 0 to 2, not "${values.temperature}".`);
+  const body: CreateTaskRequest = {
+    type: 'response',
+    input: {
+      model: values.model ?? 'tiny-chat',
+      input: prompt,
+      ...(values.instructions !== undefined && { instructions: values.instructions }),
+      ...(maxOutputTokens !== undefined && { max_output_tokens: maxOutputTokens }),
+      ...(seed !== undefined && { seed }),
+      ...(temperature !== undefined && { temperature }),
+    },
+    on_restart: onRestart as CreateTaskRequest['on_restart'],
+  };
+  const task = await client.createTask(body, {
+    idempotencyKey: values['idempotency-key'],
+    signal: io.signal,
+  });
+  if (!values.json) io.stderr.write(`task ${task.id}\n`);
+  return follow(ctx, task.id, 0);
+}
+
+async function get(ctx: Ctx, id: string): Promise<number> {
+  const task = await ctx.client.getTask(id, ctx.io.signal);
+  if (ctx.values.json) ctx.io.stdout.write(JSON.stringify(task) + '\n');
+  else ctx.io.stdout.write(describeTask(task));
+  return EXIT.ok;
+}
+
+function describeTask(task: Task): string {
+  const lines = [
+    `${task.id}  ${task.status}  on_restart=${task.on_restart}  updated ${new Date(task.updated_at * 1000).toISOString()}`,
+  ];
+  if (task.response) lines.push(responseText(task.response));
+  if (task.error) lines.push(`error: ${task.error.detail ?? task.error.title} [${task.error.code}]`);
+  return lines.join('\n') + '\n';
+}
+
+async function cancel(ctx: Ctx, id: string): Promise<number> {
+  const { client, values, io } = ctx;
+  const outcome = await client.cancelTask(id, io.signal);
+  if (values.wait && !isTerminalStatus(outcome.task.status)) {
+    if (!values.json) io.stderr.write(`${id}: cancellation requested; waiting for the task to stop\n`);
+    const final = await client.wait(id, { signal: io.signal });
+    report(ctx, final);
+    return exitForStatus(final.status);
+  }
+  if (values.json) io.stdout.write(JSON.stringify({ state: outcome.state, task: outcome.task }) + '\n');
+  else
+    io.stdout.write(
+      outcome.state === 'cancelled'
+        ? `${id}: cancelled\n`
+        : `${id}: cancellation requested (the task is ${outcome.task.status}; it is not cancelled until it stops)\n`,
+    );
+  return outcome.state === 'cancelled' ? EXIT.ok : EXIT.cancelRequested;
+}
+
+function report(ctx: Ctx, task: Task): void {
+  if (ctx.values.json) ctx.io.stdout.write(JSON.stringify(task) + '\n');
+  else if (task.status !== 'succeeded') ctx.io.stderr.write(describeTask(task));
+}
+
+/** A progress line on a terminal's stderr, rewritten in place; nothing when stderr is not a TTY. */
+function progress(ctx: Ctx) {
+  const live = !ctx.values.quiet && !ctx.values.json && ctx.io.stderr.isTTY === true;
+  let shown = false;
+  return {
+    update(id: string, status: string, events: number, chars: number) {
+      if (!live) return;
+      ctx.io.stderr.write(`\r\x1b[2K${id} ${status} · ${events} events · ${chars} chars`);
+      shown = true;
+    },
+    clear() {
+      if (shown) ctx.io.stderr.write('\r\x1b[2K');
+      shown = false;
+    },
+  };
+}
+
+/**
+ * Follows a task: the event stream (text to stdout as it comes, resumed across disconnects), or
+ * polling with `--poll` or `--json`. Exit code from the task's final status.
+ */
+async function follow(ctx: Ctx, id: string, after: number | undefined): Promise<number> {
+  const { client, values, io } = ctx;
+  if (values.poll || values.json) {
+    const p = progress(ctx);
+    const final = await client.wait(id, {
+      signal: io.signal,
+      onUpdate: (t) => p.update(id, t.status, 0, 0),
+    });
+    p.clear();
+    if (values.json) io.stdout.write(JSON.stringify(final) + '\n');
+    else {
+      io.stdout.write(responseText(final.response) + '\n');
+      report(ctx, final);
+    }
+    return exitForStatus(final.status);
+  }
+  const p = progress(ctx);
+  let chars = 0;
+  let events = 0;
+  let status = 'queued';
+  let wrote = false;
+  const iterator = client.stream(id, {
+    signal: io.signal,
+    ...(after !== undefined && after > 0 ? { after } : {}),
+  });
+  for await (const event of iterator as AsyncIterable<StreamEvent>) {
+    events++;
+    status = event.task_status ?? status;
+    if (event.type === 'response.output_text.delta' && typeof event.delta === 'string') {
+      p.clear();
+      io.stdout.write(event.delta);
+      chars += event.delta.length;
+      wrote = true;
+    }
+    p.update(id, status, events, chars);
+  }
+  p.clear();
+  if (wrote) io.stdout.write('\n');
+  const final = await client.getTask(id, io.signal);
+  report(ctx, final);
+  return exitForStatus(final.status);
+}
+
+async function resume(ctx: Ctx): Promise<number> {
+  const { client, io, values } = ctx;
+  const pending = await client.resume(io.signal);
+  if (pending.length === 0) {
+    if (!values.json) io.stderr.write('no unfinished tasks\n');
+    return EXIT.ok;
+  }
+  let worst: number = EXIT.ok;
+  for (const { entry, task } of pending) {
+    if (!values.json)
+      io.stderr.write(`resuming ${task.id} (${task.status}) after event ${entry.lastEventId}\n`);
+    let code: number;
+    try {
+      code = await follow(ctx, task.id, entry.lastEventId);
+    } catch (err) {
+      if (err instanceof TasklineClientError && err.code === 'aborted') throw err;
+      const d = describeError(err);
+      io.stderr.write(`taskline: ${task.id}: ${d.message}\n`);
+      code = d.code;
+    }
+    // Failed outranks cancelled outranks success; any other error code wins over all three.
+    const rank = (c: number) =>
+      c === EXIT.ok ? 0 : c === EXIT.taskCancelled ? 1 : c === EXIT.taskFailed ? 2 : 3;
+    if (rank(code) > rank(worst)) worst = code;
+  }
+  return worst;
+}

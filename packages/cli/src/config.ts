@@ -1,0 +1,75 @@
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/** A usage or configuration mistake: exit code 2, with a message that says what to fix. */
+export class UsageError extends Error {}
+
+export interface CliConfig {
+  /** The API's origin. */
+  url: string;
+  apiKey: string | undefined;
+  /** The SQLite file holding the ids of the tasks this CLI created. */
+  state: string;
+  /** For `keys`: the Redis that holds the API keys. */
+  redisUrl: string;
+}
+
+const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl'] as const;
+
+export function defaultConfigPath(env: NodeJS.ProcessEnv): string {
+  return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'taskline', 'config.json');
+}
+
+function readConfigFile(path: string, explicit: boolean): Partial<CliConfig> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if (!explicit && (err as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new UsageError(`Cannot read the config file ${path}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new UsageError(`The config file ${path} is not valid JSON.`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new UsageError(`The config file ${path} must hold a JSON object.`);
+  const out: Partial<CliConfig> = {};
+  for (const [k, v] of Object.entries(parsed)) {
+    if (!(FILE_KEYS as readonly string[]).includes(k))
+      throw new UsageError(
+        `The config file ${path} has an unknown key "${k}" (known: ${FILE_KEYS.join(', ')}).`,
+      );
+    if (typeof v !== 'string') throw new UsageError(`The config file ${path}: "${k}" must be a string.`);
+    out[k as (typeof FILE_KEYS)[number]] = v;
+  }
+  return out;
+}
+
+/** Flags win over the environment, which wins over the config file, which wins over defaults. */
+export function resolveConfig(
+  flags: Partial<CliConfig> & { config?: string },
+  env: NodeJS.ProcessEnv,
+): CliConfig {
+  // An empty variable counts as unset, as shells and CI systems often leave them.
+  const fromEnv = (name: string) => env[name] || undefined;
+  const explicitPath = flags.config ?? fromEnv('TASKLINE_CONFIG');
+  const file = readConfigFile(explicitPath ?? defaultConfigPath(env), explicitPath !== undefined);
+  const stateHome = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  const config: CliConfig = {
+    url: flags.url ?? fromEnv('TASKLINE_URL') ?? file.url ?? 'http://127.0.0.1:8080',
+    apiKey: flags.apiKey ?? fromEnv('TASKLINE_API_KEY') ?? file.apiKey,
+    state: flags.state ?? fromEnv('TASKLINE_STATE') ?? file.state ?? join(stateHome, 'taskline', 'tasks.db'),
+    redisUrl: flags.redisUrl ?? fromEnv('REDIS_URL') ?? file.redisUrl ?? 'redis://127.0.0.1:6379',
+  };
+  try {
+    const u = new URL(config.url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
+  } catch {
+    throw new UsageError(`--url must be an http(s) URL, not "${config.url}".`);
+  }
+  return config;
+}

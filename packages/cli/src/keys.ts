@@ -1,0 +1,71 @@
+import { ApiKeyStore } from '@taskline/auth';
+import { connectRedis, TasklineError } from '@taskline/engine';
+import { TasklineClientError } from '@taskline/client';
+import { UsageError, type CliConfig } from './config.js';
+import { EXIT } from './exit.js';
+import type { CliIo } from './cli.js';
+
+/**
+ * Operator commands on API keys, through `@taskline/auth`'s ApiKeyStore (the same hashing and
+ * layout the API reads): the secret is printed once and never stored.
+ */
+export async function runKeys(
+  sub: string | undefined,
+  rest: string[],
+  values: { tenant?: string; name?: string; json?: boolean },
+  config: CliConfig,
+  io: CliIo,
+): Promise<number> {
+  const valid =
+    (sub === 'create' && values.tenant !== undefined && rest.length === 0) ||
+    (sub === 'list' && rest.length === 0) ||
+    (sub === 'revoke' && rest.length === 1);
+  if (!valid)
+    throw new UsageError(
+      'usage: taskline keys create --tenant <tenant> [--name <label>] | keys list [--tenant <tenant>] | keys revoke <key id>',
+    );
+  const redis = connectRedis(config.redisUrl, 'taskline-cli');
+  // Fail fast with a clear message instead of retrying forever against a Redis that is not there.
+  redis.options.maxRetriesPerRequest = 1;
+  redis.options.retryStrategy = () => null;
+  redis.on('error', () => undefined);
+  const keys = new ApiKeyStore(redis);
+  try {
+    if (sub === 'create') {
+      const created = await keys.create(values.tenant!, values.name ?? '');
+      if (values.json) io.stdout.write(JSON.stringify(created) + '\n');
+      else {
+        io.stdout.write(created.key + '\n');
+        io.stderr.write(
+          `created ${created.id} for tenant ${created.tenant}; the key above is shown only once\n`,
+        );
+      }
+      return EXIT.ok;
+    }
+    if (sub === 'list') {
+      const list = await keys.list(values.tenant);
+      if (values.json) io.stdout.write(JSON.stringify(list) + '\n');
+      else
+        for (const k of list)
+          io.stdout.write(
+            `${k.id}  ${k.tenant}  ${new Date(k.created_at * 1000).toISOString()}  ${k.name}\n`,
+          );
+      return EXIT.ok;
+    }
+    if (await keys.revoke(rest[0]!)) {
+      if (values.json) io.stdout.write(JSON.stringify({ id: rest[0], revoked: true }) + '\n');
+      else io.stdout.write(`revoked ${rest[0]}\n`);
+      return EXIT.ok;
+    }
+    throw new TasklineClientError('key_not_found', `No API key ${rest[0]}.`);
+  } catch (err) {
+    if (err instanceof TasklineError) throw new TasklineClientError(err.code, err.message, err.status);
+    if (err instanceof TasklineClientError || err instanceof UsageError) throw err;
+    throw new TasklineClientError(
+      'network_error',
+      `Cannot use Redis at ${config.redisUrl}: ${(err as Error).message}`,
+    );
+  } finally {
+    redis.disconnect();
+  }
+}

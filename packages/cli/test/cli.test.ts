@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { EXIT, SqliteTaskIdStore } from '../src/index.js';
+import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '../../client/test/stack.js';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+interface Cli {
+  child: ChildProcess;
+  stdout: string;
+  stderr: string;
+  done: Promise<number | null>;
+}
+
+let stack: Stack;
+let dir: string;
+
+function cli(args: string[], env: Record<string, string> = {}): Cli {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      XDG_CONFIG_HOME: dir,
+      TASKLINE_URL: stack.base,
+      TASKLINE_API_KEY: KEY_A,
+      TASKLINE_STATE: join(dir, 'tasks.db'),
+      REDIS_URL: stack.cluster.redis.url,
+      ...env,
+    },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const out: Cli = { child, stdout: '', stderr: '', done: Promise.resolve(null) };
+  child.stdout!.on('data', (d) => (out.stdout += d));
+  child.stderr!.on('data', (d) => (out.stderr += d));
+  child.stdin!.end();
+  out.done = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  return out;
+}
+
+async function finished(args: string[], env: Record<string, string> = {}) {
+  const c = cli(args, env);
+  const code = await c.done;
+  return { code, stdout: c.stdout, stderr: c.stderr };
+}
+
+const longArgs = [
+  'run',
+  '--on-restart',
+  'retry',
+  '--max-output-tokens',
+  String(LONG_INPUT.max_output_tokens),
+  '--seed',
+  String(LONG_INPUT.seed),
+  '--temperature',
+  String(LONG_INPUT.temperature),
+  LONG_INPUT.input,
+];
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'taskline-cli-'));
+  // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it.
+  stack = await startStack('60');
+});
+after(async () => {
+  await stack.stop();
+});
+
+describe('taskline CLI against a running stack', () => {
+  test('run streams the text to stdout and exits 0; tasks get --json prints the same response', async () => {
+    const r = await finished(['run', '--max-output-tokens', '12', 'Hello there.']);
+    assert.equal(r.code, EXIT.ok, r.stderr);
+    const id = /task (task_\S+)/.exec(r.stderr)![1]!;
+    const got = await finished(['--json', 'tasks', 'get', id]);
+    assert.equal(got.code, EXIT.ok);
+    const task = JSON.parse(got.stdout) as {
+      status: string;
+      response: { output: { content: { text: string }[] }[] };
+    };
+    assert.equal(task.status, 'succeeded');
+    assert.equal(r.stdout, task.response.output[0]!.content[0]!.text + '\n');
+  });
+
+  test('a CLI killed mid-task is followed again by tasks resume, with no text lost', async () => {
+    const state = join(dir, 'crash.db');
+    const run = cli(longArgs, { TASKLINE_STATE: state });
+    await until('some streamed text', () => (run.stdout.length > 20 ? true : undefined));
+    run.child.kill('SIGKILL');
+    await run.done;
+    const before = run.stdout;
+    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
+    const store = new SqliteTaskIdStore(state);
+    const entry = store.byTaskId(id);
+    store.close();
+    assert.ok(entry && !entry.done && entry.lastEventId > 0, 'the task id and stream position are on disk');
+
+    const resumed = await finished(['tasks', 'resume'], { TASKLINE_STATE: state });
+    assert.equal(resumed.code, EXIT.ok, resumed.stderr);
+    assert.match(resumed.stderr, new RegExp(`resuming ${id}`));
+    const got = await finished(['--json', 'tasks', 'get', id]);
+    const full = (JSON.parse(got.stdout) as { response: { output: { content: { text: string }[] }[] } })
+      .response.output[0]!.content[0]!.text;
+    const after = resumed.stdout.replace(/\n$/, '');
+    // At least once: the delta being written when the CLI died may be printed again.
+    assert.ok(full.startsWith(before), 'what run printed is the start of the response');
+    assert.ok(full.endsWith(after), 'resume printed the rest');
+    assert.ok(before.length + after.length >= full.length, 'nothing in between was lost');
+    assert.ok(after.length > 0);
+
+    const again = await finished(['tasks', 'resume'], { TASKLINE_STATE: state });
+    assert.equal(again.code, EXIT.ok);
+    assert.match(again.stderr, /no unfinished tasks/);
+  });
+
+  test('cancel says "cancellation requested" (exit 8) until the task stops; watch then exits 3', async () => {
+    const run = cli(longArgs);
+    await until('the task to run', () => (run.stdout.length > 5 ? true : undefined));
+    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
+    const cancel = await finished(['tasks', 'cancel', id]);
+    assert.ok(
+      [EXIT.cancelRequested, EXIT.ok].includes(cancel.code as 0 | 8),
+      `cancel exit ${cancel.code}: ${cancel.stderr}`,
+    );
+    if (cancel.code === EXIT.cancelRequested) assert.match(cancel.stdout, /cancellation requested/);
+    assert.equal(await run.done, EXIT.taskCancelled);
+    const watch = await finished(['tasks', 'watch', id]);
+    assert.equal(watch.code, EXIT.taskCancelled);
+    const waited = await finished(['tasks', 'cancel', '--wait', id]);
+    assert.equal(waited.code, EXIT.ok, 'cancelling a cancelled task confirms it');
+  });
+
+  test('keys create/list/revoke go through @taskline/auth; the created key works until revoked', async () => {
+    const created = await finished(['--json', 'keys', 'create', '--tenant', 'tenant-k', '--name', 'ci']);
+    assert.equal(created.code, EXIT.ok, created.stderr);
+    const key = JSON.parse(created.stdout) as { id: string; key: string; tenant: string };
+    assert.equal(key.tenant, 'tenant-k');
+    const list = await finished(['--json', 'keys', 'list', '--tenant', 'tenant-k']);
+    assert.deepEqual(
+      (JSON.parse(list.stdout) as { id: string }[]).map((k) => k.id),
+      [key.id],
+    );
+    const run = await finished(['--api-key', key.key, 'run', '--max-output-tokens', '2', 'Hi.']);
+    assert.equal(run.code, EXIT.ok, run.stderr);
+    assert.equal((await finished(['keys', 'revoke', key.id])).code, EXIT.ok);
+    const refused = await finished(['--api-key', key.key, 'run', 'Hi.']);
+    assert.equal(refused.code, EXIT.auth);
+    assert.equal((await finished(['keys', 'revoke', key.id])).code, EXIT.notFound);
+  });
+
+  test('every error is one clear line and an exit code that says what happened', async () => {
+    const cases: [string[], Record<string, string>, number, RegExp][] = [
+      [['tasks', 'get', 'task_doesnotexist'], {}, EXIT.notFound, /task_not_found/],
+      [['tasks', 'get', 'task_x'], { TASKLINE_API_KEY: 'wrong-key' }, EXIT.auth, /unauthorized/],
+      [['tasks', 'get', 'task_x'], { TASKLINE_URL: 'http://127.0.0.1:1' }, EXIT.unavailable, /Cannot reach/],
+      [['run', '--model', 'nope', 'Hi.'], {}, EXIT.refused, /model_not_found/],
+      [['run', '--bogus'], {}, EXIT.usage, /bogus/],
+      [['tasks', 'frobnicate', 'x'], {}, EXIT.usage, /usage/],
+      [['run', '--max-output-tokens', '0', 'x'], {}, EXIT.usage, /positive integer/],
+      [['tasks', 'get', 'x'], { TASKLINE_CONFIG: join(dir, 'missing.json') }, EXIT.usage, /config file/],
+      [['keys', 'list'], { REDIS_URL: 'redis://127.0.0.1:1' }, EXIT.unavailable, /Redis/],
+    ];
+    for (const [args, env, code, message] of cases) {
+      const r = await finished(args, env);
+      assert.equal(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+      assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+    }
+  });
+
+  test('config file values apply, environment overrides them, flags override both', async () => {
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({ url: 'http://127.0.0.1:1', apiKey: KEY_A }));
+    const fromFile = await finished(['tasks', 'get', 'task_x'], { TASKLINE_CONFIG: file, TASKLINE_URL: '' });
+    assert.equal(fromFile.code, EXIT.unavailable, 'the file URL was used');
+    const flagged = await finished(['--url', stack.base, 'tasks', 'get', 'task_x'], {
+      TASKLINE_CONFIG: file,
+    });
+    assert.equal(flagged.code, EXIT.notFound, 'the flag URL won');
+  });
+});
