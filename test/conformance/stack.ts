@@ -41,13 +41,14 @@ export async function startApi(cluster: Cluster, env: Record<string, string> = {
  */
 export async function startStack(
   options: { replicas?: number; env?: Record<string, string>; workerEnv?: Record<string, string> } = {},
-): Promise<{ cluster: Cluster; replicas: Replica[]; stop(): Promise<void> }> {
+): Promise<{ cluster: Cluster; replicas: Replica[]; worker: ChildProcess; stop(): Promise<void> }> {
   const cluster = await Cluster.start({ env: options.env });
   try {
-    cluster.startWorker(options.workerEnv);
+    // Returned so that fault tests can kill it.
+    const worker = cluster.startWorker(options.workerEnv);
     const replicas: Replica[] = [];
     for (let i = 0; i < (options.replicas ?? 1); i++) replicas.push(await startApi(cluster));
-    return { cluster, replicas, stop: () => cluster.stop() };
+    return { cluster, replicas, worker, stop: () => cluster.stop() };
   } catch (err) {
     await cluster.stop();
     throw err;

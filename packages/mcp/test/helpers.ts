@@ -52,18 +52,28 @@ export async function rpc(
   return { status: res.status, headers: res.headers, message };
 }
 
-/** Polls tasks/get until `done` holds for the task. */
+/**
+ * Polls tasks/get until `done` holds for the task; `seen` gets every snapshot. Bounded: fails after
+ * `timeoutMs` with the last snapshot, so a broken test reports what it waited for instead of hanging.
+ */
 export async function pollTask(
   url: string,
   taskId: string,
   done: (task: any) => boolean,
-  opts: Parameters<typeof rpc>[3] = {},
+  opts: Parameters<typeof rpc>[3] & { timeoutMs?: number; seen?: (task: any) => void } = {},
 ): Promise<any> {
+  const { timeoutMs = 60_000, seen, ...rpcOpts } = opts;
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const reply = await rpc(url, 'tasks/get', { taskId }, opts);
+    const reply = await rpc(url, 'tasks/get', { taskId }, rpcOpts);
     const task = reply.message.result;
     if (!task) throw new Error(`tasks/get failed: ${JSON.stringify(reply.message)}`);
+    seen?.(task);
     if (done(task)) return task;
-    await new Promise((r) => setTimeout(r, 50));
+    if (Date.now() > deadline)
+      throw new Error(
+        `task ${taskId}: condition not met after ${timeoutMs} ms; last ${JSON.stringify(task)}`,
+      );
+    await new Promise((r) => setTimeout(r, 25));
   }
 }
