@@ -64,14 +64,18 @@ export class McpTasksClient {
     this.poll = { ...DEFAULT_POLL, ...o.poll };
   }
 
-  private envelope() {
+  /** The per-request `_meta` envelope; `elicitation` is declared only when an input handler can answer. */
+  private envelope(input: boolean) {
     return {
       'io.modelcontextprotocol/protocolVersion': MCP_PROTOCOL_VERSION,
       'io.modelcontextprotocol/clientInfo': this.o.clientInfo ?? {
         name: '@taskline/client',
         version: '0.1.0',
       },
-      'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS_EXTENSION_ID_V2]: {} } },
+      'io.modelcontextprotocol/clientCapabilities': {
+        extensions: { [TASKS_EXTENSION_ID_V2]: {} },
+        ...(input && { elicitation: {} }),
+      },
     };
   }
 
@@ -80,6 +84,7 @@ export class McpTasksClient {
     params: Record<string, unknown>,
     name: string | undefined,
     signal?: AbortSignal,
+    input = false,
   ) {
     const id = this.nextId++;
     const res = send(this.t, this.o.url, {
@@ -91,7 +96,12 @@ export class McpTasksClient {
         'mcp-protocol-version': MCP_PROTOCOL_VERSION,
         ...(name ? { 'mcp-name': name } : {}),
       }),
-      body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: this.envelope() } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method,
+        params: { ...params, _meta: this.envelope(input) },
+      }),
       signal,
     });
     return { id, res };
@@ -104,11 +114,11 @@ export class McpTasksClient {
   async request(
     method: string,
     params: Record<string, unknown>,
-    opts: { name?: string; signal?: AbortSignal; retry?: boolean } = {},
+    opts: { name?: string; signal?: AbortSignal; retry?: boolean; input?: boolean } = {},
   ): Promise<Record<string, unknown>> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const { id, res: pending } = this.post(method, params, opts.name, opts.signal);
+        const { id, res: pending } = this.post(method, params, opts.name, opts.signal, opts.input);
         const res = await pending;
         const type = res.headers.get('content-type') ?? '';
         if (!type.includes('json') && !type.includes('event-stream')) throw await problemOf(res);
@@ -151,7 +161,7 @@ export class McpTasksClient {
       const raw = await this.request(
         'tools/call',
         { name, arguments: args, ...extra },
-        { name, signal: opts.signal },
+        { name, signal: opts.signal, input: opts.onInput !== undefined },
       );
       if (raw.resultType === 'task') {
         const created = CreateTaskResultV2Schema.safeParse(raw);

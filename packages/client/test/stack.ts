@@ -30,21 +30,22 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(stepMs = '20'): Promise<Stack> {
-  const cluster = await Cluster.start();
+/** `env` goes to every process (api, scheduler, worker). */
+export async function startStack(stepMs = '20', env: Record<string, string> = {}): Promise<Stack> {
+  const cluster = await Cluster.start({ env });
   const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: stepMs });
   const port = await freePort();
-  const env = { TASKLINE_PORT: String(port), TASKLINE_HOST: '127.0.0.1' };
+  const apiEnv = { TASKLINE_PORT: String(port), TASKLINE_HOST: '127.0.0.1', ...env };
   const stack: Stack = {
     cluster,
     worker,
-    api: await spawnApi(cluster.redis.url, env),
+    api: await spawnApi(cluster.redis.url, apiEnv),
     port,
     base: `http://127.0.0.1:${port}`,
     async restartApi() {
       stack.api.child.kill('SIGKILL');
       await stack.api.exited;
-      stack.api = await spawnApi(cluster.redis.url, env);
+      stack.api = await spawnApi(cluster.redis.url, apiEnv);
     },
     async stop() {
       stack.api.child.kill('SIGKILL');
