@@ -13,3 +13,5 @@ node --import tsx --test --test-concurrency=1 --test-timeout=300000 "${files[@]}
 
 pnpm test:deploy
 pnpm test:conformance
+# The chaos run at reduced length: faults, invariants and overload on the local multi-replica cluster.
+TASKLINE_CHAOS_SECONDS=20 pnpm test:chaos
