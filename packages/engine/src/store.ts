@@ -111,7 +111,6 @@ export class TaskStore {
     const id = input.id ?? newId('task');
     const now = this.now();
     const responseId = `resp_${id.slice('task_'.length)}`;
-    await this.redis.zadd(schedulerKeys.intake, now, id);
     const keys = taskKeys(id);
     const fields: Record<string, string> = {
       id,
@@ -125,7 +124,11 @@ export class TaskStore {
     const created = statusEvent('queued', {
       response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
     });
-    const reply = await this.scripts.create(
+    // Journal and record in one round trip: both are sent before either reply is read, and Redis
+    // runs (and, with appendfsync always, logs) them in the order sent, so no record is on disk
+    // without its journal entry before it.
+    const journalled = this.redis.zadd(schedulerKeys.intake, now, id);
+    const written = this.scripts.create(
       keys.task,
       keys.events,
       keys.channel,
@@ -135,10 +138,17 @@ export class TaskStore {
       'response.created',
       JSON.stringify(created.data),
     );
-    const task = await this.get(id);
-    if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply[0]}`);
+    const [, reply] = await Promise.allSettled([journalled, written]);
+    if (reply.status === 'rejected') throw reply.reason;
+    // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
+    const task =
+      reply.value[0] === 'ok'
+        ? parseTask({ ...fields, ...createdFields(now, Number(reply.value[1])) })
+        : await this.get(id);
+    if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply.value[0]}`);
     if (task.tenant !== input.tenant)
       throw new TasklineError('internal_error', 'task id collision across tenants');
+    // A journal write that failed is covered by queueing now: the task is on disk either way.
     if (task.status === 'queued') await this.enqueue(task);
     else await this.redis.zrem(schedulerKeys.intake, id);
     return task;
@@ -655,6 +665,12 @@ function parseEntry([id, fields]: [string, string[]]): StoredEvent {
   const map: Record<string, string> = {};
   for (let i = 0; i < fields.length; i += 2) map[fields[i]!] = fields[i + 1]!;
   return { seq: Number(id.slice(0, id.indexOf('-'))), type: map.type ?? '', data: map.data ?? '{}' };
+}
+
+/** The fields create.lua sets besides the caller's (keep in step with the script). */
+function createdFields(now: number, seq: number): Record<string, string> {
+  const at = String(now);
+  return { status: 'queued', attempt: '0', seq: String(seq), created_at: at, updated_at: at };
 }
 
 const json = (value: string | undefined) => (value === undefined ? null : JSON.parse(value));

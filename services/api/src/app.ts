@@ -16,7 +16,7 @@ import {
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import { httpMetrics, metricsHandler, type TasklineMetrics } from '@taskline/metrics';
-import { TenantLimits } from './limits.js';
+import { TenantLimits, type TaskReservation } from './limits.js';
 import { buildOpenApi } from './lmsp/openapi.js';
 import {
   API_PREFIX,
@@ -84,6 +84,8 @@ export function modelsFromEnv(
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** LMSP routes that create a task (paths inside the LMSP router). */
+const CREATE_PATHS = new Set(['/tasks', '/responses']);
 
 /** Builds the Express 5 app of the `api` service: LMSP 1.0 under `/lmsp/v1`, health, and the mount spot for MCP. */
 export function createApp(deps: AppDeps): TasklineApi {
@@ -160,8 +162,19 @@ export function createApp(deps: AppDeps): TasklineApi {
 
   const lmsp = express.Router();
   lmsp.use(auth.middleware);
-  lmsp.use((req, _res, next) => {
-    limits.takeRequest(tenantOf(req)).then(() => next(), next);
+  /** Creates' places under the tenant's unfinished-task cap, taken with their rate-limit token. */
+  const reservations = new WeakMap<Request, TaskReservation>();
+  lmsp.use((req, res, next) => {
+    if (req.method !== 'POST' || !CREATE_PATHS.has(req.path)) {
+      limits.takeRequest(tenantOf(req)).then(() => next(), next);
+      return;
+    }
+    limits.takeCreate(tenantOf(req)).then((slot) => {
+      reservations.set(req, slot);
+      // Refused before the create (bad body, unknown model) or cut short: free the place.
+      res.once('close', () => void slot.commit(null).catch(() => undefined));
+      next();
+    }, next);
   });
   lmsp.use(express.json({ limit: env.TASKLINE_MAX_BODY_BYTES, strict: true }));
 
@@ -226,12 +239,19 @@ export function createApp(deps: AppDeps): TasklineApi {
       onRestart,
       request: storedRequest(request, env.TASKLINE_MAX_OUTPUT_TOKENS),
     };
-    const slot = await limits.reserveTask(tenant);
+    const slot = reservations.get(req) ?? (await limits.reserveTask(tenant));
+    await slot.admit();
     try {
       const created = key
         ? await store.createIdempotent(input, key, fingerprint(operation, req.body))
         : { task: await store.create(input), replayed: false };
-      await slot.commit(created.replayed ? null : created.task.id);
+      // Not awaited: until the swap lands the reservation counts in the task's place, and a
+      // failed swap leaves a reservation that ages out; the task itself is already on disk.
+      slot
+        .commit(created.replayed ? null : created.task.id)
+        .catch((err: unknown) =>
+          logger.warn('task reservation commit failed', { task: created.task.id, err }),
+        );
       return created;
     } catch (err) {
       await slot.commit(null).catch(() => undefined);

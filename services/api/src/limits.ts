@@ -21,15 +21,23 @@ const keys = {
   streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
 };
 
+/**
+ * The tenant's token bucket; with ARGV[4] (a create), the same step also adds the create's
+ * reservation to the unfinished-task set and counts it: one round trip instead of two.
+ * Returns {wait_ms, count}: wait_ms > 0 means refused (and nothing reserved).
+ */
 const TOKEN_BUCKET = `
 local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local at = now
 local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens, ts = tonumber(s[1]) or burst, tonumber(s[2]) or now
 if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) else now = ts end
-if tokens < 1 then return math.ceil((1 - tokens) * 1000 / rate) end
+if tokens < 1 then return {math.ceil((1 - tokens) * 1000 / rate), 0} end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-return 0
+if ARGV[4] == nil then return {0, 0} end
+redis.call('ZADD', KEYS[2], at, ARGV[4])
+return {0, redis.call('ZCARD', KEYS[2])}
 `;
 
 const STREAM_SLOT = `
@@ -55,6 +63,14 @@ export interface LimitSettings {
 const rateLimited = (detail: string, retryAfterS: number) =>
   new TasklineError('rate_limited', detail, { retryAfterS: Math.max(1, retryAfterS) });
 
+/** A held place under the tenant's unfinished-task cap. */
+export interface TaskReservation {
+  /** Throws `rate_limited` (and frees the place) when the tenant is over its cap. */
+  admit(): Promise<void>;
+  /** Swaps the place for the task id, or frees it (null); later calls do nothing. */
+  commit(taskId: string | null): Promise<void>;
+}
+
 export class TenantLimits {
   constructor(
     private readonly redis: Redis,
@@ -63,33 +79,68 @@ export class TenantLimits {
 
   /** Takes one request from the tenant's bucket, or throws `rate_limited` with the wait. */
   async takeRequest(tenant: string): Promise<void> {
-    const { ratePerS, burst } = this.settings;
-    const waitMs = Number(
-      await this.redis.eval(TOKEN_BUCKET, 1, keys.rate(tenant), ratePerS, burst, Date.now()),
-    );
-    if (waitMs > 0)
-      throw rateLimited(
-        'Too many requests for this tenant; retry after the indicated time.',
-        Math.ceil(waitMs / 1000),
-      );
+    await this.take(tenant, null);
+  }
+
+  /**
+   * A create's request: takes one from the bucket and, in the same script, holds a place for one
+   * more unfinished task. The cap is only checked by `admit`, so a create that fails validation
+   * first still gets its own error; it must `commit(null)` to free the place.
+   */
+  async takeCreate(tenant: string): Promise<TaskReservation> {
+    const key = keys.active(tenant);
+    const reservation = `r:${randomUUID()}`;
+    const count = await this.take(tenant, reservation);
+    return this.reservation(key, reservation, count);
   }
 
   /**
    * Holds a place for one more unfinished task; `commit` swaps it for the task id (or frees it
    * when the create made no new task). Throws `rate_limited` at the cap.
    */
-  async reserveTask(tenant: string): Promise<{ commit: (taskId: string | null) => Promise<void> }> {
+  async reserveTask(tenant: string): Promise<TaskReservation> {
     const key = keys.active(tenant);
     const reservation = `r:${randomUUID()}`;
     const reply = await this.redis.multi().zadd(key, Date.now(), reservation).zcard(key).exec();
-    let count = Number(reply?.[1]?.[1] ?? 0);
-    if (count > this.settings.maxActiveTasks) count = await this.prune(key);
-    if (count > this.settings.maxActiveTasks) {
-      await this.redis.zrem(key, reservation);
-      throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
-    }
+    const slot = this.reservation(key, reservation, Number(reply?.[1]?.[1] ?? 0));
+    await slot.admit();
+    return slot;
+  }
+
+  private async take(tenant: string, reservation: string | null): Promise<number> {
+    const { ratePerS, burst } = this.settings;
+    const args: (string | number)[] = [ratePerS, burst, Date.now()];
+    if (reservation) args.push(reservation);
+    const [waitMs, count] = (await this.redis.eval(
+      TOKEN_BUCKET,
+      2,
+      keys.rate(tenant),
+      keys.active(tenant),
+      ...args,
+    )) as [number, number];
+    if (waitMs > 0)
+      throw rateLimited(
+        'Too many requests for this tenant; retry after the indicated time.',
+        Math.ceil(waitMs / 1000),
+      );
+    return count;
+  }
+
+  private reservation(key: string, reservation: string, counted: number): TaskReservation {
+    let settled = false;
     return {
+      admit: async () => {
+        let count = counted;
+        if (count > this.settings.maxActiveTasks) count = await this.prune(key);
+        if (count > this.settings.maxActiveTasks) {
+          settled = true;
+          await this.redis.zrem(key, reservation);
+          throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
+        }
+      },
       commit: async (taskId) => {
+        if (settled) return;
+        settled = true;
         const tx = this.redis.multi().zrem(key, reservation);
         if (taskId) tx.zadd(key, Date.now(), taskId);
         await tx.exec();

@@ -158,11 +158,23 @@ describe('per-tenant limits held in Redis', () => {
     });
     try {
       const opts = { key: 'key-cap-0123456789', body: TASK_BODY };
+      // A refused create (here an unknown model) holds no place, and at the cap still gets its own error.
+      const bad = {
+        key: opts.key,
+        body: { ...TASK_BODY, input: { ...TASK_BODY.input, model: 'no-such-model' } },
+      };
+      const refused = async () => {
+        const reply = await call(api.base, 'POST', '/lmsp/v1/tasks', bad);
+        assert.equal((reply.body as { code: string }).code, 'model_not_found');
+      };
+      await refused();
+      await refused();
       const first = await call(api.base, 'POST', '/lmsp/v1/tasks', opts);
       assert.equal((await call(api.base, 'POST', '/lmsp/v1/tasks', opts)).status, 202);
       const over = await call(api.base, 'POST', '/lmsp/v1/tasks', opts);
       assert.equal(over.status, 429);
       assert.equal((over.body as { code: string }).code, 'rate_limited');
+      await refused();
       await call(api.base, 'POST', `/lmsp/v1/tasks/${(first.body as { id: string }).id}/cancel`, {
         key: opts.key,
       });
