@@ -29,4 +29,6 @@ export const schedulerKeys = {
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
   running: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  /** Pub/sub channel `enqueue` publishes on, so the leader dispatches at once instead of at its next poll. */
+  wake: 'tl:{sched}:wake',
 } as const;

@@ -161,6 +161,7 @@ export class TaskStore {
       .zadd(schedulerKeys.ready(task.tenant), 'NX', task.createdAt, task.id)
       .sadd(schedulerKeys.tenants, task.tenant)
       .zrem(schedulerKeys.intake, task.id)
+      .publish(schedulerKeys.wake, task.tenant)
       .exec();
   }
 

@@ -23,6 +23,20 @@ test('create persists the task and its first event, and queues it', async () => 
   assert.equal(await h.redis.zscore('tl:{sched}:intake', task.id), null);
 });
 
+test('queueing a task wakes the scheduler on its channel', async () => {
+  const sub = h.redis.duplicate();
+  try {
+    await sub.subscribe(schedulerKeys.wake);
+    const woken = new Promise<string>((resolve) =>
+      sub.once('message', (_channel, tenant) => resolve(tenant)),
+    );
+    await h.store.create(newTask({ tenant: 'tenant-wake' }));
+    assert.equal(await woken, 'tenant-wake');
+  } finally {
+    sub.disconnect();
+  }
+});
+
 test('a task of another tenant reads as missing', async () => {
   const task = await h.store.create(newTask());
   assert.equal(await h.store.get(task.id, 'tenant-b'), null);

@@ -50,6 +50,9 @@ export class Scheduler {
   private readonly timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private busy = new Set<string>();
+  private readonly loops = new Map<string, () => Promise<unknown>>();
+  private readonly rerun = new Set<string>();
+  private wakeup: Redis | null = null;
 
   constructor(private readonly o: SchedulerOptions) {}
 
@@ -82,24 +85,45 @@ export class Scheduler {
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.retentionSweepMs, 'retention', () => this.retention());
     this.every(1000, 'metrics', () => this.exportDepth());
+    await this.listen();
     await this.lead();
     o.log.info('scheduler_started', { control: address, leader: this.isLeader });
   }
 
   /** Runs `fn` every `ms`, never overlapping itself, and only while this replica leads (but leadership itself). */
   private every(ms: number, name: string, fn: () => Promise<unknown>): void {
-    const run = async () => {
-      if (this.stopped || this.busy.has(name) || (name !== 'leadership' && !this.isLeader)) return;
-      this.busy.add(name);
-      try {
-        await fn();
-      } catch (err) {
-        this.o.log.warn('loop_failed', { loop: name, error: err });
-      } finally {
-        this.busy.delete(name);
-      }
-    };
-    this.timers.push(setInterval(() => void run(), ms));
+    this.loops.set(name, fn);
+    this.timers.push(setInterval(() => void this.run(name, false), ms));
+  }
+
+  /** One run of a loop; `again` asks for one more run right after a run in progress (a wake-up). */
+  private async run(name: string, again: boolean): Promise<void> {
+    const fn = this.loops.get(name)!;
+    if (this.stopped || (name !== 'leadership' && !this.isLeader)) return;
+    if (this.busy.has(name)) {
+      if (again) this.rerun.add(name);
+      return;
+    }
+    this.busy.add(name);
+    try {
+      await fn();
+    } catch (err) {
+      this.o.log.warn('loop_failed', { loop: name, error: err });
+    } finally {
+      this.busy.delete(name);
+    }
+    if (this.rerun.delete(name)) await this.run(name, false);
+  }
+
+  /**
+   * Dispatch is event-driven: every enqueue publishes on `schedulerKeys.wake` and the leader runs a
+   * round at once; the interval stays as the safety net (a lost message, capacity freed by a worker).
+   */
+  private async listen(): Promise<void> {
+    const sub = this.o.redis.duplicate();
+    this.wakeup = sub;
+    sub.on('message', () => void this.run('dispatch', true));
+    await sub.subscribe(schedulerKeys.wake);
   }
 
   private async lead(): Promise<void> {
@@ -122,10 +146,12 @@ export class Scheduler {
   /** Free slots per model that no queued job has claimed yet: what this round may dispatch. */
   private async available(): Promise<Map<string, number>> {
     const free = this.control.capacity();
-    for (const [model, slots] of free) {
-      const waiting = await this.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
-      free.set(model, Math.max(0, slots - waiting));
-    }
+    await Promise.all(
+      [...free].map(async ([model, slots]) => {
+        const waiting = await this.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
+        free.set(model, Math.max(0, slots - waiting));
+      }),
+    );
     return free;
   }
 
@@ -137,8 +163,10 @@ export class Scheduler {
     const picks = await pickFair(this.o.redis, this.leadership!.token, budget, this.o.fairShare);
     if (!picks) return 0;
     let queued = 0;
-    for (const pick of picks) {
-      const task = await this.o.store.get(pick.id);
+    // Every pick's reads and writes go out together (one round trip each step, not one per pick);
+    // capacity is counted in pick order before the first await of each.
+    const tasks = await Promise.all(picks.map((pick) => this.o.store.get(pick.id)));
+    const handle = async (pick: (typeof picks)[number], task: (typeof tasks)[number]) => {
       if (!task || task.status !== 'queued') {
         // Cancelled or expired while waiting: nothing to run.
         await this.o.redis
@@ -146,7 +174,7 @@ export class Scheduler {
           .zrem(dispatchKeys.inflight, pick.id)
           .zrem(dispatchKeys.active(pick.tenant), pick.id)
           .exec();
-        continue;
+        return;
       }
       const model = queueModelOf(task);
       const left = avail.get(model) ?? 0;
@@ -159,7 +187,7 @@ export class Scheduler {
           .zrem(dispatchKeys.inflight, pick.id)
           .zrem(dispatchKeys.active(pick.tenant), pick.id)
           .exec();
-        continue;
+        return;
       }
       avail.set(model, left - 1);
       const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt };
@@ -170,7 +198,8 @@ export class Scheduler {
       });
       await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
       queued++;
-    }
+    };
+    await Promise.all(picks.map((pick, i) => handle(pick, tasks[i]!)));
     if (queued > 0) this.o.log.debug('dispatched', { count: queued });
     return queued;
   }
@@ -291,6 +320,7 @@ export class Scheduler {
   async stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
+    this.wakeup?.disconnect();
     await this.leadership?.release().catch(() => undefined);
     await this.control.close();
     await Promise.all([...this.queues.values()].map((q) => q.close()));
