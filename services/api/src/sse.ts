@@ -12,9 +12,21 @@ import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import type { TenantLimits } from './limits.js';
 
+/**
+ * Frames already rendered, by event: the hub hands one event object to every reader of a task,
+ * so 2,000 readers of one event cost one JSON parse and stringify, not 2,000.
+ */
+const frames = new WeakMap<StoredEvent, string>();
+
 /** One SSE event as LMSP-GAPS 6.3 frames it: `id` is the sequence number, `data` repeats it. */
-export const formatEvent = (event: StoredEvent) =>
-  `event: ${event.type}\nid: ${event.seq}\ndata: ${JSON.stringify(eventObject(event))}\n\n`;
+export const formatEvent = (event: StoredEvent): string => {
+  let frame = frames.get(event);
+  if (frame === undefined) {
+    frame = `event: ${event.type}\nid: ${event.seq}\ndata: ${JSON.stringify(eventObject(event))}\n\n`;
+    frames.set(event, frame);
+  }
+  return frame;
+};
 
 interface OpenStream {
   /** `events`: a resumable task stream, ended at once on shutdown. `response`: a `stream: true` response, left to finish. */

@@ -161,6 +161,9 @@ export class GpuWorker {
     );
     const sub = await this.o.hub
       .subscribe(taskId, task.seq, (ev) => {
+        // The watch sees every delta this attempt writes; only a status event can say `cancelling`,
+        // so the cheap checks keep a JSON parse per delta off the decode loop's thread.
+        if (ev.type !== 'response.in_progress' || !ev.data.includes('cancelling')) return;
         if ((JSON.parse(ev.data) as { task_status?: string }).task_status === 'cancelling') stop('cancel');
       })
       .catch((err: unknown) => {
