@@ -25,16 +25,32 @@ interface Listener {
  */
 export class EventHub {
   private readonly tasks = new Map<string, Set<Listener>>();
+  private readonly subscriber: Redis;
 
-  constructor(
-    private readonly store: TaskStore,
-    private readonly subscriber: Redis,
-  ) {
+  /**
+   * Opens the hub's own subscriber connection beside the store's. Its ready check is off: after
+   * a Redis restart ioredis would send INFO on a connection it already restored to subscriber
+   * mode, which Redis refuses, and the hub would stay deaf.
+   */
+  constructor(private readonly store: TaskStore) {
+    const name = store.redis.options.connectionName;
+    const subscriber = store.redis.duplicate({
+      connectionName: name ? `${name}-events` : undefined,
+      enableReadyCheck: false,
+    });
+    subscriber.on('error', () => undefined); // reconnects on its own; readers catch up on 'ready'
+    this.subscriber = subscriber;
     subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
     // After a reconnect the subscriptions are restored, but messages sent meanwhile are lost.
     subscriber.on('ready', () => {
       for (const [id, listeners] of this.tasks) for (const l of listeners) void this.catchUp(id, l);
     });
+  }
+
+  /** Closes the subscriber connection; readers get nothing more. */
+  close(): void {
+    this.tasks.clear();
+    this.subscriber.disconnect();
   }
 
   /** Readers currently attached, for metrics. */

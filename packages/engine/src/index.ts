@@ -44,4 +44,4 @@ export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
 export { taskKeys, schedulerKeys, idempotencyKey } from './keys.js';
 export { newId, isWellFormedId } from './ids.js';
 export { scriptSource, type ScriptName } from './scripts.js';
-export { connectRedis, checkDurability } from './redis.js';
+export { connectRedis, checkDurability, isRedisUnavailable } from './redis.js';

@@ -30,3 +30,18 @@ export async function checkDurability(redis: Redis): Promise<{ appendonly: strin
   }
   return { appendonly, appendfsync };
 }
+
+/**
+ * True for ioredis's failures of a command whose connection is down or dropped mid-command, or
+ * of a Redis still loading its AOF: the caller should answer 503 with Retry-After, not 500.
+ */
+export function isRedisUnavailable(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
+  return (
+    e?.name === 'MaxRetriesPerRequestError' ||
+    e?.message === 'Connection is closed.' ||
+    (typeof e?.message === 'string' && e.message.startsWith('LOADING')) ||
+    e?.code === 'ECONNREFUSED' ||
+    e?.code === 'ECONNRESET'
+  );
+}

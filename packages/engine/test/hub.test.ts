@@ -1,19 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { connectRedis, EventHub, TasklineError, taskKeys, type StoredEvent } from '../src/index.js';
+import { EventHub, TasklineError, taskKeys, type StoredEvent } from '../src/index.js';
 import { harness, newTask, type Harness } from './helpers.js';
-import type { Redis } from 'ioredis';
 
 let h: Harness;
-let sub: Redis;
 let hub: EventHub;
 before(async () => {
   h = await harness();
-  sub = connectRedis(h.server.url, 'hub');
-  hub = new EventHub(h.store, sub);
+  hub = new EventHub(h.store);
 });
 after(async () => {
-  sub.disconnect();
+  hub.close();
   await h.close();
 });
 
@@ -89,4 +86,34 @@ test('resuming before the kept history is event_history_expired', async () => {
     (e: unknown) => e instanceof TasklineError && e.code === 'event_history_expired',
   );
   assert.equal(hub.readers, 0);
+});
+
+test('readers keep receiving, and new readers can attach, after Redis restarts from its AOF', async () => {
+  h.redis.on('error', () => undefined);
+  const task = await h.store.create(newTask());
+  const got: number[] = [];
+  const s = await hub.subscribe(task.id, 0, (e) => got.push(e.seq));
+  await h.server.kill();
+  await h.server.restart();
+  // Writes and subscriptions right after the restart, while the hub's connection comes back.
+  let claimed = false;
+  while (!claimed) {
+    claimed = await h.store.claim(task.id, 'w1', 60_000).then(
+      () => true,
+      () => new Promise<boolean>((r) => setTimeout(() => r(false), 20)),
+    );
+  }
+  const late: number[] = [];
+  let s2: Awaited<ReturnType<EventHub['subscribe']>> | null = null;
+  while (!s2) {
+    s2 = await hub
+      .subscribe(task.id, 0, (e) => late.push(e.seq))
+      .catch(() => new Promise<null>((r) => setTimeout(() => r(null), 20)));
+  }
+  await h.store.start(task.id, 1);
+  await until(() => got.length === 3 && late.length === 3);
+  assert.deepEqual(got, [1, 2, 3]);
+  assert.deepEqual(late, [1, 2, 3]);
+  s.close();
+  s2.close();
 });

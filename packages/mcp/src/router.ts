@@ -11,7 +11,14 @@ import {
 } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { Env } from '@taskline/config';
-import { isTerminal, TasklineError, type EventHub, type TaskRecord, type TaskStore } from '@taskline/engine';
+import {
+  isRedisUnavailable,
+  isTerminal,
+  TasklineError,
+  type EventHub,
+  type TaskRecord,
+  type TaskStore,
+} from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import {
   builtinTools,
@@ -189,7 +196,13 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
     if (e.type === 'entity.parse.failed') return rpcError(res, 400, null, -32700, 'Parse error');
     logger.error('mcp request failed', { err: err instanceof Error ? err.message : String(err) });
-    if (!res.headersSent) rpcError(res, 500, req.body?.id, -32603, 'Internal error');
+    if (res.headersSent) return;
+    if (isRedisUnavailable(err)) {
+      // The task store is unreachable (Redis down or reloading its AOF): retryable, as on LMSP.
+      res.setHeader('Retry-After', '1');
+      return rpcError(res, 503, req.body?.id, -32603, 'Service unavailable, retry shortly');
+    }
+    rpcError(res, 500, req.body?.id, -32603, 'Internal error');
   });
   return router;
 }

@@ -37,15 +37,8 @@ export interface ToolRunner extends TaskRunner {
  */
 export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOptions = {}): ToolRunner {
   let hub = options.hub;
-  let ownHub: { close(): void } | null = null;
-  const hubFor = (store: TaskStore): EventHub => {
-    if (!hub) {
-      const subscriber = store.redis.duplicate();
-      hub = new EventHub(store, subscriber);
-      ownHub = { close: () => subscriber.disconnect() };
-    }
-    return hub;
-  };
+  let ownHub: EventHub | null = null;
+  const hubFor = (store: TaskStore): EventHub => (hub ??= ownHub = new EventHub(store));
   return {
     async run(ctx: RunContext): Promise<Finish> {
       const request = ctx.task.request as ToolTaskRequest;

@@ -50,8 +50,6 @@ export interface AppDeps {
   env: Env;
   /** Commands (tasks, keys, limits). */
   redis: Redis;
-  /** A second connection, for the event hub's subscriptions. */
-  subscriber: Redis;
   logger: Logger;
   /** Prometheus metrics (`@taskline/metrics`); with them the app also serves `GET /metrics`. */
   metrics?: TasklineMetrics;
@@ -96,7 +94,7 @@ export function createApp(deps: AppDeps): TasklineApi {
     idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
     idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
   });
-  const hub = new EventHub(store, deps.subscriber);
+  const hub = new EventHub(store);
   const auth = authenticator(env, redis);
   const limits = new TenantLimits(redis, {
     ratePerS: env.TASKLINE_RATE_LIMIT_PER_S,

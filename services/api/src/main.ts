@@ -11,13 +11,7 @@ async function main(): Promise<void> {
   const env = loadEnv();
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
   const redis = connectRedis(env.REDIS_URL, 'taskline-api');
-  const subscriber = connectRedis(env.REDIS_URL, 'taskline-api-events');
-  for (const [name, conn] of [
-    ['redis', redis],
-    ['subscriber', subscriber],
-  ] as const) {
-    conn.on('error', (err) => logger.warn('redis connection error', { connection: name, err }));
-  }
+  redis.on('error', (err) => logger.warn('redis connection error', { err }));
   if (env.TASKLINE_REQUIRE_AOF) {
     const durability = await checkDurability(redis);
     logger.info('redis durability', durability);
@@ -31,7 +25,6 @@ async function main(): Promise<void> {
   const api = createApp({
     env,
     redis,
-    subscriber,
     logger,
     metrics,
     // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
@@ -56,8 +49,8 @@ async function main(): Promise<void> {
       .catch((err) => logger.error('shutdown failed', { err }))
       .finally(() => {
         metrics.close();
+        api.hub.close();
         redis.disconnect();
-        subscriber.disconnect();
         process.exit(0);
       });
   };

@@ -1,5 +1,5 @@
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
-import { problem, TasklineError, type ErrorCode, type Problem } from '@taskline/engine';
+import { isRedisUnavailable, problem, TasklineError, type ErrorCode, type Problem } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 
 export const PROBLEM_TYPE = 'application/problem+json';
@@ -54,17 +54,6 @@ function bodyParserError(err: unknown): { code: ErrorCode; detail: string } | nu
   };
 }
 
-/** ioredis's failures of a command whose connection is down or dropped mid-command. */
-function redisConnectionLost(err: unknown): boolean {
-  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
-  return (
-    e?.name === 'MaxRetriesPerRequestError' ||
-    e?.message === 'Connection is closed.' ||
-    e?.code === 'ECONNREFUSED' ||
-    e?.code === 'ECONNRESET'
-  );
-}
-
 /**
  * The one error handler: every failure leaves as problem+json, never an HTML page or a stack.
  * Unknown errors are logged with the request id and answered `500 internal_error` (or `503
@@ -97,7 +86,7 @@ export function errorHandler(logger: Logger, redisReady: () => boolean): ErrorRe
     }
     logger.error('unhandled error', { request_id: req.id, err });
     // Redis may be back by now while this request's command failed with the connection: 503 too.
-    if (!redisReady() || redisConnectionLost(err)) {
+    if (!redisReady() || isRedisUnavailable(err)) {
       res.setHeader('Retry-After', '1');
       sendProblem(res, 'unavailable', 'The task store is unreachable; retry shortly.');
     } else sendProblem(res, 'internal_error', 'Something went wrong on our side.');

@@ -61,9 +61,8 @@ export interface InProcessApi {
 export async function startApi(stack: Stack, env: Record<string, string> = {}): Promise<InProcessApi> {
   const config = loadEnv({ ...BASE_ENV, REDIS_URL: stack.redisServer.url, ...env });
   const redis = connectRedis(config.REDIS_URL, 'api');
-  const subscriber = connectRedis(config.REDIS_URL, 'api-sub');
   const logger = createLogger({ service: 'api-test' }, config.TASKLINE_LOG_LEVEL, () => undefined);
-  const api = createApp({ env: config, redis, subscriber, logger });
+  const api = createApp({ env: config, redis, logger });
   const running = await serve(api, '127.0.0.1', 0, logger);
   return {
     api,
@@ -71,8 +70,8 @@ export async function startApi(stack: Stack, env: Record<string, string> = {}): 
     base: `http://127.0.0.1:${running.port}`,
     async close() {
       await running.shutdown(2000, 100);
+      api.hub.close();
       redis.disconnect();
-      subscriber.disconnect();
     },
   };
 }

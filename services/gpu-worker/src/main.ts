@@ -28,8 +28,7 @@ const store = new TaskStore(redis, {
   idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
   idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
 });
-const subscriber = redis.duplicate();
-const hub = new EventHub(store, subscriber);
+const hub = new EventHub(store);
 const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 const metricsServer = await startMetricsServer({
   metrics,
@@ -67,7 +66,7 @@ const exit = async () => {
   await cache.clear();
   await metricsServer.close();
   metrics.close();
-  subscriber.disconnect();
+  hub.close();
   redis.disconnect();
   process.exit(0);
 };
