@@ -78,6 +78,21 @@ export interface TaskStoreOptions {
   now?: () => number;
 }
 
+/** The store's options from the validated environment (`@taskline/config`), the same for every service. */
+export function storeOptionsFromEnv(env: {
+  TASKLINE_TASK_RETENTION_S: number;
+  TASKLINE_EVENT_RETENTION_S: number;
+  TASKLINE_IDEMPOTENCY_TTL_S: number;
+  TASKLINE_IDEMPOTENCY_PENDING_MS: number;
+}): TaskStoreOptions {
+  return {
+    taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+    eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
+    idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
+    idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
+  };
+}
+
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
 
 export type Finish =
@@ -219,10 +234,11 @@ export class TaskStore {
   /** A worker takes a queued task: it becomes `loading` under a new attempt and a lease. */
   async claim(id: string, workerId: string, leaseMs: number): Promise<TaskRecord> {
     const keys = taskKeys(id);
-    // Indexed before the claim: a worker that dies right after claiming still leaves a lease to sweep.
-    await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
     const event = statusEvent('loading', { worker: workerId });
-    const reply = await this.scripts.claim(
+    // One round trip: index entry, claim and read-back are sent together and run in that order.
+    // Indexed before the claim: a worker that dies right after claiming still leaves a lease to sweep.
+    const indexed = this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
+    const claimed = this.scripts.claim(
       keys.task,
       keys.events,
       keys.channel,
@@ -232,9 +248,16 @@ export class TaskStore {
       event.type,
       JSON.stringify(event.data),
     );
-    if (reply[0] !== 'ok') await this.redis.zrem(schedulerKeys.leases, id);
-    check(id, reply);
-    return this.require(id);
+    const read = this.redis.hgetall(keys.task);
+    const [index, reply, raw] = await Promise.allSettled([indexed, claimed, read]);
+    if (reply.status === 'rejected') throw reply.reason;
+    if (reply.value[0] !== 'ok') await this.redis.zrem(schedulerKeys.leases, id);
+    check(id, reply.value);
+    // The claim went through without its index entry: write it now, before any work starts.
+    if (index.status === 'rejected') await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
+    if (raw.status === 'rejected') return this.require(id);
+    if (!raw.value.id) throw notFound();
+    return parseTask(raw.value);
   }
 
   /** Extends the lease of `attempt`; returns the status so the worker learns of a cancel or a loss. */

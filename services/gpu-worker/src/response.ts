@@ -146,7 +146,8 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       const request = task.request as ResponseRequest;
       const messages = toMessages(request);
       // Tokens a previous attempt stored (resume policy, or a drained worker's hand-back): continue after them.
-      const resumeTokens = backend.canSnapshot ? await store.snapshot(task.id) : [];
+      // The first attempt has none (only a running attempt stores tokens): no read on its way to the first token.
+      const resumeTokens = backend.canSnapshot && ctx.attempt > 1 ? await store.snapshot(task.id) : [];
       const itemId = `msg_${task.id.slice(task.id.indexOf('_') + 1)}`;
       const running = { task_status: 'running', output_index: 0 };
       const part = (text: string) => ({ type: 'output_text', text, annotations: [] });

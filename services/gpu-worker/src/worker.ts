@@ -159,11 +159,15 @@ export class GpuWorker {
       },
       Math.max(10, Math.floor(leaseMs / 3)),
     );
-    const sub = await this.o.hub
+    // Not awaited before the work starts (two round trips off the way to the first token): the
+    // watch replays the log from the claim on, so a cancel that lands meanwhile is still seen.
+    let ended = false;
+    const watching = this.o.hub
       .subscribe(taskId, task.seq, (ev) => {
         // The watch sees every delta this attempt writes; only a status event can say `cancelling`,
         // so the cheap checks keep a JSON parse per delta off the decode loop's thread.
         if (ev.type !== 'response.in_progress' || !ev.data.includes('cancelling')) return;
+        if (ended) return;
         if ((JSON.parse(ev.data) as { task_status?: string }).task_status === 'cancelling') stop('cancel');
       })
       .catch((err: unknown) => {
@@ -183,8 +187,9 @@ export class GpuWorker {
       };
       if (!reason) tlog.error('attempt_failed', { error: err });
     } finally {
+      ended = true;
       clearInterval(renew);
-      sub?.close();
+      void watching.then((sub) => sub?.close());
       this.running.delete(taskId);
     }
     await this.commit(task, attempt, finish, reason, tlog);
