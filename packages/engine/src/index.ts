@@ -16,6 +16,7 @@ export {
 } from './states.js';
 export {
   TaskStore,
+  storeOptionsFromEnv,
   eventObject,
   notFound,
   problem,

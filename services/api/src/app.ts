@@ -8,6 +8,7 @@ import {
   isWellFormedId,
   newId,
   notFound,
+  storeOptionsFromEnv,
   TaskStore,
   TasklineError,
   type NewTask,
@@ -88,12 +89,7 @@ const CREATE_PATHS = new Set(['/tasks', '/responses']);
 /** Builds the Express 5 app of the `api` service: LMSP 1.0 under `/lmsp/v1`, health, and the mount spot for MCP. */
 export function createApp(deps: AppDeps): TasklineApi {
   const { env, redis, logger } = deps;
-  const store = new TaskStore(redis, {
-    taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
-    eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
-    idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
-    idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
-  });
+  const store = new TaskStore(redis, storeOptionsFromEnv(env));
   const hub = new EventHub(store);
   const auth = authenticator(env, redis);
   const limits = new TenantLimits(redis, {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis, EventHub, TaskStore } from '@taskline/engine';
+import { checkDurability, connectRedis, EventHub, storeOptionsFromEnv, TaskStore } from '@taskline/engine';
 import {
   createInstantBackend,
   estimateOnnxModelBytes,
@@ -22,12 +22,7 @@ const id = process.env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}
 const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
 if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
-const store = new TaskStore(redis, {
-  taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
-  eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
-  idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
-  idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
-});
+const store = new TaskStore(redis, storeOptionsFromEnv(env));
 const hub = new EventHub(store);
 const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 const metricsServer = await startMetricsServer({

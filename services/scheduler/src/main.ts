@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis, TaskStore } from '@taskline/engine';
+import { checkDurability, connectRedis, storeOptionsFromEnv, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { parseWeights } from './dispatch.js';
@@ -11,12 +11,7 @@ const id = `sched-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
 if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
-const store = new TaskStore(redis, {
-  taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
-  eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
-  idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
-  idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
-});
+const store = new TaskStore(redis, storeOptionsFromEnv(env));
 const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 const metricsServer = await startMetricsServer({
   metrics,
