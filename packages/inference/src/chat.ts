@@ -1,0 +1,83 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Template } from '@huggingface/jinja';
+import { Tokenizer } from '@huggingface/tokenizers';
+import type { ChatMessage } from './types.js';
+
+type Json = Record<string, unknown>;
+
+export async function readJson(path: string): Promise<Json> {
+  return JSON.parse(await readFile(path, 'utf8')) as Json;
+}
+
+/** tokenizer_config.json writes special tokens either as strings or as AddedToken objects. */
+function tokenString(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object' && typeof (value as Json).content === 'string') {
+    return (value as Json).content as string;
+  }
+  return undefined;
+}
+
+function idList(value: unknown): number[] {
+  if (typeof value === 'number') return [value];
+  return Array.isArray(value) ? value.filter((v): v is number => typeof v === 'number') : [];
+}
+
+async function loadChatTemplate(dir: string, config: Json): Promise<string> {
+  const inline = config.chat_template;
+  if (typeof inline === 'string') return inline;
+  if (Array.isArray(inline)) {
+    const named = (inline as { name?: string; template?: string }[]).find((t) => t.name === 'default');
+    if (named?.template) return named.template;
+  }
+  // Newer exports keep the template in its own file.
+  try {
+    return await readFile(join(dir, 'chat_template.jinja'), 'utf8');
+  } catch {
+    throw new Error(`${dir}: tokenizer_config.json has no chat_template and there is no chat_template.jinja`);
+  }
+}
+
+/** A model's tokenizer and chat template, loaded from a Hugging Face model directory. */
+export class ChatTokenizer {
+  private constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly template: Template,
+    private readonly specialTokens: Record<string, string>,
+    /** Ids that end a turn: generation_config/config eos ids and the tokenizer's eos_token. */
+    readonly stopIds: ReadonlySet<number>,
+  ) {}
+
+  static async load(dir: string, config: Json, generationConfig: Json): Promise<ChatTokenizer> {
+    const tokenizerConfig = await readJson(join(dir, 'tokenizer_config.json'));
+    const tokenizer = new Tokenizer(await readJson(join(dir, 'tokenizer.json')), tokenizerConfig);
+    const template = new Template(await loadChatTemplate(dir, tokenizerConfig));
+    const specialTokens: Record<string, string> = {};
+    for (const name of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) {
+      const token = tokenString(tokenizerConfig[name]);
+      if (token !== undefined) specialTokens[name] = token;
+    }
+    const stopIds = new Set([...idList(generationConfig.eos_token_id), ...idList(config.eos_token_id)]);
+    const eos =
+      specialTokens.eos_token === undefined ? undefined : tokenizer.token_to_id(specialTokens.eos_token);
+    if (eos !== undefined) stopIds.add(eos);
+    if (stopIds.size === 0)
+      throw new Error(
+        `${dir}: no eos token id in config.json, generation_config.json or tokenizer_config.json`,
+      );
+    return new ChatTokenizer(tokenizer, template, specialTokens, stopIds);
+  }
+
+  /** The chat template applied with add_generation_prompt, as token ids. */
+  encodeChat(messages: ChatMessage[]): number[] {
+    const prompt = this.template.render({ ...this.specialTokens, messages, add_generation_prompt: true });
+    // The template already placed every special token (bos included), as transformers' apply_chat_template does.
+    return this.tokenizer.encode(prompt, { add_special_tokens: false }).ids;
+  }
+
+  decode(ids: number[]): string {
+    if (!ids.length) return ''; // tokenizers.js rejects an empty list
+    return this.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
+  }
+}
