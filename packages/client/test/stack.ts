@@ -5,19 +5,13 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
-import { Cluster, exited, until } from '../../../services/gpu-worker/test/helpers.js';
+import { Cluster, exited, LONG, until } from '../../../services/gpu-worker/test/helpers.js';
 import { KEY_A, spawnApi, type ApiProcess } from '../../../services/api/test/helpers.js';
 
 export { KEY_A, exited, until };
 
-/** Seed 28 at temperature 2 rambles for ~180 tokens (see the gpu-worker fault tests). */
-export const LONG_INPUT = {
-  model: 'tiny-chat',
-  input: 'Tell me a long story about the sea.',
-  seed: 28,
-  temperature: 2,
-  max_output_tokens: 200,
-};
+/** A generation long enough to interrupt (see the gpu-worker fault tests). */
+export const LONG_INPUT = LONG;
 
 export interface Stack {
   cluster: Cluster;

@@ -2,18 +2,8 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, before, test, type TestContext } from 'node:test';
 import type { TaskRecord } from '@taskline/engine';
-import { Cluster, deltaText, exited, outputText, type ParsedEvent } from './helpers.js';
+import { Cluster, deltaText, exited, LONG, outputText, type ParsedEvent } from './helpers.js';
 
-/**
- * Seed 28 at temperature 2 makes the tiny model ramble for ~180 tokens before it stops; with
- * TASKLINE_WORKER_MIN_STEP_MS a generation lasts seconds, long enough to cancel, kill or drain.
- */
-const LONG = {
-  input: 'Tell me a long story about the sea.',
-  seed: 28,
-  temperature: 2,
-  max_output_tokens: 200,
-};
 const STEP_MS = '20';
 const FINAL = ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'];
 
