@@ -63,35 +63,6 @@ export const DEFAULTS = {
    * so that a fast model's generations last long enough to be cancelled, killed or drained midway.
    */
   TASKLINE_WORKER_MIN_STEP_MS: '0',
-  /** Scheduler control plane (gRPC): where a replica listens, and the address it gives workers (default host:port). */
-  TASKLINE_CONTROL_HOST: '127.0.0.1',
-  TASKLINE_CONTROL_PORT: '7070',
-  TASKLINE_CONTROL_ADVERTISE: '',
-  /** Scheduler control addresses a worker tries in order (comma separated); standbys redirect to the leader. */
-  TASKLINE_SCHEDULER_ADDR: '127.0.0.1:7070',
-  /** Scheduler leadership lease in Redis; a standby takes over within this after the leader dies. */
-  TASKLINE_LEADER_LEASE_MS: '5000',
-  /** Worker heartbeat interval; a worker silent for the timeout no longer counts as capacity. */
-  TASKLINE_HEARTBEAT_MS: '1000',
-  TASKLINE_WORKER_TIMEOUT_MS: '5000',
-  /** How often the leader runs a dispatch round, and how many tasks a tenant gets per round per unit of weight. */
-  TASKLINE_DISPATCH_INTERVAL_MS: '200',
-  TASKLINE_DISPATCH_QUANTUM: '1',
-  /** Fair-share weights, `tenant:weight,...` (others weigh 1), and the cap on each tenant's dispatched, unfinished tasks. */
-  TASKLINE_TENANT_WEIGHTS: '',
-  TASKLINE_TENANT_MAX_RUNNING: '64',
-  /** How often the scheduler drops index entries of tasks that ended or expired. */
-  TASKLINE_RETENTION_SWEEP_MS: '30000',
-  /** gpu-worker: model folder, served model ids (`instant` is the benchmark-only no-op model), slots per model. */
-  TASKLINE_MODELS_DIR: 'models',
-  TASKLINE_WORKER_MODELS: 'tiny-chat',
-  TASKLINE_WORKER_SLOTS: '4',
-  /** Memory budget for loaded models; the least recently used are evicted beyond it. */
-  TASKLINE_MODEL_MEMORY_MB: '2048',
-  /** onnxruntime execution provider: `cpu`, or `cuda` on GPU images. */
-  TASKLINE_EXECUTION_PROVIDER: 'cpu',
-  /** SIGTERM or a drain command: running tasks get this long to finish, then are handed back to the queue. */
-  TASKLINE_DRAIN_DEADLINE_MS: '20000',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
   /** `/metrics` port of services without an HTTP API (scheduler, gpu-worker); 0 picks a free one. */

@@ -18,7 +18,9 @@ test('every bad value is named in one error', () => {
   assert.throws(
     () => loadEnv({ TASKLINE_PORT: 'eighty', TASKLINE_LEASE_MS: '-1' }),
     (err: unknown) =>
-      err instanceof ConfigError && /TASKLINE_PORT/.test(err.message) && /TASKLINE_LEASE_MS/.test(err.message),
+      err instanceof ConfigError &&
+      /TASKLINE_PORT/.test(err.message) &&
+      /TASKLINE_LEASE_MS/.test(err.message),
   );
 });
 
