@@ -153,7 +153,7 @@ export class TaskStore {
       'response.created',
       JSON.stringify(created.data),
     );
-    const [, reply] = await Promise.allSettled([journalled, written]);
+    const [journal, reply] = await Promise.allSettled([journalled, written]);
     if (reply.status === 'rejected') throw reply.reason;
     // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
     const task =
@@ -163,9 +163,13 @@ export class TaskStore {
     if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply.value[0]}`);
     if (task.tenant !== input.tenant)
       throw new TasklineError('internal_error', 'task id collision across tenants');
-    // A journal write that failed is covered by queueing now: the task is on disk either way.
-    if (task.status === 'queued') await this.enqueue(task);
-    else await this.redis.zrem(schedulerKeys.intake, id);
+    // Not awaited: the record and its journal entry are on disk, which is what the caller may
+    // acknowledge; a lost enqueue leaves the journal entry the reconciler queues from. It is sent
+    // before this returns, so this connection's later commands see the task queued.
+    // Without a journal entry (its write failed) nothing would repair a lost enqueue: wait for it.
+    if (task.status !== 'queued') await this.redis.zrem(schedulerKeys.intake, id);
+    else if (journal.status === 'rejected') await this.enqueue(task);
+    else this.enqueue(task).catch(() => undefined);
     return task;
   }
 
@@ -542,6 +546,23 @@ export class TaskStore {
   private async historyGone(id: string, after: number): Promise<boolean> {
     const seq = await this.redis.hget(taskKeys(id).task, 'seq');
     return seq !== null && Number(seq) > after && (await this.redis.exists(taskKeys(id).events)) === 0;
+  }
+
+  /**
+   * The task an earlier create with this key and body made, without reserving anything: lets a
+   * caller answer a retry with its task even when a new create would be refused (say, by a cap).
+   */
+  async findIdempotent(tenant: string, key: string, fingerprint: string): Promise<TaskRecord | null> {
+    const recordKey = idempotencyKey(tenant, createHash('sha256').update(key).digest('hex'));
+    const [taskId, stored] = await this.redis.hmget(recordKey, 'task', 'fingerprint');
+    if (!taskId) return null;
+    if (stored !== fingerprint) {
+      throw new TasklineError(
+        'idempotency_key_reused',
+        'This Idempotency-Key was used with a different request.',
+      );
+    }
+    return this.get(taskId, tenant);
   }
 
   /**
