@@ -23,5 +23,5 @@ fi
 # onnxruntime-node's install step downloads CUDA binaries; `skip` keeps the bundled CPU build.
 # GPU images install the CUDA build (deploy/docker/gpu-worker.Dockerfile).
 export ONNXRUNTIME_NODE_INSTALL=skip
-pnpm install --frozen-lockfile --reporter=silent
+pnpm install --frozen-lockfile
 pnpm build

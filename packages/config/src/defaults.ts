@@ -94,6 +94,11 @@ export const DEFAULTS = {
   TASKLINE_SSE_HEARTBEAT_MS: '15000',
   /** The `retry:` hint sent when a replica ends a stream on shutdown. */
   TASKLINE_SSE_RETRY_MS: '1000',
+  /**
+   * Bytes an SSE reader may fall behind before its stream is ended with a `retry:` hint: a slow
+   * client costs bounded memory and resumes with Last-Event-ID, losing nothing.
+   */
+  TASKLINE_SSE_MAX_BUFFER_BYTES: String(1024 * 1024),
   /** SIGTERM: in-flight requests get this long to finish before the API exits anyway. */
   TASKLINE_SHUTDOWN_DEADLINE_MS: '10000',
   /** MCP: the conformance suite's fixture tools; never on in production. */

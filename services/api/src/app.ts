@@ -233,11 +233,21 @@ export function createApp(deps: AppDeps): TasklineApi {
       onRestart,
       request: storedRequest(request, env.TASKLINE_MAX_OUTPUT_TOKENS),
     };
+    const print = fingerprint(operation, req.body);
     const slot = reservations.get(req) ?? (await limits.reserveTask(tenant));
-    await slot.admit();
+    try {
+      await slot.admit();
+    } catch (err) {
+      // A retry of a create that was accepted gets its task again, even at the tenant's cap.
+      const replay =
+        key && err instanceof TasklineError ? await store.findIdempotent(tenant, key, print) : null;
+      if (!replay) throw err;
+      await slot.commit(null).catch(() => undefined);
+      return { task: replay, replayed: true };
+    }
     try {
       const created = key
-        ? await store.createIdempotent(input, key, fingerprint(operation, req.body))
+        ? await store.createIdempotent(input, key, print)
         : { task: await store.create(input), replayed: false };
       // Not awaited: until the swap lands the reservation counts in the task's place, and a
       // failed swap leaves a reservation that ages out; the task itself is already on disk.
@@ -272,6 +282,8 @@ export function createApp(deps: AppDeps): TasklineApi {
     streams,
     logger: logger.child({ request_id: req.id }),
     heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+    maxBufferBytes: env.TASKLINE_SSE_MAX_BUFFER_BYTES,
+    retryMs: env.TASKLINE_SSE_RETRY_MS,
     tenant: tenantOf(req),
     task,
     after,
@@ -314,6 +326,11 @@ export function createApp(deps: AppDeps): TasklineApi {
           'invalid_request',
           `This task has no event ${after} yet; its last is ${task.seq}.`,
         );
+      }
+      // HEAD (which Express routes here) answers the stream's headers without opening one.
+      if (req.method === 'HEAD') {
+        res.status(200).type('text/event-stream').end();
+        return;
       }
       // A task stream is never tied to its reader: a disconnect only ends the stream.
       await streamTaskEvents(req, res, streamOptions(req, task, after, 'events'));

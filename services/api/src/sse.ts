@@ -61,6 +61,9 @@ export interface StreamOptions {
   streams: StreamRegistry;
   logger: Logger;
   heartbeatMs: number;
+  /** A reader this far behind is cut off with a `retry:` hint; it resumes with Last-Event-ID. */
+  maxBufferBytes: number;
+  retryMs: number;
   tenant: string;
   task: TaskRecord;
   after: number;
@@ -98,6 +101,10 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     res.write(formatEvent(event));
     o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
     if (isFinalEventType(event.type)) finish();
+    else if (res.writableLength > o.maxBufferBytes) {
+      o.logger.warn('slow stream reader cut off', { task: o.task.id, buffered: res.writableLength });
+      finish(o.retryMs);
+    }
   };
 
   try {

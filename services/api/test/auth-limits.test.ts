@@ -188,6 +188,32 @@ describe('per-tenant limits held in Redis', () => {
     }
   });
 
+  test('at the cap, a retried idempotent create still gets its task, a new one gets 429', async () => {
+    const api = await startApi(stack, {
+      TASKLINE_MAX_ACTIVE_TASKS: '1',
+      TASKLINE_API_KEYS: 'tenant-cap2:key-cap2-0123456789',
+    });
+    try {
+      const keyed = (k: string, body: unknown = TASK_BODY) => ({
+        key: 'key-cap2-0123456789',
+        body,
+        headers: { 'idempotency-key': k },
+      });
+      const first = await call(api.base, 'POST', '/lmsp/v1/tasks', keyed('retry-me'));
+      assert.equal(first.status, 202);
+      const retry = await call(api.base, 'POST', '/lmsp/v1/tasks', keyed('retry-me'));
+      assert.equal(retry.status, 202);
+      assert.equal((retry.body as { id: string }).id, (first.body as { id: string }).id);
+      const other = await call(api.base, 'POST', '/lmsp/v1/tasks', keyed('another'));
+      assert.equal(other.status, 429);
+      const changed = { ...TASK_BODY, on_restart: 'retry' };
+      const reused = await call(api.base, 'POST', '/lmsp/v1/tasks', keyed('retry-me', changed));
+      assert.equal((reused.body as { code: string }).code, 'idempotency_key_reused');
+    } finally {
+      await api.close();
+    }
+  });
+
   test('open streams are capped per tenant; a closed stream frees its slot', async () => {
     const api = await startApi(stack, {
       TASKLINE_MAX_STREAMS: '1',

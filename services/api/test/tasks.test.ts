@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { createParser } from 'eventsource-parser';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { taskKeys } from '@taskline/engine';
 import {
   call,
   checkSse,
   completedResponse,
+  delta,
+  KEY_A,
   KEY_B,
   nextQueued,
   openSse,
@@ -264,6 +268,70 @@ describe('event streams', () => {
     const r = await call(api.base, 'GET', task.events_url, { headers: { 'last-event-id': '2' } });
     assert.equal(r.status, 410);
     assert.equal((r.body as { code: string }).code, 'event_history_expired');
+  });
+
+  test('HEAD on an event stream answers its headers and opens no stream', async () => {
+    const task = await create();
+    const r = await fetch(api.base + task.events_url, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${KEY_A}` },
+    });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type') ?? '', /^text\/event-stream/);
+    assert.equal(api.api.streams.size, 0);
+  });
+
+  test('a reader that stops reading is cut off with a retry hint and resumes without loss', async () => {
+    const small = await startApi(stack, { TASKLINE_SSE_MAX_BUFFER_BYTES: '65536' });
+    try {
+      const task = await create();
+      const { port } = new URL(small.base);
+      // HTTP/1.0 so the body is the raw stream, not chunked; the socket is paused after the headers.
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.write(`GET ${task.events_url} HTTP/1.0\r\nAuthorization: Bearer ${KEY_A}\r\n\r\n`);
+      let raw = '';
+      socket.on('data', (chunk) => (raw += chunk.toString()));
+      while (!raw.includes('response.created')) await new Promise((r) => setTimeout(r, 10));
+      socket.pause();
+      const { attempt } = await stack.worker.claim(task.id, 'test-worker', 60_000);
+      await stack.worker.start(task.id, attempt);
+      const piece = 'x'.repeat(50_000);
+      for (let i = 0; i < 400; i++) await stack.worker.append(task.id, attempt, [1], [delta(piece)]);
+      const current = (await stack.worker.get(task.id))!;
+      await stack.worker.finish(task.id, attempt, {
+        status: 'succeeded',
+        result: completedResponse(current, ''),
+      });
+      const ended = new Promise((r) => socket.once('close', r));
+      socket.resume();
+      await ended;
+      const ids: number[] = [];
+      let retry: number | null = null;
+      const parser = createParser({ onEvent: (e) => ids.push(Number(e.id)), onRetry: (ms) => (retry = ms) });
+      parser.feed(raw.slice(raw.indexOf('\r\n\r\n') + 4));
+      const total = (await stack.worker.get(task.id))!.seq;
+      assert.notEqual(retry, null, 'the stream ended with a retry hint');
+      assert.ok(ids.length < total, `cut off before the end (${ids.length} of ${total})`);
+      assert.deepEqual(
+        ids,
+        ids.map((_, i) => i + 1),
+      );
+      // Like any SSE client, follow the retry hint until the final event.
+      const all = [...ids];
+      while (all.length < total) {
+        const rest = await openSse(small.base, task.events_url, {
+          headers: { 'last-event-id': String(all.at(-1)) },
+        });
+        await rest.done;
+        all.push(...rest.events.map((e) => Number(e.id)));
+      }
+      assert.deepEqual(
+        all,
+        Array.from({ length: total }, (_, i) => i + 1),
+      );
+    } finally {
+      await small.close();
+    }
   });
 
   test('idle streams get heartbeat comments; a disconnect never cancels the task', async () => {
