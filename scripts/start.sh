@@ -27,8 +27,8 @@ fi
 # A local key so the API answers out of the box; set TASKLINE_API_KEYS or JWT settings for anything else.
 export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:local-dev-key}"
 
-node services/scheduler/dist/main.js & pids+=($!)
-node services/gpu-worker/dist/main.js & pids+=($!)
+TASKLINE_METRICS_PORT=9464 node services/scheduler/dist/main.js & pids+=($!)
+TASKLINE_METRICS_PORT=9465 node services/gpu-worker/dist/main.js & pids+=($!)
 node services/api/dist/main.js & pids+=($!)
 
 echo "Taskline is starting on http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080} (Redis: $REDIS_URL)."
