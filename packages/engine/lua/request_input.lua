@@ -8,10 +8,10 @@
   ARGV[4+2N] event type  ARGV[5+2N] event data
 
   Inputs hash fields: `q:<key>` = request JSON, `a:<key>` = answer JSON.
-  Returns {'ok', seq} | {'answered'} when every key already has an answer (nothing to wait for)
+  Returns {'ok', seq, kind, created_at} | {'answered'} when every key already has an answer (nothing to wait for)
         | {'missing'} | {'stale', status} | {'illegal', status}
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at')
 local status, attempt = cur[1], cur[2]
 if not status then
   return { 'missing' }
@@ -35,4 +35,4 @@ if open == 0 then
 end
 redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_at', tonumber(ARGV[1]))
 local seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[4 + 2 * n], ARGV[5 + 2 * n])
-return { 'ok', seq }
+return { 'ok', seq, cur[3] or '', cur[4] or '' }

@@ -15,11 +15,12 @@
   ARGV[9] number of field/value pairs that follow (N); ARGV[10 .. 9+2N] field, value, ...
   ARGV[10+2N ..] event type, event data (JSON), ...
 
-  Returns {'ok', status, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
+  Returns {'ok', status, seq, kind, created_at} | {'missing'} | {'terminal', status} | {'illegal', status}
         | {'stale', status, attempt} | {'lease_held', status}
 ]]
 local task = KEYS[1]
-local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until')
+-- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
+local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at')
 local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
@@ -57,4 +58,4 @@ local seq = emitAll(task, KEYS[2], KEYS[3], 10 + 2 * n)
 if ARGV[8] == '1' then
   expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]))
 end
-return { 'ok', ARGV[2], seq }
+return { 'ok', ARGV[2], seq, cur[4] or '', cur[5] or '' }

@@ -25,6 +25,8 @@ export {
   type NewTask,
   type StoredEvent,
   type TaskStoreOptions,
+  type TransitionObserved,
+  type Recovered,
   type CancelOutcome,
   type Finish,
 } from './store.js';
@@ -45,4 +47,4 @@ export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
 export { taskKeys, schedulerKeys, idempotencyKey } from './keys.js';
 export { newId, isWellFormedId } from './ids.js';
 export { scriptSource, type ScriptName } from './scripts.js';
-export { connectRedis, checkDurability, isRedisUnavailable } from './redis.js';
+export { connectRedis, checkDurability, isRedisUnavailable, timeRedisCommands } from './redis.js';

@@ -1,5 +1,6 @@
-import { Redis } from 'ioredis';
+import { Redis, type Command } from 'ioredis';
 import { TasklineError } from './errors.js';
+import { SCRIPT_BY_SHA } from './scripts.js';
 
 /**
  * A connection for Taskline's commands. Commands issued while Redis is down fail fast instead of
@@ -44,4 +45,32 @@ export function isRedisUnavailable(err: unknown): boolean {
     e?.code === 'ECONNREFUSED' ||
     e?.code === 'ECONNRESET'
   );
+}
+
+/**
+ * Times every command sent on `redis` (ioredis has no hook for it) from the send to its reply,
+ * pipelined and MULTI commands included, each once even when ioredis resends it after a
+ * reconnect. `command` is the lowercase command name, a Taskline script's `tl_<name>` for its
+ * EVALSHA/EVAL: a bounded set. Failed commands are timed too; they are latency the caller saw.
+ */
+export function timeRedisCommands(redis: Redis, observe: (command: string, seconds: number) => void): void {
+  const send = redis.sendCommand.bind(redis);
+  const timed = new WeakSet<Command>();
+  redis.sendCommand = (command: Command, stream?: Parameters<Redis['sendCommand']>[1]) => {
+    if (!timed.has(command)) {
+      timed.add(command);
+      const started = process.hrtime.bigint();
+      const done = () => observe(commandLabel(command), Number(process.hrtime.bigint() - started) / 1e9);
+      command.promise.then(done, done);
+    }
+    return send(command, stream);
+  };
+}
+
+function commandLabel(command: Command): string {
+  if (command.name === 'evalsha' || command.name === 'eval') {
+    const sha = command.name === 'evalsha' ? String(command.args[0]) : '';
+    return SCRIPT_BY_SHA.get(sha) ?? command.name;
+  }
+  return command.name;
 }

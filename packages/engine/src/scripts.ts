@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
@@ -43,3 +44,11 @@ export function loadScripts(redis: Redis): Scripts {
   }
   return out;
 }
+
+/** `tl_<name>` by the SHA1 EVALSHA sends, so that metrics can name a script instead of a hash. */
+export const SCRIPT_BY_SHA: ReadonlyMap<string, string> = new Map(
+  (Object.keys(SCRIPTS) as ScriptName[]).map((name) => [
+    createHash('sha1').update(scriptSource(name)).digest('hex'),
+    `tl_${name}`,
+  ]),
+);

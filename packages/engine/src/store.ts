@@ -70,12 +70,34 @@ export interface StoredEvent {
   data: string;
 }
 
+/** A state change this store committed (for metrics: transitions by kind, end-to-end task time). */
+export interface TransitionObserved {
+  kind: TaskKind;
+  /** The state entered. */
+  state: TaskStatus;
+  /** Whether `state` ends the task. */
+  terminal: boolean;
+  createdAt: number;
+}
+
 export interface TaskStoreOptions {
   taskRetentionMs: number;
   eventRetentionMs: number;
   idempotencyTtlS: number;
   idempotencyPendingMs: number;
   now?: () => number;
+  /** Told of every state change this store's process commits, after it committed. */
+  onTransition?: (change: TransitionObserved) => void;
+}
+
+/** What the recovery sweep did to one task whose lease lapsed. */
+export interface Recovered {
+  id: string;
+  kind: TaskKind;
+  /** The status the task was given. */
+  status: TaskStatus;
+  /** The `on_restart` policy applied, or `cancelling` for a task that was being cancelled. */
+  policy: OnRestart | 'cancelling';
 }
 
 /** The store's options from the validated environment (`@taskline/config`), the same for every service. */
@@ -163,6 +185,7 @@ export class TaskStore {
     if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply.value[0]}`);
     if (task.tenant !== input.tenant)
       throw new TasklineError('internal_error', 'task id collision across tenants');
+    if (reply.value[0] === 'ok') this.observe(task.kind, 'queued', task.createdAt);
     // Not awaited: the record and its journal entry are on disk, which is what the caller may
     // acknowledge; a lost enqueue leaves the journal entry the reconciler queues from. It is sent
     // before this returns, so this connection's later commands see the task queued.
@@ -224,6 +247,7 @@ export class TaskStore {
     if (outcome === 'not_cancelable') {
       throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
     }
+    if (outcome === 'cancelled' || outcome === 'cancelling') this.observe(task.kind, outcome, task.createdAt);
     if (outcome === 'cancelled') {
       // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
       await this.redis
@@ -259,9 +283,11 @@ export class TaskStore {
     check(id, reply.value);
     // The claim went through without its index entry: write it now, before any work starts.
     if (index.status === 'rejected') await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
-    if (raw.status === 'rejected') return this.require(id);
-    if (!raw.value.id) throw notFound();
-    return parseTask(raw.value);
+    const task =
+      raw.status === 'rejected' ? await this.require(id) : raw.value.id ? parseTask(raw.value) : null;
+    if (!task) throw notFound();
+    this.observe(task.kind, 'loading', task.createdAt);
+    return task;
   }
 
   /** Extends the lease of `attempt`; returns the status so the worker learns of a cancel or a loss. */
@@ -332,13 +358,13 @@ export class TaskStore {
    * The recovery sweep: applies `recover` to every task whose indexed lease lapsed, and drops
    * index entries of tasks nobody holds any more. Safe on any number of replicas at once.
    */
-  async sweepLeases(limit = 500): Promise<{ id: string; status: TaskStatus }[]> {
+  async sweepLeases(limit = 500): Promise<Recovered[]> {
     const now = this.now();
     const due = await this.redis.zrangebyscore(schedulerKeys.leases, '-inf', now, 'LIMIT', 0, limit);
-    const recovered: { id: string; status: TaskStatus }[] = [];
+    const recovered: Recovered[] = [];
     for (const id of due) {
-      const status = await this.recover(id, now);
-      if (status) recovered.push({ id, status });
+      const done = await this.recoverTask(id, now);
+      if (done) recovered.push(done);
       const task = await this.get(id);
       if (!task || task.leaseUntil === null) await this.redis.zrem(schedulerKeys.leases, id);
     }
@@ -407,6 +433,7 @@ export class TaskStore {
       JSON.stringify(event.data),
     );
     if (reply[0] !== 'answered') check(id, reply);
+    if (reply[0] === 'ok') this.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
     const answers = await this.answers(id);
     return { waiting: reply[0] === 'ok', answers };
   }
@@ -417,7 +444,7 @@ export class TaskStore {
     tenant: string,
     answers: Record<string, unknown>,
   ): Promise<{ accepted: number; status: TaskStatus }> {
-    await this.require(id, tenant);
+    const before = await this.require(id, tenant);
     const keys = taskKeys(id);
     const entries = Object.entries(answers);
     const event = statusEvent('running', { input_received: true });
@@ -434,6 +461,9 @@ export class TaskStore {
     );
     if (reply[0] === 'terminal') return { accepted: 0, status: reply[1] as TaskStatus };
     check(id, reply);
+    // The script reports the status, not whether it changed it: the last answer moves it on.
+    if (before.status === 'input_required' && reply[1] === 'running')
+      this.observe(before.kind, 'running', before.createdAt);
     return { accepted: Number(reply[2]), status: reply[1] as TaskStatus };
   }
 
@@ -468,6 +498,10 @@ export class TaskStore {
    * new status, or null when there was nothing to do (a live lease, a finished task, a lost race).
    */
   async recover(id: string, deadline = this.now()): Promise<TaskStatus | null> {
+    return (await this.recoverTask(id, deadline))?.status ?? null;
+  }
+
+  private async recoverTask(id: string, deadline: number): Promise<Recovered | null> {
     const task = await this.get(id);
     if (!task || task.leaseUntil === null || task.leaseUntil >= deadline) return null;
     const target = recoveryTarget(task.status, task.onRestart);
@@ -502,7 +536,12 @@ export class TaskStore {
         });
         await this.released(task);
       }
-      return target;
+      return {
+        id,
+        kind: task.kind,
+        status: target,
+        policy: task.status === 'cancelling' ? 'cancelling' : task.onRestart,
+      };
     } catch (err) {
       if (
         err instanceof TasklineError &&
@@ -659,7 +698,14 @@ export class TaskStore {
       ...flattenEvents(opts.events),
     );
     check(id, reply);
+    // A progress message keeps the status: only a change of state is a transition.
+    if (!opts.from || opts.from.some((s) => s !== to))
+      this.observe(reply[3] as TaskKind, to, Number(reply[4]));
     return Number(reply[2]);
+  }
+
+  private observe(kind: TaskKind, state: TaskStatus, createdAt: number): void {
+    this.options.onTransition?.({ kind, state, terminal: isTerminal(state), createdAt });
   }
 
   private async require(id: string, tenant?: string): Promise<TaskRecord> {

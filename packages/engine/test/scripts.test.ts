@@ -22,10 +22,22 @@ test('transition checks the allowed sources, the fence and the lease', async () 
   const move = (to: string, from: string, fence: string, lease: string, terminal = 0) =>
     evalScript('transition', 5, 10, to, from, fence, lease, 1000, 1000, terminal, 0, 'e', '{}');
   assert.deepEqual(await move('running', 'loading', '', ''), ['illegal', 'queued']);
-  await h.redis.hset(keys[0]!, 'status', 'running', 'attempt', 2, 'lease_until', 50);
+  await h.redis.hset(
+    keys[0]!,
+    'status',
+    'running',
+    'attempt',
+    2,
+    'lease_until',
+    50,
+    'kind',
+    'tool',
+    'created_at',
+    5,
+  );
   assert.deepEqual(await move('failed', 'running', '1', ''), ['stale', 'running', '2']);
   assert.deepEqual(await move('failed', 'running', '2', '40'), ['lease_held', 'running']);
-  assert.deepEqual(await move('failed', 'running', '2', '60', 1), ['ok', 'failed', 2]);
+  assert.deepEqual(await move('failed', 'running', '2', '60', 1), ['ok', 'failed', 2, 'tool', '5']);
   assert.deepEqual(await move('running', 'failed', '', ''), ['terminal', 'failed']);
   assert.ok((await h.redis.pttl(keys[0]!)) > 0);
   assert.deepEqual(await h.redis.hmget(keys[0]!, 'lease_until', 'ended_at'), [null, '10']);
