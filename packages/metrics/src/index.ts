@@ -8,6 +8,7 @@ export {
   type Protocol,
   type CreateOutcome,
   type SlotState,
+  type TransitionChange,
 } from './metrics.js';
 export { TenantLabels } from './tenants.js';
 export {

@@ -168,6 +168,12 @@ function defineMetrics(registry: Registry) {
       labelNames: ['model', 'tenant'] as const,
       registers,
     }),
+    queueOldestWaitSeconds: new Gauge({
+      name: 'taskline_queue_oldest_wait_seconds',
+      help: 'How long the oldest task waiting for dispatch has waited, by model and tenant (for autoscaling).',
+      labelNames: ['model', 'tenant'] as const,
+      registers,
+    }),
   };
 }
 
@@ -183,10 +189,26 @@ export interface TasklineMetrics extends MetricHandles {
    * summing tenants outside the top N into `other` and dropping tenants no longer waiting.
    */
   setQueueDepth(model: string, depths: Iterable<readonly [string, number]>): void;
+  /**
+   * Replaces the oldest-wait series of `model` with `waits` (tenant -> seconds the oldest waiting
+   * task has waited); tenants outside the top N share `other`, which shows the longest of them.
+   */
+  setQueueWait(model: string, waits: Iterable<readonly [string, number]>): void;
+  /** `TaskStore`'s `onTransition`: counts the transition and times a task that ended from its creation. */
+  transitioned(change: TransitionChange): void;
   /** Hands tenant labels to the most active tenants and deletes the series of those demoted. */
   rebalanceTenants(): Promise<string[]>;
   /** Stops the rebalance timer. */
   close(): void;
+}
+
+/** A state change as `TaskStore`'s `onTransition` reports it. */
+export interface TransitionChange {
+  kind: string;
+  state: string;
+  terminal: boolean;
+  /** When the task was created (ms since epoch). */
+  createdAt: number;
 }
 
 /** Builds a fresh registry holding every Taskline metric; one per process. */
@@ -196,8 +218,28 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const handles = defineMetrics(registry);
   const tenants = new TenantLabels(options.tenantTopN);
-  const tenantMetrics = [handles.taskCreatesTotal, handles.outputTokensTotal, handles.queueDepth];
+  const tenantMetrics = [
+    handles.taskCreatesTotal,
+    handles.outputTokensTotal,
+    handles.queueDepth,
+    handles.queueOldestWaitSeconds,
+  ];
   const depthSeries = new Map<string, Set<string>>();
+  const waitSeries = new Map<string, Set<string>>();
+
+  /** Sets one gauge's series of `model` per tenant label, removing the labels no longer present. */
+  const setPerTenant = (
+    gauge: typeof handles.queueDepth,
+    series: Map<string, Set<string>>,
+    model: string,
+    values: Map<string, number>,
+  ) => {
+    for (const stale of series.get(model) ?? []) {
+      if (!values.has(stale)) gauge.remove({ model, tenant: stale });
+    }
+    for (const [tenant, value] of values) gauge.set({ model, tenant }, value);
+    series.set(model, new Set(values.keys()));
+  };
 
   const setQueueDepth = (model: string, depths: Iterable<readonly [string, number]>) => {
     const sums = new Map<string, number>();
@@ -206,11 +248,26 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
       const label = tenants.label(tenant, depth);
       sums.set(label, (sums.get(label) ?? 0) + depth);
     }
-    for (const stale of depthSeries.get(model) ?? []) {
-      if (!sums.has(stale)) handles.queueDepth.remove({ model, tenant: stale });
+    setPerTenant(handles.queueDepth, depthSeries, model, sums);
+  };
+
+  const setQueueWait = (model: string, waits: Iterable<readonly [string, number]>) => {
+    const oldest = new Map<string, number>();
+    for (const [tenant, seconds] of waits) {
+      // Only looks: the depth already counted this backlog as the tenant's activity.
+      const label = tenants.label(tenant, 0);
+      oldest.set(label, Math.max(oldest.get(label) ?? 0, seconds));
     }
-    for (const [tenant, depth] of sums) handles.queueDepth.set({ model, tenant }, depth);
-    depthSeries.set(model, new Set(sums.keys()));
+    setPerTenant(handles.queueOldestWaitSeconds, waitSeries, model, oldest);
+  };
+
+  const transitioned = (change: TransitionChange) => {
+    handles.taskTransitionsTotal.inc({ kind: change.kind, state: change.state });
+    if (change.terminal)
+      handles.taskDurationSeconds.observe(
+        { kind: change.kind, state: change.state },
+        Math.max(0, (Date.now() - change.createdAt) / 1000),
+      );
   };
 
   const rebalanceTenants = async () => {
@@ -227,7 +284,8 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
         (metric as { remove(labels: Record<string, string | number>): void }).remove(own);
       }
     }
-    for (const series of depthSeries.values()) for (const t of demoted) series.delete(t);
+    for (const byModel of [depthSeries, waitSeries])
+      for (const series of byModel.values()) for (const t of demoted) series.delete(t);
     return demoted;
   };
 
@@ -241,6 +299,8 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
     service: options.service,
     tenant: (tenant) => tenants.label(tenant),
     setQueueDepth,
+    setQueueWait,
+    transitioned,
     rebalanceTenants,
     close: () => clearInterval(timer),
   };

@@ -120,6 +120,41 @@ test('setQueueDepth sums tenants outside the top N into other and drops empty te
   metrics.close();
 });
 
+test('setQueueWait shows the oldest wait per tenant, the longest of the rest under other', async () => {
+  const metrics = createMetrics({ service: 'scheduler', tenantTopN: 1, defaultMetrics: false });
+  metrics.setQueueDepth('tiny-chat', [['acme', 5]]);
+  metrics.setQueueWait('tiny-chat', [
+    ['acme', 12],
+    ['beta', 2],
+    ['gamma', 30],
+  ]);
+  let text = await metrics.registry.metrics();
+  const name = 'taskline_queue_oldest_wait_seconds';
+  assert.equal(sample(text, name, { model: 'tiny-chat', tenant: 'acme' }), 12);
+  assert.equal(sample(text, name, { model: 'tiny-chat', tenant: OTHER_TENANT }), 30);
+  assert.doesNotMatch(text, /tenant="gamma"/);
+  metrics.setQueueWait('tiny-chat', []);
+  text = await metrics.registry.metrics();
+  assert.equal(sample(text, name, { model: 'tiny-chat', tenant: 'acme' }), undefined);
+  metrics.close();
+});
+
+test('transitioned counts by kind and state and times ended tasks from their creation', async () => {
+  const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: 1, defaultMetrics: false });
+  const createdAt = Date.now() - 2000;
+  metrics.transitioned({ kind: 'response', state: 'running', terminal: false, createdAt });
+  metrics.transitioned({ kind: 'response', state: 'succeeded', terminal: true, createdAt });
+  const text = await metrics.registry.metrics();
+  const transitions = 'taskline_task_transitions_total';
+  assert.equal(sample(text, transitions, { kind: 'response', state: 'running' }), 1);
+  assert.equal(sample(text, transitions, { kind: 'response', state: 'succeeded' }), 1);
+  const duration = 'taskline_task_duration_seconds_count';
+  assert.equal(sample(text, duration, { kind: 'response', state: 'succeeded' }), 1);
+  assert.equal(sample(text, duration, { kind: 'response', state: 'running' }), undefined);
+  assert.equal(sample(text, 'taskline_task_duration_seconds_bucket', { state: 'succeeded', le: '1' }), 0);
+  metrics.close();
+});
+
 test('rebalanceTenants deletes the series of demoted tenants', async () => {
   const metrics = createMetrics({
     service: 'api',
