@@ -1,9 +1,13 @@
 -- One dispatch round share, atomically over the {sched} slot: weighted round robin across the
--- tenants that have ready tasks, resuming after the tenant served last, so a tenant with a long
--- backlog gets `quantum * weight` tasks per turn and every other tenant gets its turn in between.
+-- tenants that have ready tasks, so a tenant with a long backlog gets `quantum * weight` tasks per
+-- turn and every other tenant gets its turn in between. A turn may span calls: capacity often
+-- frees one slot at a time, and a turn cut short by the budget goes on in the next call (`left`),
+-- or weights would shrink to what fits in one call. A tenant at its cap or out of tasks ends its turn.
 -- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them.
 -- KEYS: leader, tenants, state, inflight
 -- ARGV: token, now, budget, quantum, max_running, prefix, n_weights, tenant, weight, ...
+-- Returns {'not_leader'} | {'ok', tenant, id, score, turn, ...}: `turn` is what was left of the
+-- tenant's turn before that pick (the caller rewinds the state to it if it cannot queue the pick).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
@@ -19,12 +23,22 @@ local n = #tenants
 local out = {'ok'}
 if n == 0 or remaining <= 0 then return out end
 
--- Start with the first tenant after the one served last (names are stable; indexes are not).
+-- Go on with the turn in progress, else start with the first tenant after the one served last
+-- (names are stable; indexes are not).
 local last = redis.call('HGET', KEYS[3], 'last') or ''
-local start = 1
-for i = 1, n do
-  if tenants[i] > last then start = i break end
-  if i == n then start = 1 end
+local left = tonumber(redis.call('HGET', KEYS[3], 'left') or '0')
+local start = nil
+if left > 0 then
+  for i = 1, n do
+    if tenants[i] == last then start = i break end
+  end
+end
+local carry = start ~= nil
+if not start then
+  start = 1
+  for i = 1, n do
+    if tenants[i] > last then start = i break end
+  end
 end
 
 local progress = true
@@ -41,7 +55,10 @@ while remaining > 0 and progress do
     else
       local active = prefix .. 'active:' .. tenant
       local room = max_running - redis.call('ZCARD', active)
-      local take = math.min(quantum * (weights[tenant] or 1), room, remaining, size)
+      local allow = quantum * (weights[tenant] or 1)
+      if carry then allow = left end
+      local budget = remaining
+      local take = math.min(allow, room, budget, size)
       if take > 0 then
         local popped = redis.call('ZPOPMIN', ready, take)
         for j = 1, #popped, 2 do
@@ -50,12 +67,16 @@ while remaining > 0 and progress do
           table.insert(out, tenant)
           table.insert(out, popped[j])
           table.insert(out, popped[j + 1])
+          table.insert(out, allow - (j - 1) / 2)
         end
         remaining = remaining - take
         progress = true
       end
-      redis.call('HSET', KEYS[3], 'last', tenant)
+      local rest = 0
+      if take == budget and take < allow then rest = allow - take end
+      redis.call('HSET', KEYS[3], 'last', tenant, 'left', rest)
     end
+    carry = false
   end
 end
 return out

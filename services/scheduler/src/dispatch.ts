@@ -16,6 +16,8 @@ export interface Pick {
   id: string;
   /** The task's score in its tenant's ready set (its queue time), to put it back unchanged. */
   score: number;
+  /** What was left of the tenant's turn before this pick, this pick included (see `rewindTurn`). */
+  turn: number;
 }
 
 export interface FairShareOptions {
@@ -66,7 +68,27 @@ export async function pickFair(
   )) as string[];
   if (reply[0] !== 'ok') return null;
   const picks: Pick[] = [];
-  for (let i = 1; i < reply.length; i += 3)
-    picks.push({ tenant: reply[i]!, id: reply[i + 1]!, score: Number(reply[i + 2]) });
+  for (let i = 1; i < reply.length; i += 4)
+    picks.push({
+      tenant: reply[i]!,
+      id: reply[i + 1]!,
+      score: Number(reply[i + 2]),
+      turn: Number(reply[i + 3]),
+    });
   return picks;
+}
+
+/**
+ * Sets the round-robin state as if only the picks that were queued had been picked: after the
+ * last of them, or, when none was, back to before the first pick. A pick put back (no free slot
+ * for its model: the budget counts every model's slots) must not use up its tenant's turn, or
+ * the tenants whose picks happen to come first in a round take every slot.
+ */
+export async function rewindTurn(redis: Redis, picks: Pick[], queued: boolean[]): Promise<void> {
+  const last = queued.lastIndexOf(true);
+  const state =
+    last >= 0
+      ? { last: picks[last]!.tenant, left: picks[last]!.turn - 1 }
+      : { last: picks[0]!.tenant, left: picks[0]!.turn };
+  await redis.hset(dispatchKeys.state, state);
 }

@@ -11,7 +11,7 @@ import {
 import { isTerminal, schedulerKeys, taskKeys, type TaskStore } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { dispatchKeys, pickFair, type FairShareOptions } from './dispatch.js';
+import { dispatchKeys, pickFair, rewindTurn, type FairShareOptions } from './dispatch.js';
 import { Leadership } from './leader.js';
 
 export interface SchedulerOptions {
@@ -163,10 +163,11 @@ export class Scheduler {
     const picks = await pickFair(this.o.redis, this.leadership!.token, budget, this.o.fairShare);
     if (!picks) return 0;
     let queued = 0;
+    let putBack = false;
     // Every pick's reads and writes go out together (one round trip each step, not one per pick);
     // capacity is counted in pick order before the first await of each.
     const tasks = await Promise.all(picks.map((pick) => this.o.store.get(pick.id)));
-    const handle = async (pick: (typeof picks)[number], task: (typeof tasks)[number]) => {
+    const handle = async (pick: (typeof picks)[number], task: (typeof tasks)[number]): Promise<boolean> => {
       if (!task || task.status !== 'queued') {
         // Cancelled or expired while waiting: nothing to run.
         await this.o.redis
@@ -174,12 +175,13 @@ export class Scheduler {
           .zrem(dispatchKeys.inflight, pick.id)
           .zrem(dispatchKeys.active(pick.tenant), pick.id)
           .exec();
-        return;
+        return false;
       }
       const model = queueModelOf(task);
       const left = avail.get(model) ?? 0;
       if (left <= 0) {
         // No worker serves this model right now: back in line at the same place.
+        putBack = true;
         await this.o.redis
           .multi()
           .zadd(schedulerKeys.ready(pick.tenant), pick.score, pick.id)
@@ -198,8 +200,10 @@ export class Scheduler {
       });
       await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
       queued++;
+      return true;
     };
-    await Promise.all(picks.map((pick, i) => handle(pick, tasks[i]!)));
+    const done = await Promise.all(picks.map((pick, i) => handle(pick, tasks[i]!)));
+    if (putBack) await rewindTurn(this.o.redis, picks, done);
     if (queued > 0) this.o.log.debug('dispatched', { count: queued });
     return queued;
   }

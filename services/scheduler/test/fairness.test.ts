@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { schedulerKeys } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import { dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
+import { dispatchKeys, LEADER_KEY, pickFair, rewindTurn } from '../src/index.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -89,4 +89,37 @@ test('tenants with nothing ready leave the tenant set', async () => {
   await pickFair(redis, token, 5, share);
   await pickFair(redis, token, 5, share);
   assert.equal(await redis.sismember(schedulerKeys.tenants, 'a'), 0);
+});
+
+test('a turn cut short by the budget goes on in the next call, so weights hold one slot at a time', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 50);
+  await fill('b', 50);
+  const order: string[] = [];
+  for (let i = 0; i < 12; i++) {
+    const picks = await pickFair(redis, token, 1, { ...share, weights: new Map([['a', 3]]) });
+    order.push(...(picks ?? []).map((p) => p.tenant));
+  }
+  assert.equal(order.join(''), 'aaabaaabaaab');
+});
+
+test('rewindTurn gives back the turn of picks that could not be queued', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 50);
+  await fill('b', 50);
+  const weighted = { ...share, weights: new Map([['a', 3]]) };
+  // Budget 4 but only the first pick finds a slot: A keeps 2 of its 3, then B.
+  const picks = (await pickFair(redis, token, 4, weighted))!;
+  assert.deepEqual(
+    picks.map((p) => p.tenant),
+    ['a', 'a', 'a', 'b'],
+  );
+  await rewindTurn(redis, picks, [true, false, false, false]);
+  const next = await pickFair(redis, token, 3, weighted);
+  assert.deepEqual(
+    next?.map((p) => p.tenant),
+    ['a', 'a', 'b'],
+  );
 });
