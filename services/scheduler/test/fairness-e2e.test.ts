@@ -1,0 +1,210 @@
+/**
+ * Fair share end to end: a real Redis, a real scheduler process and a real gpu-worker process
+ * (the `instant` benchmark model, so 10,000 tasks are cheap to create and quick to run).
+ * fairness.test.ts checks dispatch.lua on its own; this checks what the running system does.
+ *
+ * Order, not time: a MONITOR connection sees every command Redis runs, in the order it runs
+ * them, including those inside Lua scripts. So the test reads exactly when B's task became ready
+ * (the enqueue's ZADD to `ready:b`), when each task was picked (dispatch.lua's ZADD to
+ * `active:<tenant>`), handed to BullMQ (the job's LPUSH to the model queue's wait list), claimed
+ * by the worker (claim.lua's HSET status loading) and ended (the terminal script's HSET ended_at).
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import type { Redis } from 'ioredis';
+import { modelQueueName } from '@taskline/control';
+import { schedulerKeys } from '@taskline/engine';
+import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+
+const MODEL = 'instant';
+const WAIT_LIST = `bull:${modelQueueName(MODEL)}:wait`;
+const ACTIVE_PREFIX = schedulerKeys.running('');
+const TASK_KEY = /^tl:\{(task_[^}]+)\}:task$/;
+
+type Step = 'ready' | 'picked' | 'queued' | 'claimed' | 'ended' | 'released';
+interface Mark {
+  step: Step;
+  id: string;
+}
+
+/** Every scheduling step of every task, in the order Redis ran it. */
+class Recorder {
+  readonly marks: Mark[] = [];
+  private constructor(private readonly monitor: Redis) {}
+
+  static async start(redis: Redis): Promise<Recorder> {
+    const monitor = await redis.monitor();
+    const rec = new Recorder(monitor);
+    monitor.on('monitor', (_time: string, args: string[]) => rec.see(args));
+    return rec;
+  }
+
+  private see(args: string[]): void {
+    const [cmd, key] = [args[0]?.toLowerCase(), args[1] ?? ''];
+    const add = (step: Step, id: string | undefined) => id && this.marks.push({ step, id });
+    if (cmd === 'zadd' && key.startsWith(ACTIVE_PREFIX)) add('picked', args[3]);
+    else if (cmd === 'zrem' && key.startsWith(ACTIVE_PREFIX)) add('released', args[2]);
+    else if (cmd === 'zadd' && key.startsWith(schedulerKeys.ready(''))) add('ready', args.at(-1));
+    else if (cmd === 'lpush' && key === WAIT_LIST) add('queued', args[2]?.replace(/-\d+-\d+$/, ''));
+    else if (cmd === 'hset' && TASK_KEY.test(key)) {
+      const id = TASK_KEY.exec(key)![1];
+      if (args[2] === 'status' && args[3] === 'loading') add('claimed', id);
+      else if (args[2] === 'ended_at') add('ended', id);
+    }
+  }
+
+  count(step: Step, ids: Set<string>): number {
+    return this.marks.filter((m) => m.step === step && ids.has(m.id)).length;
+  }
+
+  /** Index of the first mark of `step` for `id` (at or after `from`), or -1. */
+  find(step: Step, id: string, from = 0): number {
+    return this.marks.findIndex((m, i) => i >= from && m.step === step && m.id === id);
+  }
+
+  /** The most tasks of `ids` between `start` and `end` marks at any one point. */
+  peak(ids: Set<string>, start: Step, end: Step): number {
+    const open = new Set<string>();
+    let peak = 0;
+    for (const m of this.marks) {
+      if (!ids.has(m.id)) continue;
+      if (m.step === start) open.add(m.id);
+      else if (m.step === end) open.delete(m.id);
+      peak = Math.max(peak, open.size);
+    }
+    return peak;
+  }
+
+  stop(): void {
+    this.monitor.disconnect();
+  }
+}
+
+/** `count` tasks for `tenant` through the real TaskStore.create, a few hundred in flight at once. */
+async function backlog(cluster: Cluster, tenant: string, count: number): Promise<Set<string>> {
+  const ids = new Set<string>();
+  const create = () =>
+    cluster.store.create({
+      tenant,
+      kind: 'response',
+      model: MODEL,
+      onRestart: 'fail',
+      request: { model: MODEL, input: 'x', max_output_tokens: 4 },
+    });
+  for (let done = 0; done < count;) {
+    const batch = Math.min(500, count - done);
+    for (const task of await Promise.all(Array.from({ length: batch }, create))) ids.add(task.id);
+    done += batch;
+  }
+  return ids;
+}
+
+const clusters: Cluster[] = [];
+after(async () => {
+  for (const c of clusters) await c.stop();
+});
+
+test('a tenant with 10,000 queued tasks delays another tenant by at most one round, within its cap', async () => {
+  const cap = 3;
+  const weightA = 2;
+  const quantum = 1;
+  const share = quantum * weightA;
+  const cluster = await Cluster.start({
+    env: {
+      TASKLINE_TENANT_MAX_RUNNING: String(cap),
+      TASKLINE_TENANT_WEIGHTS: `a:${weightA}`,
+      TASKLINE_DISPATCH_QUANTUM: String(quantum),
+    },
+  });
+  clusters.push(cluster);
+  const redis = cluster.store.redis;
+  // No worker yet, so no capacity: the whole backlog waits in the ready index.
+  const a = await backlog(cluster, 'a', 10_000);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a')), 10_000);
+
+  const rec = await Recorder.start(redis);
+  // More slots than the cap: only the cap can hold A back.
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: MODEL, TASKLINE_WORKER_SLOTS: String(2 * cap) });
+  await until('A to finish 30 tasks', () => (rec.count('ended', a) >= 30 ? true : undefined));
+
+  const b = await cluster.store.create({
+    tenant: 'b',
+    kind: 'response',
+    model: MODEL,
+    onRestart: 'fail',
+    request: { model: MODEL, input: 'x', max_output_tokens: 4 },
+  });
+  const done = await cluster.waitForEnd(b.id);
+  assert.equal(done.status, 'succeeded');
+  const aQueued = await redis.zcard(schedulerKeys.ready('a'));
+  const endedBefore = rec.count('ended', a);
+  await until('A to finish 30 more tasks', () =>
+    rec.count('ended', a) >= endedBefore + 30 ? true : undefined,
+  );
+  rec.stop();
+
+  const ready = rec.find('ready', b.id);
+  assert.ok(ready >= 0, 'B was never seen becoming ready');
+  // A tasks that reached `step` after B became ready and before B did; with `late`, only those
+  // A picked after B became ready (the others were dispatched before B was there to compete).
+  const ahead = (step: Step, late: boolean) => {
+    const at = rec.find(step, b.id, ready);
+    assert.ok(at > ready, `B was never ${step}`);
+    return rec.marks
+      .slice(ready, at)
+      .filter((m) => m.step === step && a.has(m.id) && (!late || rec.find('picked', m.id) > ready)).length;
+  };
+  const numbers = {
+    picked: ahead('picked', true),
+    queued: ahead('queued', false),
+    queuedPickedLate: ahead('queued', true),
+    claimed: ahead('claimed', false),
+    claimedPickedLate: ahead('claimed', true),
+    aQueuedWhenBEnded: aQueued,
+    peakDispatched: rec.peak(a, 'picked', 'released'),
+    peakRunning: rec.peak(a, 'claimed', 'ended'),
+  };
+  console.log('fairness e2e: A tasks after B became ready, before B', numbers);
+  assert.ok(numbers.picked <= share, `B waited for ${numbers.picked} A picks (one round gives A ${share})`);
+  assert.ok(
+    numbers.queuedPickedLate <= share,
+    `${numbers.queuedPickedLate} A jobs went to BullMQ before B's`,
+  );
+  assert.ok(numbers.claimedPickedLate <= share, `${numbers.claimedPickedLate} A tasks were claimed before B`);
+  assert.ok(aQueued > 9_000, `B ended only once A's backlog was down to ${aQueued}`);
+  assert.ok(numbers.peakDispatched <= cap, `A had ${numbers.peakDispatched} dispatched at once (cap ${cap})`);
+  assert.ok(numbers.peakRunning <= cap, `A ran ${numbers.peakRunning} tasks at once (cap ${cap})`);
+  // The cap was reached, so the run did test it.
+  assert.equal(numbers.peakRunning, cap);
+});
+
+test('weights give a tenant that share of the dispatches', async () => {
+  const weightA = 3;
+  const cluster = await Cluster.start({ env: { TASKLINE_TENANT_WEIGHTS: `a:${weightA}` } });
+  clusters.push(cluster);
+  const a = await backlog(cluster, 'a', 300);
+  const b = await backlog(cluster, 'b', 300);
+  const rec = await Recorder.start(cluster.store.redis);
+  // Fewer slots than the cap (64): capacity, not the cap, limits both tenants.
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: MODEL, TASKLINE_WORKER_SLOTS: '2' });
+  await until('80 tasks to end', () =>
+    rec.count('ended', a) + rec.count('ended', b) >= 80 ? true : undefined,
+  );
+  rec.stop();
+  const order = rec.marks.filter((m) => m.step === 'queued').map((m) => (a.has(m.id) ? 'a' : 'b'));
+  const first = order.slice(0, 80);
+  const ratio = first.filter((t) => t === 'a').length / first.filter((t) => t === 'b').length;
+  console.log('weights e2e: dispatch order', first.join(''), { ratio });
+  assert.ok(
+    ratio >= weightA - 0.5 && ratio <= weightA + 0.5,
+    `A got ${ratio} times B's dispatches, not ${weightA}`,
+  );
+  // And B never waits longer than one round: at most A's share between two of B's dispatches.
+  const longest = Math.max(
+    ...first
+      .join('')
+      .split('b')
+      .map((run) => run.length),
+  );
+  assert.ok(longest <= weightA, `A got ${longest} dispatches in a row`);
+});
