@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { isTerminal, type EventHub, type Subscription, type TaskStore } from '@taskline/engine';
+import type { McpObserver } from './router.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
 interface ListenArgs {
@@ -12,6 +13,7 @@ interface ListenArgs {
   id: unknown;
   params: Record<string, unknown>;
   capabilities: unknown;
+  observe?: McpObserver;
 }
 
 /**
@@ -47,6 +49,8 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     'cache-control': 'no-cache',
     connection: 'keep-alive',
   });
+  args.observe?.listener(1);
+  res.once('close', () => args.observe?.listener(-1));
   const send = (message: object) =>
     res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
   send({

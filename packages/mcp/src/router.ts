@@ -56,6 +56,15 @@ export interface McpRouterDeps {
   authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string }>;
   /** The tools to offer; by default `builtinTools` as configured by `env` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
+  /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
+  observe?: McpObserver;
+}
+
+export interface McpObserver {
+  /** A tool call became a task of `tenant`. */
+  taskCreated(tenant: string): void;
+  /** A `notifications/tasks` listener stream opened (+1) or closed (-1). */
+  listener(delta: 1 | -1): void;
 }
 
 /** The one tenant of the local no-auth mode. */
@@ -115,6 +124,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         poll,
         tenant: ctx.authInfo?.clientId ?? '',
         fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+        observe: deps.observe,
       }),
     {
       legacy: 'reject',
@@ -183,6 +193,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           id: body.id,
           params,
           capabilities,
+          observe: deps.observe,
         });
       }
       await node(req, res, req.body);
@@ -235,6 +246,7 @@ interface ServerDeps {
   tenant: string;
   /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
   fixtures: boolean;
+  observe?: McpObserver;
 }
 
 function buildServer(deps: ServerDeps): McpServer {
@@ -323,6 +335,7 @@ async function callTool(
     onRestart: 'retry',
     request: { tool: tool.name, arguments: args },
   });
+  deps.observe?.taskCreated(tenant);
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {
     return { resultType: 'task', ...taskFields(task, poll) };

@@ -89,7 +89,10 @@ const CREATE_PATHS = new Set(['/tasks', '/responses']);
 /** Builds the Express 5 app of the `api` service: LMSP 1.0 under `/lmsp/v1`, health, and the mount spot for MCP. */
 export function createApp(deps: AppDeps): TasklineApi {
   const { env, redis, logger } = deps;
-  const store = new TaskStore(redis, storeOptionsFromEnv(env));
+  const store = new TaskStore(redis, {
+    ...storeOptionsFromEnv(env),
+    onTransition: deps.metrics?.transitioned,
+  });
   const hub = new EventHub(store);
   const auth = authenticator(env, redis);
   const limits = new TenantLimits(redis, {

@@ -1,5 +1,5 @@
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis } from '@taskline/engine';
+import { checkDurability, connectRedis, timeRedisCommands } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMcpRouter } from '@taskline/mcp';
 import { createMetrics } from '@taskline/metrics';
@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
   }
   const metrics = createMetrics({ service: 'api', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const api = createApp({
     env,
     redis,
@@ -37,6 +38,18 @@ async function main(): Promise<void> {
           env,
           logger: logger.child({ surface: 'mcp' }),
           authenticate: auth.authenticate,
+          observe: {
+            taskCreated: (tenant) =>
+              metrics.taskCreatesTotal.inc({
+                protocol: 'mcp',
+                tenant: metrics.tenant(tenant),
+                outcome: 'accepted',
+              }),
+            listener: (delta) => {
+              metrics.mcpListenersOpen.inc(delta);
+              metrics.sseStreamsOpen.inc({ protocol: 'mcp' }, delta);
+            },
+          },
         }),
       ),
   });

@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis, EventHub, storeOptionsFromEnv, TaskStore } from '@taskline/engine';
+import {
+  checkDurability,
+  connectRedis,
+  EventHub,
+  storeOptionsFromEnv,
+  TaskStore,
+  timeRedisCommands,
+} from '@taskline/engine';
 import {
   createInstantBackend,
   estimateOnnxModelBytes,
@@ -22,9 +29,10 @@ const id = process.env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}
 const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
 if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
-const store = new TaskStore(redis, storeOptionsFromEnv(env));
-const hub = new EventHub(store);
 const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
+const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
+const hub = new EventHub(store);
 const metricsServer = await startMetricsServer({
   metrics,
   port: env.TASKLINE_METRICS_PORT,
@@ -37,13 +45,19 @@ const cache = new ModelCache<ModelBackend>({
   budgetBytes: env.TASKLINE_MODEL_MEMORY_MB * 1024 * 1024,
   estimateBytes: (model) =>
     model === INSTANT_MODEL ? 0 : estimateOnnxModelBytes(join(env.TASKLINE_MODELS_DIR, model)),
-  load: (model) =>
-    model === INSTANT_MODEL
-      ? Promise.resolve(createInstantBackend())
-      : loadOnnxModel(join(env.TASKLINE_MODELS_DIR, model), {
-          id: model,
-          executionProviders: [...providers],
-        }),
+  // Timed here, where a model is really loaded: a cache hit is no model load.
+  load: async (model) => {
+    const started = process.hrtime.bigint();
+    const backend =
+      model === INSTANT_MODEL
+        ? createInstantBackend()
+        : await loadOnnxModel(join(env.TASKLINE_MODELS_DIR, model), {
+            id: model,
+            executionProviders: [...providers],
+          });
+    metrics.modelLoadSeconds.observe({ model }, Number(process.hrtime.bigint() - started) / 1e9);
+    return backend;
+  },
 });
 
 // The same registry the api lists: the api accepts a call, a worker runs it.

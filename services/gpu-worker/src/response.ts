@@ -131,6 +131,10 @@ export interface ResponseRunnerOptions {
    * The model awaits each step's callback, so the pause holds the (batched) decode loop itself.
    */
   minStepMs?: number;
+  /** The attempt's first output token was produced. */
+  onFirstToken?: () => void;
+  /** The attempt ended (however): tokens it generated, seconds from its first token to its end. */
+  onGenerated?: (tokens: number, secondsAfterFirst: number) => void;
 }
 
 /**
@@ -173,7 +177,14 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       signal.addEventListener('abort', onAbort, { once: true });
       const stream = new DeltaStream(ctx, itemId, prologue, () => local.abort('append_failed'));
       let stepStarted = Date.now();
+      let generated = 0;
+      let firstTokenAt = 0n;
       const onStep = async (step: { text: string; tokens: number[] }) => {
+        if (generated === 0 && step.tokens.length > 0) {
+          firstTokenAt = process.hrtime.bigint();
+          options.onFirstToken?.();
+        }
+        generated += step.tokens.length;
         stream.push(step.text, step.tokens);
         if (minStepMs <= 0) return;
         const wait = stepStarted + minStepMs - Date.now();
@@ -244,6 +255,8 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
         return { status: 'succeeded', result: response };
       } finally {
         signal.removeEventListener('abort', onAbort);
+        if (generated > 0)
+          options.onGenerated?.(generated, Number(process.hrtime.bigint() - firstTokenAt) / 1e9);
       }
     },
   };

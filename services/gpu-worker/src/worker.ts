@@ -209,13 +209,25 @@ export class GpuWorker {
       await store.start(task.id, attempt);
       return this.o.toolRunner.run(ctx);
     }
-    const loadStarted = Date.now();
     const lease = await this.o.acquire(task.model);
     try {
-      this.o.metrics.modelLoadSeconds.observe({ model }, (Date.now() - loadStarted) / 1000);
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
       await store.start(task.id, attempt);
-      return await createResponseRunner(lease.model, { minStepMs: this.o.minStepMs }).run(ctx);
+      const { metrics } = this.o;
+      return await createResponseRunner(lease.model, {
+        minStepMs: this.o.minStepMs,
+        // A retried attempt observes its first token again, from creation: what its client waited.
+        onFirstToken: () =>
+          metrics.timeToFirstTokenSeconds.observe(
+            { model },
+            Math.max(0, (Date.now() - task.createdAt) / 1000),
+          ),
+        onGenerated: (tokens, secondsAfterFirst) => {
+          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, tokens);
+          if (tokens > 1 && secondsAfterFirst > 0)
+            metrics.outputTokensPerSecond.observe({ model }, (tokens - 1) / secondsAfterFirst);
+        },
+      }).run(ctx);
     } finally {
       await lease.release();
     }

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis, storeOptionsFromEnv, TaskStore } from '@taskline/engine';
+import {
+  checkDurability,
+  connectRedis,
+  storeOptionsFromEnv,
+  TaskStore,
+  timeRedisCommands,
+} from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { parseWeights } from './dispatch.js';
@@ -11,8 +17,9 @@ const id = `sched-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
 if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
-const store = new TaskStore(redis, storeOptionsFromEnv(env));
 const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
+const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
 const metricsServer = await startMetricsServer({
   metrics,
   port: env.TASKLINE_METRICS_PORT,

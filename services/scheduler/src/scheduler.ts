@@ -212,7 +212,8 @@ export class Scheduler {
     const recovered = await this.o.store.sweepLeases();
     for (const r of recovered) {
       this.o.metrics.leasesExpiredTotal.inc();
-      this.o.log.info('task_recovered', { task: r.id, status: r.status });
+      this.o.metrics.restartPoliciesAppliedTotal.inc({ kind: r.kind, policy: r.policy });
+      this.o.log.info('task_recovered', { task: r.id, status: r.status, policy: r.policy });
     }
   }
 
@@ -274,40 +275,53 @@ export class Scheduler {
   }
 
   /**
-   * Queue depth per model and tenant for autoscaling: the ready index plus jobs not yet taken.
-   * Runs every second whatever the backlog, so its cost is bounded: one ZCARD per tenant, and the
-   * model split is read from the oldest DEPTH_SAMPLE ids only (the ready index holds ids, not models).
+   * Queue depth and wait per model and tenant for autoscaling: the depth is the ready index plus
+   * jobs not yet taken, the wait the age of the oldest ready task (the index is scored by creation
+   * time). Runs every second whatever the backlog, so its cost is bounded: one ZCARD per tenant,
+   * and the model split is read from the oldest DEPTH_SAMPLE ids only (the index holds ids, not
+   * models), whose scores give each model's oldest wait.
    */
   private async exportDepth(): Promise<void> {
     const depth = new Map<string, Map<string, number>>();
+    const wait = new Map<string, Map<string, number>>();
     const add = (model: string, tenant: string, n: number) => {
       const m = depth.get(model) ?? new Map<string, number>();
       m.set(tenant, (m.get(tenant) ?? 0) + n);
       depth.set(model, m);
     };
+    const now = Date.now();
     const tenants = await this.o.redis.smembers(schedulerKeys.tenants);
     const heads = this.o.redis.pipeline();
     for (const tenant of tenants) {
       heads.zcard(schedulerKeys.ready(tenant));
-      heads.zrange(schedulerKeys.ready(tenant), 0, DEPTH_SAMPLE - 1);
+      heads.zrange(schedulerKeys.ready(tenant), 0, DEPTH_SAMPLE - 1, 'WITHSCORES');
     }
     const headRows = (await heads.exec()) ?? [];
-    const samples = tenants.map((tenant, i) => ({
-      tenant,
-      total: Number(headRows[2 * i]?.[1] ?? 0),
-      ids: (headRows[2 * i + 1]?.[1] ?? []) as string[],
-    }));
+    const samples = tenants.map((tenant, i) => {
+      const flat = (headRows[2 * i + 1]?.[1] ?? []) as string[];
+      const ids: string[] = [];
+      const scores: number[] = [];
+      for (let j = 0; j + 1 < flat.length; j += 2) {
+        ids.push(flat[j]!);
+        scores.push(Number(flat[j + 1]));
+      }
+      return { tenant, total: Number(headRows[2 * i]?.[1] ?? 0), ids, scores };
+    });
     const pipe = this.o.redis.pipeline();
     for (const { ids } of samples) for (const id of ids) pipe.hmget(taskKeys(id).task, 'kind', 'model');
     const rows = (await pipe.exec()) ?? [];
     let row = 0;
-    for (const { tenant, total, ids } of samples) {
+    for (const { tenant, total, ids, scores } of samples) {
       const counts = new Map<string, number>();
       for (let i = 0; i < ids.length; i++) {
         const [kind, model] = (rows[row++]?.[1] ?? []) as [string | null, string | null];
         if (!model) continue;
         const key = queueModelOf({ kind: kind ?? 'response', model });
         counts.set(key, (counts.get(key) ?? 0) + 1);
+        // Ids come oldest first: the first of each model is its oldest.
+        const waits = wait.get(key) ?? new Map<string, number>();
+        if (!waits.has(tenant)) waits.set(tenant, Math.max(0, (now - scores[i]!) / 1000));
+        wait.set(key, waits);
       }
       for (const [model, n] of counts) add(model, tenant, Math.round((n * total) / ids.length));
     }
@@ -317,6 +331,7 @@ export class Scheduler {
     }
     for (const model of new Set([...this.queues.keys(), ...depth.keys()])) {
       this.o.metrics.setQueueDepth(model, depth.get(model) ?? new Map());
+      this.o.metrics.setQueueWait(model, wait.get(model) ?? new Map());
     }
   }
 
