@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -88,4 +89,49 @@ export async function apiService(
     (e) => e.msg === 'listening',
   );
   return Object.assign(service, { port: p, base: `http://127.0.0.1:${p}` });
+}
+
+/** A running HAProxy of the local cluster's shape, and its address. */
+export interface LoadBalancer {
+  child: ChildProcess;
+  port: number;
+  /** `http://127.0.0.1:<port>` */
+  lb: string;
+}
+
+/**
+ * HAProxy as `scripts/cluster.sh` runs it (deploy/haproxy/haproxy.cfg, or `config`, a path from the
+ * repository root or absolute) in front of two api replicas on a free port; resolves once
+ * `/healthz` answers through it.
+ */
+export async function startHaproxy(
+  apiPorts: readonly [number, number],
+  options: { config?: string } = {},
+): Promise<LoadBalancer> {
+  const port = await freePort();
+  const child = spawn('haproxy', ['-W', '-db', '-f', options.config ?? 'deploy/haproxy/haproxy.cfg'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      TASKLINE_LB_HOST: '127.0.0.1',
+      TASKLINE_LB_PORT: String(port),
+      TASKLINE_API1_PORT: String(apiPorts[0]),
+      TASKLINE_API2_PORT: String(apiPorts[1]),
+    },
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
+  const lb = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    const status = await fetch(`${lb}/healthz`).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status === 200) break;
+    if (i > 100 || child.exitCode !== null) {
+      child.kill('SIGKILL');
+      throw new Error(`HAProxy did not come up on ${lb}`);
+    }
+    await sleep(100);
+  }
+  return { child, port, lb };
 }

@@ -6,7 +6,7 @@
  * this folder), sheds an overload, and writes test/chaos/report/latest.{json,md}. Exit code 1 when
  * an invariant broke. Loopback only; bounded by TASKLINE_CHAOS_SECONDS (default 60).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -26,7 +26,7 @@ import {
   TENANTS,
   type Reply,
 } from './client.js';
-import { apiService, ROOT, Service } from './procs.js';
+import { apiService, ROOT, Service, startHaproxy } from './procs.js';
 
 const SECONDS = Number(process.env.TASKLINE_CHAOS_SECONDS ?? 60);
 /** After the load stops, every acknowledged task must be terminal within this. */
@@ -188,25 +188,7 @@ async function startCluster(): Promise<Cluster> {
     [1, 2].map((i) => apiService(`api-${i}`, apiEnv, join(LOG_DIR, `api-${i}.log`))),
   );
   await Promise.all([...schedulers, ...workers, ...apis].map((s) => s.start()));
-  const lbPort = await freePort();
-  const haproxy = spawn('haproxy', ['-W', '-db', '-f', 'deploy/haproxy/haproxy.cfg'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      TASKLINE_LB_HOST: '127.0.0.1',
-      TASKLINE_LB_PORT: String(lbPort),
-      TASKLINE_API1_PORT: String(apis[0]!.port),
-      TASKLINE_API2_PORT: String(apis[1]!.port),
-    },
-    stdio: ['ignore', 'ignore', 'ignore'],
-  });
-  const lb = `http://127.0.0.1:${lbPort}`;
-  for (let i = 0; ; i++) {
-    const r = await send(lb, 'GET', '/healthz').catch(() => null);
-    if (r?.status === 200) break;
-    if (i > 100) throw new Error('HAProxy did not come up');
-    await sleep(100);
-  }
+  const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port]);
   const store = new TaskStore(connectRedis(redis.url, 'chaos-inspect'), {
     taskRetentionMs: 3_600_000,
     eventRetentionMs: 3_600_000,
