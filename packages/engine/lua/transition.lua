@@ -8,12 +8,14 @@
   ARGV[2] to (target status)
   ARGV[3] allowed source statuses, comma separated (from the TypeScript state table)
   ARGV[4] attempt fence: '' for none, else the caller's attempt, which must be the current one
+          and still held: a task back in `queued` belongs to no attempt until the next claim
   ARGV[5] lease deadline: '' for none, else the lease must have lapsed before this time (recovery)
   ARGV[6] task retention (ms), applied when `to` is terminal
   ARGV[7] event retention (ms), likewise
   ARGV[8] 1 if `to` is terminal, else 0
-  ARGV[9] number of field/value pairs that follow (N); ARGV[10 .. 9+2N] field, value, ...
-  ARGV[10+2N ..] event type, event data (JSON), ...
+  ARGV[9] 1 to drop the token snapshot in the same step (a `retry` starts from scratch), else 0
+  ARGV[10] number of field/value pairs that follow (N); ARGV[11 .. 10+2N] field, value, ...
+  ARGV[11+2N ..] event type, event data (JSON), ...
 
   Returns {'ok', status, seq, kind, created_at} | {'missing'} | {'terminal', status} | {'illegal', status}
         | {'stale', status, attempt} | {'lease_held', status}
@@ -25,7 +27,7 @@ local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
 end
-if ARGV[4] ~= '' and ARGV[4] ~= attempt then
+if ARGV[4] ~= '' and (ARGV[4] ~= attempt or status == 'queued') then
   return { 'stale', status, attempt }
 end
 if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
@@ -44,9 +46,9 @@ if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= tonumber(ARGV[5]) then
   return { 'lease_held', status }
 end
 local now = tonumber(ARGV[1])
-local n = tonumber(ARGV[9])
+local n = tonumber(ARGV[10])
 local fields = { 'status', ARGV[2], 'updated_at', now }
-for i = 10, 9 + 2 * n do
+for i = 11, 10 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', task, unpack(fields))
@@ -54,7 +56,10 @@ if ARGV[2] == 'queued' or ARGV[8] == '1' then
   -- Nobody works on a queued or finished task: drop the lease so no one renews it.
   redis.call('HDEL', task, 'lease_owner', 'lease_until')
 end
-local seq = emitAll(task, KEYS[2], KEYS[3], 10 + 2 * n)
+if ARGV[9] == '1' then
+  redis.call('DEL', KEYS[5])
+end
+local seq = emitAll(task, KEYS[2], KEYS[3], 11 + 2 * n)
 if ARGV[8] == '1' then
   expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]))
 end

@@ -23,8 +23,14 @@ interface Listener {
  * with readers, replays history from Redis, then hands live events on in order. A gap (a
  * message missed across a reconnect) is filled from the stream, so readers never skip or repeat.
  */
+/** A task's readers on this process, and its channel subscription that every reader waits for. */
+interface Tail {
+  listeners: Set<Listener>;
+  subscribed: Promise<unknown>;
+}
+
 export class EventHub {
-  private readonly tasks = new Map<string, Set<Listener>>();
+  private readonly tasks = new Map<string, Tail>();
   private readonly subscriber: Redis;
 
   /**
@@ -43,7 +49,7 @@ export class EventHub {
     subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
     // After a reconnect the subscriptions are restored, but messages sent meanwhile are lost.
     subscriber.on('ready', () => {
-      for (const [id, listeners] of this.tasks) for (const l of listeners) void this.catchUp(id, l);
+      for (const [id, tail] of this.tasks) for (const l of tail.listeners) void this.catchUp(id, l);
     });
   }
 
@@ -56,7 +62,7 @@ export class EventHub {
   /** Readers currently attached, for metrics. */
   get readers(): number {
     let n = 0;
-    for (const set of this.tasks.values()) n += set.size;
+    for (const tail of this.tasks.values()) n += tail.listeners.size;
     return n;
   }
 
@@ -66,26 +72,26 @@ export class EventHub {
    */
   async subscribe(id: string, after: number, deliver: (event: StoredEvent) => void): Promise<Subscription> {
     const listener: Listener = { last: after, pending: [], deliver, closed: false };
-    let set = this.tasks.get(id);
-    if (!set) {
-      set = new Set();
-      this.tasks.set(id, set);
-      set.add(listener);
-      await this.subscriber.ssubscribe(taskKeys(id).channel);
-    } else {
-      set.add(listener);
+    let tail = this.tasks.get(id);
+    if (!tail) {
+      tail = { listeners: new Set(), subscribed: this.subscriber.ssubscribe(taskKeys(id).channel) };
+      this.tasks.set(id, tail);
     }
+    tail.listeners.add(listener);
     const close = () => {
       if (listener.closed) return;
       listener.closed = true;
       const current = this.tasks.get(id);
-      current?.delete(listener);
-      if (current?.size === 0) {
+      current?.listeners.delete(listener);
+      if (current?.listeners.size === 0) {
         this.tasks.delete(id);
         void this.subscriber.sunsubscribe(taskKeys(id).channel).catch(() => undefined);
       }
     };
     try {
+      // Every reader, not only the first, waits until the channel is live before reading history:
+      // an event published in between would otherwise reach no one until the next event.
+      await tail.subscribed;
       const history = await this.store.events(id, after);
       if (history.expired)
         throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
@@ -107,8 +113,8 @@ export class EventHub {
 
   private onMessage(channel: string, message: string): void {
     const id = channel.slice(channel.indexOf('{') + 1, channel.indexOf('}'));
-    const set = this.tasks.get(id);
-    if (!set) return;
+    const tail = this.tasks.get(id);
+    if (!tail) return;
     const nl1 = message.indexOf('\n');
     const nl2 = message.indexOf('\n', nl1 + 1);
     const event: StoredEvent = {
@@ -116,7 +122,7 @@ export class EventHub {
       type: message.slice(nl1 + 1, nl2),
       data: message.slice(nl2 + 1),
     };
-    for (const listener of set) {
+    for (const listener of tail.listeners) {
       if (listener.pending) listener.pending.push(event);
       else if (event.seq > listener.last + 1) void this.catchUp(id, listener);
       else this.push(listener, event);

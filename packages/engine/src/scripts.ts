@@ -14,6 +14,7 @@ const SCRIPTS = {
   provide_input: 4,
   idempotency_begin: 1,
   idempotency_finish: 1,
+  lease_unindex: 1,
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

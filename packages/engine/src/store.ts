@@ -201,6 +201,8 @@ export class TaskStore {
     await this.redis
       .multi()
       .zadd(schedulerKeys.ready(task.tenant), 'NX', task.createdAt, task.id)
+      // A task waiting to be dispatched is not running: a requeued one frees its place under the cap.
+      .zrem(schedulerKeys.running(task.tenant), task.id)
       .sadd(schedulerKeys.tenants, task.tenant)
       .zrem(schedulerKeys.intake, task.id)
       .publish(schedulerKeys.wake, task.tenant)
@@ -279,7 +281,11 @@ export class TaskStore {
     const read = this.redis.hgetall(keys.task);
     const [index, reply, raw] = await Promise.allSettled([indexed, claimed, read]);
     if (reply.status === 'rejected') throw reply.reason;
-    if (reply.value[0] !== 'ok') await this.redis.zrem(schedulerKeys.leases, id);
+    // Refused because the task is gone or finished: drop the entry. Refused because another
+    // attempt holds it: the entry is the holder's, and must stay for the sweep.
+    if (reply.value[0] === 'missing' || reply.value[0] === 'terminal') {
+      await this.redis.zrem(schedulerKeys.leases, id);
+    }
     check(id, reply.value);
     // The claim went through without its index entry: write it now, before any work starts.
     if (index.status === 'rejected') await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
@@ -366,7 +372,7 @@ export class TaskStore {
       const done = await this.recoverTask(id, now);
       if (done) recovered.push(done);
       const task = await this.get(id);
-      if (!task || task.leaseUntil === null) await this.redis.zrem(schedulerKeys.leases, id);
+      if (!task || task.leaseUntil === null) await this.scripts.lease_unindex(schedulerKeys.leases, id, now);
     }
     return recovered;
   }
@@ -513,10 +519,10 @@ export class TaskStore {
           task.onRestart === 'resume' ? { resumed_from_tokens: (await this.snapshot(id)).length } : {};
         await this.transition(id, 'queued', {
           ...fence,
+          dropSnapshot: task.onRestart === 'retry',
           fields: { status_message: `restarted (${task.onRestart})` },
           events: [statusEvent('queued', { reason: 'worker_lost', on_restart: task.onRestart, ...output })],
         });
-        if (task.onRestart === 'retry') await this.redis.del(taskKeys(id).tokens);
         await this.enqueue(task);
       } else if (target === 'failed') {
         const error = problem('server_restarted', 'The worker running this task stopped before it finished.');
@@ -673,6 +679,8 @@ export class TaskStore {
       attempt?: number;
       from?: TaskStatus[];
       leaseExpiredBefore?: number;
+      /** Drop the resume snapshot in the same step (a `retry` runs again from the start). */
+      dropSnapshot?: boolean;
       fields?: Record<string, string>;
       events: EventInput[];
     },
@@ -693,6 +701,7 @@ export class TaskStore {
       this.options.taskRetentionMs,
       this.options.eventRetentionMs,
       isTerminal(to) ? 1 : 0,
+      opts.dropSnapshot ? 1 : 0,
       Object.keys(fields).length,
       ...Object.entries(fields).flat(),
       ...flattenEvents(opts.events),

@@ -45,6 +45,20 @@ test('2,000 readers on one connection each get every event once, in order', asyn
   assert.equal(hub.readers, 0);
 });
 
+test('readers attaching together all see an event written while they attach', async () => {
+  for (let round = 0; round < 30; round++) {
+    const task = await h.store.create(newTask());
+    const seen: number[][] = [[], [], []];
+    const attaching = seen.map((list) => hub.subscribe(task.id, 0, (e) => list.push(e.seq)));
+    const claimed = h.store.claim(task.id, 'w1', 60_000);
+    const subs = await Promise.all(attaching);
+    await claimed;
+    await until(() => seen.every((l) => l.length === 2));
+    for (const list of seen) assert.deepEqual(list, [1, 2]);
+    subs.forEach((s) => s.close());
+  }
+});
+
 test('a reader resuming mid-stream gets exactly the missing events, then live ones', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 60_000);

@@ -20,7 +20,7 @@ test('create refuses an id that exists', async () => {
 
 test('transition checks the allowed sources, the fence and the lease', async () => {
   const move = (to: string, from: string, fence: string, lease: string, terminal = 0) =>
-    evalScript('transition', 5, 10, to, from, fence, lease, 1000, 1000, terminal, 0, 'e', '{}');
+    evalScript('transition', 5, 10, to, from, fence, lease, 1000, 1000, terminal, 0, 0, 'e', '{}');
   assert.deepEqual(await move('running', 'loading', '', ''), ['illegal', 'queued']);
   await h.redis.hset(
     keys[0]!,
@@ -49,4 +49,42 @@ test('renew answers the status and refuses other attempts', async () => {
   assert.deepEqual(await evalScript('renew', 1, 100, 3, 500), ['ok', 'cancelling']);
   assert.equal(await h.redis.hget(keys[0]!, 'lease_until'), '600');
   assert.deepEqual(await evalScript('renew', 1, 100, 2, 500), ['stale', 'cancelling']);
+});
+
+test('a fenced write to a task back in the queue is stale, whatever its attempt', async () => {
+  await h.redis.del(keys[0]!);
+  await h.redis.hset(keys[0]!, 'status', 'queued', 'attempt', 4);
+  const reply = await evalScript(
+    'transition',
+    5,
+    10,
+    'cancelled',
+    'queued',
+    '4',
+    '',
+    1000,
+    1000,
+    1,
+    0,
+    0,
+    'e',
+    '{}',
+  );
+  assert.deepEqual(reply, ['stale', 'queued', '4']);
+});
+
+test('transition can drop the token snapshot in the same step', async () => {
+  await h.redis.del(keys[0]!, keys[1]!);
+  await h.redis.hset(keys[0]!, 'status', 'running', 'attempt', 1);
+  await h.redis.set(keys[4]!, '1,2,3,');
+  await evalScript('transition', 5, 10, 'queued', 'running', '1', '', 1000, 1000, 0, 1, 0, 'e', '{}');
+  assert.equal(await h.redis.exists(keys[4]!), 0);
+});
+
+test('lease_unindex keeps an entry that a claim re-indexed meanwhile', async () => {
+  const source = scriptSource('lease_unindex');
+  await h.redis.zadd('tl:{sched}:leases', 100, 'a', 900, 'b');
+  assert.equal(await h.redis.eval(source, 1, 'tl:{sched}:leases', 'a', 500), 1);
+  assert.equal(await h.redis.eval(source, 1, 'tl:{sched}:leases', 'b', 500), 0);
+  assert.deepEqual(await h.redis.zrange('tl:{sched}:leases', 0, -1), ['b']);
 });

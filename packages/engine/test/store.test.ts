@@ -224,3 +224,33 @@ test('history trimmed below a resume point is reported expired', async () => {
   assert.equal((await h.store.events(task.id, 2)).expired, false);
   assert.deepEqual((await h.store.events(task.id, 3)).events, []);
 });
+
+test('a worker that lost its task to recovery cannot end it, even before the next claim', async () => {
+  const task = await h.store.create(newTask({ onRestart: 'retry' }));
+  await h.store.claim(task.id, 'paused', 1);
+  await h.store.start(task.id, 1);
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal(await h.store.recover(task.id), 'queued');
+  await assert.rejects(h.store.finish(task.id, 1, { status: 'cancelled' }), code('stale_attempt'));
+  await assert.rejects(h.store.start(task.id, 1), code('stale_attempt'));
+  assert.equal((await h.store.get(task.id))!.status, 'queued');
+});
+
+test('a requeued task frees its place under the tenant running cap', async () => {
+  const task = await h.store.create(newTask({ tenant: 'tenant-cap', onRestart: 'retry' }));
+  // What dispatch does: the task leaves the ready queue and counts as running.
+  await h.redis.zrem('tl:{sched}:ready:tenant-cap', task.id);
+  await h.redis.zadd('tl:{sched}:active:tenant-cap', 1, task.id);
+  await h.store.claim(task.id, 'dead', 1);
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal(await h.store.recover(task.id), 'queued');
+  assert.equal(await h.redis.zscore('tl:{sched}:active:tenant-cap', task.id), null);
+  assert.ok(await h.redis.zscore('tl:{sched}:ready:tenant-cap', task.id));
+});
+
+test('a refused claim leaves the holder its lease index entry', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'holder', 60_000);
+  await assert.rejects(h.store.claim(task.id, 'late', 60_000), code('illegal_transition'));
+  assert.ok(await h.redis.zscore('tl:{sched}:leases', task.id));
+});
