@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 for bin in redis-server redis-cli haproxy node; do
   command -v "$bin" >/dev/null || { echo "cluster: $bin is required (apt-get install -y redis-server haproxy)" >&2; exit 1; }
 done
-[ -f services/api/dist/main.js ] || pnpm build
+pnpm build # incremental: cheap when nothing changed, and never runs stale code
 
 data=.data/cluster
 mkdir -p "$data/redis"
@@ -34,8 +34,9 @@ for i in 1 2; do
     TASKLINE_METRICS_PORT=$((9470 + i)) node services/scheduler/dist/main.js &
   pids+=($!)
 done
+# Each worker knows both schedulers (its own first), so it finds whichever one leads after a failover.
 for i in 1 2; do
-  TASKLINE_WORKER_ID="worker-$i" TASKLINE_SCHEDULER_ADDR="127.0.0.1:$((7070 + i))" \
+  TASKLINE_WORKER_ID="worker-$i" TASKLINE_SCHEDULER_ADDR="127.0.0.1:$((7070 + i)),127.0.0.1:$((7073 - i))" \
     TASKLINE_METRICS_PORT=$((9480 + i)) node services/gpu-worker/dist/main.js &
   pids+=($!)
 done

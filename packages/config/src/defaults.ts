@@ -1,6 +1,6 @@
 /**
  * Every default of every service, in one place. Each key is the environment variable that
- * overrides it; `loadConfig` validates them once at start-up.
+ * overrides it; `loadEnv` validates them once at start-up.
  */
 export const DEFAULTS = {
   /** Where the services find Redis. The local stack (`pnpm start`) starts its own with AOF. */
@@ -63,6 +63,8 @@ export const DEFAULTS = {
    * so that a fast model's generations last long enough to be cancelled, killed or drained midway.
    */
   TASKLINE_WORKER_MIN_STEP_MS: '0',
+  /** This worker's name in leases, logs and the control plane; empty picks `worker-<random>`. */
+  TASKLINE_WORKER_ID: '',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
   /** `/metrics` port of services without an HTTP API (scheduler, gpu-worker); 0 picks a free one. */

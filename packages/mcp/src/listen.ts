@@ -66,7 +66,8 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     send({ id, result: { resultType: 'complete' } });
     res.end();
   };
-  req.on('close', () => {
+  // The response's close, not the request's: on Node 20 the request closes once its body is read.
+  res.on('close', () => {
     closed = true;
     for (const sub of subs.values()) sub.close();
   });
@@ -89,16 +90,24 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     }
   };
   if (tasks.length === 0) return end();
-  for (const task of tasks) {
-    chains.set(task.id, notify(task.id));
-    const sub = await hub.subscribe(task.id, task.seq, () => {
-      // Serialised per task, so notifications leave in the order the log recorded them.
+  try {
+    for (const task of tasks) {
       chains.set(
         task.id,
-        (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(() => undefined),
+        notify(task.id).catch(() => undefined),
       );
-    });
-    if (closed) sub.close();
-    else subs.set(task.id, sub);
+      const sub = await hub.subscribe(task.id, task.seq, () => {
+        // Serialised per task, so notifications leave in the order the log recorded them.
+        chains.set(
+          task.id,
+          (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(() => undefined),
+        );
+      });
+      if (closed) sub.close();
+      else subs.set(task.id, sub);
+    }
+  } catch {
+    // Headers are out, so no error reply is possible: end the stream; the client re-listens or polls.
+    end();
   }
 }

@@ -12,6 +12,7 @@
  *   a stream of a replica that died stops counting when its lease lapses.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { isTerminal, isTaskStatus, taskKeys, TasklineError } from '@taskline/engine';
 
@@ -21,32 +22,12 @@ const keys = {
   streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
 };
 
-/**
- * The tenant's token bucket; with ARGV[4] (a create), the same step also adds the create's
- * reservation to the unfinished-task set and counts it: one round trip instead of two.
- * Returns {wait_ms, count}: wait_ms > 0 means refused (and nothing reserved).
- */
-const TOKEN_BUCKET = `
-local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local at = now
-local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens, ts = tonumber(s[1]) or burst, tonumber(s[2]) or now
-if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) else now = ts end
-if tokens < 1 then return {math.ceil((1 - tokens) * 1000 / rate), 0} end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-if ARGV[4] == nil then return {0, 0} end
-redis.call('ZADD', KEYS[2], at, ARGV[4])
-return {0, redis.call('ZCARD', KEYS[2])}
-`;
-
-const STREAM_SLOT = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[1]))
-return 1
-`;
+/** The limit scripts (`services/api/lua/`, contracts in their header comments), loaded once. */
+const lua = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
+interface LimitScripts {
+  tl_token_bucket(...args: (string | number)[]): Promise<[number, number]>;
+  tl_stream_slot(...args: (string | number)[]): Promise<number>;
+}
 
 /** How old a create reservation may get before it is taken for a crashed create. */
 const RESERVATION_MS = 60_000;
@@ -72,10 +53,18 @@ export interface TaskReservation {
 }
 
 export class TenantLimits {
+  private readonly scripts: LimitScripts;
+
   constructor(
     private readonly redis: Redis,
     readonly settings: LimitSettings,
-  ) {}
+  ) {
+    if (!('tl_token_bucket' in redis)) {
+      redis.defineCommand('tl_token_bucket', { numberOfKeys: 2, lua: lua('token_bucket') });
+      redis.defineCommand('tl_stream_slot', { numberOfKeys: 1, lua: lua('stream_slot') });
+    }
+    this.scripts = redis as unknown as LimitScripts;
+  }
 
   /** Takes one request from the tenant's bucket, or throws `rate_limited` with the wait. */
   async takeRequest(tenant: string): Promise<void> {
@@ -111,13 +100,11 @@ export class TenantLimits {
     const { ratePerS, burst } = this.settings;
     const args: (string | number)[] = [ratePerS, burst, Date.now()];
     if (reservation) args.push(reservation);
-    const [waitMs, count] = (await this.redis.eval(
-      TOKEN_BUCKET,
-      2,
+    const [waitMs, count] = await this.scripts.tl_token_bucket(
       keys.rate(tenant),
       keys.active(tenant),
       ...args,
-    )) as [number, number];
+    );
     if (waitMs > 0)
       throw rateLimited(
         'Too many requests for this tenant; retry after the indicated time.',
@@ -176,12 +163,17 @@ export class TenantLimits {
     const key = keys.streams(tenant);
     const id = randomUUID();
     const lease = () => Date.now() + this.settings.streamLeaseMs;
-    const ok = await this.redis.eval(STREAM_SLOT, 1, key, Date.now(), id, lease(), this.settings.maxStreams);
+    const ok = await this.scripts.tl_stream_slot(key, Date.now(), id, lease(), this.settings.maxStreams);
     if (Number(ok) !== 1)
       throw rateLimited(`This tenant already has ${this.settings.maxStreams} open streams.`, 1);
     return {
       renew: async () => {
-        await this.redis.zadd(key, 'XX', lease(), id);
+        // The set's own expiry moves with each renewal, or a long-lived stream would stop counting.
+        await this.redis
+          .multi()
+          .zadd(key, 'XX', lease(), id)
+          .pexpire(key, this.settings.streamLeaseMs)
+          .exec();
       },
       release: async () => {
         await this.redis.zrem(key, id);

@@ -25,7 +25,7 @@ import { GpuWorker } from './worker.js';
 const INSTANT_MODEL = 'instant';
 
 const env = loadEnv();
-const id = process.env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
+const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
 if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);

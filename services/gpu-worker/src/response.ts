@@ -26,7 +26,13 @@ interface InputItem {
   content: string | { type: string; text?: string }[];
 }
 
-const ROLES = new Set(['system', 'user', 'assistant']);
+/** LMSP roles as chat-template roles: `developer` instructions are what templates call `system`. */
+const ROLES = new Map<string, ChatMessage['role']>([
+  ['system', 'system'],
+  ['developer', 'system'],
+  ['user', 'user'],
+  ['assistant', 'assistant'],
+]);
 
 /** Renders the request as chat messages: instructions first, then the input items in order. */
 export function toMessages(request: ResponseRequest): ChatMessage[] {
@@ -39,8 +45,8 @@ export function toMessages(request: ResponseRequest): ChatMessage[] {
   if (!Array.isArray(request.input))
     throw new TasklineError('invalid_request', 'input must be a string or a list of message items');
   for (const item of request.input) {
-    const role = item.role ?? 'user';
-    if (!ROLES.has(role)) throw new TasklineError('invalid_request', `unsupported message role ${role}`);
+    const role = ROLES.get(item.role ?? 'user');
+    if (!role) throw new TasklineError('invalid_request', `unsupported message role ${item.role}`);
     const content =
       typeof item.content === 'string'
         ? item.content
@@ -48,7 +54,7 @@ export function toMessages(request: ResponseRequest): ChatMessage[] {
             .filter((p) => p.type === 'input_text' || p.type === 'output_text')
             .map((p) => p.text ?? '')
             .join('');
-    messages.push({ role: role as ChatMessage['role'], content });
+    messages.push({ role, content });
   }
   return messages;
 }

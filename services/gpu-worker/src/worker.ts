@@ -181,9 +181,13 @@ export class GpuWorker {
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
+      // A request the model cannot run keeps its own code (say invalid_request); the rest is ours.
       finish = {
         status: 'failed',
-        error: problem('internal_error', err instanceof Error ? err.message : String(err)),
+        error:
+          err instanceof TasklineError
+            ? problem(err.code, err.message, err.status)
+            : problem('internal_error', err instanceof Error ? err.message : String(err)),
       };
       if (!reason) tlog.error('attempt_failed', { error: err });
     } finally {

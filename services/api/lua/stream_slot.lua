@@ -1,0 +1,14 @@
+--[[
+  Opens an event-stream slot under the tenant's cap. Slots are leases that each heartbeat
+  renews, so the streams of a replica that died stop counting once their leases lapse.
+
+  KEYS[1] open streams (zset: stream id -> lease deadline)   tl:api:streams:{<tenant>}
+  ARGV[1] now (ms)  ARGV[2] stream id  ARGV[3] lease deadline (ms)  ARGV[4] cap
+
+  Returns 1 when the slot is taken, 0 at the cap.
+]]
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) - tonumber(ARGV[1]))
+return 1
