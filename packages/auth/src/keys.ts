@@ -17,11 +17,12 @@ export function assertTenantId(tenant: string): void {
 /** API keys are looked up by their SHA-256 only; the key itself is shown once and never stored. */
 export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
+/** One hash tag for all keys of the key store: create and revoke write two keys in one MULTI. */
 const KEYS = {
   /** id -> JSON metadata (tenant, name, created_at, hash): what `list` shows and `revoke` needs. */
-  index: 'tl:auth:keys',
+  index: 'tl:{auth}:keys',
   /** hash -> JSON {id, tenant}: the one read per authenticated request. */
-  byHash: (hash: string) => `tl:auth:key:${hash}`,
+  byHash: (hash: string) => `tl:{auth}:key:${hash}`,
 } as const;
 
 export interface ApiKeyInfo {

@@ -58,9 +58,11 @@ describe('API keys from the CLI', () => {
       [created.id],
     );
     assert.doesNotMatch(JSON.stringify(listed), new RegExp(created.key));
-    for (const key of await stack.redis.keys('tl:auth:*')) {
+    const stored = await stack.redis.keys('tl:{auth}:*');
+    assert.ok(stored.length >= 2, 'the key store is where this test looks');
+    for (const key of stored) {
       const dump = JSON.stringify(
-        await (key === 'tl:auth:keys' ? stack.redis.hgetall(key) : stack.redis.get(key)),
+        await (key === 'tl:{auth}:keys' ? stack.redis.hgetall(key) : stack.redis.get(key)),
       );
       assert.ok(!key.includes(created.key) && !dump.includes(created.key), 'the key itself is never stored');
     }
