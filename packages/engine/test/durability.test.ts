@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startRedis } from '@taskline/testing';
 import { connectRedis, TaskStore, type TaskRecord } from '../src/index.js';
-import { defaults, newTask } from './helpers.js';
+import { defaults, newTask, until } from './helpers.js';
 
 test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async () => {
   const server = await startRedis({ appendfsync: 'always' });
@@ -22,7 +22,7 @@ test('SIGKILL of Redis during a burst of creations loses no acknowledged task', 
       }
     }
   });
-  while (acknowledged.length < 300) await new Promise((r) => setTimeout(r, 5));
+  await until(() => acknowledged.length >= 300, '300 acknowledged creates');
   await server.kill();
   const before = acknowledged.length;
   await new Promise((r) => setTimeout(r, 200));

@@ -40,3 +40,16 @@ export const newTask = (over: Partial<NewTask> = {}): NewTask => ({
   request: { model: 'tiny-chat', input: 'hello' },
   ...over,
 });
+
+/** Polls `cond` until it holds; fails with `what` after `limitMs` instead of hanging the run. */
+export async function until(
+  cond: () => boolean | Promise<boolean>,
+  what: string,
+  limitMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
