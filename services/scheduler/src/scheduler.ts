@@ -189,7 +189,7 @@ export class Scheduler {
           .zrem(dispatchKeys.inflight, pick.id)
           .zrem(dispatchKeys.active(pick.tenant), pick.id)
           .exec();
-        return;
+        return false;
       }
       avail.set(model, left - 1);
       const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt };
