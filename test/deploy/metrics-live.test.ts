@@ -243,6 +243,8 @@ test('every metric family of issue 6.1 is observed on the live stack, with bound
   expectSample('api', during, 'taskline_sse_streams_open', { protocol: 'mcp' }, (v) => v >= 1);
   expectSample('api', apiSamples, 'taskline_sse_streams_open', { protocol: 'lmsp' }, (v) => v === 0);
   expectSample('api', apiSamples, 'taskline_events_delivered_total', { protocol: 'lmsp' });
+  // Measured from the writer's commit to the SSE write: what the event-delivery SLO is built on.
+  expectSample('api', apiSamples, 'taskline_event_delivery_seconds_count', { protocol: 'lmsp' });
   // Worker slots, model load time.
   expectSample('gpu-worker', worker, 'taskline_worker_slots', { model: MODEL, state: 'free' });
   expectSample('gpu-worker', worker, 'taskline_model_load_seconds_count', { model: MODEL });

@@ -1,11 +1,12 @@
 -- Shared tail of every script that appends events (prepended by the loader, not a script itself).
--- emit(taskKey, eventsKey, channel, now, type, data) appends one event numbered by the task's
--- `seq` counter (stream id "<seq>-0", so ids are the LMSP sequence numbers) and announces it on
--- the task's sharded channel for live readers on any replica.
+-- emit(taskKey, eventsKey, channel, type, data) appends one event numbered by the task's `seq`
+-- counter (stream id "<seq>-0", so ids are the LMSP sequence numbers) and announces it on the
+-- task's sharded channel for live readers on any replica as "<seq>\n<written at>\n<type>\n<data>".
+-- Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure delivery by it.
 local function emit(taskKey, eventsKey, channel, type, data)
   local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
   redis.call('XADD', eventsKey, seq .. '-0', 'type', type, 'data', data)
-  redis.call('SPUBLISH', channel, seq .. '\n' .. type .. '\n' .. data)
+  redis.call('SPUBLISH', channel, seq .. '\n' .. ARGV[1] .. '\n' .. type .. '\n' .. data)
   return seq
 end
 

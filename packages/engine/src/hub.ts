@@ -117,10 +117,12 @@ export class EventHub {
     if (!tail) return;
     const nl1 = message.indexOf('\n');
     const nl2 = message.indexOf('\n', nl1 + 1);
+    const nl3 = message.indexOf('\n', nl2 + 1);
     const event: StoredEvent = {
       seq: Number(message.slice(0, nl1)),
-      type: message.slice(nl1 + 1, nl2),
-      data: message.slice(nl2 + 1),
+      writtenAt: Number(message.slice(nl1 + 1, nl2)),
+      type: message.slice(nl2 + 1, nl3),
+      data: message.slice(nl3 + 1),
     };
     for (const listener of tail.listeners) {
       if (listener.pending) listener.pending.push(event);

@@ -68,6 +68,8 @@ export interface StoredEvent {
   type: string;
   /** The event's JSON without `sequence_number`, as written. */
   data: string;
+  /** When the writer committed it (its clock, ms): set on live events, not on history reads. */
+  writtenAt?: number;
 }
 
 /** A state change this store committed (for metrics: transitions by kind, end-to-end task time). */

@@ -100,6 +100,9 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     if (done) return;
     res.write(formatEvent(event));
     o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
+    // Live events only: a replayed one measures how late its reader came, not delivery.
+    if (event.writtenAt)
+      o.metrics?.eventDeliverySeconds.observe({ protocol: 'lmsp' }, (Date.now() - event.writtenAt) / 1000);
     if (isFinalEventType(event.type)) finish();
     else if (res.writableLength > o.maxBufferBytes) {
       o.logger.warn('slow stream reader cut off', { task: o.task.id, buffered: res.writableLength });
