@@ -42,6 +42,13 @@ export {
   type EventInput,
 } from './response.js';
 export { EventHub, type Subscription } from './hub.js';
+export {
+  servedModelsFromEnv,
+  servedModel,
+  outputTokens,
+  type ModelInfo,
+  type ServedModels,
+} from './models.js';
 export type { RunContext, TaskRunner } from './runner.js';
 export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
 export { taskKeys, schedulerKeys, idempotencyKey } from './keys.js';

@@ -1,6 +1,9 @@
 export {
   createMcpRouter,
   LOCAL_TENANT,
+  RATE_LIMITED_CODE,
+  type McpLimits,
+  type McpTaskReservation,
   type McpRouterDeps,
   type McpObserver,
   type McpEnv,

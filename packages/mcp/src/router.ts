@@ -14,8 +14,10 @@ import type { Env } from '@taskline/config';
 import {
   isRedisUnavailable,
   isTerminal,
+  servedModelsFromEnv,
   TasklineError,
   type EventHub,
+  type ServedModels,
   type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
@@ -45,6 +47,9 @@ export type McpEnv = Pick<
   | 'TASKLINE_MCP_MAX_BODY_BYTES'
   | 'TASKLINE_MCP_ALLOWED_HOSTS'
   | 'TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS'
+  | 'TASKLINE_MODELS'
+  | 'TASKLINE_SNAPSHOT_MODELS'
+  | 'TASKLINE_MAX_OUTPUT_TOKENS'
 >;
 
 export interface McpRouterDeps {
@@ -58,6 +63,26 @@ export interface McpRouterDeps {
   tools?: ToolRegistry;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
   observe?: McpObserver;
+  /** The tenant's request rate and unfinished-task cap: the api passes its `TenantLimits`, shared with LMSP. */
+  limits?: McpLimits;
+}
+
+/**
+ * Per-tenant limits, in the shape of the api's `TenantLimits`, so this package stays free of
+ * `services/api`. Refusals throw a `TasklineError` `rate_limited` with `details.retryAfterS`.
+ */
+export interface McpLimits {
+  /** Takes one request from the tenant's rate. */
+  takeRequest(tenant: string): Promise<void>;
+  /** A create's request: one from the rate and a place under the unfinished-task cap, checked by `admit`. */
+  takeCreate(tenant: string): Promise<McpTaskReservation>;
+}
+
+export interface McpTaskReservation {
+  /** Refuses (and frees the place) when the tenant is over its cap. */
+  admit(): Promise<void>;
+  /** Swaps the place for the task id, or frees it (null); later calls do nothing. */
+  commit(taskId: string | null): Promise<void>;
 }
 
 export interface McpObserver {
@@ -83,10 +108,19 @@ const rpcError = (res: Response, http: number, id: unknown, code: number, messag
     .status(http)
     .json({ jsonrpc: '2.0', id: id ?? null, error: { code, message, ...(data !== undefined && { data }) } });
 
+/** JSON-RPC error of a request over the tenant's limits (implementation-defined server range). */
+export const RATE_LIMITED_CODE = -32005;
+
 /**
  * MCP 2026-07-28 (stateless, Streamable HTTP) with the Tasks extension, mounted at `/mcp`. The
  * SDK serves the protocol; a thin layer in front of it adds what the SDK cannot do yet (SDK issue
  * #2569): -32021 for tools that need a task, and `notifications/tasks` on `subscriptions/listen`.
+ *
+ * With `limits`, every authenticated request takes one from the tenant's request rate
+ * (TASKLINE_RATE_LIMIT_*, the bucket LMSP uses), and a `tools/call` of a tool that runs as a task
+ * also needs a place under the tenant's unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS, counted
+ * with its LMSP tasks). Over either: HTTP 429 with `Retry-After`, JSON-RPC error -32005
+ * (`RATE_LIMITED_CODE`) with `data: { code: 'rate_limited', retryAfter: <seconds> }`.
  */
 export function createMcpRouter(deps: McpRouterDeps): Router {
   const { store, hub, env, logger } = deps;
@@ -100,6 +134,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
     });
   const poll = env.TASKLINE_POLL_INTERVAL_MS;
+  const served = servedModelsFromEnv(env);
   const allowedHosts = new Set(env.TASKLINE_MCP_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()));
 
   /** The capability a tool needs that this request's client did not declare, as a -32021 error. */
@@ -123,6 +158,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         tools,
         poll,
         tenant: ctx.authInfo?.clientId ?? '',
+        reservation: ctx.authInfo?.extra?.reservation as McpTaskReservation | undefined,
+        served,
         fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
         observe: deps.observe,
       }),
@@ -151,17 +188,47 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     next();
   });
   router.use(express.json({ limit: env.TASKLINE_MCP_MAX_BODY_BYTES, type: () => true }));
+  /** Whether this request is a call of a tool that runs as a task (the cap applies to those). */
+  const createsTask = (req: Request) => {
+    const body = req.body as { method?: unknown; params?: { name?: unknown } } | undefined;
+    if (req.method !== 'POST' || body?.method !== 'tools/call') return false;
+    const support = tools.get(String(body.params?.name))?.taskSupport;
+    return support !== undefined && support !== 'forbidden';
+  };
   router.use(async (req, res, next) => {
     try {
       const tenant = env.TASKLINE_MCP_LOCAL_NO_AUTH
         ? LOCAL_TENANT
         : (await deps.authenticate!(req.headers)).id;
-      (req as Request & { auth?: unknown }).auth = { token: '', clientId: tenant, scopes: [] };
+      let reservation: McpTaskReservation | undefined;
+      if (deps.limits && createsTask(req)) {
+        const slot = await deps.limits.takeCreate(tenant);
+        // Freed when the call made no task (asked for input, refused, cut short); `callTool` commits first.
+        res.once('close', () => void slot.commit(null).catch(() => undefined));
+        await slot.admit();
+        reservation = slot;
+      } else if (deps.limits) {
+        await deps.limits.takeRequest(tenant);
+      }
+      (req as Request & { auth?: unknown }).auth = {
+        token: '',
+        clientId: tenant,
+        scopes: [],
+        ...(reservation && { extra: { reservation } }),
+      };
       next();
     } catch (err) {
       if (err instanceof TasklineError && err.code === 'unauthorized') {
         res.setHeader('WWW-Authenticate', 'Bearer');
         return rpcError(res, 401, req.body?.id, -32001, 'Unauthorized');
+      }
+      if (err instanceof TasklineError && err.code === 'rate_limited') {
+        const retryAfter = Number(err.details.retryAfterS ?? 1);
+        res.setHeader('Retry-After', String(retryAfter));
+        return rpcError(res, 429, req.body?.id, RATE_LIMITED_CODE, err.message, {
+          code: 'rate_limited',
+          retryAfter,
+        });
       }
       next(err);
     }
@@ -244,6 +311,10 @@ interface ServerDeps {
   tools: ToolRegistry;
   poll: number;
   tenant: string;
+  /** This call's place under the tenant's unfinished-task cap, when limits are on and it creates a task. */
+  reservation?: McpTaskReservation;
+  /** The models and output cap a tool's `prepare` checks generations against. */
+  served: ServedModels;
   /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
   fixtures: boolean;
   observe?: McpObserver;
@@ -323,7 +394,7 @@ async function callTool(
   const { store, hub, poll, tenant } = deps;
   let args = rawArgs;
   if (tool.prepare) {
-    const prepared = tool.prepare(args, ctx.mcpReq.inputResponses ?? {});
+    const prepared = tool.prepare(args, ctx.mcpReq.inputResponses ?? {}, deps.served);
     if ('ask' in prepared) return inputRequired({ inputRequests: prepared.ask as never });
     args = prepared.args;
   }
@@ -335,6 +406,8 @@ async function callTool(
     onRestart: 'retry',
     request: { tool: tool.name, arguments: args },
   });
+  // Not awaited, as on LMSP: until the swap lands the reservation counts in the task's place.
+  void deps.reservation?.commit(task.id).catch(() => undefined);
   deps.observe?.taskCreated(tenant);
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {

@@ -87,6 +87,46 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.equal(res.message.result, undefined);
   });
 
+  const taskKeys = () => stack.cluster.store.redis.keys('tl:{task_*}:task');
+
+  it('generate on a model this deployment does not serve: refused at once, never a task', async () => {
+    const before = await taskKeys();
+    const res = await rpc(
+      url,
+      'tools/call',
+      { name: 'generate', arguments: { model: 'no-such-model', input: 'Hello' } },
+      { token },
+    );
+    assert.equal(res.message.result?.isError, true, JSON.stringify(res.message));
+    assert.notEqual(res.message.result.resultType, 'task');
+    assert.match(res.message.result.content[0].text, /does not serve the model "no-such-model"/);
+    assert.deepEqual(await taskKeys(), before);
+  });
+
+  it('generate and batch_generate over TASKLINE_MAX_OUTPUT_TOKENS: refused as LMSP refuses', async () => {
+    const over = 4097; // the default cap is 4096
+    const lmsp = await fetch(url.replace(/\/mcp$/, '/lmsp/v1/tasks'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({
+        type: 'response',
+        input: { model: 'tiny-chat', input: 'Hello', max_output_tokens: over },
+      }),
+    });
+    assert.equal(lmsp.status, 400);
+    const problem = (await lmsp.json()) as any;
+    const before = await taskKeys();
+    for (const [name, args] of [
+      ['generate', { model: 'tiny-chat', input: 'Hello', max_output_tokens: over }],
+      ['batch_generate', { model: 'tiny-chat', prompts: ['Hello'], max_output_tokens: over }],
+    ] as const) {
+      const res = await rpc(url, 'tools/call', { name, arguments: args }, { token });
+      assert.equal(res.message.result?.isError, true, JSON.stringify(res.message));
+      assert.equal(res.message.result.content[0].text, problem.detail);
+    }
+    assert.deepEqual(await taskKeys(), before);
+  });
+
   it('a bearer token the authenticator does not know: -32001, HTTP 401', async () => {
     const res = await rpc(url, 'tools/list', {}, { token: 'not-a-known-key' });
     assert.equal(res.status, 401);

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { outputTokens, servedModel, type ServedModels } from '@taskline/engine';
 
 /** A question for the caller: an MCP input request (`elicitation/create`, `sampling/createMessage`, ...). */
 export interface InputRequest {
@@ -60,10 +61,21 @@ export interface ToolDefinition<S extends z.ZodObject = z.ZodObject> {
   taskSupport: TaskSupport;
   /**
    * Optional MRTR phase, run on the replica before the task is created: ask the caller for input
-   * inline, then return the arguments the task runs with.
+   * inline, then return the arguments the task runs with. A throw refuses the call at once (an
+   * `isError` result, no task); `served` is what this deployment's models can run.
    */
-  prepare?(args: z.infer<S>, responses: Record<string, unknown>): Prepared<z.infer<S>>;
+  prepare?(args: z.infer<S>, responses: Record<string, unknown>, served: ServedModels): Prepared<z.infer<S>>;
   run(args: z.infer<S>, ctx: ToolContext): Promise<ToolResult>;
+}
+
+/**
+ * Refuses a generation the deployment would not run, with LMSP's errors: a model it does not
+ * serve (the child task would wait forever) or `max_output_tokens` above its cap. Returns the
+ * `max_output_tokens` an LMSP create would store (the cap when none is given).
+ */
+export function checkGeneration(served: ServedModels, model: string, maxOutputTokens?: number): number {
+  servedModel(served, model);
+  return outputTokens(served, maxOutputTokens);
 }
 
 /** Thrown by a tool for a failure the caller should see as a protocol error (task `failed`). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineTool, ToolFailure } from './api.js';
+import { checkGeneration, defineTool, ToolFailure } from './api.js';
 
 export interface BatchOptions {
   /** Cost units above which a tenant confirms a batch before it runs. */
@@ -24,6 +24,10 @@ export function batchGenerateTool(options: BatchOptions) {
       prompts: z.array(z.string().min(1)).min(1).max(1000),
       max_output_tokens: z.number().int().positive().default(64),
     }),
+    prepare(args, _responses, served) {
+      checkGeneration(served, args.model, args.max_output_tokens);
+      return { args };
+    },
     async run(args, ctx) {
       const cost = args.prompts.reduce((sum, p) => sum + estimate(p, args.max_output_tokens), 0);
       const threshold = options.confirmAbove(ctx.tenant);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineTool } from './api.js';
+import { checkGeneration, defineTool } from './api.js';
 
 /** `generate`: one LMSP response on a model, run as a task; its text, with usage as structured output. */
 export const generateTool = defineTool({
@@ -12,6 +12,10 @@ export const generateTool = defineTool({
     max_output_tokens: z.number().int().positive().optional(),
     temperature: z.number().min(0).max(2).optional(),
   }),
+  prepare(args, _responses, served) {
+    checkGeneration(served, args.model, args.max_output_tokens);
+    return { args };
+  },
   async run(args, ctx) {
     const out = await ctx.generate({
       model: args.model,

@@ -2,6 +2,7 @@ export {
   ToolRegistry,
   ToolFailure,
   defineTool,
+  checkGeneration,
   TOOLS_MODEL,
   type ToolDefinition,
   type ToolContext,

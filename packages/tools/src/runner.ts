@@ -5,12 +5,14 @@ import {
   TasklineError,
   type Finish,
   type RunContext,
+  type ServedModels,
   type StoredEvent,
   type TaskRecord,
   type TaskRunner,
   type TaskStore,
 } from '@taskline/engine';
 import {
+  checkGeneration,
   ToolFailure,
   type GenerateOutcome,
   type GenerateRequest,
@@ -23,6 +25,11 @@ import {
 export interface ToolRunnerOptions {
   /** Tails task events (answers to input requests, child tasks). Made from the store's Redis when absent. */
   hub?: EventHub;
+  /**
+   * The models this deployment serves and its output cap (`servedModelsFromEnv`): a generation
+   * outside them fails the tool at once instead of leaving a child task queued forever.
+   */
+  served?: ServedModels;
 }
 
 export interface ToolRunner extends TaskRunner {
@@ -47,7 +54,7 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
       const parsed = tool.inputSchema.safeParse(request.arguments);
       if (!parsed.success) return failed('invalid_request', `invalid arguments: ${parsed.error.message}`);
       try {
-        const result = await tool.run(parsed.data, toolContext(ctx, hubFor(ctx.store)));
+        const result = await tool.run(parsed.data, toolContext(ctx, hubFor(ctx.store), options.served));
         if (ctx.signal.aborted) return { status: 'cancelled', result };
         return { status: 'succeeded', result };
       } catch (err) {
@@ -66,7 +73,7 @@ function failed(code: string, detail: string): Finish {
   return { status: 'failed', error: problem(code, detail) };
 }
 
-function toolContext(ctx: RunContext, hub: EventHub): ToolContext {
+function toolContext(ctx: RunContext, hub: EventHub, served: ServedModels | undefined): ToolContext {
   const { store, task, attempt, signal } = ctx;
   let generations = 0;
   return {
@@ -91,7 +98,7 @@ function toolContext(ctx: RunContext, hub: EventHub): ToolContext {
       }
       return Object.fromEntries(keys.map((k) => [k, answers[k]]));
     },
-    generate: (request) => generateChild(store, hub, task, signal, request, generations++),
+    generate: (request) => generateChild(store, hub, task, signal, request, generations++, served),
   };
 }
 
@@ -164,11 +171,21 @@ async function generateChild(
   signal: AbortSignal,
   request: GenerateRequest,
   n: number,
+  served: ServedModels | undefined,
 ): Promise<GenerateOutcome> {
+  // The same rules as an LMSP create, which stores the cap when no max_output_tokens is given.
+  let maxOutputTokens = request.maxOutputTokens;
+  if (served) {
+    try {
+      maxOutputTokens = checkGeneration(served, request.model, maxOutputTokens);
+    } catch (err) {
+      throw new ToolFailure(err instanceof Error ? err.message : String(err));
+    }
+  }
   const body = {
     model: request.model,
     input: request.input,
-    ...(request.maxOutputTokens !== undefined && { max_output_tokens: request.maxOutputTokens }),
+    ...(maxOutputTokens !== undefined && { max_output_tokens: maxOutputTokens }),
     ...(request.temperature !== undefined && { temperature: request.temperature }),
   };
   const { task: child } = await store.createIdempotent(

@@ -8,9 +8,12 @@ import {
   isWellFormedId,
   newId,
   notFound,
+  servedModel,
+  servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
   TasklineError,
+  type ModelInfo,
   type NewTask,
   type OnRestart,
   type TaskRecord,
@@ -32,7 +35,6 @@ import {
   resumePoint,
   storedRequest,
   taskObject,
-  type ModelInfo,
 } from './lmsp/schema.js';
 import { errorHandler, methodNotAllowed, routeNotFound, sendProblem } from './problem.js';
 import { StreamRegistry, streamTaskEvents } from './sse.js';
@@ -74,14 +76,6 @@ export interface TasklineApi {
   settled(): Promise<void>;
 }
 
-/** The models this deployment serves and whether their backend can snapshot (`on_restart: resume`). */
-export function modelsFromEnv(
-  env: Pick<Env, 'TASKLINE_MODELS' | 'TASKLINE_SNAPSHOT_MODELS'>,
-): Map<string, ModelInfo> {
-  const snapshot = new Set(env.TASKLINE_SNAPSHOT_MODELS.split(',').filter(Boolean));
-  return new Map(env.TASKLINE_MODELS.split(',').map((id) => [id, { id, canSnapshot: snapshot.has(id) }]));
-}
-
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** LMSP routes that create a task (paths inside the LMSP router). */
 const CREATE_PATHS = new Set(['/tasks', '/responses']);
@@ -103,7 +97,8 @@ export function createApp(deps: AppDeps): TasklineApi {
     streamLeaseMs: env.TASKLINE_SSE_HEARTBEAT_MS * 3,
   });
   const streams = new StreamRegistry();
-  const models = modelsFromEnv(env);
+  const served = servedModelsFromEnv(env);
+  const models = served.models;
   const openapi = buildOpenApi();
   const cancels = new Set<Promise<unknown>>();
   let draining = false;
@@ -216,12 +211,7 @@ export function createApp(deps: AppDeps): TasklineApi {
     onRestart: OnRestart,
   ): Promise<{ task: TaskRecord; replayed: boolean }> => {
     const key = idempotencyKeyOf(req.headers['idempotency-key']);
-    const model = models.get(request.model);
-    if (!model)
-      throw new TasklineError(
-        'model_not_found',
-        `This deployment does not serve the model "${request.model}".`,
-      );
+    const model = servedModel(served, request.model);
     if (onRestart === 'resume' && !model.canSnapshot) {
       throw new TasklineError(
         'unsupported_capability',
@@ -234,7 +224,7 @@ export function createApp(deps: AppDeps): TasklineApi {
       kind: 'response',
       model: model.id,
       onRestart,
-      request: storedRequest(request, env.TASKLINE_MAX_OUTPUT_TOKENS),
+      request: storedRequest(request, served),
     };
     const print = fingerprint(operation, req.body);
     const slot = reservations.get(req) ?? (await limits.reserveTask(tenant));

@@ -29,7 +29,7 @@ async function main(): Promise<void> {
     logger,
     metrics,
     // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
-    mountExtra: (app, { store, hub, auth }) =>
+    mountExtra: (app, { store, hub, auth, limits }) =>
       app.use(
         '/mcp',
         createMcpRouter({
@@ -38,6 +38,8 @@ async function main(): Promise<void> {
           env,
           logger: logger.child({ surface: 'mcp' }),
           authenticate: auth.authenticate,
+          // The same request rate and unfinished-task cap as LMSP, per tenant.
+          limits,
           observe: {
             taskCreated: (tenant) =>
               metrics.taskCreatesTotal.inc({

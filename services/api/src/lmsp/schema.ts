@@ -7,10 +7,13 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
   emptyResponse,
+  outputTokens,
   problem,
   TasklineError,
+  type ModelInfo,
   type ResponseObject,
   type ResponseStatus,
+  type ServedModels,
   type TaskRecord,
   type TaskStatus,
 } from '@taskline/engine';
@@ -68,21 +71,9 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
 }
 
 /** The request a worker runs, as stored on the task (`stream` is the HTTP layer's business only). */
-export function storedRequest(
-  req: ResponseRequest,
-  maxOutputTokens: number,
-): Omit<ResponseRequest, 'stream'> {
+export function storedRequest(req: ResponseRequest, served: ServedModels): Omit<ResponseRequest, 'stream'> {
   const { stream: _stream, ...rest } = req;
-  if (rest.max_output_tokens !== undefined && rest.max_output_tokens > maxOutputTokens) {
-    throw new TasklineError(
-      'invalid_request',
-      `max_output_tokens: at most ${maxOutputTokens} on this deployment`,
-      {
-        errors: [{ path: 'max_output_tokens', message: `at most ${maxOutputTokens}` }],
-      },
-    );
-  }
-  return { ...rest, max_output_tokens: rest.max_output_tokens ?? maxOutputTokens };
+  return { ...rest, max_output_tokens: outputTokens(served, rest.max_output_tokens) };
 }
 
 /** `Idempotency-Key`: 1-255 visible ASCII characters (LMSP-GAPS 9.2). */
@@ -175,11 +166,6 @@ export function taskObject(task: TaskRecord) {
         ? (task.error ?? problem('internal_error', 'The task failed without an error record.'))
         : null,
   };
-}
-
-export interface ModelInfo {
-  id: string;
-  canSnapshot: boolean;
 }
 
 export function modelObject(model: ModelInfo) {

@@ -1,0 +1,81 @@
+/**
+ * The tenant limits LMSP enforces hold on `/mcp` too, against the real api process: the request
+ * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS)
+ * on tool calls that become tasks; over either, HTTP 429 with Retry-After and JSON-RPC -32005.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { isTerminal } from '@taskline/engine';
+import { startStack, until } from '../../../test/conformance/stack.js';
+import { rpc, type RpcReply } from './helpers.js';
+
+const BURST = 12;
+const CAP = 2;
+
+describe('MCP under the per-tenant limits of the api', () => {
+  let stack: Awaited<ReturnType<typeof startStack>>;
+  let url: string;
+
+  before(async () => {
+    stack = await startStack({
+      env: {
+        TASKLINE_API_KEYS: 'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret',
+        TASKLINE_RATE_LIMIT_PER_S: '1',
+        TASKLINE_RATE_LIMIT_BURST: String(BURST),
+        TASKLINE_MAX_ACTIVE_TASKS: String(CAP),
+        // Every batch asks to be confirmed first, so its task stays unfinished until answered.
+        TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
+      },
+    });
+    url = stack.replicas[0]!.url;
+  });
+  after(() => stack.stop());
+
+  const assertLimited = (reply: RpcReply) => {
+    assert.equal(reply.status, 429, JSON.stringify(reply.message));
+    assert.equal(reply.message.error?.code, -32005, JSON.stringify(reply.message));
+    assert.equal(reply.message.error.data.code, 'rate_limited');
+    const retryAfter = Number(reply.headers.get('retry-after'));
+    assert.ok(retryAfter >= 1, `Retry-After: ${reply.headers.get('retry-after')}`);
+    assert.equal(reply.message.error.data.retryAfter, retryAfter);
+    assert.equal(reply.message.result, undefined);
+  };
+
+  it('requests past the burst are refused with 429, Retry-After and -32005', async () => {
+    const replies: RpcReply[] = [];
+    for (let i = 0; i < BURST + 3; i++)
+      replies.push(await rpc(url, 'tools/list', {}, { token: 'key-rate-secret' }));
+    const limited = replies.filter((r) => r.status === 429);
+    assert.ok(limited.length >= 2, `statuses: ${replies.map((r) => r.status).join(',')}`);
+    for (const reply of limited) assertLimited(reply);
+  });
+
+  it('a tool call that would be one task too many is refused before any task is made', async () => {
+    const batch = () =>
+      rpc(
+        url,
+        'tools/call',
+        { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hello'] } },
+        { token: 'key-cap-secret' },
+      );
+    const ids: string[] = [];
+    for (let i = 0; i < CAP; i++) {
+      const created = await batch();
+      assert.equal(created.message.result?.resultType, 'task', JSON.stringify(created.message));
+      ids.push(created.message.result.taskId);
+    }
+    const before = await stack.cluster.store.redis.keys('tl:{task_*}:task');
+    assertLimited(await batch());
+    assert.deepEqual(await stack.cluster.store.redis.keys('tl:{task_*}:task'), before);
+
+    // A finished task frees its place.
+    const cancelled = await rpc(url, 'tasks/cancel', { taskId: ids[0] }, { token: 'key-cap-secret' });
+    assert.equal(cancelled.message.error, undefined, JSON.stringify(cancelled.message));
+    await until(`task ${ids[0]} ends`, async () => {
+      const task = await stack.cluster.store.get(ids[0]!);
+      return task && isTerminal(task.status) ? true : undefined;
+    });
+    const again = await batch();
+    assert.equal(again.message.result?.resultType, 'task', JSON.stringify(again.message));
+  });
+});
