@@ -13,5 +13,7 @@ node --import tsx --test --test-concurrency=1 --test-timeout=300000 "${files[@]}
 
 pnpm test:deploy
 pnpm test:conformance
+# The benchmark harness at toy sizes: it must run and write a well-formed report (speed is not judged).
+pnpm bench:smoke
 # The chaos run at reduced length: faults, invariants and overload on the local multi-replica cluster.
 TASKLINE_CHAOS_SECONDS=20 pnpm test:chaos
