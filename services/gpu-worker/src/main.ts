@@ -5,6 +5,7 @@ import {
   checkDurability,
   connectRedis,
   EventHub,
+  servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
@@ -65,7 +66,7 @@ const tools = builtinTools({
   conformance: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
   batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
 });
-const toolRunner = createToolRunner(tools, { hub });
+const toolRunner = createToolRunner(tools, { hub, served: servedModelsFromEnv(env) });
 
 let exiting = false;
 const exit = async () => {
