@@ -1,10 +1,9 @@
-import type { Request, Response } from 'express';
+import type { Response } from 'express';
 import { isTerminal, type EventHub, type Subscription, type TaskStore } from '@taskline/engine';
 import type { McpObserver } from './router.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
 interface ListenArgs {
-  req: Request;
   res: Response;
   store: TaskStore;
   hub: EventHub;
@@ -24,7 +23,7 @@ interface ListenArgs {
  * listen result once every task is terminal, or when the client goes away.
  */
 export async function serveTaskListen(args: ListenArgs): Promise<void> {
-  const { req, res, store, hub, poll, tenant, id } = args;
+  const { res, store, hub, poll, tenant, id } = args;
   if (!declaresTasks(args.capabilities)) {
     res.status(400).json({
       jsonrpc: '2.0',

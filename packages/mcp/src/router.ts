@@ -251,7 +251,6 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       }
       if (body?.method === 'subscriptions/listen' && hasTaskFilter(params)) {
         return await serveTaskListen({
-          req,
           res,
           store,
           hub,
