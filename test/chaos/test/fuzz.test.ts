@@ -118,6 +118,28 @@ const pathSegment = (s: string): string =>
     )
     .join('') || 'x';
 
+/** Node's default limit on a request head (request line and headers), in bytes. */
+const NODE_MAX_HEAD = 16 * 1024;
+
+/**
+ * A request without a body. A head over Node's limit is refused by its parser with 431 and the
+ * connection closed, which can race with the rest of our write (a reset): both mean "refused
+ * before any handler ran", answered here as null. Any other failure still fails the test.
+ */
+async function sendHead(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<Reply | null> {
+  const size = path.length + Object.entries(headers).reduce((n, [k, v]) => n + k.length + v.length + 4, 0);
+  return send(base, method, path, { headers }).catch((err: unknown) => {
+    const code = (err as { code?: string }).code;
+    if (size > NODE_MAX_HEAD - 512 && (code === 'ECONNRESET' || code === 'EPIPE')) return null;
+    throw err;
+  });
+}
+
 /** fc.assert with a short report: hostile values can be megabytes long. */
 async function holds<T extends unknown[]>(
   property: fc.IAsyncPropertyWithHooks<T>,
@@ -274,7 +296,12 @@ describe('fuzzing every route and method with hostile input', () => {
           const path = `/lmsp/v1/tasks/${id}${suffix}`;
           const headers: Record<string, string> = { ...authz(key) };
           if (lastEventId !== null) headers['last-event-id'] = lastEventId;
-          const r = await send(api.base, method, path, { headers });
+          const r = await sendHead(api.base, method, path, headers);
+          // Node's parser refused a head over its size limit and closed before our write ended.
+          if (r === null) {
+            requests++;
+            return;
+          }
           // HEAD has no body; 431 is Node's own parser refusing a path over its header limit.
           if (method === 'HEAD' || r.status === 431 || (method === 'OPTIONS' && r.status === 204)) {
             requests++;
@@ -288,13 +315,11 @@ describe('fuzzing every route and method with hostile input', () => {
       ),
       RUNS * 2,
     );
-    const long = await send(api.base, 'GET', `/lmsp/v1/tasks/${'a'.repeat(60_000)}`, {
-      headers: authz(KEYS.a),
-    });
+    const long = await sendHead(api.base, 'GET', `/lmsp/v1/tasks/${'a'.repeat(60_000)}`, authz(KEYS.a));
     requests++;
     assert.ok(
-      long.status === 431 || long.status === 414 || isDocumentedProblem(long),
-      `long id: ${long.status}`,
+      long === null || long.status === 431 || long.status === 414 || isDocumentedProblem(long),
+      `long id: ${long?.status}`,
     );
     await unchanged();
   });
