@@ -1,4 +1,4 @@
--- Shared tail of every script that appends events (prepended by the loader, not a script itself).
+-- Shared prelude of every engine script (prepended by the loader, not a script itself).
 -- emit(taskKey, eventsKey, channel, type, data) appends one event numbered by the task's `seq`
 -- counter (stream id "<seq>-0", so ids are the LMSP sequence numbers) and announces it on the
 -- task's sharded channel for live readers on any replica as "<seq>\n<written at>\n<type>\n<data>".
@@ -29,4 +29,24 @@ local function expireTask(keys, now, taskRetentionMs, eventRetentionMs)
       redis.call('PEXPIRE', keys[i], taskRetentionMs)
     end
   end
+end
+
+-- Terminal states never change: every script refuses to touch a task in one of these.
+local function isTerminal(status)
+  return status == 'succeeded' or status == 'failed' or status == 'cancelled'
+end
+
+-- The precondition of a running attempt's own writes (output, questions): nil when `expected` is
+-- the task's attempt and it is running, else the refusal to return.
+local function refuseUnlessRunning(status, attempt, expected)
+  if not status then
+    return { 'missing' }
+  end
+  if attempt ~= expected then
+    return { 'stale', status }
+  end
+  if status ~= 'running' then
+    return { 'illegal', status }
+  end
+  return nil
 end

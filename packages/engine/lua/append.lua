@@ -10,15 +10,9 @@
   Returns {'ok', seq} | {'missing'} | {'stale', status} | {'illegal', status}
 ]]
 local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt')
-local status, attempt = cur[1], cur[2]
-if not status then
-  return { 'missing' }
-end
-if attempt ~= ARGV[2] then
-  return { 'stale', status }
-end
-if status ~= 'running' then
-  return { 'illegal', status }
+local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2])
+if refused then
+  return refused
 end
 if ARGV[3] ~= '' then
   redis.call('APPEND', KEYS[4], ARGV[3])

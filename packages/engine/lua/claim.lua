@@ -13,7 +13,7 @@ local status = redis.call('HGET', task, 'status')
 if not status then
   return { 'missing' }
 end
-if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+if isTerminal(status) then
   return { 'terminal', status }
 end
 if status ~= 'queued' then

@@ -13,7 +13,7 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
   return { 'missing' }
 end
-if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+if isTerminal(status) then
   return { 'terminal', status }
 end
 local n = tonumber(ARGV[2])

@@ -12,7 +12,7 @@ local status, attempt = cur[1], cur[2]
 if not status then
   return { 'missing' }
 end
-if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+if isTerminal(status) then
   return { 'terminal', status }
 end
 if attempt ~= ARGV[2] or status == 'queued' then

@@ -30,7 +30,7 @@ end
 if ARGV[4] ~= '' and (ARGV[4] ~= attempt or status == 'queued') then
   return { 'stale', status, attempt }
 end
-if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+if isTerminal(status) then
   return { 'terminal', status }
 end
 local allowed = false
