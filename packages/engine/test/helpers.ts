@@ -41,15 +41,4 @@ export const newTask = (over: Partial<NewTask> = {}): NewTask => ({
   ...over,
 });
 
-/** Polls `cond` until it holds; fails with `what` after `limitMs` instead of hanging the run. */
-export async function until(
-  cond: () => boolean | Promise<boolean>,
-  what: string,
-  limitMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+export { until } from '@taskline/testing';

@@ -30,7 +30,7 @@ test('2,000 readers on one connection each get every event once, in order', asyn
   }
   await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
   const total = (await h.store.get(task.id))!.seq;
-  await until(() => seen.every((l) => l.length === total), 'the events to arrive');
+  await until('the events to arrive', () => seen.every((l) => l.length === total) || undefined);
   for (const list of seen)
     assert.deepEqual(
       list,
@@ -49,7 +49,7 @@ test('readers attaching together all see an event written while they attach', as
     const claimed = h.store.claim(task.id, 'w1', 60_000);
     const subs = await Promise.all(attaching);
     await claimed;
-    await until(() => seen.every((l) => l.length === 2), 'the events to arrive');
+    await until('the events to arrive', () => seen.every((l) => l.length === 2) || undefined);
     for (const list of seen) assert.deepEqual(list, [1, 2]);
     subs.forEach((s) => s.close());
   }
@@ -66,7 +66,7 @@ test('a reader resuming mid-stream gets exactly the missing events, then live on
     [3],
   );
   await h.store.append(task.id, 1, [], [{ type: 'response.output_text.delta', data: { delta: 'x' } }]);
-  await until(() => got.length === 2, 'the events to arrive');
+  await until('the events to arrive', () => got.length === 2 || undefined);
   assert.deepEqual(
     got.map((e) => e.seq),
     [3, 4],
@@ -82,7 +82,7 @@ test('a missed live message is filled from the stream', async () => {
   await h.redis.hincrby(taskKeys(task.id).task, 'seq', 1);
   await h.redis.xadd(taskKeys(task.id).events, '2-0', 'type', 'response.in_progress', 'data', '{}');
   await h.store.claim(task.id, 'w1', 60_000);
-  await until(() => got.length === 3, 'the events to arrive');
+  await until('the events to arrive', () => got.length === 3 || undefined);
   assert.deepEqual(got, [1, 2, 3]);
   s.close();
 });
@@ -106,24 +106,20 @@ test('readers keep receiving, and new readers can attach, after Redis restarts f
   await h.server.kill();
   await h.server.restart();
   // Writes and subscriptions right after the restart, while the hub's connection comes back.
-  await until(
-    () =>
-      h.store.claim(task.id, 'w1', 60_000).then(
-        () => true,
-        () => false,
-      ),
-    'Redis to take writes again',
+  await until('Redis to take writes again', () =>
+    h.store.claim(task.id, 'w1', 60_000).then(
+      () => true,
+      () => undefined,
+    ),
   );
   const late: number[] = [];
-  let s2: Awaited<ReturnType<EventHub['subscribe']>> | null = null;
-  await until(async () => {
-    s2 = await hub.subscribe(task.id, 0, (e) => late.push(e.seq)).catch(() => null);
-    return s2 !== null;
-  }, 'a new reader to attach after the restart');
+  const s2 = await until('a new reader to attach after the restart', () =>
+    hub.subscribe(task.id, 0, (e) => late.push(e.seq)).catch(() => undefined),
+  );
   await h.store.start(task.id, 1);
-  await until(() => got.length === 3 && late.length === 3, 'the events to arrive');
+  await until('the events to arrive', () => (got.length === 3 && late.length === 3) || undefined);
   assert.deepEqual(got, [1, 2, 3]);
   assert.deepEqual(late, [1, 2, 3]);
   s.close();
-  s2!.close();
+  s2.close();
 });

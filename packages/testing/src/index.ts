@@ -1,2 +1,3 @@
 export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
 export { freePort } from './ports.js';
+export { until } from './wait.js';

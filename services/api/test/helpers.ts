@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import { loadEnv } from '@taskline/config';
 import { connectRedis, TaskStore, type EventInput, type TaskRecord } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
-import { startRedis, type RedisServer } from '@taskline/testing';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { createApp, serve, type RunningServer, type TasklineApi } from '../src/app.js';
 import { checkResponse } from './openapi-check.js';
 
@@ -297,12 +297,10 @@ export async function runWorker(store: TaskStore, id: string, deltas: string[]):
 
 /** Waits until the engine has a task for this tenant queued for dispatch (a worker can claim it). */
 export async function nextQueued(redis: Redis, tenant = 'tenant-a'): Promise<string> {
-  for (;;) {
-    const [id] = await redis.zrange(`tl:{sched}:ready:${tenant}`, 0, 0);
-    if (id) {
-      await redis.zrem(`tl:{sched}:ready:${tenant}`, id);
-      return id;
-    }
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  const id = await until(`a queued task of ${tenant}`, async () => {
+    const [first] = await redis.zrange(`tl:{sched}:ready:${tenant}`, 0, 0);
+    return first;
+  });
+  await redis.zrem(`tl:{sched}:ready:${tenant}`, id);
+  return id;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startRedis } from '@taskline/testing';
+import { startRedis, until } from '@taskline/testing';
 import { connectRedis } from '@taskline/engine';
 import {
   call,
@@ -86,8 +86,9 @@ describe('two api processes on one Redis', () => {
   test('JSON logs carry the request id', async () => {
     const r = await call(a.base, 'GET', '/lmsp/v1/models', { headers: { 'x-request-id': 'trace-123' } });
     assert.equal(r.headers.get('x-request-id'), 'trace-123');
-    while (!a.logs.some((l) => l.msg === 'request' && l.request_id === 'trace-123'))
-      await new Promise((r) => setTimeout(r, 20));
+    await until('the request log line', () =>
+      a.logs.some((l) => l.msg === 'request' && l.request_id === 'trace-123') ? true : undefined,
+    );
     const line = a.logs.find((l) => l.request_id === 'trace-123')!;
     assert.equal(line.tenant, 'tenant-a');
     assert.equal(line.status, 200);

@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { createParser } from 'eventsource-parser';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { taskKeys } from '@taskline/engine';
+import { until } from '@taskline/testing';
 import {
   call,
   checkSse,
@@ -291,7 +292,7 @@ describe('event streams', () => {
       socket.write(`GET ${task.events_url} HTTP/1.0\r\nAuthorization: Bearer ${KEY_A}\r\n\r\n`);
       let raw = '';
       socket.on('data', (chunk) => (raw += chunk.toString()));
-      while (!raw.includes('response.created')) await new Promise((r) => setTimeout(r, 10));
+      await until('the stream to start', () => (raw.includes('response.created') ? true : undefined));
       socket.pause();
       const { attempt } = await stack.worker.claim(task.id, 'test-worker', 60_000);
       await stack.worker.start(task.id, attempt);
@@ -338,10 +339,12 @@ describe('event streams', () => {
     const task = await create();
     const read = await openSse(api.base, task.events_url);
     await read.waitFor(1);
-    while (read.comments < 2) await new Promise((r) => setTimeout(r, 50));
+    await until('two heartbeat comments', () => (read.comments >= 2 ? true : undefined));
     read.abort();
     await read.done;
-    await new Promise((r) => setTimeout(r, 100));
+    // The server has handled the disconnect once the stream left its registry; a cancel would
+    // have been sent by then.
+    await until('the server to close the stream', () => (api.api.streams.size === 0 ? true : undefined));
     assert.equal((await stack.worker.get(task.id))?.status, 'queued');
   });
 });
@@ -404,7 +407,9 @@ describe('responses', () => {
     await stack.worker.start(id, attempt);
     controller.abort();
     assert.equal(((await pending) as Error).name, 'AbortError');
-    while ((await stack.worker.get(id))?.status !== 'cancelling') await new Promise((r) => setTimeout(r, 20));
+    await until('the task to be cancelling', async () =>
+      (await stack.worker.get(id))?.status === 'cancelling' ? true : undefined,
+    );
     await stack.worker.finish(id, attempt, { status: 'cancelled' });
     assert.equal((await stack.worker.get(id))?.status, 'cancelled');
   });
@@ -422,7 +427,9 @@ describe('responses: disconnects', () => {
     const id = await nextQueued(stack.redis);
     read.abort();
     await read.done;
-    while ((await stack.worker.get(id))?.status !== 'cancelled') await new Promise((r) => setTimeout(r, 20));
+    await until('the task to be cancelled', async () =>
+      (await stack.worker.get(id))?.status === 'cancelled' ? true : undefined,
+    );
   });
 });
 

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
-import { freePort, startRedis, type RedisServer } from '@taskline/testing';
+import { freePort, startRedis, until, type RedisServer } from '@taskline/testing';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -10,23 +10,7 @@ export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 /** A stored event with its data parsed, as a client would read it. */
 export type ParsedEvent = { seq: number; type: string } & Record<string, unknown>;
 
-/**
- * Polls `check` until it returns a value other than undefined; fails with `what` after a generous
- * deadline so a broken test reports what it waited for instead of hanging.
- */
-export async function until<T>(
-  what: string,
-  check: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+export { until };
 
 /**
  * A real Redis (AOF), scheduler replicas and gpu-worker processes started with `tsx`, plus a
