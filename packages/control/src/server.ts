@@ -24,6 +24,8 @@ export interface ControlServerOptions {
   /** A worker silent this long no longer counts as capacity. */
   workerTimeoutMs: number;
   schedulerId: string;
+  /** A worker reported more free slots than before: a dispatch round can use them now. */
+  onCapacity?: () => void;
   onEvent?: (event: string, fields: Record<string, unknown>) => void;
 }
 
@@ -70,12 +72,17 @@ export async function startControlServer(options: ControlServerOptions): Promise
           welcome: { scheduler_id: options.schedulerId, heartbeat_ms: options.heartbeatMs },
         });
         emit('worker_registered', { worker: workerId, models: msg.register.models });
+        options.onCapacity?.();
       } else if (msg.body === 'heartbeat' && workerId) {
         const entry = streams.get(workerId);
         if (entry?.stream !== stream) return;
+        const freed = msg.heartbeat.models.some(
+          (m) => m.free > (entry.state.models.find((o) => o.model === m.model)?.free ?? 0),
+        );
         entry.state.models = msg.heartbeat.models;
         entry.state.draining = msg.heartbeat.draining;
         entry.state.lastSeen = now;
+        if (freed && !msg.heartbeat.draining) options.onCapacity?.();
       }
     });
     const gone = () => {

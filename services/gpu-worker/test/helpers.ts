@@ -51,6 +51,7 @@ export class Cluster {
           TASKLINE_HEARTBEAT_MS: '100',
           TASKLINE_DISPATCH_INTERVAL_MS: '20',
           TASKLINE_LEADER_LEASE_MS: '1000',
+          ...options.env,
         }),
       );
     }

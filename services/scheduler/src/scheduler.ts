@@ -75,6 +75,8 @@ export class Scheduler {
         isLeader: () => this.isLeader,
         leaderAddr: () => this.leadership?.leaderAddr() ?? Promise.resolve(null),
       },
+      // Capacity freed by a finishing task is used at once, not at the next interval tick.
+      onCapacity: () => void this.run('dispatch', true),
       onEvent: (event, fields) => o.log.info(event, fields),
     });
     const address = o.advertise || `${o.controlHost}:${this.control.port}`;
@@ -117,10 +119,11 @@ export class Scheduler {
 
   /**
    * Dispatch is event-driven: every enqueue publishes on `schedulerKeys.wake` and the leader runs a
-   * round at once; the interval stays as the safety net (a lost message, capacity freed by a worker).
+   * round at once, as it does when a worker reports freed slots; the interval stays as the safety net
+   * (a lost message).
    */
   private async listen(): Promise<void> {
-    const sub = this.o.redis.duplicate();
+    const sub = this.o.redis.duplicate({ enableAutoPipelining: false });
     this.wakeup = sub;
     sub.on('message', () => void this.run('dispatch', true));
     await sub.subscribe(schedulerKeys.wake);
