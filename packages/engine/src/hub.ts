@@ -43,6 +43,7 @@ export class EventHub {
     const subscriber = store.redis.duplicate({
       connectionName: name ? `${name}-events` : undefined,
       enableReadyCheck: false,
+      enableAutoPipelining: false,
     });
     subscriber.on('error', () => undefined); // reconnects on its own; readers catch up on 'ready'
     this.subscriber = subscriber;

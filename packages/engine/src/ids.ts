@@ -2,9 +2,19 @@ import { randomBytes } from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
 
+const ID_BYTES = 17;
+/** Random bytes drawn 256 ids at a time: one CSPRNG call per id cost more than the rest of a create's CPU. */
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+
 /** `<prefix>_` + 26 base32 characters: 130 bits, of which 128 are random. */
 export function newId(prefix: string): string {
-  const bytes = randomBytes(17);
+  if (poolAt + ID_BYTES > pool.length) {
+    pool = randomBytes(ID_BYTES * 256);
+    poolAt = 0;
+  }
+  const bytes = pool.subarray(poolAt, poolAt + ID_BYTES);
+  poolAt += ID_BYTES;
   let out = '';
   let bits = 0;
   let value = 0;

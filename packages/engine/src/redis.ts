@@ -4,13 +4,16 @@ import { SCRIPT_BY_SHA } from './scripts.js';
 
 /**
  * A connection for Taskline's commands. Commands issued while Redis is down fail fast instead of
- * queueing without bound, so callers can answer 503 and clients retry.
+ * queueing without bound, so callers can answer 503 and clients retry. Commands issued in the same
+ * tick go out as one write (auto-pipelining): with `appendfsync always`, Redis then answers them
+ * after one fsync instead of one each, and a busy process makes one syscall instead of dozens.
  */
 export function connectRedis(url: string, name: string): Redis {
   return new Redis(url, {
     connectionName: name,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: true,
+    enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(50 * times, 1000),
   });
 }
