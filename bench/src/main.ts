@@ -116,8 +116,11 @@ try {
     results.acceptance = accept;
   }
   if (only.has(3) || only.has(4) || only.has(6)) {
-    // Same model folder and onnxruntime defaults (threads: one per core) as the worker's.
-    const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), { id: 'tiny-chat' });
+    // Same model folder, onnxruntime settings and thread count as the worker's.
+    const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), {
+      id: 'tiny-chat',
+      intraOpThreads: Number(BENCH_ENV.TASKLINE_INTRA_OP_THREADS) || undefined,
+    });
     try {
       await model.generate(same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).bare);
       if (only.has(3)) {

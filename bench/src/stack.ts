@@ -24,7 +24,15 @@ export const BENCH_ENV: Record<string, string> = {
   TASKLINE_MAX_ACTIVE_TASKS: '1000000',
   TASKLINE_MAX_STREAMS: '100000',
   TASKLINE_METRICS_PORT: '0',
+  /**
+   * One onnxruntime thread for the worker and for the bare model alike: on two cores a second
+   * thread only fights Redis, the api and the SSE client for the core they need.
+   */
+  TASKLINE_INTRA_OP_THREADS: '1',
 };
+
+/** BENCH_CPU_PROFILE_DIR: every service writes a V8 CPU profile there (`--cpu-prof`) when it stops. */
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 
 /** Memory of a live process from /proc: resident now and the high-water mark, in MiB. */
 export function memoryOf(pid: number): { rssMb: number; peakRssMb: number } {
@@ -51,7 +59,8 @@ export async function startService(
   marker: string,
   args: string[] = [],
 ): Promise<Service> {
-  const child = spawn(process.execPath, [...args, entry], {
+  const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+  const child = spawn(process.execPath, [...profile, ...args, entry], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -88,6 +97,11 @@ export async function startService(
 export async function stopService(s: Service): Promise<void> {
   if (s.child.exitCode !== null || s.child.signalCode) return;
   const gone = new Promise((r) => s.child.once('exit', r));
+  if (PROFILE_DIR) {
+    // A profile is written on a clean exit only: drain first, kill after a grace period.
+    s.child.kill('SIGTERM');
+    await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
+  }
   s.child.kill('SIGKILL');
   await gone;
 }

@@ -56,6 +56,8 @@ export const DEFAULTS = {
   TASKLINE_MODEL_MEMORY_MB: '2048',
   /** onnxruntime execution provider: `cpu`, or `cuda` on GPU images. */
   TASKLINE_EXECUTION_PROVIDER: 'cpu',
+  /** onnxruntime threads per model session; 0 lets onnxruntime choose (one per core). */
+  TASKLINE_INTRA_OP_THREADS: '0',
   /** SIGTERM or a drain command: running tasks get this long to finish, then are handed back to the queue. */
   TASKLINE_DRAIN_DEADLINE_MS: '20000',
   /**

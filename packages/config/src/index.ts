@@ -37,6 +37,7 @@ const schema = z.object({
   TASKLINE_WORKER_SLOTS: int(1),
   TASKLINE_MODEL_MEMORY_MB: int(1),
   TASKLINE_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']),
+  TASKLINE_INTRA_OP_THREADS: int(0).max(256),
   TASKLINE_DRAIN_DEADLINE_MS: int(0),
   TASKLINE_WORKER_MIN_STEP_MS: int(0),
   TASKLINE_WORKER_ID: z.string().regex(/^[A-Za-z0-9._-]{0,64}$/, 'letters, digits, . _ - (64 at most)'),

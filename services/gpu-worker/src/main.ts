@@ -55,6 +55,7 @@ const cache = new ModelCache<ModelBackend>({
         : await loadOnnxModel(join(env.TASKLINE_MODELS_DIR, model), {
             id: model,
             executionProviders: [...providers],
+            intraOpThreads: env.TASKLINE_INTRA_OP_THREADS || undefined,
           });
     metrics.modelLoadSeconds.observe({ model }, Number(process.hrtime.bigint() - started) / 1e9);
     return backend;
