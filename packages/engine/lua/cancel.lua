@@ -9,6 +9,9 @@
   ARGV[5] result to store when the task ends `cancelled` at once (JSON)
   ARGV[6] event type, ARGV[7] event data for an immediate `cancelled`
   ARGV[8] event type, ARGV[9] event data for `cancelling`
+  ARGV[10] prefix of the worker channels: a task that goes `cancelling` is announced to the worker
+           holding it on ARGV[10] .. lease_owner (plain PUBLISH: a channel, not a key, so the script
+           still touches only the task's slot)
 
   Returns {'cancelled'|'cancelling'|'noop'|'not_cancelable', status} or {'missing'}.
 ]]
@@ -30,5 +33,9 @@ if outcome == 'cancelled' then
 else
   redis.call('HSET', task, 'status', outcome, 'updated_at', now)
   emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
+  local owner = redis.call('HGET', task, 'lease_owner')
+  if owner then
+    redis.call('PUBLISH', ARGV[10] .. owner, string.match(task, '{(.-)}'))
+  end
 end
 return { outcome, outcome }

@@ -12,6 +12,13 @@ export const taskKeys = (id: string) =>
     tokens: `tl:{${id}}:tokens`,
   }) as const;
 
+/**
+ * The channel a worker hears cancels of the tasks it holds on (cancel.lua publishes the task id):
+ * one subscription per worker, instead of one per task that would echo every event it writes.
+ */
+export const WORKER_CANCEL_PREFIX = 'tl:cancel:';
+export const workerCancelChannel = (workerId: string) => `${WORKER_CANCEL_PREFIX}${workerId}`;
+
 /** One idempotency record per tenant and key; the key is hashed so any visible ASCII is safe. */
 export const idempotencyKey = (tenant: string, keyHash: string) => `tl:idem:{${tenant}}:${keyHash}`;
 

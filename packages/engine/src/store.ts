@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
-import { idempotencyKey, schedulerKeys, taskKeys } from './keys.js';
+import { idempotencyKey, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
 import {
   emptyResponse,
   finalEvent,
@@ -245,6 +245,7 @@ export class TaskStore {
       JSON.stringify(cancelled.data),
       cancelling.type,
       JSON.stringify(cancelling.data),
+      WORKER_CANCEL_PREFIX,
     );
     const [outcome] = reply as [string];
     if (outcome === 'missing') throw notFound();

@@ -1,8 +1,8 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startStack, type Replica } from '../../../test/conformance/stack.js';
-import { rpc, TASKS } from './helpers.js';
+import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
+import { pollTask, rpc, TASKS } from './helpers.js';
 
 describe('MCP tasks over two replicas on one Redis', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;
@@ -146,5 +146,35 @@ describe('MCP tasks over two replicas on one Redis', () => {
     const last = seen.filter((m) => m.method === 'notifications/tasks').at(-1);
     assert.equal(last.params.taskId, taskId);
     assert.equal(last.params.status, 'cancelled');
+  });
+});
+
+describe('a cancel reaches the worker holding the task at once', () => {
+  let stack: Awaited<ReturnType<typeof startStack>>;
+
+  before(async () => {
+    // A one-minute lease: the worker's renewal (every third of it) cannot be what notices the cancel.
+    stack = await startStack({
+      env: {
+        TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
+        TASKLINE_API_KEYS: 'tenant-a:key-a-secret',
+        TASKLINE_LEASE_MS: '60000',
+      },
+    });
+  });
+  after(() => stack.stop());
+
+  it('a tool task that writes nothing is stopped by the announcement on its worker channel', async () => {
+    const url = stack.replicas[0]!.url;
+    const opts = { token: 'key-a-secret' };
+    const created = await rpc(url, 'tools/call', { name: 'slow_compute', arguments: { seconds: 60 } }, opts);
+    const taskId = created.message.result.taskId as string;
+    await until('the worker to run the tool', async () =>
+      (await stack.cluster.store.get(taskId))?.status === 'running' ? true : undefined,
+    );
+    const ack = await rpc(url, 'tasks/cancel', { taskId }, opts);
+    assert.equal(ack.message.result?.resultType, 'complete');
+    const task = await pollTask(url, taskId, (t) => t.status !== 'working', { ...opts, timeoutMs: 5_000 });
+    assert.equal(task.status, 'cancelled', JSON.stringify(task));
   });
 });

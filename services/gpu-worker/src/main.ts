@@ -86,7 +86,6 @@ const worker = new GpuWorker({
   id,
   redisUrl: env.REDIS_URL,
   store,
-  hub,
   log,
   metrics,
   models: env.TASKLINE_WORKER_MODELS.split(','),
@@ -95,10 +94,11 @@ const worker = new GpuWorker({
   toolRunner,
   leaseMs: env.TASKLINE_LEASE_MS,
   minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,
+  flushMs: env.TASKLINE_STREAM_FLUSH_MS,
   schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
   onDrained: () => void exit(),
 });
-worker.start();
+await worker.start();
 log.info('ready', {
   models: env.TASKLINE_WORKER_MODELS,
   slots: env.TASKLINE_WORKER_SLOTS,

@@ -9,7 +9,6 @@ import {
 } from '@taskline/control';
 import {
   emptyResponse,
-  EventHub,
   problem,
   TasklineError,
   type Finish,
@@ -17,7 +16,10 @@ import {
   type TaskRecord,
   type TaskRunner,
   type TaskStore,
+  taskKeys,
+  workerCancelChannel,
 } from '@taskline/engine';
+import type { Redis } from 'ioredis';
 import type { ModelBackend, ModelLease } from '@taskline/inference';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
@@ -27,7 +29,6 @@ export interface GpuWorkerOptions {
   id: string;
   redisUrl: string;
   store: TaskStore;
-  hub: EventHub;
   log: Logger;
   metrics: TasklineMetrics;
   /** Model ids this worker serves (each with `slots` concurrent generations). */
@@ -40,6 +41,8 @@ export interface GpuWorkerOptions {
   leaseMs: number;
   /** Lower bound on one decode step (see ResponseRunnerOptions); 0 in production. */
   minStepMs?: number;
+  /** Least time between two delta appends of one generation (see ResponseRunnerOptions). */
+  flushMs?: number;
   schedulerAddrs: string[];
   /** Called once a drain has finished (SIGTERM or a scheduler command). */
   onDrained?: () => void;
@@ -63,6 +66,7 @@ export class GpuWorker {
   private readonly busy = new Map<string, number>();
   private control: ControlClient | null = null;
   private draining: Promise<void> | null = null;
+  private cancels: Redis | null = null;
 
   constructor(private readonly o: GpuWorkerOptions) {}
 
@@ -78,7 +82,9 @@ export class GpuWorker {
     }));
   }
 
-  start(): void {
+  /** Listens for cancels of the tasks it will hold, then starts taking jobs. */
+  async start(): Promise<void> {
+    await this.listenForCancels();
     for (const model of this.served) {
       const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
         connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
@@ -100,6 +106,32 @@ export class GpuWorker {
       onEvent: (event, fields) => this.o.log.info(event, fields),
     });
     this.reportSlots();
+  }
+
+  /**
+   * cancel.lua announces a task going `cancelling` on the channel of the worker holding it. After a
+   * reconnect, announcements sent meanwhile are lost: the running tasks' statuses are read instead.
+   * The lease renewal (every third of the lease) and refused appends catch a cancel as well.
+   */
+  private async listenForCancels(): Promise<void> {
+    const name = this.o.store.redis.options.connectionName;
+    const sub = this.o.store.redis.duplicate({
+      connectionName: name ? `${name}-cancels` : undefined,
+      enableReadyCheck: false,
+      enableAutoPipelining: false,
+    });
+    this.cancels = sub;
+    sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses
+    sub.on('message', (_channel: string, taskId: string) => this.running.get(taskId)?.stop('cancel'));
+    sub.on('ready', () => {
+      for (const [id, r] of this.running) {
+        this.o.store.redis.hget(taskKeys(id).task, 'status').then(
+          (status) => status === 'cancelling' && r.stop('cancel'),
+          () => undefined,
+        );
+      }
+    });
+    await sub.subscribe(workerCancelChannel(this.o.id));
   }
 
   private reportSlots(): void {
@@ -124,29 +156,37 @@ export class GpuWorker {
   /** Runs one attempt of a task from claim to its end; never throws. */
   private async execute(model: string, taskId: string): Promise<void> {
     const { store, log, leaseMs } = this.o;
-    let task: TaskRecord;
-    try {
-      task = await store.claim(taskId, this.o.id, leaseMs);
-    } catch (err) {
-      // Already taken, cancelled or gone: the job was a stale hint.
-      log.info('claim_refused', { task: taskId, error: err });
+    // A second job for a task this worker runs already is a stale hint.
+    if (this.running.has(taskId)) {
+      log.info('claim_refused', { task: taskId, reason: 'running here' });
       return;
     }
-    const attempt = task.attempt;
-    const tlog = log.child({ task: taskId, attempt });
-    this.o.metrics.queueWaitSeconds.observe(
-      { kind: task.kind, model },
-      Math.max(0, (Date.now() - task.createdAt) / 1000),
-    );
     const controller = new AbortController();
     let reason: StopReason | null = null;
+    let tlog = log.child({ task: taskId });
     const stop = (r: StopReason) => {
       if (reason) return;
       reason = r;
       tlog.info('attempt_stopping', { reason: r });
       controller.abort(r);
     };
+    // Listed before the claim: a cancel announced right after the claim must find its attempt.
     this.running.set(taskId, { model, stop });
+    let task: TaskRecord;
+    try {
+      task = await store.claim(taskId, this.o.id, leaseMs);
+    } catch (err) {
+      this.running.delete(taskId);
+      // Already taken, cancelled or gone: the job was a stale hint.
+      log.info('claim_refused', { task: taskId, error: err });
+      return;
+    }
+    const attempt = task.attempt;
+    tlog = log.child({ task: taskId, attempt });
+    this.o.metrics.queueWaitSeconds.observe(
+      { kind: task.kind, model },
+      Math.max(0, (Date.now() - task.createdAt) / 1000),
+    );
     const renew = setInterval(
       () => {
         store.renew(taskId, attempt, leaseMs).then(
@@ -159,21 +199,6 @@ export class GpuWorker {
       },
       Math.max(10, Math.floor(leaseMs / 3)),
     );
-    // Not awaited before the work starts (two round trips off the way to the first token): the
-    // watch replays the log from the claim on, so a cancel that lands meanwhile is still seen.
-    let ended = false;
-    const watching = this.o.hub
-      .subscribe(taskId, task.seq, (ev) => {
-        // The watch sees every delta this attempt writes; only a status event can say `cancelling`,
-        // so the cheap checks keep a JSON parse per delta off the decode loop's thread.
-        if (ev.type !== 'response.in_progress' || !ev.data.includes('cancelling')) return;
-        if (ended) return;
-        if ((JSON.parse(ev.data) as { task_status?: string }).task_status === 'cancelling') stop('cancel');
-      })
-      .catch((err: unknown) => {
-        tlog.warn('watch_failed', { error: err });
-        return null;
-      });
     let finish: Finish;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
@@ -191,9 +216,7 @@ export class GpuWorker {
       };
       if (!reason) tlog.error('attempt_failed', { error: err });
     } finally {
-      ended = true;
       clearInterval(renew);
-      void watching.then((sub) => sub?.close());
       this.running.delete(taskId);
     }
     await this.commit(task, attempt, finish, reason, tlog);
@@ -220,6 +243,7 @@ export class GpuWorker {
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
         minStepMs: this.o.minStepMs,
+        flushMs: this.o.flushMs,
         // A retried attempt observes its first token again, from creation: what its client waited.
         onFirstToken: () =>
           metrics.timeToFirstTokenSeconds.observe(
@@ -288,6 +312,7 @@ export class GpuWorker {
       await Promise.all(this.workers.map((w) => w.close()));
       clearTimeout(timer);
       this.control?.close();
+      this.cancels?.disconnect();
       this.o.log.info('drained');
       this.o.onDrained?.();
     })();
