@@ -65,6 +65,12 @@ export const DEFAULTS = {
    * so that a fast model's generations last long enough to be cancelled, killed or drained midway.
    */
   TASKLINE_WORKER_MIN_STEP_MS: '0',
+  /**
+   * gpu-worker: least time between two appends of one generation's text. The first delta goes out at
+   * once; later tokens made meanwhile travel together, so Redis, the api and clients handle a few
+   * events a generation step instead of one per token.
+   */
+  TASKLINE_STREAM_FLUSH_MS: '5',
   /** This worker's name in leases, logs and the control plane; empty picks `worker-<random>`. */
   TASKLINE_WORKER_ID: '',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */

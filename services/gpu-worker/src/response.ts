@@ -60,21 +60,26 @@ export function toMessages(request: ResponseRequest): ChatMessage[] {
 }
 
 /**
- * Streams a generation's deltas into the task's event log with at most one append in flight:
- * whatever the model produces meanwhile is merged into the next append, so a fast model under
- * a slow Redis makes fewer, larger events, never reordered or lost ones.
+ * Streams a generation's deltas into the task's event log with at most one append in flight and
+ * appends started at least `flushMs` apart (the first at once, for time to first token): whatever
+ * the model produces meanwhile is merged into the next append, so a fast model makes fewer, larger
+ * events, never reordered or lost ones, and the Redis, api and client work per token stays small.
  */
 class DeltaStream {
   private text = '';
   private tokens: number[] = [];
   private inflight: Promise<void> | null = null;
   private failure: unknown = null;
+  private lastStart = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(
     private readonly ctx: RunContext,
     private readonly itemId: string,
     /** Events that must precede the first delta (output item and content part announcements). */
     private prologue: EventInput[],
+    private readonly flushMs: number,
     private readonly onFailure: () => void,
   ) {}
 
@@ -85,7 +90,17 @@ class DeltaStream {
   }
 
   private kick(): void {
-    if (this.inflight || this.failure || (this.text === '' && this.tokens.length === 0)) return;
+    if (this.inflight || this.timer || this.closed || this.failure) return;
+    if (this.text === '' && this.tokens.length === 0) return;
+    const wait = this.lastStart + this.flushMs - performance.now();
+    if (wait > 0) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.kick();
+      }, wait);
+      return;
+    }
+    this.lastStart = performance.now();
     const text = this.text;
     const tokens = this.tokens;
     this.text = '';
@@ -119,14 +134,40 @@ class DeltaStream {
       });
   }
 
-  /** Waits until everything pushed is stored; rethrows a failed append (e.g. `stale_attempt`). */
-  async flush(): Promise<EventInput[]> {
+  /**
+   * Waits until everything appended so far is stored; rethrows a failed append (e.g. `stale_attempt`).
+   * Returns what is still held back (announcements, the last text and tokens) as events for the
+   * caller's final append, so the end of a generation never waits out the flush interval.
+   */
+  async flush(): Promise<{ events: EventInput[]; tokens: number[] }> {
+    this.close();
     while (this.inflight) await this.inflight;
     if (this.failure) throw this.failure;
-    // Nothing was ever appended (no output at all): the announcements go out with the done events.
-    const rest = this.prologue;
+    const events = this.prologue;
     this.prologue = [];
-    return rest;
+    if (this.text !== '') {
+      events.push({
+        type: 'response.output_text.delta',
+        data: {
+          task_status: 'running',
+          item_id: this.itemId,
+          output_index: 0,
+          content_index: 0,
+          delta: this.text,
+        },
+      });
+    }
+    const tokens = this.tokens;
+    this.text = '';
+    this.tokens = [];
+    return { events, tokens };
+  }
+
+  /** Starts no more appends (the one in flight still lands). */
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
   }
 }
 
@@ -137,6 +178,8 @@ export interface ResponseRunnerOptions {
    * The model awaits each step's callback, so the pause holds the (batched) decode loop itself.
    */
   minStepMs?: number;
+  /** Least time between two delta appends of one generation (TASKLINE_STREAM_FLUSH_MS); default 0. */
+  flushMs?: number;
   /** The attempt's first output token was produced. */
   onFirstToken?: () => void;
   /** The attempt ended (however): tokens it generated, seconds from its first token to its end. */
@@ -181,7 +224,9 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       const local = new AbortController();
       const onAbort = () => local.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
-      const stream = new DeltaStream(ctx, itemId, prologue, () => local.abort('append_failed'));
+      const stream = new DeltaStream(ctx, itemId, prologue, options.flushMs ?? 0, () =>
+        local.abort('append_failed'),
+      );
       let stepStarted = Date.now();
       let generated = 0;
       let firstTokenAt = 0n;
@@ -216,7 +261,7 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
             err instanceof TasklineError &&
             err.code === 'illegal_transition' &&
             err.details.status === 'cancelling';
-          if (result.finishReason === 'cancelled' && refusedByCancel) return [];
+          if (result.finishReason === 'cancelled' && refusedByCancel) return { events: [], tokens: [] };
           throw err;
         });
         const usage = {
@@ -235,23 +280,18 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
         const incomplete = result.finishReason === 'max_output_tokens';
         const status = incomplete ? 'incomplete' : 'completed';
         const done = item(status, [part(result.text)]);
-        await store.append(
-          task.id,
-          ctx.attempt,
-          [],
-          [
-            ...pending,
-            {
-              type: 'response.output_text.done',
-              data: { ...running, item_id: itemId, content_index: 0, text: result.text },
-            },
-            {
-              type: 'response.content_part.done',
-              data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
-            },
-            { type: 'response.output_item.done', data: { ...running, item: done } },
-          ],
-        );
+        await store.append(task.id, ctx.attempt, pending.tokens, [
+          ...pending.events,
+          {
+            type: 'response.output_text.done',
+            data: { ...running, item_id: itemId, content_index: 0, text: result.text },
+          },
+          {
+            type: 'response.content_part.done',
+            data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
+          },
+          { type: 'response.output_item.done', data: { ...running, item: done } },
+        ]);
         const response = {
           ...emptyResponse(task, status),
           output: [done],
@@ -260,6 +300,7 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
         };
         return { status: 'succeeded', result: response };
       } finally {
+        stream.close();
         signal.removeEventListener('abort', onAbort);
         if (generated > 0)
           options.onGenerated?.(generated, Number(process.hrtime.bigint() - firstTokenAt) / 1e9);
