@@ -10,6 +10,8 @@ interface Go {
   tasks: { id: string; attempt: number }[];
   ratePerS: number;
   seconds: number;
+  /** Seconds of the same load first, not measured: JIT, script loading and connection buffers settle. */
+  warmupS: number;
 }
 
 const redis = connectRedis(process.env.BENCH_REDIS_URL!, 'bench-fanout-writer');
@@ -24,8 +26,31 @@ const now = () => performance.timeOrigin + performance.now();
 process.on('message', (go: Go) => void run(go));
 process.send!({ ready: true });
 
-async function run({ tasks, ratePerS, seconds }: Go): Promise<void> {
+async function run({ tasks, ratePerS, seconds, warmupS }: Go): Promise<void> {
+  // Warm-up deltas carry no timestamp: readers skip them.
+  await load(tasks, ratePerS, warmupS, () => 'warmup');
   const sent = new Array<number>(tasks.length).fill(0);
+  const started = now();
+  const failed = await load(
+    tasks,
+    ratePerS,
+    seconds,
+    () => String(now()),
+    (i) => void sent[i]!++,
+  );
+  const elapsed = (now() - started) / 1000;
+  process.send!({ sent, failed, seconds: elapsed });
+  redis.disconnect();
+}
+
+/** Appends `text()` deltas round robin over the tasks at `ratePerS` for `seconds`; returns the failures. */
+async function load(
+  tasks: Go['tasks'],
+  ratePerS: number,
+  seconds: number,
+  text: () => string,
+  onSent: (task: number) => void = () => undefined,
+): Promise<number> {
   const tickMs = 10;
   const perTick = (ratePerS * tickMs) / 1000;
   const started = now();
@@ -53,13 +78,13 @@ async function run({ tasks, ratePerS, seconds }: Go): Promise<void> {
                 item_id: 'msg',
                 output_index: 0,
                 content_index: 0,
-                delta: String(now()),
+                delta: text(),
               },
             },
           ],
         )
         .then(
-          () => void sent[i]!++,
+          () => onSent(i),
           () => void failed++,
         )
         .finally(() => inflight.delete(p));
@@ -68,7 +93,5 @@ async function run({ tasks, ratePerS, seconds }: Go): Promise<void> {
     await new Promise((r) => setTimeout(r, tickMs / 2));
   }
   await Promise.all(inflight);
-  const elapsed = (now() - started) / 1000;
-  process.send!({ sent, failed, issued, seconds: elapsed });
-  redis.disconnect();
+  return failed;
 }
