@@ -101,24 +101,7 @@ class DeltaStream {
       return;
     }
     this.lastStart = performance.now();
-    const text = this.text;
-    const tokens = this.tokens;
-    this.text = '';
-    this.tokens = [];
-    const events = [...this.prologue];
-    this.prologue = [];
-    if (text !== '') {
-      events.push({
-        type: 'response.output_text.delta',
-        data: {
-          task_status: 'running',
-          item_id: this.itemId,
-          output_index: 0,
-          content_index: 0,
-          delta: text,
-        },
-      });
-    }
+    const { events, tokens } = this.take();
     this.inflight = this.ctx.store
       .append(this.ctx.task.id, this.ctx.attempt, tokens, events)
       .then(
@@ -143,6 +126,11 @@ class DeltaStream {
     this.close();
     while (this.inflight) await this.inflight;
     if (this.failure) throw this.failure;
+    return this.take();
+  }
+
+  /** Everything held back, as the events and token ids of one append. */
+  private take(): { events: EventInput[]; tokens: number[] } {
     const events = this.prologue;
     this.prologue = [];
     if (this.text !== '') {
