@@ -1,10 +1,13 @@
 --[[
   A worker takes a queued task: `queued` -> `loading`, a new attempt number and a lease.
   The attempt number fences every later write of this worker (see transition.lua, append.lua).
+  A worker that has the model loaded already goes on to `running` in the same step (both events
+  are written), which saves the separate start on the way to the first token.
 
   KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel
   ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms)
   ARGV[4] event type  ARGV[5] event data (JSON)
+  ARGV[6] event type, ARGV[7] event data (JSON) of `running`: optional, only to start at once
 
   Returns {'ok', attempt, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
 ]]
@@ -23,4 +26,8 @@ local now = tonumber(ARGV[1])
 local attempt = redis.call('HINCRBY', task, 'attempt', 1)
 redis.call('HSET', task, 'status', 'loading', 'updated_at', now, 'lease_owner', ARGV[2], 'lease_until', now + tonumber(ARGV[3]))
 local seq = emit(task, KEYS[2], KEYS[3], ARGV[4], ARGV[5])
+if ARGV[6] then
+  redis.call('HSET', task, 'status', 'running')
+  seq = emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+end
 return { 'ok', attempt, seq }

@@ -264,10 +264,19 @@ export class TaskStore {
     return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant) };
   }
 
-  /** A worker takes a queued task: it becomes `loading` under a new attempt and a lease. */
-  async claim(id: string, workerId: string, leaseMs: number): Promise<TaskRecord> {
+  /**
+   * A worker takes a queued task: it becomes `loading` under a new attempt and a lease, and with
+   * `start` (the worker has the model loaded) goes on to `running` in the same step.
+   */
+  async claim(
+    id: string,
+    workerId: string,
+    leaseMs: number,
+    opts: { start?: boolean } = {},
+  ): Promise<TaskRecord> {
     const keys = taskKeys(id);
     const event = statusEvent('loading', { worker: workerId });
+    const running = opts.start ? statusEvent('running') : null;
     // One round trip: index entry, claim and read-back are sent together and run in that order.
     // Indexed before the claim: a worker that dies right after claiming still leaves a lease to sweep.
     const indexed = this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
@@ -280,6 +289,7 @@ export class TaskStore {
       leaseMs,
       event.type,
       JSON.stringify(event.data),
+      ...(running ? [running.type, JSON.stringify(running.data)] : []),
     );
     const read = this.redis.hgetall(keys.task);
     const [index, reply, raw] = await Promise.allSettled([indexed, claimed, read]);
@@ -296,6 +306,7 @@ export class TaskStore {
       raw.status === 'rejected' ? await this.require(id) : raw.value.id ? parseTask(raw.value) : null;
     if (!task) throw notFound();
     this.observe(task.kind, 'loading', task.createdAt);
+    if (opts.start) this.observe(task.kind, 'running', task.createdAt);
     return task;
   }
 

@@ -69,6 +69,22 @@ test('a worker lifecycle writes numbered events with no gap', async () => {
   assert.ok((await h.redis.pttl(taskKeys(task.id).events)) > 0, 'history expires with retention');
 });
 
+test('a worker with the model loaded claims straight into running, both steps on record', async () => {
+  const task = await h.store.create(newTask());
+  const claimed = await h.store.claim(task.id, 'w1', 10_000, { start: true });
+  assert.equal(claimed.status, 'running');
+  assert.equal(claimed.attempt, 1);
+  const { events } = await h.store.events(task.id, 0);
+  assert.deepEqual(
+    events.map((e) => JSON.parse(e.data).task_status),
+    ['queued', 'loading', 'running'],
+  );
+  // The same attempt fences its writes as after a separate start; a second start is refused.
+  await h.store.append(task.id, 1, [7], [{ type: 'response.output_text.delta', data: { delta: 'x' } }]);
+  await assert.rejects(h.store.start(task.id, 1), code('illegal_transition'));
+  await assert.rejects(h.store.claim(task.id, 'w2', 10_000, { start: true }), code('illegal_transition'));
+});
+
 test('terminal states refuse every later transition', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 10_000);

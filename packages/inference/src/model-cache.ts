@@ -58,6 +58,11 @@ export class ModelCache<M extends ModelBackend = ModelBackend> {
     };
   }
 
+  /** Whether `id` is loaded now (an acquire would not wait for a load). */
+  isLoaded(id: string): boolean {
+    return this.entries.get(id)?.model !== undefined;
+  }
+
   /** Ids of loaded (or loading) models, least recently used first. */
   get ids(): string[] {
     return [...this.entries.keys()];

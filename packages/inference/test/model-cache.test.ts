@@ -29,8 +29,11 @@ function fakeCache(budgetBytes: number) {
 describe('ModelCache', () => {
   it('shares one load per id and evicts the least recently used idle model', async () => {
     const { cache, events } = fakeCache(250);
-    const [a1, a2] = await Promise.all([cache.acquire('a'), cache.acquire('a')]);
+    const loading = cache.acquire('a');
+    assert.equal(cache.isLoaded('a'), false, 'loading is not loaded');
+    const [a1, a2] = await Promise.all([loading, cache.acquire('a')]);
     assert.equal(a1.model, a2.model);
+    assert.equal(cache.isLoaded('a'), true);
     const b = await cache.acquire('b');
     await a1.release();
     await a2.release();
@@ -41,6 +44,7 @@ describe('ModelCache', () => {
     // 'a' was released first, so it is the one to go.
     await (await cache.acquire('c')).release();
     assert.deepEqual(cache.ids, ['b', 'c']);
+    assert.equal(cache.isLoaded('a'), false, 'evicted');
     assert.deepEqual(events, ['load a', 'load b', 'dispose a', 'load c']);
 
     // Using 'b' makes 'c' the oldest.

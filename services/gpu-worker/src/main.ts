@@ -91,6 +91,7 @@ const worker = new GpuWorker({
   models: env.TASKLINE_WORKER_MODELS.split(','),
   slots: env.TASKLINE_WORKER_SLOTS,
   acquire: (model) => cache.acquire(model),
+  isLoaded: (model) => cache.isLoaded(model),
   toolRunner,
   leaseMs: env.TASKLINE_LEASE_MS,
   minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,

@@ -36,6 +36,8 @@ export interface GpuWorkerOptions {
   slots: number;
   /** Loads (or finds loaded) the backend of a model; the task shows `loading` meanwhile. */
   acquire: (model: string) => Promise<ModelLease<ModelBackend>>;
+  /** Whether a model is loaded now: its tasks are claimed straight into `running`. */
+  isLoaded: (model: string) => boolean;
   /** Runs MCP tool tasks from the `tools` queue; absent, this worker does not serve it. */
   toolRunner?: TaskRunner;
   leaseMs: number;
@@ -174,7 +176,8 @@ export class GpuWorker {
     this.running.set(taskId, { model, stop });
     let task: TaskRecord;
     try {
-      task = await store.claim(taskId, this.o.id, leaseMs);
+      const start = model === TOOLS_MODEL || this.o.isLoaded(model);
+      task = await store.claim(taskId, this.o.id, leaseMs, { start });
     } catch (err) {
       this.running.delete(taskId);
       // Already taken, cancelled or gone: the job was a stale hint.
@@ -233,13 +236,13 @@ export class GpuWorker {
     if (task.kind === 'tool') {
       if (!this.o.toolRunner)
         throw new TasklineError('internal_error', 'this worker does not run tool tasks');
-      await store.start(task.id, attempt);
+      if (task.status !== 'running') await store.start(task.id, attempt);
       return this.o.toolRunner.run(ctx);
     }
     const lease = await this.o.acquire(task.model);
     try {
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
-      await store.start(task.id, attempt);
+      if (task.status !== 'running') await store.start(task.id, attempt);
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
         minStepMs: this.o.minStepMs,
