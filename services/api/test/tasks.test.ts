@@ -283,13 +283,24 @@ describe('event streams', () => {
   });
 
   test('a reader that stops reading is cut off with a retry hint and resumes without loss', async () => {
-    const small = await startApi(stack, { TASKLINE_SSE_MAX_BUFFER_BYTES: '65536' });
+    // A tenant of its own without a request rate: following the retry hints reconnects once per
+    // cut-off, as often as this client is slow to read (hundreds of times on a loaded machine),
+    // which must not drain tenant-a's bucket for the tests after this one.
+    const keyR = 'key-r-0123456789';
+    const small = await startApi(stack, {
+      TASKLINE_SSE_MAX_BUFFER_BYTES: '65536',
+      TASKLINE_API_KEYS: `tenant-r:${keyR}`,
+      TASKLINE_RATE_LIMIT_PER_S: '1000000',
+      TASKLINE_RATE_LIMIT_BURST: '1000000',
+    });
     try {
-      const task = await create();
+      const created = await call(small.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, key: keyR });
+      assert.equal(created.status, 202, created.text);
+      const task = created.body as Task;
       const { port } = new URL(small.base);
       // HTTP/1.0 so the body is the raw stream, not chunked; the socket is paused after the headers.
       const socket = connect(Number(port), '127.0.0.1');
-      socket.write(`GET ${task.events_url} HTTP/1.0\r\nAuthorization: Bearer ${KEY_A}\r\n\r\n`);
+      socket.write(`GET ${task.events_url} HTTP/1.0\r\nAuthorization: Bearer ${keyR}\r\n\r\n`);
       let raw = '';
       socket.on('data', (chunk) => (raw += chunk.toString()));
       await until('the stream to start', () => (raw.includes('response.created') ? true : undefined));
@@ -321,6 +332,7 @@ describe('event streams', () => {
       const all = [...ids];
       while (all.length < total) {
         const rest = await openSse(small.base, task.events_url, {
+          key: keyR,
           headers: { 'last-event-id': String(all.at(-1)) },
         });
         await rest.done;
