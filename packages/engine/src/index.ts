@@ -18,6 +18,7 @@ export {
   TaskStore,
   storeOptionsFromEnv,
   eventObject,
+  eventJson,
   notFound,
   problem,
   type TaskRecord,

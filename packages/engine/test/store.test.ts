@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { eventObject, isWellFormedId, schedulerKeys, TasklineError, taskKeys } from '../src/index.js';
+import {
+  eventJson,
+  eventObject,
+  isWellFormedId,
+  schedulerKeys,
+  TasklineError,
+  taskKeys,
+} from '../src/index.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -269,4 +276,22 @@ test('a refused claim leaves the holder its lease index entry', async () => {
   await h.store.claim(task.id, 'holder', 60_000);
   await assert.rejects(h.store.claim(task.id, 'late', 60_000), code('illegal_transition'));
   assert.ok(await h.redis.zscore('tl:{sched}:leases', task.id));
+});
+
+test('eventJson renders exactly what JSON.stringify(eventObject) does', () => {
+  const cases = [
+    { seq: 1, type: 'response.created', data: '{}' },
+    {
+      seq: 7,
+      type: 'response.output_text.delta',
+      data: JSON.stringify({ delta: 'h\u00e9 "x"\n', n: [1, { a: null }] }),
+    },
+    // Stored data naming a rendered field keeps its own value, as the object spread does.
+    { seq: 3, type: 'response.in_progress', data: JSON.stringify({ type: 'other', task_status: 'running' }) },
+    { seq: 4, type: 'x', data: JSON.stringify({ sequence_number: 99 }) },
+  ];
+  for (const event of cases) {
+    assert.equal(eventJson(event), JSON.stringify(eventObject(event)));
+    assert.deepEqual(JSON.parse(eventJson(event)), eventObject(event));
+  }
 });
