@@ -28,8 +28,14 @@ export const idempotencyKey = (tenant: string, keyHash: string) => `tl:idem:{${t
  */
 export const schedulerKeys = {
   intake: 'tl:{sched}:intake',
-  tenants: 'tl:{sched}:tenants',
-  ready: (tenant: string) => `tl:{sched}:ready:${tenant}`,
+  /**
+   * Ready work is kept per model (a task's model is its queue; MCP tool tasks are stored with the
+   * model `tools`), so dispatch fills each model's free slots from that model's tasks only: a
+   * tenant's task for a model no worker has free never holds back its tasks for other models.
+   */
+  models: 'tl:{sched}:models',
+  tenants: (model: string) => `tl:{sched}:tenants:${model}`,
+  ready: (tenant: string, model: string) => `tl:{sched}:ready:${model}:${tenant}`,
   leases: 'tl:{sched}:leases',
   /**
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.

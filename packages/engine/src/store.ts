@@ -199,13 +199,14 @@ export class TaskStore {
   }
 
   /** Offers a queued task to the scheduler; idempotent, so the reconciler may repeat it. */
-  async enqueue(task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>): Promise<void> {
+  async enqueue(task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model'>): Promise<void> {
     await this.redis
       .multi()
-      .zadd(schedulerKeys.ready(task.tenant), 'NX', task.createdAt, task.id)
+      .zadd(schedulerKeys.ready(task.tenant, task.model), 'NX', task.createdAt, task.id)
       // A task waiting to be dispatched is not running: a requeued one frees its place under the cap.
       .zrem(schedulerKeys.running(task.tenant), task.id)
-      .sadd(schedulerKeys.tenants, task.tenant)
+      .sadd(schedulerKeys.tenants(task.model), task.tenant)
+      .sadd(schedulerKeys.models, task.model)
       .zrem(schedulerKeys.intake, task.id)
       .publish(schedulerKeys.wake, task.tenant)
       .exec();
@@ -257,7 +258,7 @@ export class TaskStore {
       // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
       await this.redis
         .multi()
-        .zrem(schedulerKeys.ready(task.tenant), id)
+        .zrem(schedulerKeys.ready(task.tenant, task.model), id)
         .zrem(schedulerKeys.running(task.tenant), id)
         .exec();
     }

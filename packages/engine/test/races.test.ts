@@ -76,7 +76,7 @@ test('an idempotent create retried concurrently 50 times yields one task', async
     else assert.equal((r.reason as TasklineError).code, 'idempotency_key_in_use');
   }
   assert.equal(ids.size, 1);
-  const readyCount = await h.redis.zcard('tl:{sched}:ready:tenant-i');
+  const readyCount = await h.redis.zcard('tl:{sched}:ready:tiny-chat:tenant-i');
   assert.equal(readyCount, 1, 'one task was created and queued');
   // Once accepted, every retry returns the same task.
   const again = await h.store.createIdempotent(input, 'key-1', 'fp-1');

@@ -26,7 +26,10 @@ test('create persists the task and its first event, and queues it', async () => 
     events.map((e) => [e.seq, e.type]),
     [[1, 'response.created']],
   );
-  assert.equal(await h.redis.zscore(`tl:{sched}:ready:${task.tenant}`, task.id), String(task.createdAt));
+  assert.equal(
+    await h.redis.zscore(`tl:{sched}:ready:tiny-chat:${task.tenant}`, task.id),
+    String(task.createdAt),
+  );
   assert.equal(await h.redis.zscore('tl:{sched}:intake', task.id), null);
 });
 
@@ -135,7 +138,7 @@ test('cancel: queued ends at once, running asks to stop, repeats are idempotent'
   const queued = await h.store.create(newTask());
   assert.equal((await h.store.cancel(queued.id, 'tenant-a')).outcome, 'cancelled');
   assert.equal((await h.store.cancel(queued.id, 'tenant-a')).outcome, 'noop');
-  assert.equal(await h.redis.zscore(`tl:{sched}:ready:tenant-a`, queued.id), null);
+  assert.equal(await h.redis.zscore(`tl:{sched}:ready:tiny-chat:tenant-a`, queued.id), null);
 
   const running = await h.store.create(newTask());
   await h.store.claim(running.id, 'w1', 10_000);
@@ -201,10 +204,10 @@ test('the sweep applies each on_restart policy to lapsed leases', async () => {
 test('the reconciler queues a task persisted but never queued, and forgets failed creates', async () => {
   const task = await h.store.create(newTask({ tenant: 'tenant-r' }));
   // Simulate a crash between persisting and queueing.
-  await h.redis.zrem('tl:{sched}:ready:tenant-r', task.id);
+  await h.redis.zrem('tl:{sched}:ready:tiny-chat:tenant-r', task.id);
   await h.redis.zadd('tl:{sched}:intake', 0, task.id, 0, 'task_never_written');
   assert.deepEqual(await h.store.reconcileIntake(0), [task.id]);
-  assert.ok(await h.redis.zscore('tl:{sched}:ready:tenant-r', task.id));
+  assert.ok(await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-r', task.id));
   assert.equal(await h.redis.zcard('tl:{sched}:intake'), 0);
 });
 
@@ -262,13 +265,13 @@ test('a worker that lost its task to recovery cannot end it, even before the nex
 test('a requeued task frees its place under the tenant running cap', async () => {
   const task = await h.store.create(newTask({ tenant: 'tenant-cap', onRestart: 'retry' }));
   // What dispatch does: the task leaves the ready queue and counts as running.
-  await h.redis.zrem('tl:{sched}:ready:tenant-cap', task.id);
+  await h.redis.zrem('tl:{sched}:ready:tiny-chat:tenant-cap', task.id);
   await h.redis.zadd('tl:{sched}:active:tenant-cap', 1, task.id);
   await h.store.claim(task.id, 'dead', 1);
   await new Promise((r) => setTimeout(r, 5));
   assert.equal(await h.store.recover(task.id), 'queued');
   assert.equal(await h.redis.zscore('tl:{sched}:active:tenant-cap', task.id), null);
-  assert.ok(await h.redis.zscore('tl:{sched}:ready:tenant-cap', task.id));
+  assert.ok(await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-cap', task.id));
 });
 
 test('a refused claim leaves the holder its lease index entry', async () => {

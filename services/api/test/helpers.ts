@@ -295,12 +295,12 @@ export async function runWorker(store: TaskStore, id: string, deltas: string[]):
   await store.finish(id, attempt, { status: 'succeeded', result: completedResponse(task, deltas.join('')) });
 }
 
-/** Waits until the engine has a task for this tenant queued for dispatch (a worker can claim it). */
+/** Waits until the engine has a tiny-chat task for this tenant queued for dispatch (a worker can claim it). */
 export async function nextQueued(redis: Redis, tenant = 'tenant-a'): Promise<string> {
   const id = await until(`a queued task of ${tenant}`, async () => {
-    const [first] = await redis.zrange(`tl:{sched}:ready:${tenant}`, 0, 0);
+    const [first] = await redis.zrange(`tl:{sched}:ready:tiny-chat:${tenant}`, 0, 0);
     return first;
   });
-  await redis.zrem(`tl:{sched}:ready:${tenant}`, id);
+  await redis.zrem(`tl:{sched}:ready:tiny-chat:${tenant}`, id);
   return id;
 }

@@ -119,7 +119,7 @@ describe('graceful shutdown', () => {
     };
     const stream = await openSse(api.base, task.events_url);
     await stream.waitFor(1);
-    await stack.redis.del('tl:{sched}:ready:tenant-a');
+    await stack.redis.del('tl:{sched}:ready:tiny-chat:tenant-a');
     const sync = call(api.base, 'POST', '/lmsp/v1/responses', { body: { model: 'tiny-chat', input: 'hi' } });
     const responseTask = await nextQueued(stack.redis);
 
@@ -144,7 +144,7 @@ describe('graceful shutdown', () => {
 
   test('SIGTERM: what is still running at the deadline is cut, its response cancelled, and the process exits', async () => {
     const api = await spawnApi(stack.redisServer.url, { TASKLINE_SHUTDOWN_DEADLINE_MS: '300' });
-    await stack.redis.del('tl:{sched}:ready:tenant-a');
+    await stack.redis.del('tl:{sched}:ready:tiny-chat:tenant-a');
     const sync = call(api.base, 'POST', '/lmsp/v1/responses', {
       body: { model: 'tiny-chat', input: 'never answered' },
     }).catch((err: Error) => err);

@@ -80,7 +80,7 @@ describe('tasks', () => {
 
   test('50 concurrent retries with one Idempotency-Key make one task; another body with that key is 422', async () => {
     const headers = { 'idempotency-key': 'idem-concurrent-1' };
-    const before = await stack.redis.zcard('tl:{sched}:ready:tenant-a');
+    const before = await stack.redis.zcard('tl:{sched}:ready:tiny-chat:tenant-a');
     const replies = await Promise.all(
       Array.from({ length: 50 }, () =>
         call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers }),
@@ -94,7 +94,7 @@ describe('tasks', () => {
       assert.equal((r.body as { code: string }).code, 'idempotency_key_in_use');
     }
     assert.equal(
-      await stack.redis.zcard('tl:{sched}:ready:tenant-a'),
+      await stack.redis.zcard('tl:{sched}:ready:tiny-chat:tenant-a'),
       before + 1,
       'exactly one task was queued',
     );
@@ -364,7 +364,7 @@ describe('event streams', () => {
 describe('responses', () => {
   const body = { model: 'tiny-chat', input: 'Say hi.', max_output_tokens: 16 };
   // Earlier tests leave queued tasks; here the next queued task must be the one just created.
-  beforeEach(() => stack.redis.del('tl:{sched}:ready:tenant-a'));
+  beforeEach(() => stack.redis.del('tl:{sched}:ready:tiny-chat:tenant-a'));
 
   test('synchronous JSON runs through the engine and a worker', async () => {
     const pending = call(api.base, 'POST', '/lmsp/v1/responses', { body });
@@ -401,7 +401,7 @@ describe('responses', () => {
     const again = await call(api.base, 'POST', '/lmsp/v1/responses', { body, headers });
     assert.equal(again.status, 200);
     assert.deepEqual(again.body, first.body);
-    assert.equal(await stack.redis.zcard('tl:{sched}:ready:tenant-a'), 0, 'nothing new was queued');
+    assert.equal(await stack.redis.zcard('tl:{sched}:ready:tiny-chat:tenant-a'), 0, 'nothing new was queued');
     const asTask = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
     assert.equal(asTask.status, 422, 'the same key on another operation is another request');
   });
@@ -428,7 +428,7 @@ describe('responses', () => {
 });
 
 describe('responses: disconnects', () => {
-  beforeEach(() => stack.redis.del('tl:{sched}:ready:tenant-a'));
+  beforeEach(() => stack.redis.del('tl:{sched}:ready:tiny-chat:tenant-a'));
 
   test('a stream: true caller that disconnects cancels its response', async () => {
     const read = await openSse(api.base, '/lmsp/v1/responses', {

@@ -1,27 +1,32 @@
--- One dispatch round share, atomically over the {sched} slot: weighted round robin across the
--- tenants that have ready tasks, so a tenant with a long backlog gets `quantum * weight` tasks per
--- turn and every other tenant gets its turn in between. A turn may span calls: capacity often
--- frees one slot at a time, and a turn cut short by the budget goes on in the next call (`left`),
--- or weights would shrink to what fits in one call. A tenant at its cap or out of tasks ends its turn.
+-- One dispatch round share for one model, atomically over the {sched} slot: weighted round robin
+-- across the tenants that have ready tasks for the model, so a tenant with a long backlog gets
+-- `quantum * weight` tasks per turn and every other tenant gets its turn in between. A turn may
+-- span calls: capacity often frees one slot at a time, and a turn cut short by the budget goes on
+-- in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
+-- (counted over all models) or out of tasks ends its turn.
 -- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them.
--- KEYS: leader, tenants, state, inflight
--- ARGV: token, now, budget, quantum, max_running, prefix, n_weights, tenant, weight, ...
--- Returns {'not_leader'} | {'ok', tenant, id, score, turn, ...}: `turn` is what was left of the
--- tenant's turn before that pick (the caller rewinds the state to it if it cannot queue the pick).
+-- KEYS: leader, tenants (of the model), state (of the model), inflight, models
+-- ARGV: token, now, budget, quantum, max_running, prefix, model, n_weights, tenant, weight, ...
+-- Returns {'not_leader'} | {'ok', tenant, id, tenant, id, ...}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
 local quantum = tonumber(ARGV[4])
 local max_running = tonumber(ARGV[5])
 local prefix = ARGV[6]
+local model = ARGV[7]
 local weights = {}
-for i = 1, tonumber(ARGV[7]) do weights[ARGV[6 + 2 * i]] = tonumber(ARGV[7 + 2 * i]) end
+for i = 1, tonumber(ARGV[8]) do weights[ARGV[7 + 2 * i]] = tonumber(ARGV[8 + 2 * i]) end
 
 local tenants = redis.call('SMEMBERS', KEYS[2])
 table.sort(tenants)
 local n = #tenants
 local out = {'ok'}
-if n == 0 or remaining <= 0 then return out end
+if n == 0 then
+  redis.call('SREM', KEYS[5], model)
+  return out
+end
+if remaining <= 0 then return out end
 
 -- Go on with the turn in progress, else start with the first tenant after the one served last
 -- (names are stable; indexes are not).
@@ -48,7 +53,7 @@ while remaining > 0 and progress do
   for k = 0, n - 1 do
     if remaining <= 0 then break end
     local tenant = tenants[(pos - 1 + k) % n + 1]
-    local ready = prefix .. 'ready:' .. tenant
+    local ready = prefix .. 'ready:' .. model .. ':' .. tenant
     local size = redis.call('ZCARD', ready)
     if size == 0 then
       redis.call('SREM', KEYS[2], tenant)
@@ -66,8 +71,6 @@ while remaining > 0 and progress do
           redis.call('ZADD', active, now, popped[j])
           table.insert(out, tenant)
           table.insert(out, popped[j])
-          table.insert(out, popped[j + 1])
-          table.insert(out, allow - (j - 1) / 2)
         end
         remaining = remaining - take
         progress = true
@@ -79,4 +82,5 @@ while remaining > 0 and progress do
     carry = false
   end
 end
+if redis.call('SCARD', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], model) end
 return out

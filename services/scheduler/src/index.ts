@@ -1,10 +1,3 @@
 export { Scheduler, type SchedulerOptions } from './scheduler.js';
 export { Leadership, LEADER_KEY } from './leader.js';
-export {
-  pickFair,
-  parseWeights,
-  rewindTurn,
-  dispatchKeys,
-  type Pick,
-  type FairShareOptions,
-} from './dispatch.js';
+export { pickFair, parseWeights, dispatchKeys, type Pick, type FairShareOptions } from './dispatch.js';

@@ -8,10 +8,10 @@ import {
   type ControlServer,
   type DispatchJob,
 } from '@taskline/control';
-import { isTerminal, schedulerKeys, taskKeys, type TaskStore } from '@taskline/engine';
+import { isTerminal, schedulerKeys, type TaskStore } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { dispatchKeys, pickFair, rewindTurn, type FairShareOptions } from './dispatch.js';
+import { dispatchKeys, pickFair, type FairShareOptions } from './dispatch.js';
 import { Leadership } from './leader.js';
 
 export interface SchedulerOptions {
@@ -34,9 +34,6 @@ export interface SchedulerOptions {
   retentionSweepMs: number;
   fairShare: FairShareOptions;
 }
-
-/** Ready ids per tenant whose models split the tenant's queue depth by model (a sample, not a scan). */
-const DEPTH_SAMPLE = 32;
 
 /**
  * One scheduler replica. Every replica competes for leadership; the leader alone dispatches
@@ -158,57 +155,45 @@ export class Scheduler {
     return free;
   }
 
-  /** One dispatch round: picks fairly up to the free capacity, queues each pick on its model's BullMQ queue. */
+  /** One dispatch round: for each model with free slots, picks fairly up to them and queues the picks. */
   async dispatch(): Promise<number> {
     const avail = await this.available();
-    const budget = [...avail.values()].reduce((a, b) => a + b, 0);
-    if (budget === 0) return 0;
-    const picks = await pickFair(this.o.redis, this.leadership!.token, budget, this.o.fairShare);
-    if (!picks) return 0;
-    let queued = 0;
-    let putBack = false;
-    // Every pick's reads and writes go out together (one round trip each step, not one per pick);
-    // capacity is counted in pick order before the first await of each.
+    const counts = await Promise.all(
+      [...avail].filter(([, free]) => free > 0).map(([model, free]) => this.dispatchModel(model, free)),
+    );
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  private async dispatchModel(model: string, free: number): Promise<number> {
+    const picks = await pickFair(this.o.redis, this.leadership!.token, model, free, this.o.fairShare);
+    if (!picks?.length) return 0;
+    // Every pick's reads and writes go out together (one round trip each step, not one per pick).
     const tasks = await Promise.all(picks.map((pick) => this.o.store.get(pick.id)));
-    const handle = async (pick: (typeof picks)[number], task: (typeof tasks)[number]): Promise<boolean> => {
-      if (!task || task.status !== 'queued') {
-        // Cancelled or expired while waiting: nothing to run.
-        await this.o.redis
-          .multi()
-          .zrem(dispatchKeys.inflight, pick.id)
-          .zrem(dispatchKeys.active(pick.tenant), pick.id)
-          .exec();
-        return false;
-      }
-      const model = queueModelOf(task);
-      const left = avail.get(model) ?? 0;
-      if (left <= 0) {
-        // No worker serves this model right now: back in line at the same place.
-        putBack = true;
-        await this.o.redis
-          .multi()
-          .zadd(schedulerKeys.ready(pick.tenant), pick.score, pick.id)
-          .sadd(schedulerKeys.tenants, pick.tenant)
-          .zrem(dispatchKeys.inflight, pick.id)
-          .zrem(dispatchKeys.active(pick.tenant), pick.id)
-          .exec();
-        return false;
-      }
-      avail.set(model, left - 1);
-      const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt };
-      await this.queue(model).add('run', job, {
-        jobId: dispatchJobId(task),
-        removeOnComplete: true,
-        removeOnFail: true,
-      });
-      await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
-      queued++;
-      return true;
-    };
-    const done = await Promise.all(picks.map((pick, i) => handle(pick, tasks[i]!)));
-    if (putBack) await rewindTurn(this.o.redis, picks, done);
-    if (queued > 0) this.o.log.debug('dispatched', { count: queued });
-    return queued;
+    const queued = await Promise.all(
+      picks.map(async (pick, i) => {
+        const task = tasks[i];
+        if (!task || task.status !== 'queued') {
+          // Cancelled or expired while waiting: nothing to run.
+          await this.o.redis
+            .multi()
+            .zrem(dispatchKeys.inflight, pick.id)
+            .zrem(dispatchKeys.active(pick.tenant), pick.id)
+            .exec();
+          return 0;
+        }
+        const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt };
+        await this.queue(model).add('run', job, {
+          jobId: dispatchJobId(task),
+          removeOnComplete: true,
+          removeOnFail: true,
+        });
+        await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
+        return 1;
+      }),
+    );
+    const count = queued.reduce<number>((a, b) => a + b, 0);
+    if (count > 0) this.o.log.debug('dispatched', { model, count });
+    return count;
   }
 
   private async recover(): Promise<void> {
@@ -257,7 +242,7 @@ export class Scheduler {
           await this.o.redis.zrem(key, id);
           dropped++;
         } else if (task.status === 'queued' && task.updatedAt < Date.now() - this.o.reconcileAfterMs) {
-          const waiting = await this.o.redis.zscore(schedulerKeys.ready(tenant), id);
+          const waiting = await this.o.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
           const job = await this.queue(queueModelOf(task)).getJob(dispatchJobId(task));
           if (waiting === null && !job) await this.o.store.enqueue(task);
         }
@@ -280,9 +265,7 @@ export class Scheduler {
   /**
    * Queue depth and wait per model and tenant for autoscaling: the depth is the ready index plus
    * jobs not yet taken, the wait the age of the oldest ready task (the index is scored by creation
-   * time). Runs every second whatever the backlog, so its cost is bounded: one ZCARD per tenant,
-   * and the model split is read from the oldest DEPTH_SAMPLE ids only (the index holds ids, not
-   * models), whose scores give each model's oldest wait.
+   * time). Runs every second whatever the backlog: a ZCARD and the oldest entry per model and tenant.
    */
   private async exportDepth(): Promise<void> {
     const depth = new Map<string, Map<string, number>>();
@@ -293,41 +276,24 @@ export class Scheduler {
       depth.set(model, m);
     };
     const now = Date.now();
-    const tenants = await this.o.redis.smembers(schedulerKeys.tenants);
+    const models = await this.o.redis.smembers(schedulerKeys.models);
+    const tenantsOf = await Promise.all(models.map((m) => this.o.redis.smembers(schedulerKeys.tenants(m))));
     const heads = this.o.redis.pipeline();
-    for (const tenant of tenants) {
-      heads.zcard(schedulerKeys.ready(tenant));
-      heads.zrange(schedulerKeys.ready(tenant), 0, DEPTH_SAMPLE - 1, 'WITHSCORES');
+    const pairs = models.flatMap((model, i) => tenantsOf[i]!.map((tenant) => ({ model, tenant })));
+    for (const { model, tenant } of pairs) {
+      heads.zcard(schedulerKeys.ready(tenant, model));
+      heads.zrange(schedulerKeys.ready(tenant, model), 0, 0, 'WITHSCORES');
     }
-    const headRows = (await heads.exec()) ?? [];
-    const samples = tenants.map((tenant, i) => {
-      const flat = (headRows[2 * i + 1]?.[1] ?? []) as string[];
-      const ids: string[] = [];
-      const scores: number[] = [];
-      for (let j = 0; j + 1 < flat.length; j += 2) {
-        ids.push(flat[j]!);
-        scores.push(Number(flat[j + 1]));
-      }
-      return { tenant, total: Number(headRows[2 * i]?.[1] ?? 0), ids, scores };
+    const rows = (await heads.exec()) ?? [];
+    pairs.forEach(({ model, tenant }, i) => {
+      const total = Number(rows[2 * i]?.[1] ?? 0);
+      const [, oldest] = (rows[2 * i + 1]?.[1] ?? []) as string[];
+      if (total === 0 || oldest === undefined) return;
+      add(model, tenant, total);
+      const waits = wait.get(model) ?? new Map<string, number>();
+      waits.set(tenant, Math.max(0, (now - Number(oldest)) / 1000));
+      wait.set(model, waits);
     });
-    const pipe = this.o.redis.pipeline();
-    for (const { ids } of samples) for (const id of ids) pipe.hmget(taskKeys(id).task, 'kind', 'model');
-    const rows = (await pipe.exec()) ?? [];
-    let row = 0;
-    for (const { tenant, total, ids, scores } of samples) {
-      const counts = new Map<string, number>();
-      for (let i = 0; i < ids.length; i++) {
-        const [kind, model] = (rows[row++]?.[1] ?? []) as [string | null, string | null];
-        if (!model) continue;
-        const key = queueModelOf({ kind: kind ?? 'response', model });
-        counts.set(key, (counts.get(key) ?? 0) + 1);
-        // Ids come oldest first: the first of each model is its oldest.
-        const waits = wait.get(key) ?? new Map<string, number>();
-        if (!waits.has(tenant)) waits.set(tenant, Math.max(0, (now - scores[i]!) / 1000));
-        wait.set(key, waits);
-      }
-      for (const [model, n] of counts) add(model, tenant, Math.round((n * total) / ids.length));
-    }
     for (const [model, q] of this.queues) {
       for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
         add(model, (job.data as DispatchJob).tenant, 1);

@@ -5,7 +5,7 @@
  *
  * Order, not time: a MONITOR connection sees every command Redis runs, in the order it runs
  * them, including those inside Lua scripts. So the test reads exactly when B's task became ready
- * (the enqueue's ZADD to `ready:b`), when each task was picked (dispatch.lua's ZADD to
+ * (the enqueue's ZADD to `ready:instant:b`), when each task was picked (dispatch.lua's ZADD to
  * `active:<tenant>`), handed to BullMQ (the job's LPUSH to the model queue's wait list), claimed
  * by the worker (claim.lua's HSET status loading) and ended (the terminal script's HSET ended_at).
  */
@@ -19,6 +19,7 @@ import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 const MODEL = 'instant';
 const WAIT_LIST = `bull:${modelQueueName(MODEL)}:wait`;
 const ACTIVE_PREFIX = schedulerKeys.running('');
+const READY_PREFIX = schedulerKeys.ready('', MODEL);
 const TASK_KEY = /^tl:\{(task_[^}]+)\}:task$/;
 
 type Step = 'ready' | 'picked' | 'queued' | 'claimed' | 'ended' | 'released';
@@ -44,7 +45,7 @@ class Recorder {
     const add = (step: Step, id: string | undefined) => id && this.marks.push({ step, id });
     if (cmd === 'zadd' && key.startsWith(ACTIVE_PREFIX)) add('picked', args[3]);
     else if (cmd === 'zrem' && key.startsWith(ACTIVE_PREFIX)) add('released', args[2]);
-    else if (cmd === 'zadd' && key.startsWith(schedulerKeys.ready(''))) add('ready', args.at(-1));
+    else if (cmd === 'zadd' && key.startsWith(READY_PREFIX)) add('ready', args.at(-1));
     else if (cmd === 'lpush' && key === WAIT_LIST) add('queued', args[2]?.replace(/-\d+-\d+$/, ''));
     else if (cmd === 'hset' && TASK_KEY.test(key)) {
       const id = TASK_KEY.exec(key)![1];
@@ -120,7 +121,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   const redis = cluster.store.redis;
   // No worker yet, so no capacity: the whole backlog waits in the ready index.
   const a = await backlog(cluster, 'a', 10_000);
-  assert.equal(await redis.zcard(schedulerKeys.ready('a')), 10_000);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 10_000);
 
   const rec = await Recorder.start(redis);
   // More slots than the cap: only the cap can hold A back.
@@ -136,7 +137,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   });
   const done = await cluster.waitForEnd(b.id);
   assert.equal(done.status, 'succeeded');
-  const aQueued = await redis.zcard(schedulerKeys.ready('a'));
+  const aQueued = await redis.zcard(schedulerKeys.ready('a', MODEL));
   const endedBefore = rec.count('ended', a);
   await until('A to finish 30 more tasks', () =>
     rec.count('ended', a) >= endedBefore + 30 ? true : undefined,

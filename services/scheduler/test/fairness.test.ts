@@ -3,12 +3,13 @@ import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { schedulerKeys } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import { dispatchKeys, LEADER_KEY, pickFair, rewindTurn } from '../src/index.js';
+import { dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
 
 let server: RedisServer;
 let redis: Redis;
 const token = 'token-1 127.0.0.1:1';
 const share = { quantum: 1, maxRunning: 100_000, weights: new Map<string, number>() };
+const MODEL = 'm';
 
 before(async () => {
   server = await startRedis();
@@ -19,10 +20,13 @@ after(async () => {
   await server.stop();
 });
 
-async function fill(tenant: string, count: number, from = 0): Promise<void> {
+/** What enqueue writes for `count` ready tasks of `tenant` on `model`. */
+async function fill(tenant: string, count: number, from = 0, model = MODEL): Promise<void> {
   const pipe = redis.pipeline();
-  for (let i = 0; i < count; i++) pipe.zadd(schedulerKeys.ready(tenant), from + i, `task_${tenant}_${i}`);
-  pipe.sadd(schedulerKeys.tenants, tenant);
+  for (let i = 0; i < count; i++)
+    pipe.zadd(schedulerKeys.ready(tenant, model), from + i, `task_${tenant}_${model}_${i}`);
+  pipe.sadd(schedulerKeys.tenants(model), tenant);
+  pipe.sadd(schedulerKeys.models, model);
   await pipe.exec();
 }
 
@@ -35,26 +39,26 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   // Drain A for a while with one slot per call: B must come out within one round (2 tenants = 2 picks).
   const picked: string[] = [];
   for (let i = 0; i < 2; i++) {
-    const picks = await pickFair(redis, token, 1, share);
+    const picks = await pickFair(redis, token, MODEL, 1, share);
     assert.ok(picks);
     picked.push(...picks.map((p) => p.tenant));
   }
   assert.ok(picked.includes('b'), `b was not dispatched in the first round: ${picked.join(',')}`);
   // With budget for a whole round at once, both tenants are served in the same call.
   await fill('b', 1, 30_000);
-  const round = await pickFair(redis, token, 2, share);
+  const round = await pickFair(redis, token, MODEL, 2, share);
   assert.deepEqual(round?.map((p) => p.tenant).sort(), ['a', 'b']);
-  assert.equal(await redis.zcard(schedulerKeys.ready('a')), 10_000 - 2);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 10_000 - 2);
 });
 
 test('picks go in queue order within a tenant and are recorded in flight', async () => {
   await redis.flushall();
   await redis.set(LEADER_KEY, token);
   await fill('a', 5);
-  const picks = await pickFair(redis, token, 3, share);
+  const picks = await pickFair(redis, token, MODEL, 3, share);
   assert.deepEqual(
     picks?.map((p) => p.id),
-    ['task_a_0', 'task_a_1', 'task_a_2'],
+    ['task_a_m_0', 'task_a_m_1', 'task_a_m_2'],
   );
   assert.equal(await redis.zcard(dispatchKeys.inflight), 3);
   assert.equal(await redis.zcard(dispatchKeys.active('a')), 3);
@@ -65,30 +69,31 @@ test('weights give a tenant more per round and caps bound its running tasks', as
   await redis.set(LEADER_KEY, token);
   await fill('a', 50);
   await fill('b', 50);
-  const weighted = await pickFair(redis, token, 4, { ...share, weights: new Map([['a', 3]]) });
+  const weighted = await pickFair(redis, token, MODEL, 4, { ...share, weights: new Map([['a', 3]]) });
   assert.deepEqual(weighted?.map((p) => p.tenant).sort(), ['a', 'a', 'a', 'b']);
-  const capped = await pickFair(redis, token, 100, { ...share, maxRunning: 5 });
+  const capped = await pickFair(redis, token, MODEL, 100, { ...share, maxRunning: 5 });
   // Each tenant already runs some: a 3, b 1; the cap of 5 leaves 2 and 4.
   assert.equal(capped?.filter((p) => p.tenant === 'a').length, 2);
   assert.equal(capped?.filter((p) => p.tenant === 'b').length, 4);
-  assert.deepEqual(await pickFair(redis, token, 100, { ...share, maxRunning: 5 }), []);
+  assert.deepEqual(await pickFair(redis, token, MODEL, 100, { ...share, maxRunning: 5 }), []);
 });
 
 test('a replica that lost leadership cannot dispatch', async () => {
   await redis.flushall();
   await redis.set(LEADER_KEY, 'someone-else 127.0.0.1:2');
   await fill('a', 3);
-  assert.equal(await pickFair(redis, token, 3, share), null);
-  assert.equal(await redis.zcard(schedulerKeys.ready('a')), 3);
+  assert.equal(await pickFair(redis, token, MODEL, 3, share), null);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 3);
 });
 
 test('tenants with nothing ready leave the tenant set', async () => {
   await redis.flushall();
   await redis.set(LEADER_KEY, token);
   await fill('a', 1);
-  await pickFair(redis, token, 5, share);
-  await pickFair(redis, token, 5, share);
-  assert.equal(await redis.sismember(schedulerKeys.tenants, 'a'), 0);
+  await pickFair(redis, token, MODEL, 5, share);
+  await pickFair(redis, token, MODEL, 5, share);
+  assert.equal(await redis.sismember(schedulerKeys.tenants(MODEL), 'a'), 0);
+  assert.equal(await redis.sismember(schedulerKeys.models, MODEL), 0, 'and the model leaves the model set');
 });
 
 test('a turn cut short by the budget goes on in the next call, so weights hold one slot at a time', async () => {
@@ -98,28 +103,26 @@ test('a turn cut short by the budget goes on in the next call, so weights hold o
   await fill('b', 50);
   const order: string[] = [];
   for (let i = 0; i < 12; i++) {
-    const picks = await pickFair(redis, token, 1, { ...share, weights: new Map([['a', 3]]) });
+    const picks = await pickFair(redis, token, MODEL, 1, { ...share, weights: new Map([['a', 3]]) });
     order.push(...(picks ?? []).map((p) => p.tenant));
   }
   assert.equal(order.join(''), 'aaabaaabaaab');
 });
 
-test('rewindTurn gives back the turn of picks that could not be queued', async () => {
+test('each model is dispatched from its own tasks: a model with no free slot holds back no other', async () => {
   await redis.flushall();
   await redis.set(LEADER_KEY, token);
-  await fill('a', 50);
-  await fill('b', 50);
-  const weighted = { ...share, weights: new Map([['a', 3]]) };
-  // Budget 4 but only the first pick finds a slot: A keeps 2 of its 3, then B.
-  const picks = (await pickFair(redis, token, 4, weighted))!;
+  // Tenant a's oldest tasks are for model x, which has no free worker in this round.
+  await fill('a', 5, 0, 'x');
+  await fill('a', 5, 100, 'y');
+  await fill('b', 5, 200, 'y');
+  const picks = await pickFair(redis, token, 'y', 4, share);
+  assert.deepEqual(picks?.map((p) => p.id).sort(), ['task_a_y_0', 'task_a_y_1', 'task_b_y_0', 'task_b_y_1']);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a', 'x')), 5, 'x untouched');
+  // Each model keeps its own turn: x starts with a, whatever y did.
+  const x = await pickFair(redis, token, 'x', 1, share);
   assert.deepEqual(
-    picks.map((p) => p.tenant),
-    ['a', 'a', 'a', 'b'],
-  );
-  await rewindTurn(redis, picks, [true, false, false, false]);
-  const next = await pickFair(redis, token, 3, weighted);
-  assert.deepEqual(
-    next?.map((p) => p.tenant),
-    ['a', 'a', 'b'],
+    x?.map((p) => p.id),
+    ['task_a_x_0'],
   );
 });
