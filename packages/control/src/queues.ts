@@ -1,16 +1,13 @@
 /**
  * The BullMQ side of dispatch, shared by the scheduler (producer) and the workers (consumers).
- * One queue per model id; MCP tool tasks all go to the `tools` queue.
+ * One queue per model id: a task's model is its queue (MCP tool tasks are stored with the model
+ * `tools`), as in the scheduler's ready index.
  */
 export const TOOLS_MODEL = 'tools';
 
 /** BullMQ queue names cannot hold `:`; model ids may, so they are encoded. */
 export const modelQueueName = (model: string) =>
   `tl-model-${encodeURIComponent(model).replace(/%3A/gi, '%3a')}`;
-
-/** Where a task runs: its model's queue, or the tools queue for MCP tool tasks. */
-export const queueModelOf = (task: { kind: string; model: string }) =>
-  task.kind === 'tool' ? TOOLS_MODEL : task.model;
 
 export interface DispatchJob {
   taskId: string;

@@ -4,7 +4,6 @@ import {
   startControlServer,
   dispatchJobId,
   modelQueueName,
-  queueModelOf,
   type ControlServer,
   type DispatchJob,
 } from '@taskline/control';
@@ -243,7 +242,7 @@ export class Scheduler {
           dropped++;
         } else if (task.status === 'queued' && task.updatedAt < Date.now() - this.o.reconcileAfterMs) {
           const waiting = await this.o.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
-          const job = await this.queue(queueModelOf(task)).getJob(dispatchJobId(task));
+          const job = await this.queue(task.model).getJob(dispatchJobId(task));
           if (waiting === null && !job) await this.o.store.enqueue(task);
         }
       }
