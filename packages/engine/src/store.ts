@@ -119,10 +119,15 @@ export function storeOptionsFromEnv(env: {
 
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
 
-export type Finish =
+/**
+ * How an attempt ended. `events` are its last output events, written in the same step as the end
+ * and just before the final event: the end of a generation costs one write, not two.
+ */
+export type Finish = (
   | { status: 'succeeded'; result: unknown }
   | { status: 'failed'; error: Problem; result?: unknown }
-  | { status: 'cancelled'; result?: unknown };
+  | { status: 'cancelled'; result?: unknown }
+) & { events?: EventInput[] };
 
 /**
  * Task records and their event logs in Redis. Every state change is one Lua script: atomic, and
@@ -346,9 +351,17 @@ export class TaskStore {
     return Number(reply[1]);
   }
 
-  /** Ends an attempt: succeeded, failed, or cancelled (only from `cancelling` unless it was never claimed). */
-  async finish(id: string, attempt: number, finish: Finish, events: EventInput[] = []): Promise<number> {
-    const task = await this.require(id);
+  /**
+   * Ends an attempt: succeeded, failed, or cancelled (only from `cancelling` unless it was never
+   * claimed). A caller holding the task record passes its kind and tenant, which saves reading them.
+   */
+  async finish(
+    id: string,
+    attempt: number,
+    finish: Finish,
+    known?: Pick<TaskRecord, 'kind' | 'tenant'>,
+  ): Promise<number> {
+    const task = { id, ...(known ?? (await this.require(id))) };
     const result = finish.result ?? null;
     const error = finish.status === 'failed' ? finish.error : null;
     const fields: Record<string, string> = { result: JSON.stringify(result) };
@@ -356,7 +369,7 @@ export class TaskStore {
     const seq = await this.transition(id, finish.status, {
       attempt,
       fields,
-      events: [...events, finalEvent(finish.status, result, task.kind, error)],
+      events: [...(finish.events ?? []), finalEvent(finish.status, result, task.kind, error)],
     });
     await this.released(task);
     return seq;

@@ -95,6 +95,36 @@ test('a worker with the model loaded claims straight into running, both steps on
   await assert.rejects(h.store.claim(task.id, 'w2', 10_000, { start: true }), code('illegal_transition'));
 });
 
+test("an attempt's last output lands in the same step as its end, and not at all when refused", async () => {
+  const task = await h.store.create(newTask({ onRestart: 'retry' }));
+  await h.store.claim(task.id, 'w1', 10_000, { start: true });
+  const last = [
+    { type: 'response.output_text.delta', data: { delta: 'end' } },
+    { type: 'response.output_text.done', data: { text: 'the end' } },
+  ];
+  // A stale attempt's end is refused whole: none of its events are written.
+  await assert.rejects(
+    h.store.finish(task.id, 2, { status: 'succeeded', result: null, events: last }, task),
+    code('stale_attempt'),
+  );
+  assert.equal((await h.store.events(task.id, 0)).events.length, 3);
+  const seq = await h.store.finish(task.id, 1, { status: 'succeeded', result: null, events: last }, task);
+  const { events } = await h.store.events(task.id, 0);
+  assert.deepEqual(
+    events.map((e) => [e.seq, e.type]),
+    [
+      [1, 'response.created'],
+      [2, 'response.in_progress'],
+      [3, 'response.in_progress'],
+      [4, 'response.output_text.delta'],
+      [5, 'response.output_text.done'],
+      [6, 'response.completed'],
+    ],
+  );
+  assert.equal(seq, 6);
+  assert.equal((await h.store.get(task.id))!.status, 'succeeded');
+});
+
 test('terminal states refuse every later transition', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 10_000);

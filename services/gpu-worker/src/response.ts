@@ -120,7 +120,7 @@ class DeltaStream {
   /**
    * Waits until everything appended so far is stored; rethrows a failed append (e.g. `stale_attempt`).
    * Returns what is still held back (announcements, the last text and tokens) as events for the
-   * caller's final append, so the end of a generation never waits out the flush interval.
+   * attempt's end, so the end of a generation never waits out the flush interval.
    */
   async flush(): Promise<{ events: EventInput[]; tokens: number[] }> {
     this.close();
@@ -268,25 +268,30 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
         const incomplete = result.finishReason === 'max_output_tokens';
         const status = incomplete ? 'incomplete' : 'completed';
         const done = item(status, [part(result.text)]);
-        await store.append(task.id, ctx.attempt, pending.tokens, [
-          ...pending.events,
-          {
-            type: 'response.output_text.done',
-            data: { ...running, item_id: itemId, content_index: 0, text: result.text },
-          },
-          {
-            type: 'response.content_part.done',
-            data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
-          },
-          { type: 'response.output_item.done', data: { ...running, item: done } },
-        ]);
         const response = {
           ...emptyResponse(task, status),
           output: [done],
           usage,
           incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
         };
-        return { status: 'succeeded', result: response };
+        // The held-back text and the closing events land with the end itself. Their token ids are
+        // not stored: a finished task is never resumed, and its result holds the whole text.
+        return {
+          status: 'succeeded',
+          result: response,
+          events: [
+            ...pending.events,
+            {
+              type: 'response.output_text.done',
+              data: { ...running, item_id: itemId, content_index: 0, text: result.text },
+            },
+            {
+              type: 'response.content_part.done',
+              data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
+            },
+            { type: 'response.output_item.done', data: { ...running, item: done } },
+          ],
+        };
       } finally {
         stream.close();
         signal.removeEventListener('abort', onAbort);

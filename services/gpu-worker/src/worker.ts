@@ -281,7 +281,7 @@ export class GpuWorker {
         return;
       }
       try {
-        await store.finish(task.id, attempt, finish);
+        await store.finish(task.id, attempt, finish, task);
       } catch (err) {
         // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was produced.
         if (!(err instanceof TasklineError) || err.code !== 'illegal_transition') throw err;
@@ -289,14 +289,23 @@ export class GpuWorker {
           finish.result && typeof finish.result === 'object'
             ? { ...finish.result, status: 'cancelled' }
             : undefined;
-        await store.finish(task.id, attempt, {
-          status: 'cancelled',
-          result: task.kind === 'response' ? (result ?? emptyResponse(task, 'cancelled')) : result,
-        });
+        await store.finish(
+          task.id,
+          attempt,
+          {
+            status: 'cancelled',
+            result: task.kind === 'response' ? (result ?? emptyResponse(task, 'cancelled')) : result,
+          },
+          task,
+        );
       }
       log.info('attempt_finished', { status: finish.status });
     } catch (err) {
-      log.warn('commit_failed', { error: err });
+      // Another attempt took over (the lease lapsed) or the task ended meanwhile: not ours to write.
+      const lost =
+        err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal');
+      if (lost) log.info('attempt_lost', { error: err });
+      else log.warn('commit_failed', { error: err });
     }
   }
 
