@@ -39,24 +39,31 @@ export const nowMs = () => performance.timeOrigin + performance.now();
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
- * Calls `fire(i)` at `ratePerS` for `seconds`, open loop: each call starts at its scheduled time
- * whatever the previous ones do, and gets that scheduled time, so slow answers cannot hide
- * behind a slowed-down sender (coordinated omission).
+ * Calls `fire(i, sentAt)` at `ratePerS` for `seconds`, open loop: each call starts on schedule
+ * whatever the previous ones do, so slow answers never hold back later requests (no coordinated
+ * omission). Latencies count from `sentAt`, the moment of the call: timers have millisecond
+ * granularity, so a send can leave a fraction of a millisecond off schedule, and counting from the
+ * schedule would add that to every sample (more than a whole `queue.add` takes). Returns how late
+ * the sends left against the schedule, which shows the sender kept up.
  */
 export async function openLoop(
   ratePerS: number,
   seconds: number,
-  fire: (i: number, scheduledAt: number) => Promise<void>,
-): Promise<void> {
+  fire: (i: number, sentAt: number) => Promise<void>,
+): Promise<Summary> {
   const total = Math.round(ratePerS * seconds);
   const interval = 1000 / ratePerS;
   const start = nowMs() + 5;
   const pending: Promise<void>[] = [];
+  const lags: number[] = [];
   for (let i = 0; i < total; i++) {
     const at = start + i * interval;
     const wait = at - nowMs();
-    if (wait > 1) await sleep(wait);
-    pending.push(fire(i, at));
+    if (wait > 0) await sleep(wait);
+    const sentAt = nowMs();
+    lags.push(Math.max(0, sentAt - at));
+    pending.push(fire(i, sentAt));
   }
   await Promise.all(pending);
+  return summarize(lags);
 }
