@@ -219,8 +219,8 @@ interface Sequence {
 
 /**
  * One loaded model. Concurrent generate calls are decoded together: one session.run per step for
- * every active sequence, left-padded to a common past length. A new request is prefilled on its
- * own and its cache stacked into the batch; finished ones are dropped from it.
+ * every active sequence, left-padded to a common past length. New requests are prefilled together
+ * (left-padded likewise) and their caches stacked into the batch; finished ones are dropped from it.
  */
 class OnnxChatModel implements OnnxModel {
   readonly canSnapshot = true;
@@ -316,30 +316,62 @@ class OnnxChatModel implements OnnxModel {
     }
   }
 
-  /** Prefills waiting requests while the batch has room, then stacks their caches into it. */
+  /**
+   * Prefills waiting requests while the batch has room, then stacks their caches into it. Requests
+   * that arrived together are prefilled together, in one session.run per chunk.
+   */
   private async admit(): Promise<void> {
     const joining: { seq: Sequence; row: KvRow }[] = [];
     while (this.waiting.length && this.active.length + joining.length < this.maxBatch) {
-      const seq = this.waiting.shift()!;
-      if (this.closed || seq.opts.signal?.aborted) {
-        seq.finish = 'cancelled';
-        await this.complete(seq);
-        continue;
-      }
+      const group = await this.takeGroup(this.maxBatch - this.active.length - joining.length);
+      if (!group.length) continue;
       try {
-        const { logits, past } = await this.prefill(seq);
-        await this.accept(seq, logitsRow(logits, logits.dims[1]! - 1, this.info.vocabSize));
-        if (seq.finish || seq.error) await this.complete(seq);
-        else joining.push({ seq, row: { tensors: past, row: 0, length: seq.length } });
+        const { logits, past } = await this.prefill(group);
+        const width = logits.dims[1]!;
+        for (const [i, seq] of group.entries()) {
+          await this.accept(seq, logitsRow(logits, i * width + width - 1, this.info.vocabSize));
+          if (seq.finish || seq.error) await this.complete(seq);
+          else joining.push({ seq, row: { tensors: past, row: i, length: seq.length } });
+        }
       } catch (error) {
-        seq.error = error;
-        await this.complete(seq);
+        for (const seq of group) {
+          seq.error = error;
+          await this.complete(seq);
+        }
       }
     }
     if (!joining.length) return;
     const rows = this.active.map((seq, row): KvRow => ({ tensors: this.past, row, length: seq.length }));
     ({ tensors: this.past, pastLength: this.pastLength } = stackKv([...rows, ...joining.map((j) => j.row)]));
     this.active.push(...joining.map((j) => j.seq));
+  }
+
+  /**
+   * Up to `room` waiting requests to prefill together, oldest first; cancelled ones are completed
+   * instead. The group stops where left padding would make up more than half of its tokens, so a
+   * long prompt never makes short ones pay for its length.
+   */
+  private async takeGroup(room: number): Promise<Sequence[]> {
+    const group: Sequence[] = [];
+    let tokens = 0;
+    let longest = 0;
+    while (this.waiting.length && group.length < room) {
+      const seq = this.waiting[0]!;
+      if (this.closed || seq.opts.signal?.aborted) {
+        this.waiting.shift();
+        seq.finish = 'cancelled';
+        await this.complete(seq);
+        continue;
+      }
+      const length = seq.prompt.length + seq.tokens.length;
+      const width = Math.max(longest, length);
+      if (group.length && width * (group.length + 1) > 2 * (tokens + length)) break;
+      this.waiting.shift();
+      group.push(seq);
+      tokens += length;
+      longest = width;
+    }
+    return group;
   }
 
   /** Completes finished sequences and drops their rows from the batch cache. */
@@ -355,31 +387,41 @@ class OnnxChatModel implements OnnxModel {
     for (const seq of done) await this.complete(seq);
   }
 
-  private async prefill(seq: Sequence): Promise<{ logits: ort.Tensor; past: ort.Tensor[] }> {
-    const ids = [...seq.prompt, ...seq.tokens];
+  /**
+   * Runs the prompts (and resumed tokens) of `group` through the model, left-padded to the longest
+   * and in chunks of `prefillChunk` positions: logits [group, chunk, vocab] of the last chunk, and
+   * the group's cache, each row's valid positions last (the layout stackKv reads).
+   */
+  private async prefill(group: Sequence[]): Promise<{ logits: ort.Tensor; past: ort.Tensor[] }> {
+    const rows = group.map((seq) => [...seq.prompt, ...seq.tokens]);
+    const width = Math.max(...rows.map((ids) => ids.length));
+    const pad = (ids: number[]) => width - ids.length;
+    const ids = rows.map((r) => [...new Array<number>(pad(r)).fill(0), ...r]);
+    const mask = rows.map((r) => [
+      ...new Array<number>(pad(r)).fill(0),
+      ...new Array<number>(r.length).fill(1),
+    ]);
+    const positions = rows.map((r) => [...new Array<number>(pad(r)).fill(0), ...r.map((_, i) => i)]);
     const { numKeyValueHeads, headDim, kvType } = this.graph;
     const empty = kvType === 'float16' ? new Uint16Array(0) : new Float32Array(0);
     let past: ort.Tensor[] = this.graph.pastNames.map(
-      () => new ort.Tensor(kvType, empty, [1, numKeyValueHeads, 0, headDim]),
+      () => new ort.Tensor(kvType, empty, [group.length, numKeyValueHeads, 0, headDim]),
     );
     let logits: ort.Tensor | undefined;
-    for (let start = 0; start < ids.length; start += this.prefillChunk) {
-      const chunk = ids.slice(start, start + this.prefillChunk);
-      const end = start + chunk.length;
+    for (let start = 0; start < width; start += this.prefillChunk) {
+      const end = Math.min(width, start + this.prefillChunk);
+      const columns = (m: number[][], from: number) => m.flatMap((r) => r.slice(from, end));
       const out = await this.runModel(
-        int64(chunk, [1, chunk.length]),
-        int64(new Array<number>(end).fill(1), [1, end]),
-        int64(
-          chunk.map((_, i) => start + i),
-          [1, chunk.length],
-        ),
+        int64(columns(ids, start), [group.length, end - start]),
+        int64(columns(mask, 0), [group.length, end]),
+        int64(columns(positions, start), [group.length, end - start]),
         past,
         start > 0,
       );
       logits = out.logits;
       past = out.present;
     }
-    seq.length = ids.length;
+    group.forEach((seq, i) => (seq.length = rows[i]!.length));
     return { logits: logits!, past };
   }
 

@@ -222,6 +222,11 @@ describe('loadOnnxModel on models/tiny-chat', () => {
     try {
       const req = { messages: ramble, maxOutputTokens: 30, resumeTokens: [72, 105] };
       assert.deepEqual(await chunked.generate(req), await model.generate(req));
+      // Prompts of different lengths prefilled together, left-padded, across chunk boundaries.
+      const reqs = [req, { messages: ask('Hi'), maxOutputTokens: 30 }, { messages: ask('Name a river.') }];
+      const alone = [];
+      for (const r of reqs) alone.push(await model.generate(r));
+      assert.deepEqual(await Promise.all(reqs.map((r) => chunked.generate(r))), alone);
     } finally {
       await chunked.dispose();
     }
