@@ -210,7 +210,7 @@ if (stream) {
   tables.push(
     '## 4. Streaming',
     '',
-    `One generation of ${stream.outputTokens} tokens (seed ${stream.seed}), median of ${stream.runs}: Taskline ${stream.tasklineTokensPerS} tokens/s over SSE, bare decode loop ${stream.bareTokensPerS} tokens/s.`,
+    `One generation of ${stream.outputTokens} tokens (seed ${stream.seed}), median of ${stream.runs}: from the first token to the last, Taskline ${stream.tasklineTokensPerS} tokens/s over SSE, bare decode loop ${stream.bareTokensPerS} tokens/s. The whole generation, start included (Taskline from \`running\`, bare from the call): ${stream.whole.tasklineTokensPerS} against ${stream.whole.bareTokensPerS} tokens/s (${stream.whole.ratio}).`,
     '',
   );
 }

@@ -1,6 +1,7 @@
 /**
  * @taskline/inference: chat generation for workers. loadOnnxModel serves a Hugging Face ONNX
- * export (decoder with past, e.g. from Optimum) with batched KV-cache decoding; ModelCache keeps
+ * export (decoder with past, e.g. from Optimum) with batched KV-cache decoding, and
+ * loadOnnxModelInThread the same in a worker thread, off the event loop; ModelCache keeps
  * loaded models within a memory budget; createInstantBackend stands in for a model in benchmarks.
  */
 export type {
@@ -22,6 +23,7 @@ export {
   type OnnxModelInfo,
   type OnnxModelOptions,
 } from './onnx-model.js';
+export { loadOnnxModelInThread } from './model-thread.js';
 export { ModelCache, type ModelCacheOptions, type ModelLease } from './model-cache.js';
 export { createInstantBackend, type InstantBackendOptions } from './instant.js';
 export { measureThroughput, type Throughput } from './bench.js';

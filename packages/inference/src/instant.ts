@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult, ModelBackend } from './types.js';
 
 export interface InstantBackendOptions {
@@ -5,6 +6,8 @@ export interface InstantBackendOptions {
   id?: string;
   /** Tokens every generation emits before it stops. Default 16. */
   outputTokens?: number;
+  /** Least time per token, in ms, as OnnxModelOptions.minStepMs. Default 0. */
+  minStepMs?: number;
 }
 
 const WORDS = [
@@ -47,6 +50,7 @@ export function createInstantBackend(opts: InstantBackendOptions = {}): ModelBac
         const id = tokens.length % WORDS.length;
         tokens.push(id);
         await onStep?.({ tokens: [id], text: WORDS[id]! });
+        if (opts.minStepMs) await sleep(opts.minStepMs);
         if (tokens.length === total) finishReason = 'stop';
       }
       return {

@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { access, stat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,11 @@ export interface OnnxModelOptions {
   maxContextTokens?: number;
   /** Prompts are prefilled in chunks of this many tokens, which bounds the logits buffer. Default 512. */
   prefillChunkTokens?: number;
+  /**
+   * Lower bound on one decode step, in ms: 0 (the default) in production; tests and demos raise it
+   * so a fast model's generation lasts long enough to be cancelled, killed or drained midway.
+   */
+  minStepMs?: number;
 }
 
 export interface OnnxModelInfo {
@@ -242,6 +248,7 @@ class OnnxChatModel implements OnnxModel {
     private readonly defaults: { temperature: number; topP: number },
     private readonly maxBatch: number,
     private readonly prefillChunk: number,
+    private readonly minStepMs: number,
   ) {}
 
   countTokens(messages: ChatMessage[]): number {
@@ -303,9 +310,12 @@ class OnnxChatModel implements OnnxModel {
       while (this.waiting.length || this.active.length) {
         for (const seq of this.active)
           if (this.closed || seq.opts.signal?.aborted) seq.finish ??= 'cancelled';
+        const started = performance.now();
         await this.retire();
         await this.admit();
         if (this.active.length) await this.decodeStep();
+        const pause = started + this.minStepMs - performance.now();
+        if (pause > 0) await sleep(pause);
       }
     } catch (error) {
       // A bug in the batching itself: fail every request rather than leave them hanging.
@@ -519,17 +529,26 @@ class OnnxChatModel implements OnnxModel {
   }
 }
 
+/** A model directory's chat tokenizer, with the configs it was read from. */
+export async function loadChatTokenizer(dir: string): Promise<{
+  config: Record<string, unknown>;
+  generationConfig: Record<string, unknown>;
+  tokenizer: ChatTokenizer;
+}> {
+  const config = await readJson(join(dir, 'config.json'));
+  const generationConfig = (await exists(join(dir, 'generation_config.json')))
+    ? await readJson(join(dir, 'generation_config.json'))
+    : {};
+  return { config, generationConfig, tokenizer: await ChatTokenizer.load(dir, config, generationConfig) };
+}
+
 /** Loads a Hugging Face ONNX export (decoder with past) and its tokenizer from a directory. */
 export async function loadOnnxModel(
   dir: string = DEFAULT_MODEL_DIR,
   opts: OnnxModelOptions = {},
 ): Promise<OnnxModel> {
   const modelFile = await locateFiles(dir);
-  const config = await readJson(join(dir, 'config.json'));
-  const generationConfig = (await exists(join(dir, 'generation_config.json')))
-    ? await readJson(join(dir, 'generation_config.json'))
-    : {};
-  const tokenizer = await ChatTokenizer.load(dir, config, generationConfig);
+  const { config, generationConfig, tokenizer } = await loadChatTokenizer(dir);
   const executionProviders = opts.executionProviders ?? ['cpu'];
   const session = await ort.InferenceSession.create(join(dir, modelFile), sessionOptions(opts)).catch(
     (error: Error) => {
@@ -575,6 +594,7 @@ export async function loadOnnxModel(
       },
       opts.maxBatch ?? 16,
       opts.prefillChunkTokens ?? 512,
+      opts.minStepMs ?? 0,
     );
   } catch (error) {
     await session.release();

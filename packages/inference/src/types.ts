@@ -52,9 +52,10 @@ export interface GenerateOptions {
   /** Checked every decoding step: an abort ends the generation within one step, as 'cancelled'. */
   signal?: AbortSignal;
   /**
-   * Called for every step. A returned promise is awaited before the model's next decoding step,
-   * which holds back every request batched with this one: keep it short. If it throws, the
-   * generation fails with that error.
+   * Called for every step, in order. A model in process awaits a returned promise before its next
+   * decoding step, which holds back every request batched with this one: keep it short. A model
+   * in its own thread (loadOnnxModelInThread) runs ahead of it. If it throws, the generation
+   * fails with that error.
    */
   onStep?: (step: GenerateStep) => void | Promise<void>;
 }

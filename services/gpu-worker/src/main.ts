@@ -13,7 +13,7 @@ import {
 import {
   createInstantBackend,
   estimateOnnxModelBytes,
-  loadOnnxModel,
+  loadOnnxModelInThread,
   ModelCache,
   type ModelBackend,
 } from '@taskline/inference';
@@ -51,11 +51,13 @@ const cache = new ModelCache<ModelBackend>({
     const started = process.hrtime.bigint();
     const backend =
       model === INSTANT_MODEL
-        ? createInstantBackend()
-        : await loadOnnxModel(join(env.TASKLINE_MODELS_DIR, model), {
+        ? createInstantBackend({ minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS })
+        : // Off the event loop: onnxruntime-node runs a session synchronously on its caller's thread.
+          await loadOnnxModelInThread(join(env.TASKLINE_MODELS_DIR, model), {
             id: model,
             executionProviders: [...providers],
             intraOpThreads: env.TASKLINE_INTRA_OP_THREADS || undefined,
+            minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,
           });
     metrics.modelLoadSeconds.observe({ model }, Number(process.hrtime.bigint() - started) / 1e9);
     return backend;
@@ -94,7 +96,6 @@ const worker = new GpuWorker({
   isLoaded: (model) => cache.isLoaded(model),
   toolRunner,
   leaseMs: env.TASKLINE_LEASE_MS,
-  minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,
   flushMs: env.TASKLINE_STREAM_FLUSH_MS,
   schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
   onDrained: () => void exit(),

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   emptyResponse,
   TasklineError,
@@ -160,12 +159,6 @@ class DeltaStream {
 }
 
 export interface ResponseRunnerOptions {
-  /**
-   * Lower bound on one decode step (TASKLINE_WORKER_MIN_STEP_MS): 0 in production; tests and demos
-   * raise it so a fast model's generation lasts long enough to be cancelled, killed or drained midway.
-   * The model awaits each step's callback, so the pause holds the (batched) decode loop itself.
-   */
-  minStepMs?: number;
   /** Least time between two delta appends of one generation (TASKLINE_STREAM_FLUSH_MS); default 0. */
   flushMs?: number;
   /** The attempt's first output token was produced. */
@@ -180,7 +173,6 @@ export interface ResponseRunnerOptions {
  * (output and usage). `max_output_tokens` ends the response `incomplete` (the task succeeds).
  */
 export function createResponseRunner(backend: ModelBackend, options: ResponseRunnerOptions = {}): TaskRunner {
-  const minStepMs = options.minStepMs ?? 0;
   return {
     async run(ctx: RunContext): Promise<Finish> {
       const { task, store, signal } = ctx;
@@ -215,20 +207,15 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       const stream = new DeltaStream(ctx, itemId, prologue, options.flushMs ?? 0, () =>
         local.abort('append_failed'),
       );
-      let stepStarted = Date.now();
       let generated = 0;
       let firstTokenAt = 0n;
-      const onStep = async (step: { text: string; tokens: number[] }) => {
+      const onStep = (step: { text: string; tokens: number[] }) => {
         if (generated === 0 && step.tokens.length > 0) {
           firstTokenAt = process.hrtime.bigint();
           options.onFirstToken?.();
         }
         generated += step.tokens.length;
         stream.push(step.text, step.tokens);
-        if (minStepMs <= 0) return;
-        const wait = stepStarted + minStepMs - Date.now();
-        if (wait > 0) await sleep(wait);
-        stepStarted = Date.now();
       };
       try {
         const result = await backend.generate(

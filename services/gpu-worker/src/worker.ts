@@ -41,8 +41,6 @@ export interface GpuWorkerOptions {
   /** Runs MCP tool tasks from the `tools` queue; absent, this worker does not serve it. */
   toolRunner?: TaskRunner;
   leaseMs: number;
-  /** Lower bound on one decode step (see ResponseRunnerOptions); 0 in production. */
-  minStepMs?: number;
   /** Least time between two delta appends of one generation (see ResponseRunnerOptions). */
   flushMs?: number;
   schedulerAddrs: string[];
@@ -245,7 +243,6 @@ export class GpuWorker {
       if (task.status !== 'running') await store.start(task.id, attempt);
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
-        minStepMs: this.o.minStepMs,
         flushMs: this.o.flushMs,
         // A retried attempt observes its first token again, from creation: what its client waited.
         onFirstToken: () =>

@@ -1,0 +1,184 @@
+/**
+ * A model in a thread of its own. onnxruntime-node runs a session synchronously on the thread that
+ * calls it, so a model on a service's main thread stops the event loop for every decode step:
+ * lease renewals, cancels, Redis replies and the next task's claim wait for the model, and the
+ * model waits for them. In its own thread the model decodes while the main thread does the I/O.
+ */
+import { Worker } from 'node:worker_threads';
+import type { ChatTokenizer } from './chat.js';
+import {
+  DEFAULT_MODEL_DIR,
+  loadChatTokenizer,
+  type OnnxModel,
+  type OnnxModelInfo,
+  type OnnxModelOptions,
+} from './onnx-model.js';
+import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
+
+/** Messages to the model thread. */
+export type ToThread =
+  | { op: 'generate'; id: number; request: GenerateRequest; aborted: boolean }
+  | { op: 'cancel'; id: number }
+  | { op: 'dispose' };
+
+/** Messages from the model thread. */
+export type FromThread =
+  | { op: 'ready'; id: string; info: OnnxModelInfo }
+  | { op: 'failed'; message: string }
+  | { op: 'step'; id: number; tokens: number[]; text: string }
+  | { op: 'done'; id: number; result: GenerateResult }
+  | { op: 'error'; id: number; message: string }
+  | { op: 'disposed' };
+
+interface Pending {
+  onStep: GenerateOptions['onStep'];
+  /** Steps are handed to onStep in order, each once the previous call settled. */
+  delivered: Promise<void>;
+  /** What onStep threw: the generation fails with it. */
+  failure?: { error: unknown };
+  resolve(result: GenerateResult): void;
+  reject(error: unknown): void;
+  detach(): void;
+}
+
+/**
+ * The thread's entry, compiled next to this file. Run from source (the package's tests, under tsx,
+ * whose loader threads do not inherit) it is the build's: `pnpm test` builds first.
+ */
+const ENTRY = new URL(
+  import.meta.url.endsWith('.ts') ? '../dist/model-thread-main.js' : './model-thread-main.js',
+  import.meta.url,
+);
+
+/**
+ * loadOnnxModel in a worker thread, behind the same interface. Steps reach `onStep` in order, but
+ * the model does not wait for the callback (it runs ahead, and a cancel lands within a few
+ * steps); a callback that throws fails its generation, as in process.
+ */
+export async function loadOnnxModelInThread(
+  dir: string = DEFAULT_MODEL_DIR,
+  opts: OnnxModelOptions = {},
+): Promise<OnnxModel> {
+  const thread = new Worker(ENTRY, { workerData: { dir, options: opts } });
+  const ready = await new Promise<{ id: string; info: OnnxModelInfo }>((resolve, reject) => {
+    const onMessage = (message: FromThread) => {
+      if (message.op === 'ready') settle(() => resolve(message));
+      else if (message.op === 'failed') settle(() => reject(new Error(message.message)));
+    };
+    const onError = (error: Error) => settle(() => reject(error));
+    const onExit = (code: number) => settle(() => reject(new Error(`model thread exited with ${code}`)));
+    const settle = (then: () => void) => {
+      thread.off('message', onMessage).off('error', onError).off('exit', onExit);
+      then();
+    };
+    thread.on('message', onMessage).on('error', onError).on('exit', onExit);
+  }).catch(async (error: unknown) => {
+    await thread.terminate();
+    throw error;
+  });
+  // countTokens is synchronous: the tokenizer is loaded here too (the thread checked the files).
+  const { tokenizer } = await loadChatTokenizer(dir);
+  return new ThreadedModel(ready.id, ready.info, thread, tokenizer);
+}
+
+class ThreadedModel implements OnnxModel {
+  readonly canSnapshot = true;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 0;
+  private closed = false;
+  private broken: Error | null = null;
+  private disposed: Promise<void> | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly info: OnnxModelInfo,
+    private readonly thread: Worker,
+    private readonly tokenizer: ChatTokenizer,
+  ) {
+    thread.on('message', (message: FromThread) => this.onMessage(message));
+    thread.on('error', (error) => this.fail(error));
+    thread.on('exit', (code) => this.fail(new Error(`model thread of ${id} exited with ${code}`)));
+    // An idle model does not keep the process alive, as one in process would not.
+    thread.unref();
+  }
+
+  countTokens(messages: ChatMessage[]): number {
+    return this.tokenizer.encodeChat(messages).length;
+  }
+
+  generate(request: GenerateRequest, opts: GenerateOptions = {}): Promise<GenerateResult> {
+    if (this.closed) return Promise.reject(new Error(`model ${this.id} is disposed`));
+    if (this.broken) return Promise.reject(this.broken);
+    const id = this.nextId++;
+    const { signal, onStep } = opts;
+    return new Promise<GenerateResult>((resolve, reject) => {
+      const cancel = () => this.send({ op: 'cancel', id });
+      signal?.addEventListener('abort', cancel, { once: true });
+      if (this.pending.size === 0) this.thread.ref();
+      this.pending.set(id, {
+        onStep,
+        delivered: Promise.resolve(),
+        resolve,
+        reject,
+        detach: () => signal?.removeEventListener('abort', cancel),
+      });
+      this.send({ op: 'generate', id, request, aborted: signal?.aborted ?? false });
+    });
+  }
+
+  dispose(): Promise<void> {
+    this.closed = true;
+    this.disposed ??= this.broken
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+          this.thread.once('exit', () => resolve());
+          this.thread.ref();
+          this.send({ op: 'dispose' });
+        });
+    return this.disposed;
+  }
+
+  private send(message: ToThread): void {
+    if (!this.broken) this.thread.postMessage(message);
+  }
+
+  private onMessage(message: FromThread): void {
+    if (!('id' in message) || typeof message.id !== 'number') return;
+    const p = this.pending.get(message.id);
+    if (!p) return;
+    if (message.op === 'step') {
+      if (!p.onStep) return;
+      const step = { tokens: message.tokens, text: message.text };
+      p.delivered = p.delivered
+        .then(() => (p.failure ? undefined : p.onStep!(step)))
+        .catch((error: unknown) => {
+          if (p.failure) return;
+          p.failure = { error };
+          this.send({ op: 'cancel', id: message.id });
+        });
+      return;
+    }
+    this.settle(message.id, p);
+    void p.delivered.then(() => {
+      if (p.failure) p.reject(p.failure.error);
+      else if (message.op === 'done') p.resolve(message.result);
+      else if (message.op === 'error') p.reject(new Error(message.message));
+    });
+  }
+
+  private settle(id: number, p: Pending): void {
+    this.pending.delete(id);
+    p.detach();
+    if (this.pending.size === 0 && !this.disposed) this.thread.unref();
+  }
+
+  /** The thread died: every request in flight fails, and so does every later one. */
+  private fail(error: Error): void {
+    if (this.broken) return;
+    this.broken = this.closed ? new Error(`model ${this.id} is disposed`) : error;
+    for (const [id, p] of this.pending) {
+      this.settle(id, p);
+      p.reject(error);
+    }
+  }
+}
