@@ -13,6 +13,13 @@ const post = (message: FromThread) => port.postMessage(message);
 try {
   const model = await loadOnnxModel(dir, options);
   const requests = new Map<number, AbortController>();
+  // The steps of one decode step (every request batched in it) cross in one message.
+  let steps: [id: number, tokens: number[], text: string][] = [];
+  const flush = () => {
+    if (!steps.length) return;
+    post({ op: 'steps', steps });
+    steps = [];
+  };
   port.on('message', (message: ToThread) => {
     if (message.op === 'generate') {
       const { id } = message;
@@ -22,12 +29,20 @@ try {
       model
         .generate(message.request, {
           signal: controller.signal,
-          onStep: (step) => post({ op: 'step', id, tokens: step.tokens, text: step.text }),
+          onStep: (step) => {
+            if (!steps.length) queueMicrotask(flush);
+            steps.push([id, step.tokens, step.text]);
+          },
         })
         .then(
-          (result) => post({ op: 'done', id, result }),
-          (error: unknown) =>
-            post({ op: 'error', id, message: error instanceof Error ? error.message : String(error) }),
+          (result) => {
+            flush();
+            post({ op: 'done', id, result });
+          },
+          (error: unknown) => {
+            flush();
+            post({ op: 'error', id, message: error instanceof Error ? error.message : String(error) });
+          },
         )
         .finally(() => requests.delete(id));
     } else if (message.op === 'cancel') {

@@ -13,7 +13,7 @@ import {
   type OnnxModelInfo,
   type OnnxModelOptions,
 } from './onnx-model.js';
-import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
+import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult, GenerateStep } from './types.js';
 
 /** Messages to the model thread. */
 export type ToThread =
@@ -25,15 +25,15 @@ export type ToThread =
 export type FromThread =
   | { op: 'ready'; id: string; info: OnnxModelInfo }
   | { op: 'failed'; message: string }
-  | { op: 'step'; id: number; tokens: number[]; text: string }
+  | { op: 'steps'; steps: [id: number, tokens: number[], text: string][] }
   | { op: 'done'; id: number; result: GenerateResult }
   | { op: 'error'; id: number; message: string }
   | { op: 'disposed' };
 
 interface Pending {
   onStep: GenerateOptions['onStep'];
-  /** Steps are handed to onStep in order, each once the previous call settled. */
-  delivered: Promise<void>;
+  /** While a promise onStep returned is pending, later steps (and the end) wait behind it. */
+  tail?: Promise<void>;
   /** What onStep threw: the generation fails with it. */
   failure?: { error: unknown };
   resolve(result: GenerateResult): void;
@@ -117,7 +117,6 @@ class ThreadedModel implements OnnxModel {
       if (this.pending.size === 0) this.thread.ref();
       this.pending.set(id, {
         onStep,
-        delivered: Promise.resolve(),
         resolve,
         reject,
         detach: () => signal?.removeEventListener('abort', cancel),
@@ -143,27 +142,52 @@ class ThreadedModel implements OnnxModel {
   }
 
   private onMessage(message: FromThread): void {
-    if (!('id' in message) || typeof message.id !== 'number') return;
-    const p = this.pending.get(message.id);
-    if (!p) return;
-    if (message.op === 'step') {
-      if (!p.onStep) return;
-      const step = { tokens: message.tokens, text: message.text };
-      p.delivered = p.delivered
-        .then(() => (p.failure ? undefined : p.onStep!(step)))
-        .catch((error: unknown) => {
-          if (p.failure) return;
-          p.failure = { error };
-          this.send({ op: 'cancel', id: message.id });
-        });
+    if (message.op === 'steps') {
+      for (const [id, tokens, text] of message.steps) {
+        const p = this.pending.get(id);
+        if (p) this.step(id, p, { tokens, text });
+      }
       return;
     }
+    if (message.op !== 'done' && message.op !== 'error') return;
+    const p = this.pending.get(message.id);
+    if (!p) return;
     this.settle(message.id, p);
-    void p.delivered.then(() => {
+    const end = () => {
       if (p.failure) p.reject(p.failure.error);
       else if (message.op === 'done') p.resolve(message.result);
-      else if (message.op === 'error') p.reject(new Error(message.message));
-    });
+      else p.reject(new Error(message.message));
+    };
+    if (p.tail) void p.tail.then(end);
+    else end();
+  }
+
+  /** Hands one step to onStep, in order: at once, or behind a promise a previous call returned. */
+  private step(id: number, p: Pending, step: GenerateStep): void {
+    if (!p.onStep || p.failure) return;
+    const fail = (error: unknown) => {
+      if (p.failure) return;
+      p.failure = { error };
+      this.send({ op: 'cancel', id });
+    };
+    const call = () => (p.failure ? undefined : p.onStep!(step));
+    let out: void | Promise<void>;
+    if (p.tail) out = p.tail.then(call);
+    else {
+      try {
+        out = call();
+      } catch (error) {
+        fail(error);
+        return;
+      }
+    }
+    if (!out) return;
+    const tail: Promise<void> = Promise.resolve(out)
+      .then(undefined, fail)
+      .then(() => {
+        if (p.tail === tail) p.tail = undefined;
+      });
+    p.tail = tail;
   }
 
   private settle(id: number, p: Pending): void {
