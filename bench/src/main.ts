@@ -74,7 +74,7 @@ const SIZES = smoke
       acceptS: 20,
       ttftRate: 20,
       ttftS: 20,
-      streamRuns: 5,
+      streamRuns: 15,
       batchRounds: 8,
       batchTokens: 128,
       streams: 2000,
