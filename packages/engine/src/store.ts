@@ -182,7 +182,16 @@ export class TaskStore {
       'response.created',
       JSON.stringify(created.data),
     );
-    const [journal, reply] = await Promise.allSettled([journalled, written]);
+    // A fresh id cannot exist yet, so its enqueue goes out in the same round trip, behind the
+    // record (Redis runs them in order): the scheduler hears of the task one round trip sooner.
+    // The journal entry stays until the record is known written: were the record late (its
+    // script retried after a Redis restart emptied the script cache) or failed, dispatch drops a
+    // ready entry that names no task, and the reconciler queues the task again from the journal.
+    const fresh = input.id === undefined;
+    const queued = fresh
+      ? this.enqueue({ id, tenant: input.tenant, createdAt: now, model: input.model }, true)
+      : null;
+    const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued]);
     if (reply.status === 'rejected') throw reply.reason;
     // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
     const task =
@@ -193,28 +202,42 @@ export class TaskStore {
     if (task.tenant !== input.tenant)
       throw new TasklineError('internal_error', 'task id collision across tenants');
     if (reply.value[0] === 'ok') this.observe(task.kind, 'queued', task.createdAt);
-    // Not awaited: the record and its journal entry are on disk, which is what the caller may
-    // acknowledge; a lost enqueue leaves the journal entry the reconciler queues from. It is sent
-    // before this returns, so this connection's later commands see the task queued.
-    // Without a journal entry (its write failed) nothing would repair a lost enqueue: wait for it.
+    // A fresh id's enqueue went with the record. Otherwise it is not awaited: the record and its
+    // journal entry are on disk, which is what the caller may acknowledge; a lost enqueue leaves
+    // the journal entry the reconciler queues from. It is sent before this returns, so this
+    // connection's later commands see the task queued. Without a journal entry (its write
+    // failed) nothing would repair a lost enqueue: wait for it.
     if (task.status !== 'queued') await this.redis.zrem(schedulerKeys.intake, id);
-    else if (journal.status === 'rejected') await this.enqueue(task);
+    else if (fresh && enqueued.status === 'fulfilled') {
+      // Not awaited: a journal entry left behind only makes the reconciler look at a dispatched task.
+      this.redis.zrem(schedulerKeys.intake, id).catch(() => undefined);
+      return task;
+    } else if (journal.status === 'rejected') await this.enqueue(task);
     else this.enqueue(task).catch(() => undefined);
     return task;
   }
 
-  /** Offers a queued task to the scheduler; idempotent, so the reconciler may repeat it. */
-  async enqueue(task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model'>): Promise<void> {
-    await this.redis
-      .multi()
-      .zadd(schedulerKeys.ready(task.tenant, task.model), 'NX', task.createdAt, task.id)
-      // A task waiting to be dispatched is not running: a requeued one frees its place under the cap.
-      .zrem(schedulerKeys.running(task.tenant), task.id)
-      .sadd(schedulerKeys.tenants(task.model), task.tenant)
-      .sadd(schedulerKeys.models, task.model)
-      .zrem(schedulerKeys.intake, task.id)
-      .publish(schedulerKeys.wake, task.tenant)
-      .exec();
+  /**
+   * Offers a queued task to the scheduler (enqueue.lua); idempotent, so the reconciler may repeat
+   * it. Drops the task's create-journal entry in the same step unless `keepJournal`.
+   */
+  async enqueue(
+    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model'>,
+    keepJournal = false,
+  ): Promise<void> {
+    await this.scripts.enqueue(
+      schedulerKeys.ready(task.tenant, task.model),
+      schedulerKeys.running(task.tenant),
+      schedulerKeys.tenants(task.model),
+      schedulerKeys.models,
+      schedulerKeys.intake,
+      task.id,
+      task.createdAt,
+      task.tenant,
+      task.model,
+      schedulerKeys.wake,
+      keepJournal ? '0' : '1',
+    );
   }
 
   /** The task, or null when it never existed, expired, or belongs to another tenant. */
