@@ -70,7 +70,8 @@ class DeltaStream {
   private inflight: Promise<void> | null = null;
   private failure: unknown = null;
   private lastStart = 0;
-  private timer: NodeJS.Timeout | null = null;
+  /** Cancels the append scheduled next, if one is. */
+  private scheduled: (() => void) | null = null;
   private closed = false;
 
   constructor(
@@ -88,17 +89,31 @@ class DeltaStream {
     this.kick();
   }
 
+  /**
+   * Schedules the next append: after the flush interval, or, when one is due, once the current
+   * turn of the event loop is over, so that a generation ending in the same turn (an instant
+   * backend, a cached answer) sends all of its output with its end, in one write.
+   */
   private kick(): void {
-    if (this.inflight || this.timer || this.closed || this.failure) return;
+    if (this.inflight || this.scheduled || this.closed || this.failure) return;
     if (this.text === '' && this.tokens.length === 0) return;
     const wait = this.lastStart + this.flushMs - performance.now();
+    const fire = () => {
+      this.scheduled = null;
+      this.send();
+    };
     if (wait > 0) {
-      this.timer = setTimeout(() => {
-        this.timer = null;
-        this.kick();
-      }, wait);
-      return;
+      const timer = setTimeout(fire, wait);
+      this.scheduled = () => clearTimeout(timer);
+    } else {
+      const immediate = setImmediate(fire);
+      this.scheduled = () => clearImmediate(immediate);
     }
+  }
+
+  private send(): void {
+    if (this.inflight || this.closed || this.failure) return;
+    if (this.text === '' && this.tokens.length === 0) return;
     this.lastStart = performance.now();
     const { events, tokens } = this.take();
     this.inflight = this.ctx.store
@@ -153,8 +168,8 @@ class DeltaStream {
   /** Starts no more appends (the one in flight still lands). */
   close(): void {
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    this.scheduled?.();
+    this.scheduled = null;
   }
 }
 

@@ -68,9 +68,25 @@ test('max_output_tokens ends the response incomplete while the task succeeds', a
 });
 
 test('the benchmark-only instant model runs through the same pipeline', async () => {
-  const { task } = await run({ input: 'x' }, 'instant');
+  const { task, events } = await run({ input: 'x' }, 'instant');
   assert.equal(task.status, 'succeeded');
   assert.equal((task.result as { usage: { output_tokens: number } }).usage.output_tokens, 16);
+  // A generation that ends before its first append was sent writes all of its output with its
+  // end: one delta, in the same step as the final event.
+  const deltas = events.filter((e) => e.type === 'response.output_text.delta');
+  assert.equal(deltas.length, 1);
+  assert.equal(
+    deltas[0]!.delta,
+    'lorem ipsum dolor sit amet, consectetur adipiscing elit.lorem ipsum dolor sit amet,',
+  );
+  const types = events.map((e) => e.type);
+  assert.deepEqual(types.slice(types.indexOf('response.output_text.delta')), [
+    'response.output_text.delta',
+    'response.output_text.done',
+    'response.content_part.done',
+    'response.output_item.done',
+    'response.completed',
+  ]);
 });
 
 test('SIGKILL of the leader scheduler: the standby takes over and tasks still run', async () => {
