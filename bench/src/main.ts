@@ -75,7 +75,7 @@ const SIZES = smoke
       ttftRate: 20,
       ttftS: 20,
       streamRuns: 15,
-      batchRounds: 8,
+      batchRounds: 16,
       batchTokens: 128,
       streams: 2000,
       eventsPerS: 10000,
