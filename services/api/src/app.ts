@@ -156,19 +156,34 @@ export function createApp(deps: AppDeps): TasklineApi {
   lmsp.use(auth.middleware);
   /** Creates' places under the tenant's unfinished-task cap, taken with their rate-limit token. */
   const reservations = new WeakMap<Request, TaskReservation>();
+  /** Each request's rate-limit decision, asked for as it arrives and awaited once its body is read. */
+  const decisions = new WeakMap<Request, Promise<void>>();
   lmsp.use((req, res, next) => {
-    if (req.method !== 'POST' || !CREATE_PATHS.has(req.path)) {
-      limits.takeRequest(tenantOf(req)).then(() => next(), next);
-      return;
-    }
-    limits.takeCreate(tenantOf(req)).then((slot) => {
-      reservations.set(req, slot);
-      // Refused before the create (bad body, unknown model) or cut short: free the place.
-      res.once('close', () => void slot.commit(null).catch(() => undefined));
-      next();
-    }, next);
+    const tenant = tenantOf(req);
+    const decision =
+      req.method === 'POST' && CREATE_PATHS.has(req.path)
+        ? limits.takeCreate(tenant).then((slot) => {
+            reservations.set(req, slot);
+            // Refused before the create (bad body, unknown model) or cut short: free the place.
+            res.once('close', () => void slot.commit(null).catch(() => undefined));
+          })
+        : limits.takeRequest(tenant);
+    decision.catch(() => undefined); // handled below, once the body is read
+    decisions.set(req, decision);
+    next();
   });
   lmsp.use(express.json({ limit: env.TASKLINE_MAX_BODY_BYTES, strict: true }));
+  // The body is read while the bucket answers (one round trip saved), but the bucket speaks
+  // first: an over-limit request gets its 429 whatever its body, as if nothing had been read.
+  lmsp.use((req: Request, _res: Response, next: NextFunction) => {
+    decisions.get(req)!.then(() => next(), next);
+  });
+  lmsp.use((err: unknown, req: Request, _res: Response, next: NextFunction) => {
+    // Refused before the limits were asked (authentication): that error stands.
+    const decision = decisions.get(req);
+    if (!decision) return next(err);
+    decision.then(() => next(err), next);
+  });
 
   /** Counts create requests by outcome: 2xx accepted, 4xx rejected (validation, limits), 5xx error. */
   const countCreate = (req: Request, res: Response, next: NextFunction) => {
