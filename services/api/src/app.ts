@@ -241,7 +241,8 @@ export function createApp(deps: AppDeps): TasklineApi {
       onRestart,
       request: storedRequest(request, served),
     };
-    const print = fingerprint(operation, req.body);
+    // Only an idempotent create compares requests.
+    const print = key ? fingerprint(operation, req.body) : '';
     const slot = reservations.get(req) ?? (await limits.reserveTask(tenant));
     try {
       await slot.admit();
