@@ -124,8 +124,13 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 10_000);
 
   const rec = await Recorder.start(redis);
-  // More slots than the cap: only the cap can hold A back.
-  cluster.startWorker({ TASKLINE_WORKER_MODELS: MODEL, TASKLINE_WORKER_SLOTS: String(2 * cap) });
+  // More slots than the cap: only the cap can hold A back. Each task lasts a few steps of 5 ms,
+  // so that A's tasks overlap and reach the cap whatever the speed of dispatch.
+  cluster.startWorker({
+    TASKLINE_WORKER_MODELS: MODEL,
+    TASKLINE_WORKER_SLOTS: String(2 * cap),
+    TASKLINE_WORKER_MIN_STEP_MS: '5',
+  });
   await until('A to finish 30 tasks', () => (rec.count('ended', a) >= 30 ? true : undefined));
 
   const b = await cluster.store.create({
