@@ -59,8 +59,36 @@ export function toMessages(request: ResponseRequest): ChatMessage[] {
 }
 
 /**
+ * A worker's one flush timer. The generations it runs that have output waiting append on the same
+ * tick, so the appends of a batch leave in one write (ioredis pipelines what one turn of the event
+ * loop sends) and reach Redis, the api and the clients together, not on a timer each.
+ */
+export class FlushClock {
+  private readonly due = new Set<() => void>();
+  private timer: NodeJS.Timeout | null = null;
+
+  /** `everyMs`: TASKLINE_STREAM_FLUSH_MS; 0 appends whenever the previous append is done. */
+  constructor(readonly everyMs: number) {}
+
+  /** Runs `fire` on the next tick; returns its cancel. */
+  schedule(fire: () => void): () => void {
+    this.due.add(fire);
+    this.timer ??= setTimeout(() => this.tick(), this.everyMs);
+    return () => void this.due.delete(fire);
+  }
+
+  private tick(): void {
+    this.timer = null;
+    const due = [...this.due];
+    this.due.clear();
+    for (const fire of due) fire();
+  }
+}
+
+/**
  * Streams a generation's deltas into the task's event log with at most one append in flight and
- * appends started at least `flushMs` apart (the first at once, for time to first token): whatever
+ * appends about `clock.everyMs` apart, on the worker's shared ticks (the first at once, for time
+ * to first token): whatever
  * the model produces meanwhile is merged into the next append, so a fast model makes fewer, larger
  * events, never reordered or lost ones, and the Redis, api and client work per token stays small.
  */
@@ -79,7 +107,7 @@ class DeltaStream {
     private readonly itemId: string,
     /** Events that must precede the first delta (output item and content part announcements). */
     private prologue: EventInput[],
-    private readonly flushMs: number,
+    private readonly clock: FlushClock,
     private readonly onFailure: () => void,
   ) {}
 
@@ -90,25 +118,22 @@ class DeltaStream {
   }
 
   /**
-   * Schedules the next append: after the flush interval, or, when one is due, once the current
-   * turn of the event loop is over, so that a generation ending in the same turn (an instant
-   * backend, a cached answer) sends all of its output with its end, in one write.
+   * Schedules the next append: on the clock's next tick, or, when one is due (the first, or the
+   * flush interval has passed since the last), once the current turn of the event loop is over,
+   * so that a generation ending in the same turn (an instant backend, a cached answer) sends all
+   * of its output with its end, in one write.
    */
   private kick(): void {
     if (this.inflight || this.scheduled || this.closed || this.failure) return;
     if (this.text === '' && this.tokens.length === 0) return;
-    const wait = this.lastStart + this.flushMs - performance.now();
     const fire = () => {
       this.scheduled = null;
       this.send();
     };
-    if (wait > 0) {
-      const timer = setTimeout(fire, wait);
-      this.scheduled = () => clearTimeout(timer);
-    } else {
+    if (this.lastStart === 0 || performance.now() - this.lastStart >= this.clock.everyMs) {
       const immediate = setImmediate(fire);
       this.scheduled = () => clearImmediate(immediate);
-    }
+    } else this.scheduled = this.clock.schedule(fire);
   }
 
   private send(): void {
@@ -174,8 +199,8 @@ class DeltaStream {
 }
 
 export interface ResponseRunnerOptions {
-  /** Least time between two delta appends of one generation (TASKLINE_STREAM_FLUSH_MS); default 0. */
-  flushMs?: number;
+  /** The worker's flush clock (TASKLINE_STREAM_FLUSH_MS); default: append whenever ready. */
+  clock?: FlushClock;
   /** The attempt's first output token was produced. */
   onFirstToken?: () => void;
   /** The attempt ended (however): tokens it generated, seconds from its first token to its end. */
@@ -219,7 +244,7 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       const local = new AbortController();
       const onAbort = () => local.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
-      const stream = new DeltaStream(ctx, itemId, prologue, options.flushMs ?? 0, () =>
+      const stream = new DeltaStream(ctx, itemId, prologue, options.clock ?? new FlushClock(0), () =>
         local.abort('append_failed'),
       );
       let generated = 0;

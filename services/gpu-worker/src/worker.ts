@@ -23,7 +23,7 @@ import type { Redis } from 'ioredis';
 import type { ModelBackend, ModelLease } from '@taskline/inference';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { createResponseRunner } from './response.js';
+import { createResponseRunner, FlushClock } from './response.js';
 
 export interface GpuWorkerOptions {
   id: string;
@@ -41,7 +41,7 @@ export interface GpuWorkerOptions {
   /** Runs MCP tool tasks from the `tools` queue; absent, this worker does not serve it. */
   toolRunner?: TaskRunner;
   leaseMs: number;
-  /** Least time between two delta appends of one generation (see ResponseRunnerOptions). */
+  /** Time between a generation's delta appends, on one clock for all of them (see FlushClock). */
   flushMs?: number;
   schedulerAddrs: string[];
   /** Called once a drain has finished (SIGTERM or a scheduler command). */
@@ -68,7 +68,12 @@ export class GpuWorker {
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
 
-  constructor(private readonly o: GpuWorkerOptions) {}
+  /** One flush timer for every generation this worker streams. */
+  private readonly flushClock: FlushClock;
+
+  constructor(private readonly o: GpuWorkerOptions) {
+    this.flushClock = new FlushClock(o.flushMs ?? 0);
+  }
 
   private get served(): string[] {
     return this.o.toolRunner ? [...this.o.models, TOOLS_MODEL] : this.o.models;
@@ -243,7 +248,7 @@ export class GpuWorker {
       if (task.status !== 'running') await store.start(task.id, attempt);
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
-        flushMs: this.o.flushMs,
+        clock: this.flushClock,
         // A retried attempt observes its first token again, from creation: what its client waited.
         onFirstToken: () =>
           metrics.timeToFirstTokenSeconds.observe(
