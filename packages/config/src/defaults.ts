@@ -66,9 +66,9 @@ export const DEFAULTS = {
    */
   TASKLINE_WORKER_MIN_STEP_MS: '0',
   /**
-   * gpu-worker: least time between two appends of one generation's text. The first delta goes out at
-   * once; later tokens made meanwhile travel together, so Redis, the api and clients handle a few
-   * events a generation step instead of one per token.
+   * gpu-worker: the tick of its one flush clock. The first delta of a generation goes out at once;
+   * later tokens made meanwhile travel together on the next tick, every generation's at the same
+   * time, so Redis, the api and clients handle a few writes a tick instead of one per token.
    */
   TASKLINE_STREAM_FLUSH_MS: '5',
   /** This worker's name in leases, logs and the control plane; empty picks `worker-<random>`. */
