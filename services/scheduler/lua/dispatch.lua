@@ -74,6 +74,9 @@ while remaining > 0 and progress do
         end
         remaining = remaining - take
         progress = true
+        -- Emptied now: the tenant leaves the model's set at once, not at the next round's visit,
+        -- so an empty index reads as empty (the scheduler skips rounds then).
+        if take == size then redis.call('SREM', KEYS[2], tenant) end
       end
       local rest = 0
       if take == budget and take < allow then rest = allow - take end

@@ -49,6 +49,13 @@ export class Scheduler {
   private readonly loops = new Map<string, () => Promise<unknown>>();
   private readonly rerun = new Set<string>();
   private wakeup: Redis | null = null;
+  /** Wake-ups heard so far (every enqueue publishes one). */
+  private wakes = 0;
+  /**
+   * The last dispatch round left no ready task anywhere and no task was offered since: freed
+   * capacity then has nothing to take, and needs no round. The interval still runs rounds.
+   */
+  private drained = false;
 
   constructor(private readonly o: SchedulerOptions) {}
 
@@ -72,7 +79,9 @@ export class Scheduler {
         leaderAddr: () => this.leadership?.leaderAddr() ?? Promise.resolve(null),
       },
       // Capacity freed by a finishing task is used at once, not at the next interval tick.
-      onCapacity: () => void this.run('dispatch', true),
+      onCapacity: () => {
+        if (!this.drained) void this.run('dispatch', true);
+      },
       onEvent: (event, fields) => o.log.info(event, fields),
     });
     const address = o.advertise || `${o.controlHost}:${this.control.port}`;
@@ -121,7 +130,11 @@ export class Scheduler {
   private async listen(): Promise<void> {
     const sub = this.o.redis.duplicate({ enableAutoPipelining: false });
     this.wakeup = sub;
-    sub.on('message', () => void this.run('dispatch', true));
+    sub.on('message', () => {
+      this.wakes++;
+      this.drained = false;
+      void this.run('dispatch', true);
+    });
     await sub.subscribe(schedulerKeys.wake);
   }
 
@@ -156,10 +169,22 @@ export class Scheduler {
 
   /** One dispatch round: for each model with free slots, picks fairly up to them and queues the picks. */
   async dispatch(): Promise<number> {
-    const avail = await this.available();
+    const wakes = this.wakes;
+    // Models with ready tasks, read alongside the free slots: the others need no dispatch script.
+    // A task offered after this read wakes this replica, which runs the round again.
+    const [avail, waiting] = await Promise.all([
+      this.available(),
+      this.o.redis.smembers(schedulerKeys.models),
+    ]);
+    const ready = new Set(waiting);
     const counts = await Promise.all(
-      [...avail].filter(([, free]) => free > 0).map(([model, free]) => this.dispatchModel(model, free)),
+      [...avail]
+        .filter(([model, free]) => free > 0 && ready.has(model))
+        .map(([model, free]) => this.dispatchModel(model, free)),
     );
+    // Read after the picks: a task offered since then has woken this replica (wakes moved on).
+    const left = await this.o.redis.scard(schedulerKeys.models);
+    this.drained = left === 0 && wakes === this.wakes;
     return counts.reduce((a, b) => a + b, 0);
   }
 

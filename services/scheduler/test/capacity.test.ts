@@ -4,23 +4,48 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { schedulerKeys } from '@taskline/engine';
 import { Cluster } from '../../gpu-worker/test/helpers.js';
 
-let cluster: Cluster | undefined;
-after(() => cluster?.stop());
+const clusters: Cluster[] = [];
+after(() => Promise.all(clusters.map((c) => c.stop())));
 
 test('a backlog behind a one-slot worker drains without waiting for the dispatch interval', async () => {
-  cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
+  const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
+  clusters.push(cluster);
   cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '1' });
   // Wait for the worker to register: the first task runs once it does.
   const first = await cluster.create({ input: 'x' }, { model: 'instant' });
   await cluster.waitForEnd(first.id, 30_000);
   const backlog = await Promise.all(
-    Array.from({ length: 8 }, () => cluster!.create({ input: 'x' }, { model: 'instant' })),
+    Array.from({ length: 8 }, () => cluster.create({ input: 'x' }, { model: 'instant' })),
   );
   // Each of these is dispatched only when the previous one frees the slot: by the worker's report.
   for (const task of backlog) {
     const ended = await cluster.waitForEnd(task.id, 10_000);
     assert.equal(ended.status, 'succeeded');
   }
+});
+
+test('with nothing ready, freed capacity starts no dispatch round', async () => {
+  const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
+  clusters.push(cluster);
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '4' });
+  const first = await cluster.create({ input: 'x' }, { model: 'instant' });
+  await cluster.waitForEnd(first.id, 30_000);
+  // Count the rounds: each ends by reading how many models still have ready tasks.
+  const monitor = await cluster.store.redis.monitor();
+  let rounds = 0;
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (args[0]?.toLowerCase() === 'scard' && args[1] === schedulerKeys.models) rounds++;
+  });
+  const tasks = 6;
+  for (let i = 0; i < tasks; i++) {
+    const task = await cluster.create({ input: 'x' }, { model: 'instant' });
+    assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
+  }
+  monitor.disconnect();
+  // Each task's offer wakes one round; its end frees a slot while nothing waits, which needs none.
+  assert.ok(rounds >= tasks, `${rounds} rounds for ${tasks} tasks`);
+  assert.ok(rounds <= tasks + 1, `${rounds} rounds for ${tasks} tasks`);
 });
