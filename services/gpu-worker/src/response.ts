@@ -88,9 +88,9 @@ export class FlushClock {
 /**
  * Streams a generation's deltas into the task's event log with at most one append in flight and
  * appends about `clock.everyMs` apart, on the worker's shared ticks (the first at once, for time
- * to first token): whatever
- * the model produces meanwhile is merged into the next append, so a fast model makes fewer, larger
- * events, never reordered or lost ones, and the Redis, api and client work per token stays small.
+ * to first token): whatever the model produces meanwhile is merged into the next append, so a
+ * fast model makes fewer, larger events, never reordered or lost ones, and the Redis, api and
+ * client work per token stays small.
  */
 class DeltaStream {
   private text = '';
