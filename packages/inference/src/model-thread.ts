@@ -162,32 +162,45 @@ class ThreadedModel implements OnnxModel {
     else end();
   }
 
-  /** Hands one step to onStep, in order: at once, or behind a promise a previous call returned. */
+  /**
+   * Hands one step to onStep, in order: at once (the usual, synchronous callback: nothing is
+   * allocated per token), or behind a promise a previous call returned.
+   */
   private step(id: number, p: Pending, step: GenerateStep): void {
     if (!p.onStep || p.failure) return;
-    const fail = (error: unknown) => {
-      if (p.failure) return;
-      p.failure = { error };
-      this.send({ op: 'cancel', id });
-    };
-    const call = () => (p.failure ? undefined : p.onStep!(step));
-    let out: void | Promise<void>;
-    if (p.tail) out = p.tail.then(call);
-    else {
-      try {
-        out = call();
-      } catch (error) {
-        fail(error);
-        return;
-      }
+    if (p.tail) {
+      p.tail = this.behind(
+        id,
+        p,
+        p.tail.then(() => (p.failure ? undefined : p.onStep!(step))),
+      );
+      return;
     }
-    if (!out) return;
+    let out: void | Promise<void>;
+    try {
+      out = p.onStep(step);
+    } catch (error) {
+      this.stepFailed(id, p, error);
+      return;
+    }
+    if (out) p.tail = this.behind(id, p, out);
+  }
+
+  /** Later steps and the end wait for `out`; the tail clears itself once nothing is pending. */
+  private behind(id: number, p: Pending, out: Promise<void>): Promise<void> {
     const tail: Promise<void> = Promise.resolve(out)
-      .then(undefined, fail)
+      .then(undefined, (error: unknown) => this.stepFailed(id, p, error))
       .then(() => {
         if (p.tail === tail) p.tail = undefined;
       });
-    p.tail = tail;
+    return tail;
+  }
+
+  /** onStep threw: the generation fails with that error, and the thread stops it. */
+  private stepFailed(id: number, p: Pending, error: unknown): void {
+    if (p.failure) return;
+    p.failure = { error };
+    this.send({ op: 'cancel', id });
   }
 
   private settle(id: number, p: Pending): void {
