@@ -10,13 +10,19 @@ import { Cluster } from '../../gpu-worker/test/helpers.js';
 const clusters: Cluster[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));
 
-test('a backlog behind a one-slot worker drains without waiting for the dispatch interval', async () => {
+/** A scheduler whose interval never comes within a test, and an `instant` worker that has registered. */
+async function clusterWithWorker(slots: number): Promise<Cluster> {
   const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
   clusters.push(cluster);
-  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '1' });
-  // Wait for the worker to register: the first task runs once it does.
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: String(slots) });
+  // The first task runs once the worker has registered.
   const first = await cluster.create({ input: 'x' }, { model: 'instant' });
   await cluster.waitForEnd(first.id, 30_000);
+  return cluster;
+}
+
+test('a backlog behind a one-slot worker drains without waiting for the dispatch interval', async () => {
+  const cluster = await clusterWithWorker(1);
   const backlog = await Promise.all(
     Array.from({ length: 8 }, () => cluster.create({ input: 'x' }, { model: 'instant' })),
   );
@@ -28,11 +34,7 @@ test('a backlog behind a one-slot worker drains without waiting for the dispatch
 });
 
 test('with nothing ready, freed capacity starts no dispatch round', async () => {
-  const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
-  clusters.push(cluster);
-  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '4' });
-  const first = await cluster.create({ input: 'x' }, { model: 'instant' });
-  await cluster.waitForEnd(first.id, 30_000);
+  const cluster = await clusterWithWorker(4);
   // Count the rounds: each ends by reading how many models still have ready tasks.
   const monitor = await cluster.store.redis.monitor();
   let rounds = 0;
