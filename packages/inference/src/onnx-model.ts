@@ -439,22 +439,22 @@ class OnnxChatModel implements OnnxModel {
   private async decodeStep(): Promise<void> {
     const batch = this.active;
     const total = this.pastLength + 1;
-    const mask = batch.flatMap((seq) => [
-      ...new Array<number>(total - seq.length - 1).fill(0),
-      ...new Array<number>(seq.length + 1).fill(1),
-    ]);
+    // Written straight into the int64 buffers: the mask alone is batch x context values a step,
+    // and a BigInt per value was a tenth of a 16-sequence step.
+    const ids = new BigInt64Array(batch.length);
+    const positions = new BigInt64Array(batch.length);
+    const mask = new BigInt64Array(batch.length * total);
+    batch.forEach((seq, row) => {
+      ids[row] = BigInt(seq.tokens[seq.tokens.length - 1]!);
+      positions[row] = BigInt(seq.length);
+      mask.fill(1n, row * total + total - seq.length - 1, (row + 1) * total);
+    });
     let out: { logits: ort.Tensor; present: ort.Tensor[] };
     try {
       out = await this.runModel(
-        int64(
-          batch.map((seq) => seq.tokens[seq.tokens.length - 1]!),
-          [batch.length, 1],
-        ),
-        int64(mask, [batch.length, total]),
-        int64(
-          batch.map((seq) => seq.length),
-          [batch.length, 1],
-        ),
+        new ort.Tensor('int64', ids, [batch.length, 1]),
+        new ort.Tensor('int64', mask, [batch.length, total]),
+        new ort.Tensor('int64', positions, [batch.length, 1]),
         this.past,
         true,
       );

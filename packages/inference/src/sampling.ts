@@ -24,6 +24,8 @@ export function uniformAt(seed: number, index: number): number {
   return ((a >>> 5) * 2 ** 26 + (b >>> 6)) / 2 ** 53;
 }
 
+let scratch = new Float64Array(0);
+
 function argmax(logits: ArrayLike<number>): number {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
@@ -35,7 +37,9 @@ export function sampleToken(logits: ArrayLike<number>, sampler: Sampler, index: 
   if (sampler.temperature <= 0) return argmax(logits);
   const n = logits.length;
   const max = logits[argmax(logits)]!;
-  const weights = new Float64Array(n);
+  // One buffer for every draw (they are synchronous): a batch step samples each of its rows.
+  if (scratch.length < n) scratch = new Float64Array(n);
+  const weights = scratch.subarray(0, n);
   let total = 0;
   for (let i = 0; i < n; i++) {
     weights[i] = Math.exp((logits[i]! - max) / sampler.temperature);
