@@ -1,13 +1,15 @@
 --[[
   Offer a queued task to the scheduler, atomically: into its model's ready index for its tenant
   (scored by creation, kept at the first offer), its tenant and model into the dispatch sets, out
-  of the tenant's running set (a task waiting for dispatch is not running), then wake the
-  scheduler. Idempotent, so the reconciler and recovery may repeat it.
+  of the tenant's running set (a task waiting for dispatch is not running), its queued state
+  recorded for dispatch to hand on, then wake the scheduler. Idempotent, so the reconciler and
+  recovery may repeat it.
 
   KEYS[1] ready index (model, tenant)  KEYS[2] tenant's running set  KEYS[3] model's tenants
-  KEYS[4] models with ready tasks  KEYS[5] create journal (intake)
+  KEYS[4] models with ready tasks  KEYS[5] create journal (intake)  KEYS[6] offered states
   ARGV[1] task id  ARGV[2] score (created at, ms)  ARGV[3] tenant  ARGV[4] model
   ARGV[5] wake channel  ARGV[6] '1' to drop the task's journal entry in the same step, else '0'
+  ARGV[7] the queued state offered ("<attempt>:<seq>")
 
   Returns 1
 ]]
@@ -15,6 +17,7 @@ redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[4])
+redis.call('HSET', KEYS[6], ARGV[1], ARGV[7])
 if ARGV[6] == '1' then
   redis.call('ZREM', KEYS[5], ARGV[1])
 end

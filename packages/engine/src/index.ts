@@ -52,7 +52,15 @@ export {
 } from './models.js';
 export type { RunContext, TaskRunner } from './runner.js';
 export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
-export { taskKeys, schedulerKeys, idempotencyKey, workerCancelChannel } from './keys.js';
+export {
+  taskKeys,
+  schedulerKeys,
+  idempotencyKey,
+  workerCancelChannel,
+  offeredState,
+  parseOfferedState,
+  type QueuedState,
+} from './keys.js';
 export { newId, isWellFormedId } from './ids.js';
 export { scriptSource, type ScriptName } from './scripts.js';
 export { connectRedis, checkDurability, isRedisUnavailable, timeRedisCommands } from './redis.js';

@@ -36,6 +36,11 @@ export const schedulerKeys = {
   models: 'tl:{sched}:models',
   tenants: (model: string) => `tl:{sched}:tenants:${model}`,
   ready: (tenant: string, model: string) => `tl:{sched}:ready:${model}:${tenant}`,
+  /**
+   * The queued state (see `offeredState`) each ready task was offered in: dispatch hands it on with
+   * the pick, so the scheduler names the task's job without reading the task (another slot).
+   */
+  offered: 'tl:{sched}:offered',
   leases: 'tl:{sched}:leases',
   /**
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
@@ -45,3 +50,19 @@ export const schedulerKeys = {
   /** Pub/sub channel `enqueue` publishes on, so the leader dispatches at once instead of at its next poll. */
   wake: 'tl:{sched}:wake',
 } as const;
+
+/** A queued state of a task: attempt and event sequence both move whenever it is queued again. */
+export interface QueuedState {
+  attempt: number;
+  seq: number;
+}
+
+/** How `schedulerKeys.offered` writes a queued state. */
+export const offeredState = (state: QueuedState): string => `${state.attempt}:${state.seq}`;
+
+/** The queued state `offeredState` wrote, or null for none (an entry offered without one). */
+export function parseOfferedState(value: string): QueuedState | null {
+  const at = value.indexOf(':');
+  if (at < 0) return null;
+  return { attempt: Number(value.slice(0, at)), seq: Number(value.slice(at + 1)) };
+}

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 /** Each Lua script with the number of KEYS it takes (its header comment lists them). */
 const SCRIPTS = {
   create: 3,
-  enqueue: 5,
+  enqueue: 6,
   transition: 5,
   cancel: 5,
   claim: 3,

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
-import { idempotencyKey, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
+import { idempotencyKey, offeredState, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
 import {
   emptyResponse,
   finalEvent,
@@ -184,12 +184,16 @@ export class TaskStore {
     );
     // A fresh id cannot exist yet, so its enqueue goes out in the same round trip, behind the
     // record (Redis runs them in order): the scheduler hears of the task one round trip sooner.
+    // Its queued state is known too: attempt 0, and the one event above is number 1.
     // The journal entry stays until the record is known written: were the record late (its
-    // script retried after a Redis restart emptied the script cache) or failed, dispatch drops a
-    // ready entry that names no task, and the reconciler queues the task again from the journal.
+    // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
+    // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
     const fresh = input.id === undefined;
     const queued = fresh
-      ? this.enqueue({ id, tenant: input.tenant, createdAt: now, model: input.model }, true)
+      ? this.enqueue(
+          { id, tenant: input.tenant, createdAt: now, model: input.model, attempt: 0, seq: 1 },
+          true,
+        )
       : null;
     const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued]);
     if (reply.status === 'rejected') throw reply.reason;
@@ -222,7 +226,7 @@ export class TaskStore {
    * it. Drops the task's create-journal entry in the same step unless `keepJournal`.
    */
   async enqueue(
-    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model'>,
+    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq'>,
     keepJournal = false,
   ): Promise<void> {
     await this.scripts.enqueue(
@@ -231,12 +235,14 @@ export class TaskStore {
       schedulerKeys.tenants(task.model),
       schedulerKeys.models,
       schedulerKeys.intake,
+      schedulerKeys.offered,
       task.id,
       task.createdAt,
       task.tenant,
       task.model,
       schedulerKeys.wake,
       keepJournal ? '0' : '1',
+      offeredState(task),
     );
   }
 
@@ -287,6 +293,7 @@ export class TaskStore {
       await this.redis
         .multi()
         .zrem(schedulerKeys.ready(task.tenant, task.model), id)
+        .hdel(schedulerKeys.offered, id)
         .zrem(schedulerKeys.running(task.tenant), id)
         .exec();
     }
@@ -568,13 +575,13 @@ export class TaskStore {
       if (target === 'queued') {
         const output =
           task.onRestart === 'resume' ? { resumed_from_tokens: (await this.snapshot(id)).length } : {};
-        await this.transition(id, 'queued', {
+        const seq = await this.transition(id, 'queued', {
           ...fence,
           dropSnapshot: task.onRestart === 'retry',
           fields: { status_message: `restarted (${task.onRestart})` },
           events: [statusEvent('queued', { reason: 'worker_lost', on_restart: task.onRestart, ...output })],
         });
-        await this.enqueue(task);
+        await this.enqueue({ ...task, seq });
       } else if (target === 'failed') {
         const error = problem('server_restarted', 'The worker running this task stopped before it finished.');
         const result = task.kind === 'response' ? { ...emptyResponse(task, 'failed'), error } : null;
@@ -613,12 +620,12 @@ export class TaskStore {
   /** Hands a task back to the queue (a draining worker), fenced by attempt. */
   async handBack(id: string, attempt: number): Promise<void> {
     const task = await this.require(id);
-    await this.transition(id, 'queued', {
+    const seq = await this.transition(id, 'queued', {
       attempt,
       from: ['loading', 'running'],
       events: [statusEvent('queued', { reason: 'worker_draining' })],
     });
-    await this.enqueue(task);
+    await this.enqueue({ ...task, seq });
   }
 
   /**

@@ -89,20 +89,26 @@ test('lease_unindex keeps an entry that a claim re-indexed meanwhile', async () 
   assert.deepEqual(await h.redis.zrange('tl:{sched}:leases', 0, -1), ['b']);
 });
 
-test('enqueue offers a task once, wakes the scheduler, and drops the journal entry only when told', async () => {
+test('enqueue offers a task once in its latest state, wakes the scheduler, and drops the journal entry only when told', async () => {
   const source = scriptSource('enqueue');
   const k = ['tl:{sched}:ready:m:t', 'tl:{sched}:active:t', 'tl:{sched}:tenants:m', 'tl:{sched}:models'];
   const intake = 'tl:{sched}:intake';
+  const offered = 'tl:{sched}:offered';
   await h.redis.zadd(intake, 1, 'a', 1, 'b');
   await h.redis.zadd(k[1]!, 1, 'a');
   const sub = h.redis.duplicate();
   await sub.subscribe('tl:{sched}:wake');
   const woken = new Promise((r) => sub.once('message', (_c, tenant) => r(tenant)));
   try {
-    assert.equal(await h.redis.eval(source, 5, ...k, intake, 'a', 10, 't', 'm', 'tl:{sched}:wake', '0'), 1);
+    assert.equal(
+      await h.redis.eval(source, 6, ...k, intake, offered, 'a', 10, 't', 'm', 'tl:{sched}:wake', '0', '0:1'),
+      1,
+    );
     assert.equal(await woken, 't');
-    // A second offer keeps the first score; this one drops the journal entry.
-    await h.redis.eval(source, 5, ...k, intake, 'a', 99, 't', 'm', 'tl:{sched}:wake', '1');
+    assert.equal(await h.redis.hget(offered, 'a'), '0:1');
+    // A second offer keeps the first score but names the state offered now; this one drops the journal entry.
+    await h.redis.eval(source, 6, ...k, intake, offered, 'a', 99, 't', 'm', 'tl:{sched}:wake', '1', '1:7');
+    assert.equal(await h.redis.hget(offered, 'a'), '1:7');
     assert.deepEqual(await h.redis.zrange(k[0]!, 0, -1, 'WITHSCORES'), ['a', '10']);
     assert.equal(await h.redis.zcard(k[1]!), 0, 'a waiting task is out of the running set');
     assert.deepEqual(await h.redis.smembers(k[2]!), ['t']);

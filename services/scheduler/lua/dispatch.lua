@@ -4,10 +4,11 @@
 -- span calls: capacity often frees one slot at a time, and a turn cut short by the budget goes on
 -- in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
 -- (counted over all models) or out of tasks ends its turn.
--- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them.
--- KEYS: leader, tenants (of the model), state (of the model), inflight, models
+-- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
+-- and each comes with the queued state it was offered in ('' when it was offered without one).
+-- KEYS: leader, tenants (of the model), state (of the model), inflight, models, offered
 -- ARGV: token, now, budget, quantum, max_running, prefix, model, n_weights, tenant, weight, ...
--- Returns {'not_leader'} | {'ok', tenant, id, tenant, id, ...}
+-- Returns {'not_leader'} | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
@@ -67,10 +68,13 @@ while remaining > 0 and progress do
       if take > 0 then
         local popped = redis.call('ZPOPMIN', ready, take)
         for j = 1, #popped, 2 do
-          redis.call('ZADD', KEYS[4], now, popped[j])
-          redis.call('ZADD', active, now, popped[j])
+          local id = popped[j]
+          redis.call('ZADD', KEYS[4], now, id)
+          redis.call('ZADD', active, now, id)
           table.insert(out, tenant)
-          table.insert(out, popped[j])
+          table.insert(out, id)
+          table.insert(out, redis.call('HGET', KEYS[6], id) or '')
+          redis.call('HDEL', KEYS[6], id)
         end
         remaining = remaining - take
         progress = true

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
-import { schedulerKeys } from '@taskline/engine';
+import { parseOfferedState, schedulerKeys, type QueuedState } from '@taskline/engine';
 import { LEADER_KEY } from './leader.js';
 
 /** The scheduler's own keys, next to the engine's index in the `{sched}` slot. */
@@ -15,6 +15,8 @@ export const dispatchKeys = {
 export interface Pick {
   tenant: string;
   id: string;
+  /** The queued state the task was offered in; null for an entry offered without one. */
+  state: QueuedState | null;
 }
 
 export interface FairShareOptions {
@@ -46,7 +48,7 @@ export async function pickFair(
   budget: number,
   options: FairShareOptions,
 ): Promise<Pick[] | null> {
-  if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { numberOfKeys: 5, lua: source });
+  if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { numberOfKeys: 6, lua: source });
   const weights = [...options.weights].flat();
   const reply = (await (
     redis as Redis & { tl_dispatch(...a: (string | number)[]): Promise<string[]> }
@@ -56,6 +58,7 @@ export async function pickFair(
     dispatchKeys.state(model),
     dispatchKeys.inflight,
     schedulerKeys.models,
+    schedulerKeys.offered,
     token,
     Date.now(),
     budget,
@@ -68,6 +71,7 @@ export async function pickFair(
   )) as string[];
   if (reply[0] !== 'ok') return null;
   const picks: Pick[] = [];
-  for (let i = 1; i < reply.length; i += 2) picks.push({ tenant: reply[i]!, id: reply[i + 1]! });
+  for (let i = 1; i < reply.length; i += 3)
+    picks.push({ tenant: reply[i]!, id: reply[i + 1]!, state: parseOfferedState(reply[i + 2]!) });
   return picks;
 }

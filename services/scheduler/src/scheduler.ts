@@ -10,7 +10,7 @@ import {
 import { isTerminal, schedulerKeys, type TaskStore } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { dispatchKeys, pickFair, type FairShareOptions } from './dispatch.js';
+import { dispatchKeys, pickFair, type FairShareOptions, type Pick } from './dispatch.js';
 import { Leadership } from './leader.js';
 
 export interface SchedulerOptions {
@@ -191,33 +191,41 @@ export class Scheduler {
   private async dispatchModel(model: string, free: number): Promise<number> {
     const picks = await pickFair(this.o.redis, this.leadership!.token, model, free, this.o.fairShare);
     if (!picks?.length) return 0;
-    // Every pick's reads and writes go out together (one round trip each step, not one per pick).
-    const tasks = await Promise.all(picks.map((pick) => this.o.store.get(pick.id)));
-    const queued = await Promise.all(
-      picks.map(async (pick, i) => {
-        const task = tasks[i];
-        if (!task || task.status !== 'queued') {
-          // Cancelled or expired while waiting: nothing to run.
-          await this.o.redis
-            .multi()
-            .zrem(dispatchKeys.inflight, pick.id)
-            .zrem(dispatchKeys.active(pick.tenant), pick.id)
-            .exec();
-          return 0;
-        }
-        const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt };
-        await this.queue(model).add('run', job, {
-          jobId: dispatchJobId(task),
-          removeOnComplete: true,
-          removeOnFail: true,
-        });
-        await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
-        return 1;
-      }),
-    );
+    // Every pick's writes go out together (one round trip each step, not one per pick).
+    const queued = await Promise.all(picks.map((pick) => this.queuePick(model, pick)));
     const count = queued.reduce<number>((a, b) => a + b, 0);
     if (count > 0) this.o.log.debug('dispatched', { model, count });
     return count;
+  }
+
+  /**
+   * Queues a pick's BullMQ job, named after the queued state it was offered in: a task cancelled
+   * meanwhile gets a job all the same, and the worker's claim refuses it (cancel takes it out of
+   * the running set itself). Only an entry offered without its state costs a read of the task.
+   */
+  private async queuePick(model: string, pick: Pick): Promise<number> {
+    let state = pick.state;
+    if (!state) {
+      const task = await this.o.store.get(pick.id);
+      if (!task || task.status !== 'queued') {
+        // Cancelled or expired while waiting: nothing to run.
+        await this.o.redis
+          .multi()
+          .zrem(dispatchKeys.inflight, pick.id)
+          .zrem(dispatchKeys.active(pick.tenant), pick.id)
+          .exec();
+        return 0;
+      }
+      state = task;
+    }
+    const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt };
+    await this.queue(model).add('run', job, {
+      jobId: dispatchJobId({ id: pick.id, ...state }),
+      removeOnComplete: true,
+      removeOnFail: true,
+    });
+    await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
+    return 1;
   }
 
   private async recover(): Promise<void> {

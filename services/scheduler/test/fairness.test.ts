@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { schedulerKeys } from '@taskline/engine';
+import { offeredState, schedulerKeys } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
 import { dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
 
@@ -76,6 +76,20 @@ test('weights give a tenant more per round and caps bound its running tasks', as
   assert.equal(capped?.filter((p) => p.tenant === 'a').length, 2);
   assert.equal(capped?.filter((p) => p.tenant === 'b').length, 4);
   assert.deepEqual(await pickFair(redis, token, MODEL, 100, { ...share, maxRunning: 5 }), []);
+});
+
+test('a pick hands on the queued state its task was offered in, once', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 2);
+  await redis.hset(schedulerKeys.offered, 'task_a_m_0', offeredState({ attempt: 2, seq: 9 }));
+  const picks = await pickFair(redis, token, MODEL, 2, share);
+  assert.deepEqual(picks, [
+    { tenant: 'a', id: 'task_a_m_0', state: { attempt: 2, seq: 9 } },
+    // Offered without a state (an older api): the scheduler reads the task instead.
+    { tenant: 'a', id: 'task_a_m_1', state: null },
+  ]);
+  assert.equal(await redis.exists(schedulerKeys.offered), 0);
 });
 
 test('a replica that lost leadership cannot dispatch', async () => {
