@@ -36,6 +36,8 @@ import { BENCH_ENV, memoryOf, ROOT, startStack } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
 
 const { values: args } = parseArgs({
+  // pnpm passes on the `--` that npm needs (`pnpm bench -- --only 1`): both spellings work.
+  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
   options: {
     smoke: { type: 'boolean', default: false },
     out: { type: 'string' },
