@@ -17,18 +17,20 @@ interface Listener {
   closed: boolean;
 }
 
+/** A task's readers on this process, and its channel subscription that every reader waits for. */
+interface Tail {
+  listeners: Set<Listener>;
+  subscribed: Promise<unknown>;
+  /** The subscription is confirmed: a history read sent now misses nothing that is published. */
+  live: boolean;
+}
+
 /**
  * Live tails of task event logs for any number of readers over one Redis connection. Every
  * script announces each event on the task's sharded channel; the hub subscribes once per task
  * with readers, replays history from Redis, then hands live events on in order. A gap (a
  * message missed across a reconnect) is filled from the stream, so readers never skip or repeat.
  */
-/** A task's readers on this process, and its channel subscription that every reader waits for. */
-interface Tail {
-  listeners: Set<Listener>;
-  subscribed: Promise<unknown>;
-}
-
 export class EventHub {
   private readonly tasks = new Map<string, Tail>();
   private readonly subscriber: Redis;
@@ -75,7 +77,9 @@ export class EventHub {
     const listener: Listener = { last: after, pending: [], deliver, closed: false };
     let tail = this.tasks.get(id);
     if (!tail) {
-      tail = { listeners: new Set(), subscribed: this.subscriber.ssubscribe(taskKeys(id).channel) };
+      const created: Tail = { listeners: new Set(), subscribed: Promise.resolve(), live: false };
+      created.subscribed = this.subscriber.ssubscribe(taskKeys(id).channel).then(() => (created.live = true));
+      tail = created;
       this.tasks.set(id, tail);
     }
     tail.listeners.add(listener);
@@ -90,16 +94,22 @@ export class EventHub {
       }
     };
     try {
-      // Every reader, not only the first, waits until the channel is live before reading history:
-      // an event published in between would otherwise reach no one until the next event.
+      // The history is read while the channel subscription is being made, not after it (one round
+      // trip less before the first event). An event published between that read and the
+      // subscription is in neither, so once the channel is live one more read picks it up.
+      const live = tail.live;
+      const reading = this.store.events(id, after);
+      reading.catch(() => undefined); // awaited below, unless the subscription fails first
       await tail.subscribed;
-      const history = await this.store.events(id, after);
+      const history = await reading;
       if (history.expired)
         throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
       for (const event of history.events) this.push(listener, event);
       const buffered = listener.pending ?? [];
       listener.pending = null;
+      // Live events after a gap wait for the read below, which brings the gap and them in order.
       for (const event of buffered) this.push(listener, event);
+      if (!live) void this.catchUp(id, listener);
     } catch (err) {
       close();
       throw err;

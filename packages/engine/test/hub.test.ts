@@ -55,6 +55,38 @@ test('readers attaching together all see an event written while they attach', as
   }
 });
 
+test('an event published after the history read, before the channel is live, still arrives', async () => {
+  const task = await h.store.create(newTask());
+  // The history read answers before the subscription does, and the task moves in between.
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  let moved = false;
+  const store = Object.create(h.store) as typeof h.store;
+  store.events = async (id, after) => {
+    const history = await h.store.events(id, after);
+    if (!moved) {
+      moved = true;
+      await h.store.claim(task.id, 'w1', 60_000); // event 2, announced to no one
+      open();
+    }
+    return history;
+  };
+  const slow = new EventHub(store);
+  const subscriber = (slow as unknown as { subscriber: { ssubscribe(...a: string[]): Promise<unknown> } })
+    .subscriber;
+  const ssubscribe = subscriber.ssubscribe.bind(subscriber);
+  subscriber.ssubscribe = async (...channels) => {
+    await gate;
+    return ssubscribe(...channels);
+  };
+  const got: number[] = [];
+  const s = await slow.subscribe(task.id, 0, (e) => got.push(e.seq));
+  await until('the event to arrive', () => got.length === 2 || undefined);
+  assert.deepEqual(got, [1, 2]);
+  s.close();
+  slow.close();
+});
+
 test('a reader resuming mid-stream gets exactly the missing events, then live ones', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 60_000);

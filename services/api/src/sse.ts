@@ -79,7 +79,6 @@ export interface StreamOptions {
  * Errors before the first byte (open-stream cap, expired history) are thrown for problem+json.
  */
 export async function streamTaskEvents(req: Request, res: Response, o: StreamOptions): Promise<void> {
-  const slot = await o.limits.openStream(o.tenant);
   let buffered: StoredEvent[] | null = [];
   let done = false;
   let sub: Subscription | null = null;
@@ -110,14 +109,19 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     }
   };
 
-  try {
-    sub = await o.hub.subscribe(o.task.id, o.after, (event) =>
-      buffered ? buffered.push(event) : write(event),
-    );
-  } catch (err) {
-    await slot.release().catch(() => undefined);
-    throw err;
+  // The open-stream slot and the subscription are asked for together (one round trip, not two);
+  // a refused slot (429) speaks before a failed subscription.
+  const [slotted, subscribed] = await Promise.allSettled([
+    o.limits.openStream(o.tenant),
+    o.hub.subscribe(o.task.id, o.after, (event) => (buffered ? buffered.push(event) : write(event))),
+  ]);
+  if (slotted.status === 'rejected' || subscribed.status === 'rejected') {
+    if (subscribed.status === 'fulfilled') subscribed.value.close();
+    if (slotted.status === 'fulfilled') await slotted.value.release().catch(() => undefined);
+    throw slotted.status === 'rejected' ? slotted.reason : (subscribed as PromiseRejectedResult).reason;
   }
+  const slot = slotted.value;
+  sub = subscribed.value;
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',
     'Cache-Control': 'no-cache, no-transform',
