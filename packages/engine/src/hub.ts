@@ -150,9 +150,8 @@ export class EventHub {
 
   private async catchUp(id: string, listener: Listener): Promise<void> {
     if (listener.pending || listener.closed) return;
-    const { events } = await this.store
-      .events(id, listener.last)
-      .catch(() => ({ events: [] as StoredEvent[] }));
+    // Its history was checked when it attached: a plain read of what follows.
+    const events = await this.store.eventsAfter(id, listener.last).catch(() => [] as StoredEvent[]);
     for (const event of events) this.push(listener, event);
   }
 }

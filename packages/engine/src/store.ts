@@ -637,13 +637,18 @@ export class TaskStore {
     after: number,
     count?: number,
   ): Promise<{ events: StoredEvent[]; expired: boolean }> {
-    const args: (string | number)[] = [taskKeys(id).events, `${after + 1}-0`, '+'];
-    if (count) args.push('COUNT', count);
-    const raw = (await this.redis.xrange(...(args as [string, string, string]))) as [string, string[]][];
-    const events = raw.map(parseEntry);
+    const events = await this.eventsAfter(id, after, count);
     const first = events[0]?.seq;
     const expired = first === undefined ? await this.historyGone(id, after) : first > after + 1;
     return { events, expired };
+  }
+
+  /** Events after `after` that are still kept, oldest first (one read; see `events` for the gaps). */
+  async eventsAfter(id: string, after: number, count?: number): Promise<StoredEvent[]> {
+    const args: (string | number)[] = [taskKeys(id).events, `${after + 1}-0`, '+'];
+    if (count) args.push('COUNT', count);
+    const raw = (await this.redis.xrange(...(args as [string, string, string]))) as [string, string[]][];
+    return raw.map(parseEntry);
   }
 
   private async historyGone(id: string, after: number): Promise<boolean> {
