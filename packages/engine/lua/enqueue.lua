@@ -2,8 +2,9 @@
   Offer a queued task to the scheduler, atomically: into its model's ready index for its tenant
   (scored by creation, kept at the first offer), its tenant and model into the dispatch sets, out
   of the tenant's running set (a task waiting for dispatch is not running), its queued state
-  recorded for dispatch to hand on, then wake the scheduler. Idempotent, so the reconciler and
-  recovery may repeat it.
+  recorded for dispatch to hand on, then wake the scheduler with the model's name (a round for
+  offers alone visits only the models they named). Idempotent, so the reconciler and recovery
+  may repeat it.
 
   KEYS[1] ready index (model, tenant)  KEYS[2] tenant's running set  KEYS[3] model's tenants
   KEYS[4] models with ready tasks  KEYS[5] create journal (intake)  KEYS[6] offered states
@@ -21,5 +22,5 @@ redis.call('HSET', KEYS[6], ARGV[1], ARGV[7])
 if ARGV[6] == '1' then
   redis.call('ZREM', KEYS[5], ARGV[1])
 end
-redis.call('PUBLISH', ARGV[5], ARGV[3])
+redis.call('PUBLISH', ARGV[5], ARGV[4])
 return 1

@@ -47,7 +47,10 @@ export const schedulerKeys = {
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
   running: (tenant: string) => `tl:{sched}:active:${tenant}`,
-  /** Pub/sub channel `enqueue` publishes on, so the leader dispatches at once instead of at its next poll. */
+  /**
+   * Pub/sub channel `enqueue` publishes the offered task's model on, so the leader dispatches at
+   * once (visiting that model) instead of at its next poll.
+   */
   wake: 'tl:{sched}:wake',
 } as const;
 

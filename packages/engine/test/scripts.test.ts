@@ -98,13 +98,13 @@ test('enqueue offers a task once in its latest state, wakes the scheduler, and d
   await h.redis.zadd(k[1]!, 1, 'a');
   const sub = h.redis.duplicate();
   await sub.subscribe('tl:{sched}:wake');
-  const woken = new Promise((r) => sub.once('message', (_c, tenant) => r(tenant)));
+  const woken = new Promise((r) => sub.once('message', (_c, model) => r(model)));
   try {
     assert.equal(
       await h.redis.eval(source, 6, ...k, intake, offered, 'a', 10, 't', 'm', 'tl:{sched}:wake', '0', '0:1'),
       1,
     );
-    assert.equal(await woken, 't');
+    assert.equal(await woken, 'm', 'the wake-up names the model');
     assert.equal(await h.redis.hget(offered, 'a'), '0:1');
     // A second offer keeps the first score but names the state offered now; this one drops the journal entry.
     await h.redis.eval(source, 6, ...k, intake, offered, 'a', 99, 't', 'm', 'tl:{sched}:wake', '1', '1:7');

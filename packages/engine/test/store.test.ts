@@ -33,15 +33,13 @@ test('create persists the task and its first event, and queues it', async () => 
   assert.equal(await h.redis.zscore('tl:{sched}:intake', task.id), null);
 });
 
-test('queueing a task wakes the scheduler on its channel', async () => {
+test('queueing a task wakes the scheduler on its channel, naming its model', async () => {
   const sub = h.redis.duplicate();
   try {
     await sub.subscribe(schedulerKeys.wake);
-    const woken = new Promise<string>((resolve) =>
-      sub.once('message', (_channel, tenant) => resolve(tenant)),
-    );
-    await h.store.create(newTask({ tenant: 'tenant-wake' }));
-    assert.equal(await woken, 'tenant-wake');
+    const woken = new Promise<string>((resolve) => sub.once('message', (_channel, model) => resolve(model)));
+    await h.store.create(newTask({ model: 'model-wake' }));
+    assert.equal(await woken, 'model-wake');
   } finally {
     sub.disconnect();
   }

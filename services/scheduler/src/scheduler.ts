@@ -56,6 +56,18 @@ export class Scheduler {
    * capacity then has nothing to take, and needs no round. The interval still runs rounds.
    */
   private drained = false;
+  /** Models named by offers since the last round began: all that a round for offers alone visits. */
+  private readonly offered = new Set<string>();
+  /**
+   * The next round reads the whole ready index (and every served model's BullMQ count) instead of
+   * visiting only the models offers named: after freed capacity, on the interval, on taking the lead.
+   */
+  private fullRound = true;
+  /**
+   * Per model, at least as many BullMQ jobs as wait for a worker: the count last read plus every job
+   * added since (workers only ever take jobs away). While free slots exceed it, no count is read.
+   */
+  private readonly waitingBound = new Map<string, number>();
 
   constructor(private readonly o: SchedulerOptions) {}
 
@@ -80,14 +92,21 @@ export class Scheduler {
       },
       // Capacity freed by a finishing task is used at once, not at the next interval tick.
       onCapacity: () => {
-        if (!this.drained) void this.run('dispatch', true);
+        if (this.drained) return;
+        this.fullRound = true;
+        void this.run('dispatch', true);
       },
       onEvent: (event, fields) => o.log.info(event, fields),
     });
     const address = o.advertise || `${o.controlHost}:${this.control.port}`;
     this.leadership = new Leadership(o.redis, address, o.leaderLeaseMs);
     this.every(Math.max(50, Math.floor(o.leaderLeaseMs / 3)), 'leadership', () => this.lead());
-    this.every(o.dispatchIntervalMs, 'dispatch', () => this.dispatch());
+    this.every(
+      o.dispatchIntervalMs,
+      'dispatch',
+      () => this.dispatch(),
+      () => (this.fullRound = true),
+    );
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.retentionSweepMs, 'retention', () => this.retention());
@@ -97,10 +116,18 @@ export class Scheduler {
     o.log.info('scheduler_started', { control: address, leader: this.isLeader });
   }
 
-  /** Runs `fn` every `ms`, never overlapping itself, and only while this replica leads (but leadership itself). */
-  private every(ms: number, name: string, fn: () => Promise<unknown>): void {
+  /**
+   * Runs `fn` every `ms`, never overlapping itself, and only while this replica leads (but
+   * leadership itself); `onTick` runs on every tick, even one that finds `fn` still running.
+   */
+  private every(ms: number, name: string, fn: () => Promise<unknown>, onTick?: () => void): void {
     this.loops.set(name, fn);
-    this.timers.push(setInterval(() => void this.run(name, false), ms));
+    this.timers.push(
+      setInterval(() => {
+        onTick?.();
+        void this.run(name, false);
+      }, ms),
+    );
   }
 
   /** One run of a loop; `again` asks for one more run right after a run in progress (a wake-up). */
@@ -130,9 +157,10 @@ export class Scheduler {
   private async listen(): Promise<void> {
     const sub = this.o.redis.duplicate({ enableAutoPipelining: false });
     this.wakeup = sub;
-    sub.on('message', () => {
+    sub.on('message', (_channel: string, model: string) => {
       this.wakes++;
       this.drained = false;
+      this.offered.add(model);
       void this.run('dispatch', true);
     });
     await sub.subscribe(schedulerKeys.wake);
@@ -141,7 +169,11 @@ export class Scheduler {
   private async lead(): Promise<void> {
     const was = this.isLeader;
     const now = await this.leadership!.tick();
-    if (now !== was) this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
+    if (now === was) return;
+    this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
+    // Another leader may have queued jobs meanwhile: counts are read afresh.
+    this.waitingBound.clear();
+    this.fullRound = true;
   }
 
   private queue(model: string): Queue {
@@ -155,32 +187,50 @@ export class Scheduler {
     return q;
   }
 
-  /** Free slots per model that no queued job has claimed yet: what this round may dispatch. */
-  private async available(): Promise<Map<string, number>> {
+  /**
+   * Free slots of `models` that no queued job has claimed yet: what this round may dispatch. A
+   * model's BullMQ count is read when `recount` asks, or when its bound leaves no room.
+   */
+  private async available(models: Iterable<string>, recount: boolean): Promise<Map<string, number>> {
     const free = this.control.capacity();
+    const budgets = new Map<string, number>();
     await Promise.all(
-      [...free].map(async ([model, slots]) => {
-        const waiting = await this.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
-        free.set(model, Math.max(0, slots - waiting));
+      [...models].map(async (model) => {
+        const slots = free.get(model) ?? 0;
+        if (slots <= 0) return;
+        let bound = this.waitingBound.get(model);
+        if (recount || bound === undefined || bound >= slots) {
+          bound = await this.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
+          this.waitingBound.set(model, bound);
+        }
+        budgets.set(model, Math.max(0, slots - bound));
       }),
     );
-    return free;
+    return budgets;
   }
 
-  /** One dispatch round: for each model with free slots, picks fairly up to them and queues the picks. */
+  /**
+   * One dispatch round: for each model with free slots and ready tasks, picks fairly up to them and
+   * queues the picks. A round for offers alone visits the models they named with the bounds it
+   * holds, so a task offered to an idle system goes from the wake-up straight to `dispatch.lua`.
+   */
   async dispatch(): Promise<number> {
     const wakes = this.wakes;
+    const full = this.fullRound;
+    this.fullRound = false;
+    const named = [...this.offered];
+    this.offered.clear();
     // Models with ready tasks, read alongside the free slots: the others need no dispatch script.
     // A task offered after this read wakes this replica, which runs the round again.
-    const [avail, waiting] = await Promise.all([
-      this.available(),
-      this.o.redis.smembers(schedulerKeys.models),
+    const [budgets, waiting] = await Promise.all([
+      this.available(full ? this.control.capacity().keys() : named, full),
+      full ? this.o.redis.smembers(schedulerKeys.models) : named,
     ]);
     const ready = new Set(waiting);
     const counts = await Promise.all(
-      [...avail]
-        .filter(([model, free]) => free > 0 && ready.has(model))
-        .map(([model, free]) => this.dispatchModel(model, free)),
+      [...budgets]
+        .filter(([model, budget]) => budget > 0 && ready.has(model))
+        .map(([model, budget]) => this.dispatchModel(model, budget)),
     );
     // Read after the picks: a task offered since then has woken this replica (wakes moved on).
     const left = await this.o.redis.scard(schedulerKeys.models);
@@ -224,6 +274,8 @@ export class Scheduler {
       removeOnComplete: true,
       removeOnFail: true,
     });
+    const bound = this.waitingBound.get(model);
+    if (bound !== undefined) this.waitingBound.set(model, bound + 1);
     await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
     return 1;
   }

@@ -1,6 +1,8 @@
 /**
  * Freed capacity is used at once: a worker's slot report wakes the leader, so a backlog drains at
  * the speed of the work, not of the dispatch interval (set here far beyond the test's timeout).
+ * And rounds do no more than they need: none when nothing is ready, no BullMQ count when the
+ * jobs queued since the last count cannot fill the free slots.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
@@ -50,4 +52,31 @@ test('with nothing ready, freed capacity starts no dispatch round', async () => 
   // Each task's offer wakes one round; its end frees a slot while nothing waits, which needs none.
   assert.ok(rounds >= tasks, `${rounds} rounds for ${tasks} tasks`);
   assert.ok(rounds <= tasks + 1, `${rounds} rounds for ${tasks} tasks`);
+});
+
+test('an offer to an idle worker is dispatched without reading a BullMQ count first', async () => {
+  const cluster = await clusterWithWorker(4);
+  const monitor = await cluster.store.redis.monitor();
+  // In order: each task's offer (enqueue.lua), BullMQ counts of its queue, its pick (dispatch.lua).
+  const seen: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (args[0]?.toLowerCase() !== 'evalsha') return;
+    if (args.includes(schedulerKeys.ready('t1', 'instant')))
+      seen.push(`offer ${args[args.indexOf(schedulerKeys.offered) + 1]}`);
+    else if (args.includes('prioritized') && args.some((a) => a.startsWith('bull:tl-model-instant')))
+      seen.push('count');
+    else if (args.includes(schedulerKeys.tenants('instant'))) seen.push('pick');
+  });
+  const tasks = 6;
+  for (let i = 0; i < tasks; i++) {
+    const task = await cluster.create({ input: 'x' }, { model: 'instant' });
+    assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
+  }
+  monitor.disconnect();
+  // Four free slots: the jobs queued since a count leave room for the next three or four tasks.
+  const direct = seen
+    .join(' ')
+    .split(/offer \S+/)
+    .filter((between) => between.trim() === 'pick').length;
+  assert.ok(direct >= tasks / 2, `${direct} of ${tasks} offers went straight to a pick: ${seen.join(', ')}`);
 });
