@@ -212,7 +212,7 @@ if (stream) {
   tables.push(
     '## 4. Streaming',
     '',
-    `One generation of ${stream.outputTokens} tokens (seed ${stream.seed}), median of ${stream.runs}: from the first token to the last, Taskline ${stream.tasklineTokensPerS} tokens/s over SSE, bare decode loop ${stream.bareTokensPerS} tokens/s. The whole generation, start included (Taskline from \`running\`, bare from the call): ${stream.whole.tasklineTokensPerS} against ${stream.whole.bareTokensPerS} tokens/s (${stream.whole.ratio}).`,
+    `One generation of ${stream.outputTokens} tokens (seed ${stream.seed}), median of ${stream.runs}: from the first token to the last, Taskline ${stream.tasklineTokensPerS} tokens/s over SSE, bare decode loop ${stream.bareTokensPerS} tokens/s; the bar is the median of the runs' own ratios (each run's pair back to back). The whole generation, start included (Taskline from \`running\`, bare from the call): ${stream.whole.tasklineTokensPerS} against ${stream.whole.bareTokensPerS} tokens/s (${stream.whole.ratio}).`,
     '',
   );
 }

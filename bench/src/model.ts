@@ -131,6 +131,7 @@ export interface StreamingResult {
   /** The bar: tokens after the first, over the time from the first to the last (median of runs). */
   tasklineTokensPerS: number;
   bareTokensPerS: number;
+  /** Median over runs of Taskline / bare, each run's pair measured back to back. */
   ratio: number;
   /** The whole generation, start included: Taskline from `running`, bare from the call. */
   whole: { tasklineTokensPerS: number; bareTokensPerS: number; ratio: number };
@@ -141,7 +142,9 @@ export interface StreamingResult {
  * seed and threads. The bar compares streaming rates: output tokens after the first over the time
  * from the first token to the last, as read by the SSE client and as produced by the bare loop
  * (the worker's own `output_tokens_per_second` is defined the same way); the time to the first
- * token is item 3's. The whole-generation rates, start included, are reported next to it.
+ * token is item 3's. The whole-generation rates, start included, are reported next to it. Each
+ * run measures bare then Taskline back to back, and the ratio is the median of the runs' own
+ * ratios: a pair shares the host's speed of the moment, which on these machines moves between runs.
  */
 export async function streaming(apiUrl: string, model: OnnxModel, runs: number): Promise<StreamingResult> {
   // The tiny model often stops early; pick the seed that runs longest so the stream is long.
@@ -186,11 +189,11 @@ export async function streaming(apiUrl: string, model: OnnxModel, runs: number):
     outputTokens,
     tasklineTokensPerS: round(med(rates.taskline), 1),
     bareTokensPerS: round(med(rates.bare), 1),
-    ratio: round(med(rates.taskline) / med(rates.bare)),
+    ratio: round(med(rates.taskline.map((x, i) => x / rates.bare[i]!))),
     whole: {
       tasklineTokensPerS: round(med(rates.tasklineWhole), 1),
       bareTokensPerS: round(med(rates.bareWhole), 1),
-      ratio: round(med(rates.tasklineWhole) / med(rates.bareWhole)),
+      ratio: round(med(rates.tasklineWhole.map((x, i) => x / rates.bareWhole[i]!))),
     },
   };
 }
@@ -211,7 +214,8 @@ export interface BatchingResult {
 /**
  * Issue item 6: aggregate output tokens/s of one worker at 1, 4 and 16 concurrent generations,
  * from the first `running` event to the last final event of each round; the bare batched
- * backend at the same concurrency alongside.
+ * backend at the same concurrency alongside. The levels take turns round by round, so a host
+ * that changes speed during the run moves every level alike, not the last one measured.
  */
 export async function batching(
   apiUrl: string,
@@ -220,30 +224,27 @@ export async function batching(
   rounds: number,
   maxOutputTokens = 128,
 ): Promise<BatchingResult> {
-  const out: BatchingLevel[] = [];
-  for (const c of levels) {
-    let tlTokens = 0;
-    let tlMs = 0;
-    let bareTokens = 0;
-    let bareMs = 0;
-    for (let r = 0; r < rounds; r++) {
+  const sums = levels.map(() => ({ tlTokens: 0, tlMs: 0, bareTokens: 0, bareMs: 0 }));
+  for (let r = 0; r < rounds; r++) {
+    for (const [l, c] of levels.entries()) {
+      const sum = sums[l]!;
       const reqs = Array.from({ length: c }, (_, i) =>
         same({ maxOutputTokens, temperature: 1, seed: 100 * r + i }),
       );
       const t0 = nowMs();
       const results = await Promise.all(reqs.map((q) => model.generate(q.bare)));
-      bareMs += nowMs() - t0;
-      bareTokens += results.reduce((s, x) => s + x.outputTokens, 0);
+      sum.bareMs += nowMs() - t0;
+      sum.bareTokens += results.reduce((s, x) => s + x.outputTokens, 0);
       const fs = await Promise.all(reqs.map((q) => follow(apiUrl, q.lmsp)));
-      tlTokens += fs.reduce((s, f) => s + f.outputTokens, 0);
-      tlMs += Math.max(...fs.map((f) => f.finalAt)) - Math.min(...fs.map((f) => f.runningAt));
+      sum.tlTokens += fs.reduce((s, f) => s + f.outputTokens, 0);
+      sum.tlMs += Math.max(...fs.map((f) => f.finalAt)) - Math.min(...fs.map((f) => f.runningAt));
     }
-    out.push({
-      concurrency: c,
-      tasklineTokensPerS: round((tlTokens * 1000) / tlMs, 1),
-      bareTokensPerS: round((bareTokens * 1000) / bareMs, 1),
-    });
   }
+  const out: BatchingLevel[] = levels.map((c, l) => ({
+    concurrency: c,
+    tasklineTokensPerS: round((sums[l]!.tlTokens * 1000) / sums[l]!.tlMs, 1),
+    bareTokensPerS: round((sums[l]!.bareTokens * 1000) / sums[l]!.bareMs, 1),
+  }));
   const one = out.find((l) => l.concurrency === 1);
   const top = out[out.length - 1]!;
   return {
