@@ -3,20 +3,30 @@
 -- counter (stream id "<seq>-0", so ids are the LMSP sequence numbers) and announces it on the
 -- task's sharded channel for live readers on any replica as "<seq>\n<written at>\n<type>\n<data>".
 -- Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure delivery by it.
-local function emit(taskKey, eventsKey, channel, type, data)
-  local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
+local function writeEvent(eventsKey, channel, seq, type, data)
   redis.call('XADD', eventsKey, seq .. '-0', 'type', type, 'data', data)
   redis.call('SPUBLISH', channel, seq .. '\n' .. ARGV[1] .. '\n' .. type .. '\n' .. data)
+end
+
+local function emit(taskKey, eventsKey, channel, type, data)
+  local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
+  writeEvent(eventsKey, channel, seq, type, data)
   return seq
 end
 
--- Appends the (type, data) pairs found in ARGV from index `first` on; returns the last sequence number.
+-- Appends the (type, data) pairs found in ARGV from index `first` on, numbered in one step;
+-- returns the last sequence number (false when there are none). Each is announced on its own:
+-- readers of an earlier release parse one event per message.
 local function emitAll(taskKey, eventsKey, channel, first)
-  local seq = false
-  for i = first, #ARGV, 2 do
-    seq = emit(taskKey, eventsKey, channel, ARGV[i], ARGV[i + 1])
+  local count = math.floor((#ARGV - first + 1) / 2)
+  if count < 1 then
+    return false
   end
-  return seq
+  local last = redis.call('HINCRBY', taskKey, 'seq', count)
+  for k = 1, count do
+    writeEvent(eventsKey, channel, last - count + k, ARGV[first + 2 * k - 2], ARGV[first + 2 * k - 1])
+  end
+  return last
 end
 
 -- On entering a terminal state every key of the task gets its retention (ms).

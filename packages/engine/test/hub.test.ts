@@ -87,6 +87,33 @@ test('an event published after the history read, before the channel is live, sti
   slow.close();
 });
 
+test("one script's events reach a live reader whole and in order, whatever their text", async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 60_000);
+  await h.store.start(task.id, 1);
+  const at = (await h.store.get(task.id))!.seq;
+  const got: StoredEvent[] = [];
+  const s = await hub.subscribe(task.id, at, (e) => got.push(e));
+  const texts = ['line one\nline two', '\u2028 \u00e9 "quoted" \\n', ''];
+  await h.store.append(
+    task.id,
+    1,
+    [],
+    texts.map((delta) => ({ type: 'response.output_text.delta', data: { delta } })),
+  );
+  await until('the events to arrive', () => got.length === 3 || undefined);
+  assert.deepEqual(
+    got.map((e) => (JSON.parse(e.data) as { delta: string }).delta),
+    texts,
+  );
+  assert.deepEqual(
+    got.map((e) => e.seq),
+    [at + 1, at + 2, at + 3],
+  );
+  assert.ok(got.every((e) => e.type === 'response.output_text.delta' && e.writtenAt > 0));
+  s.close();
+});
+
 test('a reader resuming mid-stream gets exactly the missing events, then live ones', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 60_000);
