@@ -27,6 +27,7 @@ const lua = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.
 interface LimitScripts {
   tl_token_bucket(...args: (string | number)[]): Promise<[number, number]>;
   tl_stream_slot(...args: (string | number)[]): Promise<number>;
+  tl_reservation_commit(...args: (string | number)[]): Promise<number>;
 }
 
 /** How old a create reservation may get before it is taken for a crashed create. */
@@ -62,6 +63,7 @@ export class TenantLimits {
     if (!('tl_token_bucket' in redis)) {
       redis.defineCommand('tl_token_bucket', { numberOfKeys: 2, lua: lua('token_bucket') });
       redis.defineCommand('tl_stream_slot', { numberOfKeys: 1, lua: lua('stream_slot') });
+      redis.defineCommand('tl_reservation_commit', { numberOfKeys: 1, lua: lua('reservation_commit') });
     }
     this.scripts = redis as unknown as LimitScripts;
   }
@@ -128,9 +130,7 @@ export class TenantLimits {
       commit: async (taskId) => {
         if (settled) return;
         settled = true;
-        const tx = this.redis.multi().zrem(key, reservation);
-        if (taskId) tx.zadd(key, Date.now(), taskId);
-        await tx.exec();
+        await this.scripts.tl_reservation_commit(key, reservation, taskId ?? '', Date.now());
       },
     };
   }

@@ -1,0 +1,14 @@
+--[[
+  Settles a create's place under the tenant's unfinished-task cap: the reservation leaves, and the
+  task it became (if any) takes its place, in one step, so the cap never counts both or neither.
+
+  KEYS[1] unfinished tasks (zset)          tl:api:active:{<tenant>}
+  ARGV[1] reservation id  ARGV[2] task id ('' when the create made no new task)  ARGV[3] now (ms)
+
+  Returns 1
+]]
+redis.call('ZREM', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+end
+return 1

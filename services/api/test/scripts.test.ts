@@ -1,0 +1,52 @@
+/** The api's limit scripts (`services/api/lua/`), run directly against a Redis of the test's own. */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, beforeEach, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { startRedis, type RedisServer } from '@taskline/testing';
+
+const source = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
+const active = 'tl:api:active:{t}';
+
+let server: RedisServer;
+let redis: Redis;
+before(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url);
+});
+after(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+beforeEach(() => redis.flushall());
+
+test('token_bucket refuses past the burst with the wait, and holds a create place with its token', async () => {
+  const bucket = source('token_bucket');
+  const take = (now: number, reservation?: string) =>
+    redis.eval(bucket, 2, 'tl:api:rate:{t}', active, 10, 2, now, ...(reservation ? [reservation] : []));
+  assert.deepEqual(await take(1000, 'r:1'), [0, 1]);
+  assert.deepEqual(await take(1000), [0, 0]);
+  // Burst spent: one token comes back after 100 ms at 10/s, and nothing is reserved meanwhile.
+  assert.deepEqual(await take(1000, 'r:2'), [100, 0]);
+  assert.deepEqual(await redis.zrange(active, 0, -1), ['r:1']);
+  assert.deepEqual(await take(1100, 'r:3'), [0, 2]);
+});
+
+test('reservation_commit swaps a reservation for its task, or just frees it', async () => {
+  const commit = source('reservation_commit');
+  await redis.zadd(active, 1, 'r:1', 1, 'r:2');
+  assert.equal(await redis.eval(commit, 1, active, 'r:1', 'task_a', 5), 1);
+  assert.equal(await redis.eval(commit, 1, active, 'r:2', '', 6), 1);
+  assert.deepEqual(await redis.zrange(active, 0, -1, 'WITHSCORES'), ['task_a', '5']);
+});
+
+test('stream_slot takes slots up to the cap and lets lapsed leases go', async () => {
+  const slot = source('stream_slot');
+  const streams = 'tl:api:streams:{t}';
+  const open = (now: number, id: string) => redis.eval(slot, 1, streams, now, id, now + 100, 2);
+  assert.equal(await open(1000, 'a'), 1);
+  assert.equal(await open(1000, 'b'), 1);
+  assert.equal(await open(1050, 'c'), 0, 'at the cap');
+  assert.equal(await open(1101, 'c'), 1, 'a and b lapsed at 1100');
+  assert.deepEqual(await redis.zrange(streams, 0, -1), ['c']);
+});
