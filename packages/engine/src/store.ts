@@ -411,11 +411,11 @@ export class TaskStore {
    * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop.
    */
   private async released(task: Pick<TaskRecord, 'id' | 'tenant'>): Promise<void> {
-    await this.redis
-      .multi()
-      .zrem(schedulerKeys.leases, task.id)
-      .zrem(schedulerKeys.running(task.tenant), task.id)
-      .exec();
+    // Two independent removals, sent in one write (no MULTI: neither needs the other).
+    await Promise.all([
+      this.redis.zrem(schedulerKeys.leases, task.id),
+      this.redis.zrem(schedulerKeys.running(task.tenant), task.id),
+    ]);
   }
 
   /**
