@@ -71,6 +71,12 @@ export const DEFAULTS = {
    * time, so Redis, the api and clients handle a few writes a tick instead of one per token.
    */
   TASKLINE_STREAM_FLUSH_MS: '5',
+  /**
+   * gpu-worker: BullMQ workers per model, its slots shared out among them. One BullMQ worker takes
+   * jobs one round trip after another; several take a burst of jobs (a batch of requests) in
+   * parallel. Each holds its own Redis connections.
+   */
+  TASKLINE_WORKER_FETCHERS: '4',
   /** This worker's name in leases, logs and the control plane; empty picks `worker-<random>`. */
   TASKLINE_WORKER_ID: '',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */

@@ -41,6 +41,7 @@ const schema = z.object({
   TASKLINE_DRAIN_DEADLINE_MS: int(0),
   TASKLINE_WORKER_MIN_STEP_MS: int(0),
   TASKLINE_STREAM_FLUSH_MS: int(0).max(1000),
+  TASKLINE_WORKER_FETCHERS: int(1).max(64),
   TASKLINE_WORKER_ID: z.string().regex(/^[A-Za-z0-9._-]{0,64}$/, 'letters, digits, . _ - (64 at most)'),
   TASKLINE_METRICS_TENANT_TOP_N: int(0).max(1000),
   TASKLINE_METRICS_PORT: int(0).max(65535),

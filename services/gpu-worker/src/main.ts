@@ -92,6 +92,7 @@ const worker = new GpuWorker({
   metrics,
   models: env.TASKLINE_WORKER_MODELS.split(','),
   slots: env.TASKLINE_WORKER_SLOTS,
+  fetchers: env.TASKLINE_WORKER_FETCHERS,
   acquire: (model) => cache.acquire(model),
   isLoaded: (model) => cache.isLoaded(model),
   toolRunner,

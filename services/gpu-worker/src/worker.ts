@@ -34,6 +34,8 @@ export interface GpuWorkerOptions {
   /** Model ids this worker serves (each with `slots` concurrent generations). */
   models: string[];
   slots: number;
+  /** BullMQ workers per model sharing its slots, so a burst of jobs is taken in parallel. Default 1. */
+  fetchers?: number;
   /** Loads (or finds loaded) the backend of a model; the task shows `loading` meanwhile. */
   acquire: (model: string) => Promise<ModelLease<ModelBackend>>;
   /** Whether a model is loaded now: its tasks are claimed straight into `running`. */
@@ -49,6 +51,12 @@ export interface GpuWorkerOptions {
 }
 
 type StopReason = 'cancel' | 'lost' | 'drain';
+
+/** `slots` shared out among at most `fetchers` BullMQ workers, each with one slot or more: [3, 3, 2, 2] for 10 and 4. */
+export function shareSlots(slots: number, fetchers: number): number[] {
+  const n = Math.max(1, Math.min(slots, fetchers));
+  return Array.from({ length: n }, (_, i) => Math.floor(slots / n) + (i < slots % n ? 1 : 0));
+}
 
 interface Running {
   model: string;
@@ -91,16 +99,20 @@ export class GpuWorker {
   async start(): Promise<void> {
     await this.listenForCancels();
     for (const model of this.served) {
-      const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
-        connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
-        concurrency: this.o.slots,
-        // Leases, not BullMQ locks, decide who runs a task: a dead worker's job is just dropped.
-        maxStalledCount: 0,
-        removeOnComplete: { count: 0 },
-        removeOnFail: { count: 0 },
-      });
-      worker.on('error', (err) => this.o.log.warn('queue_error', { model, error: err }));
-      this.workers.push(worker);
+      // A BullMQ worker takes its jobs one round trip after another (16 at once took 16 in a row
+      // before the last could start); its share of the slots goes to each of several instead.
+      for (const concurrency of shareSlots(this.o.slots, this.o.fetchers ?? 1)) {
+        const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
+          connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
+          concurrency,
+          // Leases, not BullMQ locks, decide who runs a task: a dead worker's job is just dropped.
+          maxStalledCount: 0,
+          removeOnComplete: { count: 0 },
+          removeOnFail: { count: 0 },
+        });
+        worker.on('error', (err) => this.o.log.warn('queue_error', { model, error: err }));
+        this.workers.push(worker);
+      }
     }
     this.control = connectControl({
       addresses: this.o.schedulerAddrs,
