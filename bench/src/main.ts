@@ -205,6 +205,18 @@ if (first) {
     `| create -> first \`response.output_text.delta\` over SSE | ${first.taskline.p50} | ${first.taskline.p90} | ${first.taskline.p99} | ${first.taskline.max} |`,
     `| bare model in-process: call -> first step | ${first.bare.p50} | ${first.bare.p90} | ${first.bare.p99} | ${first.bare.max} |`,
     '',
+    "Taskline's stages as its client sees them, each on its own (ms; the stages' percentiles do not add up to the total's):",
+    '',
+    '| stage | p50 | p90 | p99 |',
+    '| --- | --- | --- | --- |',
+    ...(
+      [
+        ['send -> `202`', first.stages.accepted],
+        ['`202` -> `running` read over SSE (dispatch, BullMQ, claim)', first.stages.running],
+        ['`running` -> first delta read (first step, append, delivery)', first.stages.firstDelta],
+      ] as const
+    ).map(([name, s]) => `| ${name} | ${s.p50} | ${s.p90} | ${s.p99} |`),
+    '',
   );
 }
 if (stream) {

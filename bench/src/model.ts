@@ -76,6 +76,15 @@ export interface TtftResult {
   bare: Summary;
   overheadP50Ms: number;
   overheadP99Ms: number;
+  /** Where Taskline's time goes, as its client sees it: each stage's own duration. */
+  stages: {
+    /** The send to the `202`. */
+    accepted: Summary;
+    /** The `202` to reading the `running` status over SSE (dispatch, BullMQ, claim). */
+    running: Summary;
+    /** `running` read to the first delta read (the model's first step, its append, delivery). */
+    firstDelta: Summary;
+  };
 }
 
 /** Issue item 3: create request -> first delta over SSE, against the bare model's own first token. */
@@ -91,15 +100,26 @@ export async function ttft(
     await model.generate(req.bare, { onStep: () => void (first ||= nowMs()) });
     return first - at;
   };
-  const tasklineFirst = async (at: number) => {
+  const stages = { accepted: [] as number[], running: [] as number[], firstDelta: [] as number[] };
+  const tasklineFirst = async (at: number, measured = false) => {
     const id = await createTask(apiUrl, req.lmsp);
+    const accepted = nowMs();
+    let running = 0;
     let first = 0;
     const stream = readEvents(apiUrl, id, (ev) => {
-      if (ev.type !== 'response.output_text.delta') return;
-      first = ev.at;
-      stream.close();
+      if (ev.type === 'response.output_text.delta') {
+        first = ev.at;
+        stream.close();
+      } else if (!running && (JSON.parse(ev.data) as { task_status?: string }).task_status === 'running') {
+        running = ev.at;
+      }
     });
     await stream.done;
+    if (measured && running) {
+      stages.accepted.push(accepted - at);
+      stages.running.push(running - accepted);
+      stages.firstDelta.push(first - running);
+    }
     return first - at;
   };
   // Each side first runs the same load for a second, unmeasured, so that JIT and connection pools
@@ -110,7 +130,7 @@ export async function ttft(
   await openLoop(ratePerS, seconds, async (_i, at) => void bare.push(await bareFirst(at)));
   const tl: number[] = [];
   await openLoop(ratePerS, warmupS, (_i, at) => tasklineFirst(at).then(() => undefined));
-  await openLoop(ratePerS, seconds, async (_i, at) => void tl.push(await tasklineFirst(at)));
+  await openLoop(ratePerS, seconds, async (_i, at) => void tl.push(await tasklineFirst(at, true)));
   const a = summarize(tl);
   const b = summarize(bare);
   return {
@@ -121,6 +141,11 @@ export async function ttft(
     bare: b,
     overheadP50Ms: round(a.p50 - b.p50, 2),
     overheadP99Ms: round(a.p99 - b.p99, 2),
+    stages: {
+      accepted: summarize(stages.accepted),
+      running: summarize(stages.running),
+      firstDelta: summarize(stages.firstDelta),
+    },
   };
 }
 
