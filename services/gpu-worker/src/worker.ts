@@ -75,6 +75,7 @@ export class GpuWorker {
   private control: ControlClient | null = null;
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
+  private reportDue = false;
 
   /** One flush timer for every generation this worker streams. */
   private readonly flushClock: FlushClock;
@@ -151,7 +152,20 @@ export class GpuWorker {
     await sub.subscribe(workerCancelChannel(this.o.id));
   }
 
+  /**
+   * Reports free slots (metrics and the scheduler) once per turn of the event loop: jobs that
+   * start and end together, as a batch of Redis replies makes them, cost one report, not one each.
+   */
   private reportSlots(): void {
+    if (this.reportDue) return;
+    this.reportDue = true;
+    setImmediate(() => {
+      this.reportDue = false;
+      this.sendSlots();
+    });
+  }
+
+  private sendSlots(): void {
     for (const s of this.slots()) {
       this.o.metrics.workerSlots.set({ model: s.model, state: 'free' }, s.free);
       this.o.metrics.workerSlots.set({ model: s.model, state: 'busy' }, this.busy.get(s.model) ?? 0);
