@@ -30,6 +30,8 @@ export function same(opts: { maxOutputTokens: number; temperature: number; seed:
 
 interface Followed {
   createdAt: number;
+  /** When the `202` came back. */
+  acceptedAt: number;
   runningAt: number;
   firstDeltaAt: number;
   lastDeltaAt: number;
@@ -37,15 +39,17 @@ interface Followed {
   outputTokens: number;
 }
 
-/** Creates a task and follows its SSE stream to the final event. */
+/** Creates a task and follows its SSE stream to the final event, or only to the first delta. */
 export async function follow(
   apiUrl: string,
   lmsp: Record<string, unknown>,
   sentAt = nowMs(),
+  untilFirstDelta = false,
 ): Promise<Followed> {
   const id = await createTask(apiUrl, lmsp);
   const f: Followed = {
     createdAt: sentAt,
+    acceptedAt: nowMs(),
     runningAt: 0,
     firstDeltaAt: 0,
     lastDeltaAt: 0,
@@ -56,6 +60,7 @@ export async function follow(
     if (ev.type === 'response.output_text.delta') {
       f.firstDeltaAt ||= ev.at;
       f.lastDeltaAt = ev.at;
+      if (untilFirstDelta) stream.close();
     } else if (FINAL_TYPES.has(ev.type)) {
       f.finalAt = ev.at;
       const data = JSON.parse(ev.data) as { response?: { usage?: { output_tokens?: number } } };
@@ -102,25 +107,13 @@ export async function ttft(
   };
   const stages = { accepted: [] as number[], running: [] as number[], firstDelta: [] as number[] };
   const tasklineFirst = async (at: number, measured = false) => {
-    const id = await createTask(apiUrl, req.lmsp);
-    const accepted = nowMs();
-    let running = 0;
-    let first = 0;
-    const stream = readEvents(apiUrl, id, (ev) => {
-      if (ev.type === 'response.output_text.delta') {
-        first = ev.at;
-        stream.close();
-      } else if (!running && (JSON.parse(ev.data) as { task_status?: string }).task_status === 'running') {
-        running = ev.at;
-      }
-    });
-    await stream.done;
-    if (measured && running) {
-      stages.accepted.push(accepted - at);
-      stages.running.push(running - accepted);
-      stages.firstDelta.push(first - running);
+    const f = await follow(apiUrl, req.lmsp, at, true);
+    if (measured && f.runningAt) {
+      stages.accepted.push(f.acceptedAt - at);
+      stages.running.push(f.runningAt - f.acceptedAt);
+      stages.firstDelta.push(f.firstDeltaAt - f.runningAt);
     }
-    return first - at;
+    return f.firstDeltaAt - at;
   };
   // Each side first runs the same load for a second, unmeasured, so that JIT and connection pools
   // have settled in every process: the bar is about steady state, not a process's first second.
