@@ -188,14 +188,15 @@ export class Scheduler {
   }
 
   /**
-   * Free slots of `models` that no queued job has claimed yet: what this round may dispatch. A
-   * model's BullMQ count is read when `recount` asks, or when its bound leaves no room.
+   * Free slots that no queued job has claimed yet, of `models` (null: every model workers serve):
+   * what this round may dispatch. A model's BullMQ count is read when `recount` asks, or when its
+   * bound leaves no room.
    */
-  private async available(models: Iterable<string>, recount: boolean): Promise<Map<string, number>> {
+  private async available(models: string[] | null, recount: boolean): Promise<Map<string, number>> {
     const free = this.control.capacity();
     const budgets = new Map<string, number>();
     await Promise.all(
-      [...models].map(async (model) => {
+      (models ?? [...free.keys()]).map(async (model) => {
         const slots = free.get(model) ?? 0;
         if (slots <= 0) return;
         let bound = this.waitingBound.get(model);
@@ -223,7 +224,7 @@ export class Scheduler {
     // Models with ready tasks, read alongside the free slots: the others need no dispatch script.
     // A task offered after this read wakes this replica, which runs the round again.
     const [budgets, waiting] = await Promise.all([
-      this.available(full ? this.control.capacity().keys() : named, full),
+      this.available(full ? null : named, full),
       full ? this.o.redis.smembers(schedulerKeys.models) : named,
     ]);
     const ready = new Set(waiting);
