@@ -31,8 +31,9 @@ import {
   type AcceptanceResult,
   type LifecycleResult,
 } from './queue.js';
+import { roundTrips, type RoundTrips } from './redis-cost.js';
 import { bar, toMarkdown, toSvg, validateReport, type Bar, type Report } from './report.js';
-import { BENCH_ENV, memoryOf, ROOT, startStack } from './stack.js';
+import { BENCH_ENV, memoryOf, ROOT, startStack, type CpuCost, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
 
 const { values: args } = parseArgs({
@@ -68,6 +69,7 @@ const SIZES = smoke
       eventsPerS: 200,
       fanoutS: 1,
       idleMs: 500,
+      roundTrips: 10,
     }
   : {
       tasks: 2000,
@@ -83,6 +85,7 @@ const SIZES = smoke
       eventsPerS: 10000,
       fanoutS: 10,
       idleMs: 3000,
+      roundTrips: 100,
     };
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 
@@ -98,6 +101,15 @@ let redisVersion = '';
 const stack = await startStack();
 const redis = connectRedis(stack.redis.url, 'bench');
 const raw = await startRawBullmq(stack.redis.url, Number(BENCH_ENV.TASKLINE_WORKER_SLOTS));
+/** Every process on each side's path, for the CPU each spends per task. */
+const procs: { taskline: Procs; bullmq: Procs } = {
+  taskline: {
+    ...Object.fromEntries(stack.services.map((s) => [s.name, s.child.pid!])),
+    redis: stack.redis.pid,
+    'benchmark client': 'self',
+  },
+  bullmq: { redis: stack.redis.pid, 'BullMQ worker': raw.worker.proc.pid!, 'benchmark client': 'self' },
+};
 try {
   redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '';
   log('warming up: instant tasks, raw jobs, the tiny-chat model in the worker');
@@ -105,16 +117,17 @@ try {
   await raw.addAll(20, 8);
   await raw.drained();
   await follow(stack.apiUrl, same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).lmsp);
+  results.redisRoundTrip = await roundTrips(redis, SIZES.roundTrips);
   const background = await idleRate(redis, SIZES.idleMs);
 
   if (only.has(1) || only.has(7)) {
     log(`1/7 lifecycle: ${SIZES.tasks} tasks, ${SIZES.inflight} creates in flight`);
-    life = await lifecycle(stack.apiUrl, redis, raw, background, SIZES.tasks, SIZES.inflight);
+    life = await lifecycle(stack.apiUrl, redis, raw, procs, background, SIZES.tasks, SIZES.inflight);
     results.lifecycle = life;
   }
   if (only.has(2)) {
     log(`2 acceptance: ${SIZES.acceptRate}/s for ${SIZES.acceptS} s, each side`);
-    accept = await acceptance(stack.apiUrl, redis, raw, SIZES.acceptRate, SIZES.acceptS);
+    accept = await acceptance(stack.apiUrl, redis, raw, procs, SIZES.acceptRate, SIZES.acceptS);
     results.acceptance = accept;
   }
   if (only.has(3) || only.has(4) || only.has(6)) {
@@ -161,6 +174,7 @@ if (only.has(5)) {
 }
 agent.destroy();
 
+const rtt = results.redisRoundTrip as RoundTrips;
 const bars: Bar[] = [];
 const tables: string[] = [];
 if (life) {
@@ -190,6 +204,8 @@ if (accept) {
     `| \`POST /lmsp/v1/tasks\` -> 202 | ${accept.taskline.p50} | ${accept.taskline.p90} | ${accept.taskline.p99} | ${accept.taskline.max} | ${accept.taskline.errors} | ${accept.taskline.sendLagP99} |`,
     `| raw \`queue.add\` | ${accept.bullmq.p50} | ${accept.bullmq.p90} | ${accept.bullmq.p99} | ${accept.bullmq.max} | ${accept.bullmq.errors} | ${accept.bullmq.sendLagP99} |`,
     '',
+    `Each side's tasks are worked while the load runs. The processes on Taskline's path (api, scheduler, worker, Redis, this client) kept ${accept.taskline.cpu.busyPercent}% of the machine's ${cpus().length} cores busy, ${totalMs(accept.taskline.cpu)} ms of CPU per task; raw BullMQ's (Redis, its worker, this client) ${accept.bullmq.cpu.busyPercent}%, ${totalMs(accept.bullmq.cpu)} ms per job (by process in item 7).`,
+    '',
   );
 }
 if (first) {
@@ -216,6 +232,8 @@ if (first) {
         ['`running` -> first delta read (first step, append, delivery)', first.stages.firstDelta],
       ] as const
     ).map(([name, s]) => `| ${name} | ${s.p50} | ${s.p90} | ${s.p99} |`),
+    '',
+    `For scale: a task's way to its first token holds seven durable writes one after another (rate limit, record and offer, \`dispatch.lua\`, BullMQ's add and move to active, claim, first append), and this run's Redis answers one fsynced \`SET\` in ${rtt.paced.p50} ms at p50 when paced at 20/s (p99 ${rtt.paced.p99}; back to back ${rtt.backToBack.p50}).`,
     '',
   );
 }
@@ -297,12 +315,32 @@ if (life) {
     '| --- | --- |',
     ...life.cost.bytesByKey.map((k) => `| \`${k.pattern}\` | ${k.bytesPerTask} |`),
     '',
+    ...cpuTable('Taskline process', life.cost.cpu.taskline, accept?.taskline.cpu),
+    ...cpuTable('Raw BullMQ process', life.cost.cpu.bullmq, accept?.bullmq.cpu),
     '| Process | peak RSS (MiB) |',
     '| --- | --- |',
     ...Object.entries(mem).map(([name, m]) => `| ${name} | ${m.peakRssMb} |`),
     ...(fan ? [`| api with ${fan.streams} streams (fan-out run) | ${fan.apiMemory.peakRssMb} |`] : []),
     '',
   );
+}
+
+function totalMs(cost: CpuCost): number {
+  return Math.round(Object.values(cost.msPerTask).reduce((a, b) => a + b, 0) * 100) / 100;
+}
+
+/** CPU ms per task by process: at full speed (item 1) and, when it ran, at item 2's fixed load. */
+function cpuTable(title: string, full: CpuCost, paced: CpuCost | undefined): string[] {
+  const cols = paced ? ` | at ${accept!.ratePerS}/s (item 2)` : '';
+  return [
+    `| ${title} | CPU ms per task, full speed (item 1)${cols} |`,
+    `| --- | --- ${paced ? '| --- ' : ''}|`,
+    ...Object.keys(full.msPerTask).map(
+      (name) => `| ${name} | ${full.msPerTask[name]}${paced ? ` | ${paced.msPerTask[name]}` : ''} |`,
+    ),
+    `| **all** | **${totalMs(full)}**${paced ? ` | **${totalMs(paced)}**` : ''} |`,
+    '',
+  ];
 }
 
 const outDir =

@@ -5,6 +5,7 @@ import { createMany, waitEnded } from './taskline.js';
 import { commandCalls, diffCalls, keyBytes, usedMemory } from './redis-cost.js';
 import { createTask } from './http.js';
 import { forkChild, type Child } from './children.js';
+import { cpuMeter, type CpuCost, type Procs } from './stack.js';
 import { nowMs, openLoop, round, sleep, summarize, type Summary } from './stats.js';
 
 export const RAW_QUEUE = 'bench-raw';
@@ -105,6 +106,8 @@ export interface LifecycleResult {
     bullmq: CommandCost;
     bytesPerTask: number;
     bytesByKey: { pattern: string; bytesPerTask: number }[];
+    /** CPU per finished task of each process on the task's way, while each side ran alone. */
+    cpu: { taskline: CpuCost; bullmq: CpuCost };
   };
 }
 
@@ -113,15 +116,18 @@ export async function lifecycle(
   apiUrl: string,
   redis: Redis,
   raw: RawBullmq,
+  procs: { taskline: Procs; bullmq: Procs },
   background: Map<string, number>,
   n: number,
   concurrency: number,
 ): Promise<LifecycleResult> {
   const mem0 = await usedMemory(redis);
   const c0 = await commandCalls(redis);
+  const tasklineCpu = cpuMeter(procs.taskline);
   const t0 = nowMs();
   const ids = await createMany(apiUrl, n, concurrency, INSTANT);
   const ended = await waitEnded(redis, ids);
+  const tasklineCpuCost = tasklineCpu.perTask(n);
   const c1 = await commandCalls(redis);
   const tasklineMs = ended.lastEndAt - t0;
   const delta = diffCalls(c1, c0);
@@ -141,9 +147,11 @@ export async function lifecycle(
   }
 
   const b0 = await commandCalls(redis);
+  const rawCpu = cpuMeter(procs.bullmq);
   const r0 = nowMs();
   await raw.addAll(n, concurrency);
   const lastAt = await raw.drained();
+  const rawCpuCost = rawCpu.perTask(n);
   const rawMs = lastAt - r0;
   const rawCost = costOf(diffCalls(await commandCalls(redis), b0), n, background, rawMs);
 
@@ -162,6 +170,7 @@ export async function lifecycle(
       bytesByKey: [...perKey]
         .map(([pattern, b]) => ({ pattern, bytesPerTask: Math.round(b) }))
         .sort((a, b) => b.bytesPerTask - a.bytesPerTask),
+      cpu: { taskline: tasklineCpuCost, bullmq: rawCpuCost },
     },
   };
 }
@@ -170,8 +179,8 @@ export interface AcceptanceResult {
   ratePerS: number;
   seconds: number;
   /** `sendLagP99`: how late the sends left against their schedule (ms), p99. */
-  taskline: Summary & { errors: number; sendLagP99: number };
-  bullmq: Summary & { errors: number; sendLagP99: number };
+  taskline: Summary & { errors: number; sendLagP99: number; cpu: CpuCost };
+  bullmq: Summary & { errors: number; sendLagP99: number; cpu: CpuCost };
   p50Ratio: number;
   p99Ratio: number;
 }
@@ -181,6 +190,7 @@ export async function acceptance(
   apiUrl: string,
   redis: Redis,
   raw: RawBullmq,
+  procs: { taskline: Procs; bullmq: Procs },
   ratePerS: number,
   seconds: number,
 ): Promise<AcceptanceResult> {
@@ -198,7 +208,11 @@ export async function acceptance(
     }
   };
   await openLoop(ratePerS, warmupS, (i, at) => create(i, at, false));
+  // What every process spends while the measured load runs: the rest of the stack works the
+  // tasks meanwhile, as it does in production, and shares the cores with the api.
+  const tlCpu = cpuMeter(procs.taskline);
   const tlLag = await openLoop(ratePerS, seconds, (i, at) => create(i, at, true));
+  const tlCpuCost = tlCpu.perTask(ratePerS * seconds);
   // Let the worker finish the backlog so it does not load the BullMQ half.
   await waitEnded(redis, ids);
 
@@ -215,7 +229,9 @@ export async function acceptance(
     }
   };
   await openLoop(ratePerS, warmupS, (i, at) => add(i, at, false));
+  const rqCpu = cpuMeter(procs.bullmq);
   const rqLag = await openLoop(ratePerS, seconds, (i, at) => add(i, at, true));
+  const rqCpuCost = rqCpu.perTask(ratePerS * seconds);
   raw.added += added;
   await raw.drained();
   const a = summarize(tl);
@@ -223,8 +239,8 @@ export async function acceptance(
   return {
     ratePerS,
     seconds,
-    taskline: { ...a, errors: tlErrors, sendLagP99: tlLag.p99 },
-    bullmq: { ...b, errors: rqErrors, sendLagP99: rqLag.p99 },
+    taskline: { ...a, errors: tlErrors, sendLagP99: tlLag.p99, cpu: tlCpuCost },
+    bullmq: { ...b, errors: rqErrors, sendLagP99: rqLag.p99, cpu: rqCpuCost },
     p50Ratio: round(a.p50 / b.p50, 2),
     p99Ratio: round(a.p99 / b.p99, 2),
   };

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { nowMs, sleep, summarize } from './stats.js';
 
 /** `INFO commandstats` as command -> calls. */
 export async function commandCalls(redis: Redis): Promise<Map<string, number>> {
@@ -30,4 +31,33 @@ export async function keyBytes(redis: Redis, keys: string[]): Promise<Record<str
     if (n !== null) out[key] = n;
   }
   return out;
+}
+
+export interface RoundTrips {
+  /** One `SET` every 50 ms (20/s), as the hops of a quiet stack go: each wakes an idle process. */
+  paced: { p50: number; p99: number };
+  /** `SET`s back to back, each sent when the previous answered. */
+  backToBack: { p50: number; p99: number };
+}
+
+/**
+ * The host's floor for one durable write: a `SET` round trip on this Redis (with appendfsync
+ * always it answers after the fsync), paced and back to back.
+ */
+export async function roundTrips(redis: Redis, samples: number): Promise<RoundTrips> {
+  const time = async (gapMs: number) => {
+    const ms: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      const t = nowMs();
+      await redis.set('bench:round-trip', String(i));
+      ms.push(nowMs() - t);
+      if (gapMs) await sleep(gapMs);
+    }
+    const { p50, p99 } = summarize(ms);
+    return { p50, p99 };
+  };
+  const paced = await time(50);
+  const backToBack = await time(0);
+  await redis.del('bench:round-trip');
+  return { paced, backToBack };
 }

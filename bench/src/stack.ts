@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { freePort, startRedis, type RedisServer } from '@taskline/testing';
 
@@ -43,6 +44,56 @@ export function memoryOf(pid: number): { rssMb: number; peakRssMb: number } {
   } catch {
     return { rssMb: NaN, peakRssMb: NaN };
   }
+}
+
+/**
+ * CPU time (user + system, every thread) a process has used so far, in ms: /proc counts in USER_HZ
+ * ticks, 100 a second on Linux. `'self'` is this benchmark process.
+ */
+export function cpuMsOf(pid: number | 'self'): number {
+  if (pid === 'self') {
+    const { user, system } = process.cpuUsage();
+    return (user + system) / 1000;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which sits in parentheses and may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Processes to meter by name: a pid, or this benchmark process. */
+export type Procs = Record<string, number | 'self'>;
+
+/** CPU ms per task of each metered process, and how busy they kept the machine together (%). */
+export interface CpuCost {
+  msPerTask: Record<string, number>;
+  busyPercent: number;
+}
+
+/**
+ * Starts counting the CPU time of named processes; `perTask(n)` gives each one's ms per task since
+ * the start, and `busy` the share of the machine (all cores) they used together, in percent.
+ */
+export function cpuMeter(pids: Procs) {
+  const t0 = performance.now();
+  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMsOf(pid)]));
+  return {
+    perTask(n: number): CpuCost {
+      const wall = performance.now() - t0;
+      let used = 0;
+      const msPerTask: Record<string, number> = {};
+      for (const [name, pid] of Object.entries(pids)) {
+        const ms = cpuMsOf(pid) - before[name]!;
+        used += ms;
+        msPerTask[name] = Math.round((ms / n) * 1000) / 1000;
+      }
+      return { msPerTask, busyPercent: Math.round((used / (wall * cpus().length)) * 100) };
+    },
+  };
 }
 
 export interface Service {
