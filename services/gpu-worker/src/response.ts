@@ -97,6 +97,8 @@ class DeltaStream {
   private tokens: number[] = [];
   private inflight: Promise<void> | null = null;
   private failure: unknown = null;
+  /** The batch whose append failed: not in the log, so the attempt's end may still carry it. */
+  private refused: { events: EventInput[]; tokens: number[] } = { events: [], tokens: [] };
   private lastStart = 0;
   /** Cancels the append scheduled next, if one is. */
   private scheduled: (() => void) | null = null;
@@ -140,13 +142,14 @@ class DeltaStream {
     if (this.inflight || this.closed || this.failure) return;
     if (this.text === '' && this.tokens.length === 0) return;
     this.lastStart = performance.now();
-    const { events, tokens } = this.take();
+    const batch = this.take();
     this.inflight = this.ctx.store
-      .append(this.ctx.task.id, this.ctx.attempt, tokens, events)
+      .append(this.ctx.task.id, this.ctx.attempt, batch.tokens, batch.events)
       .then(
         () => undefined,
         (err: unknown) => {
           this.failure = err;
+          this.refused = batch;
           this.onFailure();
         },
       )
@@ -166,6 +169,18 @@ class DeltaStream {
     while (this.inflight) await this.inflight;
     if (this.failure) throw this.failure;
     return this.take();
+  }
+
+  /**
+   * After `flush` threw: what never reached the log (the refused append, then everything held back
+   * since), for an end that still may be written (a cancel refuses appends, not the cancelled end).
+   */
+  unsent(): { events: EventInput[]; tokens: number[] } {
+    const rest = this.take();
+    return {
+      events: [...this.refused.events, ...rest.events],
+      tokens: [...this.refused.tokens, ...rest.tokens],
+    };
   }
 
   /** Everything held back, as the events and token ids of one append. */
@@ -271,12 +286,12 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
         );
         const pending = await stream.flush().catch((err: unknown) => {
           // A cancel makes the store refuse appends (the task is `cancelling`), which also stops the
-          // model at once; the refused text is not lost, the final response carries all of it.
+          // model at once; the refused text goes with the cancelled end, as the held-back text does.
           const refusedByCancel =
             err instanceof TasklineError &&
             err.code === 'illegal_transition' &&
             err.details.status === 'cancelling';
-          if (result.finishReason === 'cancelled' && refusedByCancel) return { events: [], tokens: [] };
+          if (result.finishReason === 'cancelled' && refusedByCancel) return stream.unsent();
           throw err;
         });
         const usage = {
@@ -290,7 +305,8 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
             output: [item('incomplete', [part(result.text)])],
             usage,
           };
-          return { status: 'cancelled', result: response };
+          // The deltas still to come: the stream's deltas add up to the cancelled response's text.
+          return { status: 'cancelled', result: response, events: pending.events };
         }
         const incomplete = result.finishReason === 'max_output_tokens';
         const status = incomplete ? 'incomplete' : 'completed';

@@ -311,7 +311,8 @@ export class GpuWorker {
       try {
         await store.finish(task.id, attempt, finish, task);
       } catch (err) {
-        // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was produced.
+        // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was
+        // produced, and the events that were to close the stream (its last deltas among them).
         if (!(err instanceof TasklineError) || err.code !== 'illegal_transition') throw err;
         const result =
           finish.result && typeof finish.result === 'object'
@@ -323,6 +324,7 @@ export class GpuWorker {
           {
             status: 'cancelled',
             result: task.kind === 'response' ? (result ?? emptyResponse(task, 'cancelled')) : result,
+            events: finish.events,
           },
           task,
         );
