@@ -11,6 +11,7 @@ import {
   emptyResponse,
   problem,
   TasklineError,
+  type EventInput,
   type Finish,
   type RunContext,
   type TaskRecord,
@@ -51,6 +52,14 @@ export interface GpuWorkerOptions {
 }
 
 type StopReason = 'cancel' | 'lost' | 'drain';
+
+/**
+ * Events an attempt carries into a cancelled end (text no append could write, closing events) are
+ * written while the task is `cancelling`, after the event that said so: they say so too, so that a
+ * reader following `task_status` never sees the task step back to `running`.
+ */
+const whileCancelling = (events: EventInput[] | undefined) =>
+  events?.map((e) => ({ ...e, data: { ...e.data, task_status: 'cancelling' } }));
 
 /** `slots` shared out among at most `fetchers` BullMQ workers, each with one slot or more: [3, 3, 2, 2] for 10 and 4. */
 export function shareSlots(slots: number, fetchers: number): number[] {
@@ -309,7 +318,9 @@ export class GpuWorker {
         return;
       }
       try {
-        await store.finish(task.id, attempt, finish, task);
+        const end =
+          finish.status === 'cancelled' ? { ...finish, events: whileCancelling(finish.events) } : finish;
+        await store.finish(task.id, attempt, end, task);
       } catch (err) {
         // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was
         // produced, and the events that were to close the stream (its last deltas among them).
@@ -324,7 +335,7 @@ export class GpuWorker {
           {
             status: 'cancelled',
             result: task.kind === 'response' ? (result ?? emptyResponse(task, 'cancelled')) : result,
-            events: finish.events,
+            events: whileCancelling(finish.events),
           },
           task,
         );

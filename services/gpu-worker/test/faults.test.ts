@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test, type TestContext } from 'node:test';
 import type { TaskRecord } from '@taskline/engine';
 import { Cluster, deltaText, exited, LONG, outputText, type ParsedEvent } from './helpers.js';
@@ -85,6 +86,11 @@ test('cancel mid-generation: the worker stops at once and the task ends cancelle
   // Text made after the cancel (a refused append, or held back for the next tick) ends the stream
   // with the cancel: the deltas add up to the cancelled response's text.
   assert.equal(streamed, text);
+  // Nothing after the `cancelling` event says the task is running again.
+  const statuses = events.map((e) => e.task_status);
+  const since = statuses.slice(statuses.indexOf('cancelling'));
+  assert.ok(since.length > 1, 'no cancelling event');
+  assert.deepEqual(new Set(since), new Set(['cancelling', 'cancelled']), since.join(','));
   assert.ok(reference.text.startsWith(text), 'the partial output is not a prefix of the full one');
   // The cancel reaches the worker through its next (refused) append or the event hub, i.e. within
   // a step or two; 10 steps of margin keep this about behaviour, not timing.
@@ -94,6 +100,25 @@ test('cancel mid-generation: the worker stops at once and the task ends cancelle
   // The slot was released: the same worker runs the next task.
   const next = await cluster.run({ input: 'Hello.', seed: 1, max_output_tokens: 4 });
   assert.equal(next.task.status, 'succeeded');
+});
+
+test('cancel while text waits for the next flush: it ends the stream with the cancel, marked cancelling', async (t) => {
+  // A tick far away: after the first delta (sent at once) the model's text is held back.
+  worker(t, 'w-cancel-held', { TASKLINE_STREAM_FLUSH_MS: '1000' });
+  const { id } = await cluster.create(LONG);
+  await cluster.waitForTokens(id, 1);
+  await sleep(200); // about ten steps of STEP_MS, all held back
+  await cluster.store.cancel(id, 't1');
+  const task = await cluster.waitForEnd(id);
+  assert.equal(task.status, 'cancelled', JSON.stringify(task.error));
+  const events = await cluster.events(id);
+  assertWellFormed(events);
+  const statuses = events.map((e) => e.task_status);
+  const cancelling = statuses.indexOf('cancelling');
+  const carried = events.slice(cancelling).filter((e) => e.type === 'response.output_text.delta');
+  assert.ok(carried.length > 0, 'no held-back text went with the cancelled end');
+  assert.equal(deltaText(events), outputText(task.result));
+  assert.deepEqual(new Set(statuses.slice(cancelling)), new Set(['cancelling', 'cancelled']));
 });
 
 /** Starts a generation under `policy`, SIGKILLs its worker after 20 tokens, then starts another. */
