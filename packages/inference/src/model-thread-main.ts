@@ -9,16 +9,32 @@ import type { FromThread, ToThread } from './model-thread.js';
 const port = parentPort!;
 const { dir, options } = workerData as { dir: string; options: OnnxModelOptions };
 const post = (message: FromThread) => port.postMessage(message);
+/** Steps held back at most this long (or one decode step, when that is longer). */
+const POST_EVERY_MS = 2;
 
 try {
   const model = await loadOnnxModel(dir, options);
   const requests = new Map<number, AbortController>();
-  // The steps of one decode step (every request batched in it) cross in one message.
+  // Steps cross to the owning thread in one message per decode step (every request batched in
+  // it), and no more often than every POST_EVERY_MS: each message wakes that thread, which
+  // appends on its flush clock anyway. A request's first step goes at once (time to first token),
+  // and so does everything held when a request ends.
   let steps: [id: number, tokens: number[], text: string][] = [];
+  const started = new Set<number>();
+  let urgent = false;
+  let lastPost = 0;
+  let checking = false;
   const flush = () => {
+    checking = false;
     if (!steps.length) return;
     post({ op: 'steps', steps });
     steps = [];
+    urgent = false;
+    lastPost = performance.now();
+  };
+  const flushIfDue = () => {
+    checking = false;
+    if (urgent || performance.now() - lastPost >= POST_EVERY_MS) flush();
   };
   port.on('message', (message: ToThread) => {
     if (message.op === 'generate') {
@@ -30,8 +46,14 @@ try {
         .generate(message.request, {
           signal: controller.signal,
           onStep: (step) => {
-            if (!steps.length) queueMicrotask(flush);
+            // Checked once the decode step is over: every request's row of it is in by then.
+            if (!checking) queueMicrotask(flushIfDue);
+            checking = true;
             steps.push([id, step.tokens, step.text]);
+            if (!started.has(id)) {
+              started.add(id);
+              urgent = true;
+            }
           },
         })
         .then(
@@ -44,7 +66,10 @@ try {
             post({ op: 'error', id, message: error instanceof Error ? error.message : String(error) });
           },
         )
-        .finally(() => requests.delete(id));
+        .finally(() => {
+          requests.delete(id);
+          started.delete(id);
+        });
     } else if (message.op === 'cancel') {
       requests.get(message.id)?.abort();
     } else {

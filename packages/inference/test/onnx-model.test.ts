@@ -57,8 +57,13 @@ for (const [where, load] of [
 
     it('answers through the chat template and ends its turn with <|im_end|>', async () => {
       const messages = ask('What is the capital of France?');
-      const { result, deltas } = await collect(model, { messages });
+      const { result, deltas, steps } = await collect(model, { messages });
       assert.equal(result.text, 'The capital of France is Paris.');
+      // One step per token, in order, however a thread groups steps into messages.
+      assert.deepEqual(
+        steps.map((s) => s.tokens),
+        result.tokens.map((t) => [t]),
+      );
       assert.equal(result.finishReason, 'stop');
       assert.equal(result.inputTokens, model.countTokens(messages));
       assert.equal(result.outputTokens, result.tokens.length);
