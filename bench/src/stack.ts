@@ -76,7 +76,7 @@ export interface CpuCost {
 
 /**
  * Starts counting the CPU time of named processes; `perTask(n)` gives each one's ms per task since
- * the start, and `busy` the share of the machine (all cores) they used together, in percent.
+ * the start, and `busyPercent` the share of the machine (all cores) they used together.
  */
 export function cpuMeter(pids: Procs) {
   const t0 = performance.now();
