@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys } from '@taskline/engine';
+import { monitorRedis } from '@taskline/testing';
 import { Cluster } from '../../gpu-worker/test/helpers.js';
 
 const clusters: Cluster[] = [];
@@ -38,17 +39,17 @@ test('a backlog behind a one-slot worker drains without waiting for the dispatch
 test('with nothing ready, freed capacity starts no dispatch round', async () => {
   const cluster = await clusterWithWorker(4);
   // Count the rounds: each ends by reading how many models still have ready tasks.
-  const monitor = await cluster.store.redis.monitor();
   let rounds = 0;
-  monitor.on('monitor', (_time: string, args: string[]) => {
+  const monitor = monitorRedis(cluster.redis.url, (args) => {
     if (args[0]?.toLowerCase() === 'scard' && args[1] === schedulerKeys.models) rounds++;
   });
+  await monitor.ready;
   const tasks = 6;
   for (let i = 0; i < tasks; i++) {
     const task = await cluster.create({ input: 'x' }, { model: 'instant' });
     assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
   }
-  monitor.disconnect();
+  monitor.stop();
   // Each task's offer wakes one round; its end frees a slot while nothing waits, which needs none.
   assert.ok(rounds >= tasks, `${rounds} rounds for ${tasks} tasks`);
   assert.ok(rounds <= tasks + 1, `${rounds} rounds for ${tasks} tasks`);
@@ -56,10 +57,9 @@ test('with nothing ready, freed capacity starts no dispatch round', async () => 
 
 test('an offer to an idle worker is dispatched without reading a BullMQ count first', async () => {
   const cluster = await clusterWithWorker(4);
-  const monitor = await cluster.store.redis.monitor();
   // In order: each task's offer (enqueue.lua), BullMQ counts of its queue, its pick (dispatch.lua).
   const seen: string[] = [];
-  monitor.on('monitor', (_time: string, args: string[]) => {
+  const monitor = monitorRedis(cluster.redis.url, (args) => {
     if (args[0]?.toLowerCase() !== 'evalsha') return;
     if (args.includes(schedulerKeys.ready('t1', 'instant')))
       seen.push(`offer ${args[args.indexOf(schedulerKeys.offered) + 1]}`);
@@ -67,12 +67,13 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
       seen.push('count');
     else if (args.includes(schedulerKeys.tenants('instant'))) seen.push('pick');
   });
+  await monitor.ready;
   const tasks = 6;
   for (let i = 0; i < tasks; i++) {
     const task = await cluster.create({ input: 'x' }, { model: 'instant' });
     assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
   }
-  monitor.disconnect();
+  monitor.stop();
   // Four free slots: the jobs queued since a count leave room for the next three or four tasks.
   const direct = seen
     .join(' ')

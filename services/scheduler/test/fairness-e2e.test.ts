@@ -11,9 +11,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import type { Redis } from 'ioredis';
 import { modelQueueName } from '@taskline/control';
 import { schedulerKeys } from '@taskline/engine';
+import { monitorRedis, type RedisMonitor } from '@taskline/testing';
 import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 
 const MODEL = 'instant';
@@ -31,12 +31,12 @@ interface Mark {
 /** Every scheduling step of every task, in the order Redis ran it. */
 class Recorder {
   readonly marks: Mark[] = [];
-  private constructor(private readonly monitor: Redis) {}
+  private monitor!: RedisMonitor;
 
-  static async start(redis: Redis): Promise<Recorder> {
-    const monitor = await redis.monitor();
-    const rec = new Recorder(monitor);
-    monitor.on('monitor', (_time: string, args: string[]) => rec.see(args));
+  static async start(redisUrl: string): Promise<Recorder> {
+    const rec = new Recorder();
+    rec.monitor = monitorRedis(redisUrl, (args) => rec.see(args));
+    await rec.monitor.ready;
     return rec;
   }
 
@@ -77,7 +77,7 @@ class Recorder {
   }
 
   stop(): void {
-    this.monitor.disconnect();
+    this.monitor.stop();
   }
 }
 
@@ -123,7 +123,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   const a = await backlog(cluster, 'a', 10_000);
   assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 10_000);
 
-  const rec = await Recorder.start(redis);
+  const rec = await Recorder.start(cluster.redis.url);
   // More slots than the cap: only the cap can hold A back. Each task lasts a few steps of 5 ms,
   // so that A's tasks overlap and reach the cap whatever the speed of dispatch.
   cluster.startWorker({
@@ -190,7 +190,7 @@ test('weights give a tenant that share of the dispatches', async () => {
   clusters.push(cluster);
   const a = await backlog(cluster, 'a', 300);
   const b = await backlog(cluster, 'b', 300);
-  const rec = await Recorder.start(cluster.store.redis);
+  const rec = await Recorder.start(cluster.redis.url);
   // Fewer slots than the cap (64): capacity, not the cap, limits both tenants.
   cluster.startWorker({ TASKLINE_WORKER_MODELS: MODEL, TASKLINE_WORKER_SLOTS: '2' });
   await until('80 tasks to end', () =>
