@@ -25,7 +25,6 @@ try {
   let lastPost = 0;
   let checking = false;
   const flush = () => {
-    checking = false;
     if (!steps.length) return;
     post({ op: 'steps', steps });
     steps = [];

@@ -24,6 +24,14 @@ async function clusterWithWorker(slots: number): Promise<Cluster> {
   return cluster;
 }
 
+/** Creates `n` instant tasks one after another, each once the previous one has succeeded. */
+async function runOneAtATime(cluster: Cluster, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const task = await cluster.create({ input: 'x' }, { model: 'instant' });
+    assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
+  }
+}
+
 test('a backlog behind a one-slot worker drains without waiting for the dispatch interval', async () => {
   const cluster = await clusterWithWorker(1);
   const backlog = await Promise.all(
@@ -45,10 +53,7 @@ test('with nothing ready, freed capacity starts no dispatch round', async () => 
   });
   await monitor.ready;
   const tasks = 6;
-  for (let i = 0; i < tasks; i++) {
-    const task = await cluster.create({ input: 'x' }, { model: 'instant' });
-    assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
-  }
+  await runOneAtATime(cluster, tasks);
   monitor.stop();
   // Each task's offer wakes one round; its end frees a slot while nothing waits, which needs none.
   assert.ok(rounds >= tasks, `${rounds} rounds for ${tasks} tasks`);
@@ -69,10 +74,7 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
   });
   await monitor.ready;
   const tasks = 6;
-  for (let i = 0; i < tasks; i++) {
-    const task = await cluster.create({ input: 'x' }, { model: 'instant' });
-    assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
-  }
+  await runOneAtATime(cluster, tasks);
   monitor.stop();
   // Four free slots: the jobs queued since a count leave room for the next three or four tasks.
   const direct = seen
