@@ -81,7 +81,10 @@ export const DEFAULTS = {
   TASKLINE_WORKER_ID: '',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
-  /** `/metrics` port of services without an HTTP API (scheduler, gpu-worker); 0 picks a free one. */
+  /**
+   * `/metrics` port of every service (the api's metrics never share its client port: they name
+   * tenants); 0 picks a free one.
+   */
   TASKLINE_METRICS_PORT: '9464',
   /** LMSP models served (comma separated ids); every other model id is `model_not_found`. */
   TASKLINE_MODELS: 'tiny-chat',

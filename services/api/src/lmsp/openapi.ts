@@ -122,7 +122,7 @@ export function buildOpenApi(): Schema {
       title: 'Taskline LMSP API',
       version: LMSP_VERSION,
       description:
-        'LMSP 1.0 responses, durable tasks and resumable event streams (seed section 7, LMSP-GAPS). Every error is application/problem+json with a stable `code`.',
+        'LMSP 1.0 responses, durable tasks and resumable event streams (LMSP 1.0 sections 6, 7 and 9). Every error is application/problem+json with a stable `code`. Prometheus metrics are not served on this port: each replica serves `/metrics` on its own metrics listener (`TASKLINE_METRICS_PORT`), for the scraper only.',
     },
     security: [{ bearer: [] }],
     paths: {
@@ -223,20 +223,6 @@ export function buildOpenApi(): Schema {
         get: {
           operationId: 'getOpenApi',
           responses: { '200': jsonResponse('This document.', { type: 'object' }), ...common },
-        },
-      },
-      '/metrics': {
-        get: {
-          operationId: 'metrics',
-          security: [],
-          description:
-            'Prometheus metrics of this replica (served when the process has a metrics registry, as `main.ts` does).',
-          responses: {
-            '200': {
-              description: 'Prometheus text exposition format.',
-              content: { 'text/plain': { schema: { type: 'string' } } },
-            },
-          },
         },
       },
       '/healthz': {
