@@ -95,10 +95,16 @@ export const DEFAULTS = {
   /** JWT bearer tokens: verified against a PEM (SPKI) public key or a JWKS URL; empty turns JWTs off. */
   TASKLINE_JWT_PUBLIC_KEY: '',
   TASKLINE_JWT_JWKS_URL: '',
-  /** The claim that names the tenant; issuer and audience are checked when set. */
+  /**
+   * The claim that names the tenant. With JWT auth on, issuer and audience must be set (start-up
+   * refuses otherwise) and every token must carry `exp`: a token minted for another service of the
+   * same identity provider, or one that never expires, is refused.
+   */
   TASKLINE_JWT_TENANT_CLAIM: 'tenant',
   TASKLINE_JWT_ISSUER: '',
   TASKLINE_JWT_AUDIENCE: '',
+  /** Clock skew forgiven when checking a JWT's `exp` and `nbf`, seconds. */
+  TASKLINE_JWT_CLOCK_TOLERANCE_S: '30',
   /** Largest request body the API parses; larger ones get `413 payload_too_large`. */
   TASKLINE_MAX_BODY_BYTES: String(1024 * 1024),
   /** Upper bound (and default) of `max_output_tokens`. */
