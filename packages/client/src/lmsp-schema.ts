@@ -236,6 +236,17 @@ export interface components {
         message: string;
       }[];
       task_status?: string;
+      /** @enum {unknown} */
+      reason?:
+        | 'connection'
+        | 'oom'
+        | 'readonly'
+        | 'busy'
+        | 'masterdown'
+        | 'loading'
+        | 'noreplicas'
+        | 'tryagain'
+        | 'clusterdown';
     };
     Task: {
       id: string;
@@ -504,10 +515,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -590,10 +602,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -686,10 +699,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -796,10 +810,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -927,10 +942,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1001,10 +1017,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1075,10 +1092,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1149,10 +1167,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {

@@ -2,6 +2,7 @@ export {
   createMcpRouter,
   LOCAL_TENANT,
   RATE_LIMITED_CODE,
+  UNAVAILABLE_CODE,
   type McpLimits,
   type McpTaskReservation,
   type McpRouterDeps,

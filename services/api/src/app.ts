@@ -455,7 +455,13 @@ export function createApp(deps: AppDeps): TasklineApi {
   deps.mountExtra?.(app, api);
 
   app.use(routeNotFound);
-  app.use(errorHandler(logger, () => redis.status === 'ready'));
+  app.use(
+    errorHandler(
+      logger,
+      () => redis.status === 'ready',
+      (reason) => deps.metrics?.redisUnavailableTotal.inc({ reason }),
+    ),
+  );
   return api;
 }
 

@@ -51,6 +51,7 @@ async function main(): Promise<void> {
               metrics.mcpListenersOpen.inc(delta);
               metrics.sseStreamsOpen.inc({ protocol: 'mcp' }, delta);
             },
+            unavailable: (reason) => metrics.redisUnavailableTotal.inc({ reason }),
           },
         }),
       ),
