@@ -134,6 +134,8 @@ export const DEFAULTS = {
   TASKLINE_MCP_MAX_BODY_BYTES: String(1024 * 1024),
   /** Host names the MCP endpoint answers (DNS rebinding protection), comma-separated. */
   TASKLINE_MCP_ALLOWED_HOSTS: 'localhost,127.0.0.1,[::1]',
+  /** MCP `subscriptions/listen`: distinct task ids one listen may follow (more is -32602). */
+  TASKLINE_MCP_LISTEN_MAX_TASKS: '100',
   /** MCP `batch_generate`: estimated tokens above which a batch asks the caller to confirm first. */
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '20000',
 } as const;

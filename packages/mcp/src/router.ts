@@ -34,6 +34,7 @@ import {
 } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 import { serveTaskListen } from './listen.js';
+import { RATE_LIMITED_CODE, rateLimited, rpcError } from './rpc.js';
 import {
   FIXTURE_REQUIRED_CAPABILITIES,
   fixtureRequestStateVerify,
@@ -48,6 +49,8 @@ export type McpEnv = Pick<
   | 'TASKLINE_MCP_MAX_BODY_BYTES'
   | 'TASKLINE_MCP_ALLOWED_HOSTS'
   | 'TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS'
+  | 'TASKLINE_MCP_LISTEN_MAX_TASKS'
+  | 'TASKLINE_SSE_HEARTBEAT_MS'
   | 'TASKLINE_MODELS'
   | 'TASKLINE_SNAPSHOT_MODELS'
   | 'TASKLINE_MAX_OUTPUT_TOKENS'
@@ -77,6 +80,14 @@ export interface McpLimits {
   takeRequest(tenant: string): Promise<void>;
   /** A create's request: one from the rate and a place under the unfinished-task cap, checked by `admit`. */
   takeCreate(tenant: string): Promise<McpTaskReservation>;
+  /** A slot under the tenant's open-stream cap (shared with LMSP event streams), for a listen. */
+  openStream(tenant: string): Promise<McpStreamSlot>;
+}
+
+export interface McpStreamSlot {
+  /** Extends the slot's lease; called on every heartbeat. */
+  renew(): Promise<void>;
+  release(): Promise<void>;
 }
 
 export interface McpTaskReservation {
@@ -115,13 +126,6 @@ const missingTasks = () =>
 /** Unknown, expired and other tenants' tasks all read the same. */
 const unknownTask = () => new ProtocolError(-32602, 'Unknown or expired taskId');
 
-const rpcError = (res: Response, http: number, id: unknown, code: number, message: string, data?: unknown) =>
-  res
-    .status(http)
-    .json({ jsonrpc: '2.0', id: id ?? null, error: { code, message, ...(data !== undefined && { data }) } });
-
-/** JSON-RPC error of a request over the tenant's limits (implementation-defined server range). */
-export const RATE_LIMITED_CODE = -32005;
 /**
  * JSON-RPC error of a request the task store cannot take now (Redis unreachable, or answering
  * OOM, READONLY, BUSY, MASTERDOWN, LOADING...): HTTP 503 with Retry-After, `data: { code:
@@ -268,14 +272,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         res.setHeader('WWW-Authenticate', 'Bearer');
         return rpcError(res, 401, req.body?.id, -32001, 'Unauthorized');
       }
-      if (err instanceof TasklineError && err.code === 'rate_limited') {
-        const retryAfter = Number(err.details.retryAfterS ?? 1);
-        res.setHeader('Retry-After', String(retryAfter));
-        return rpcError(res, 429, req.body?.id, RATE_LIMITED_CODE, err.message, {
-          code: 'rate_limited',
-          retryAfter,
-        });
-      }
+      if (err instanceof TasklineError && err.code === 'rate_limited')
+        return rateLimited(res, req.body?.id, err);
       next(err);
     }
   });
@@ -301,6 +299,9 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           store,
           hub,
           poll,
+          heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+          maxTaskIds: env.TASKLINE_MCP_LISTEN_MAX_TASKS,
+          limits: deps.limits,
           tenant,
           id: body.id,
           params,
