@@ -34,7 +34,7 @@ import {
 } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 import { serveTaskListen } from './listen.js';
-import { RATE_LIMITED_CODE, rateLimited, rpcError } from './rpc.js';
+import { rateLimited, rpcError } from './rpc.js';
 import {
   FIXTURE_REQUIRED_CAPABILITIES,
   fixtureRequestStateVerify,
