@@ -41,8 +41,10 @@ for i in 1 2; do
   pids+=($!)
 done
 export TASKLINE_API1_PORT=8081 TASKLINE_API2_PORT=8082
-for port in "$TASKLINE_API1_PORT" "$TASKLINE_API2_PORT"; do
-  TASKLINE_PORT=$port node services/api/dist/main.js &
+# Each api replica serves its metrics on a port of its own (9491, 9492), never on its api port.
+for i in 1 2; do
+  port_var="TASKLINE_API${i}_PORT"
+  TASKLINE_PORT=${!port_var} TASKLINE_METRICS_PORT=$((9490 + i)) node services/api/dist/main.js &
   pids+=($!)
 done
 
@@ -50,5 +52,5 @@ export TASKLINE_LB_HOST=127.0.0.1 TASKLINE_LB_PORT=${TASKLINE_LB_PORT:-8080}
 haproxy -W -db -f deploy/haproxy/haproxy.cfg &
 pids+=($!)
 
-echo "Taskline cluster: http://$TASKLINE_LB_HOST:$TASKLINE_LB_PORT (api :8081 :8082, schedulers :7071 :7072, metrics :9471-9472 :9481-9482, Redis $REDIS_URL)"
+echo "Taskline cluster: http://$TASKLINE_LB_HOST:$TASKLINE_LB_PORT (api :8081 :8082, schedulers :7071 :7072, metrics :9471-9472 :9481-9482 :9491-9492, Redis $REDIS_URL)"
 wait -n

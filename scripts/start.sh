@@ -29,7 +29,7 @@ export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:local-dev-key}"
 
 TASKLINE_METRICS_PORT=9464 node services/scheduler/dist/main.js & pids+=($!)
 TASKLINE_METRICS_PORT=9465 node services/gpu-worker/dist/main.js & pids+=($!)
-node services/api/dist/main.js & pids+=($!)
+TASKLINE_METRICS_PORT=9466 node services/api/dist/main.js & pids+=($!)
 
 echo "Taskline is starting on http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080} (Redis: $REDIS_URL)."
 echo "Try: curl -H 'Authorization: Bearer local-dev-key' http://127.0.0.1:${TASKLINE_PORT:-8080}/lmsp/v1/models"

@@ -19,5 +19,5 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build --chown=65532:65532 /out ./
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8080 9464
 CMD ["dist/main.js"]

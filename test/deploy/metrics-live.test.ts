@@ -140,7 +140,7 @@ test('every metric family of issue 6.1 is observed on the live stack, with bound
   const sse = await openSse(api.base, `/lmsp/v1/tasks/${streamed}/events`);
   assert.equal(sse.status, 200);
   await until('the api to count the open SSE stream', async () => {
-    const s = await scrape(`${api.base}/metrics`);
+    const s = await scrape(`${api.metricsBase}/metrics`);
     return find(s, 'taskline_sse_streams_open', { protocol: 'lmsp' }).some((x) => x.value >= 1) || undefined;
   });
   await sse.done;
@@ -177,14 +177,14 @@ test('every metric family of issue 6.1 is observed on the live stack, with bound
     },
   });
   assert.equal(listen.status, 200);
-  const during = await scrape(`${api.base}/metrics`);
+  const during = await scrape(`${api.metricsBase}/metrics`);
   const done = await pollTask(mcp, taskId, (t) => t.status !== 'working', { token: KEY_A });
   assert.equal(done.status, 'completed');
   await listen.done;
 
   // Scrape every service once everything has settled.
   const apiSamples = await until('the api to see the MCP listener closed', async () => {
-    const s = await scrape(`${api.base}/metrics`);
+    const s = await scrape(`${api.metricsBase}/metrics`);
     return find(s, 'taskline_mcp_listeners_open').every((x) => x.value === 0) ? s : undefined;
   });
   const scheduler = await scrape(schedulerMetrics);

@@ -33,6 +33,7 @@ export type AuthSettings = Pick<
   | 'TASKLINE_JWT_TENANT_CLAIM'
   | 'TASKLINE_JWT_ISSUER'
   | 'TASKLINE_JWT_AUDIENCE'
+  | 'TASKLINE_JWT_CLOCK_TOLERANCE_S'
 >;
 
 export interface Authenticator {
@@ -61,6 +62,7 @@ export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
     tenantClaim: env.TASKLINE_JWT_TENANT_CLAIM,
     issuer: env.TASKLINE_JWT_ISSUER,
     audience: env.TASKLINE_JWT_AUDIENCE,
+    clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
   });
   const keys = new ApiKeyStore(redis);
 

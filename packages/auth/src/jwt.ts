@@ -8,19 +8,29 @@ export interface JwtSettings {
   tenantClaim: string;
   issuer: string;
   audience: string;
+  /** Seconds of clock skew forgiven on `exp` and `nbf`. */
+  clockToleranceS: number;
 }
 
 export type JwtVerifier = (token: string) => Promise<unknown>;
 
-/** A verifier for the configured key or JWKS, or null when JWTs are not configured. */
+/**
+ * A verifier for the configured key or JWKS, or null when JWTs are not configured. Every token
+ * must name the configured issuer and audience and carry `exp`; a verifier without an issuer or
+ * audience is refused (`loadEnv` refuses the same settings at start-up).
+ */
 export function jwtVerifier(settings: JwtSettings): JwtVerifier | null {
   let key: KeyObject | JWTVerifyGetKey;
   if (settings.publicKey) key = createPublicKey(settings.publicKey.replace(/\\n/g, '\n'));
   else if (settings.jwksUrl) key = createRemoteJWKSet(new URL(settings.jwksUrl));
   else return null;
+  if (!settings.issuer || !settings.audience)
+    throw new Error('JWT auth needs TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE');
   const options = {
-    ...(settings.issuer ? { issuer: settings.issuer } : {}),
-    ...(settings.audience ? { audience: settings.audience } : {}),
+    issuer: settings.issuer,
+    audience: settings.audience,
+    requiredClaims: ['exp'],
+    clockTolerance: settings.clockToleranceS,
   };
   return async (token) => {
     // jose overloads on the key's type; both branches accept the same options.

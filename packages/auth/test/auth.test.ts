@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import type { Redis } from 'ioredis';
 import { connectRedis, TasklineError } from '@taskline/engine';
@@ -24,6 +24,7 @@ const settings = (over: Partial<AuthSettings> = {}): AuthSettings => ({
   TASKLINE_JWT_TENANT_CLAIM: 'tenant',
   TASKLINE_JWT_ISSUER: '',
   TASKLINE_JWT_AUDIENCE: '',
+  TASKLINE_JWT_CLOCK_TOLERANCE_S: 30,
   ...over,
 });
 
@@ -36,7 +37,11 @@ const refused = async (p: Promise<unknown>) =>
 test('static keys, stored keys and JWTs each prove a tenant; everything else is unauthorized', async () => {
   const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
   const auth = authenticator(
-    settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey), TASKLINE_JWT_AUDIENCE: 'taskline' }),
+    settings({
+      TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey),
+      TASKLINE_JWT_ISSUER: 'https://idp.test',
+      TASKLINE_JWT_AUDIENCE: 'taskline',
+    }),
     redis,
   );
   const stored = await new ApiKeyStore(redis).create('stored-t');
@@ -51,6 +56,7 @@ test('static keys, stored keys and JWTs each prove a tenant; everything else is 
   });
   const jwt = await new SignJWT({ tenant: 'jwt-t' })
     .setProtectedHeader({ alg: 'ES256' })
+    .setIssuer('https://idp.test')
     .setAudience('taskline')
     .setExpirationTime('1m')
     .sign(privateKey);
@@ -58,7 +64,9 @@ test('static keys, stored keys and JWTs each prove a tenant; everything else is 
 
   const wrongAudience = await new SignJWT({ tenant: 'jwt-t' })
     .setProtectedHeader({ alg: 'ES256' })
+    .setIssuer('https://idp.test')
     .setAudience('other')
+    .setExpirationTime('1m')
     .sign(privateKey);
   for (const authorization of [
     undefined,
@@ -87,4 +95,79 @@ test('tenant ids that could break Redis keys are refused when keys are made', as
     new ApiKeyStore(redis).create('a{b}'),
     (err) => err instanceof TasklineError && err.code === 'invalid_request',
   );
+});
+
+describe('JWT claims', () => {
+  const issuer = 'https://idp.test';
+  const audience = 'taskline';
+  let keys: Awaited<ReturnType<typeof generateKeyPair>>;
+  let auth: ReturnType<typeof authenticator>;
+  before(async () => {
+    keys = await generateKeyPair('ES256', { extractable: true });
+    auth = authenticator(
+      settings({
+        TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(keys.publicKey),
+        TASKLINE_JWT_ISSUER: issuer,
+        TASKLINE_JWT_AUDIENCE: audience,
+        TASKLINE_JWT_CLOCK_TOLERANCE_S: 30,
+      }),
+      redis,
+    );
+  });
+  const now = () => Math.floor(Date.now() / 1000);
+  const token = (claims: { iss?: string; aud?: string; exp?: number; nbf?: number }) => {
+    const jwt = new SignJWT({ tenant: 'jwt-t' }).setProtectedHeader({ alg: 'ES256' });
+    if (claims.iss !== undefined) jwt.setIssuer(claims.iss);
+    if (claims.aud !== undefined) jwt.setAudience(claims.aud);
+    if (claims.exp !== undefined) jwt.setExpirationTime(claims.exp);
+    if (claims.nbf !== undefined) jwt.setNotBefore(claims.nbf);
+    return jwt.sign(keys.privateKey);
+  };
+  const accepted = async (t: string) =>
+    assert.deepEqual(await auth.authenticate({ authorization: `Bearer ${t}` }), { id: 'jwt-t', via: 'jwt' });
+
+  test('a token without exp is refused, however valid the rest', async () => {
+    await refused(
+      auth.authenticate({ authorization: `Bearer ${await token({ iss: issuer, aud: audience })}` }),
+    );
+    await accepted(await token({ iss: issuer, aud: audience, exp: now() + 60 }));
+  });
+
+  test('issuer and audience are always checked: missing or foreign ones are refused', async () => {
+    for (const claims of [
+      { aud: audience },
+      { iss: issuer },
+      { iss: 'https://evil.test', aud: audience },
+      { iss: issuer, aud: 'other' },
+    ]) {
+      await refused(
+        auth.authenticate({ authorization: `Bearer ${await token({ ...claims, exp: now() + 60 })}` }),
+      );
+    }
+  });
+
+  test('the clock tolerance forgives a skew within it, not beyond', async () => {
+    await accepted(await token({ iss: issuer, aud: audience, exp: now() - 10 }));
+    await accepted(await token({ iss: issuer, aud: audience, exp: now() + 60, nbf: now() + 10 }));
+    await refused(
+      auth.authenticate({
+        authorization: `Bearer ${await token({ iss: issuer, aud: audience, exp: now() - 60 })}`,
+      }),
+    );
+    await refused(
+      auth.authenticate({
+        authorization: `Bearer ${await token({ iss: issuer, aud: audience, exp: now() + 120, nbf: now() + 60 })}`,
+      }),
+    );
+  });
+
+  test('a verifier without issuer or audience is refused when it is built', async () => {
+    const publicKey = await exportSPKI(keys.publicKey);
+    for (const over of [{ TASKLINE_JWT_ISSUER: issuer }, { TASKLINE_JWT_AUDIENCE: audience }]) {
+      assert.throws(
+        () => authenticator(settings({ TASKLINE_JWT_PUBLIC_KEY: publicKey, ...over }), redis),
+        /TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE/,
+      );
+    }
+  });
 });

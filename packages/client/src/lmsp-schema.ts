@@ -136,23 +136,6 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
-  '/metrics': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    /** @description Prometheus metrics of this replica (served when the process has a metrics registry, as `main.ts` does). */
-    get: operations['metrics'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
   '/healthz': {
     parameters: {
       query?: never;
@@ -253,6 +236,17 @@ export interface components {
         message: string;
       }[];
       task_status?: string;
+      /** @enum {unknown} */
+      reason?:
+        | 'connection'
+        | 'oom'
+        | 'readonly'
+        | 'busy'
+        | 'masterdown'
+        | 'loading'
+        | 'noreplicas'
+        | 'tryagain'
+        | 'clusterdown';
     };
     Task: {
       id: string;
@@ -521,10 +515,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -607,10 +602,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -703,10 +699,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -813,10 +810,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -944,10 +942,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1018,10 +1017,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1092,10 +1092,11 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
@@ -1166,34 +1167,15 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store is unreachable; retry. */
+      /** @description `unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {
           'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  metrics: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description Prometheus text exposition format. */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'text/plain': string;
         };
       };
     };

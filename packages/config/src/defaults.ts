@@ -81,7 +81,10 @@ export const DEFAULTS = {
   TASKLINE_WORKER_ID: '',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
-  /** `/metrics` port of services without an HTTP API (scheduler, gpu-worker); 0 picks a free one. */
+  /**
+   * `/metrics` port of every service (the api's metrics never share its client port: they name
+   * tenants); 0 picks a free one.
+   */
   TASKLINE_METRICS_PORT: '9464',
   /** LMSP models served (comma separated ids); every other model id is `model_not_found`. */
   TASKLINE_MODELS: 'tiny-chat',
@@ -92,10 +95,16 @@ export const DEFAULTS = {
   /** JWT bearer tokens: verified against a PEM (SPKI) public key or a JWKS URL; empty turns JWTs off. */
   TASKLINE_JWT_PUBLIC_KEY: '',
   TASKLINE_JWT_JWKS_URL: '',
-  /** The claim that names the tenant; issuer and audience are checked when set. */
+  /**
+   * The claim that names the tenant. With JWT auth on, issuer and audience must be set (start-up
+   * refuses otherwise) and every token must carry `exp`: a token minted for another service of the
+   * same identity provider, or one that never expires, is refused.
+   */
   TASKLINE_JWT_TENANT_CLAIM: 'tenant',
   TASKLINE_JWT_ISSUER: '',
   TASKLINE_JWT_AUDIENCE: '',
+  /** Clock skew forgiven when checking a JWT's `exp` and `nbf`, seconds. */
+  TASKLINE_JWT_CLOCK_TOLERANCE_S: '30',
   /** Largest request body the API parses; larger ones get `413 payload_too_large`. */
   TASKLINE_MAX_BODY_BYTES: String(1024 * 1024),
   /** Upper bound (and default) of `max_output_tokens`. */
@@ -125,6 +134,8 @@ export const DEFAULTS = {
   TASKLINE_MCP_MAX_BODY_BYTES: String(1024 * 1024),
   /** Host names the MCP endpoint answers (DNS rebinding protection), comma-separated. */
   TASKLINE_MCP_ALLOWED_HOSTS: 'localhost,127.0.0.1,[::1]',
+  /** MCP `subscriptions/listen`: distinct task ids one listen may follow (more is -32602). */
+  TASKLINE_MCP_LISTEN_MAX_TASKS: '100',
   /** MCP `batch_generate`: estimated tokens above which a batch asks the caller to confirm first. */
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '20000',
 } as const;

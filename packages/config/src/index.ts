@@ -58,6 +58,7 @@ const schema = z.object({
   TASKLINE_JWT_TENANT_CLAIM: z.string().min(1),
   TASKLINE_JWT_ISSUER: z.string(),
   TASKLINE_JWT_AUDIENCE: z.string(),
+  TASKLINE_JWT_CLOCK_TOLERANCE_S: int(0).max(300),
   TASKLINE_MAX_BODY_BYTES: int(1024),
   TASKLINE_MAX_OUTPUT_TOKENS: int(1),
   TASKLINE_RATE_LIMIT_PER_S: z.coerce.number().positive(),
@@ -72,6 +73,7 @@ const schema = z.object({
   TASKLINE_MCP_LOCAL_NO_AUTH: bool,
   TASKLINE_MCP_MAX_BODY_BYTES: int(1024),
   TASKLINE_MCP_ALLOWED_HOSTS: z.string().min(1),
+  TASKLINE_MCP_LISTEN_MAX_TASKS: int(1).max(10000),
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: int(0),
 });
 
@@ -97,6 +99,15 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
   if (parsed.data.TASKLINE_EVENT_RETENTION_S > parsed.data.TASKLINE_TASK_RETENTION_S) {
     throw new ConfigError(
       'invalid configuration: TASKLINE_EVENT_RETENTION_S exceeds TASKLINE_TASK_RETENTION_S',
+    );
+  }
+  const jwt = parsed.data;
+  if (
+    (jwt.TASKLINE_JWT_PUBLIC_KEY || jwt.TASKLINE_JWT_JWKS_URL) &&
+    !(jwt.TASKLINE_JWT_ISSUER && jwt.TASKLINE_JWT_AUDIENCE)
+  ) {
+    throw new ConfigError(
+      'invalid configuration: JWT auth (TASKLINE_JWT_PUBLIC_KEY or TASKLINE_JWT_JWKS_URL) needs both TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE, so that a token minted for another audience is refused',
     );
   }
   return parsed.data;

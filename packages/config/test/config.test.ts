@@ -30,3 +30,30 @@ test('event history may not outlive its task', () => {
     ConfigError,
   );
 });
+
+test('JWT auth needs its issuer and audience: start-up refuses a key or JWKS URL without them', () => {
+  const key = '-----BEGIN PUBLIC KEY-----\\nMFkw\\n-----END PUBLIC KEY-----';
+  for (const jwt of [{ TASKLINE_JWT_PUBLIC_KEY: key }, { TASKLINE_JWT_JWKS_URL: 'https://idp.test/jwks' }]) {
+    for (const missing of [
+      {},
+      { TASKLINE_JWT_ISSUER: 'https://idp.test' },
+      { TASKLINE_JWT_AUDIENCE: 'taskline' },
+    ]) {
+      assert.throws(
+        () => loadEnv({ ...jwt, ...missing }),
+        (err: unknown) =>
+          err instanceof ConfigError &&
+          /TASKLINE_JWT_ISSUER/.test(err.message) &&
+          /TASKLINE_JWT_AUDIENCE/.test(err.message),
+      );
+    }
+    const env = loadEnv({
+      ...jwt,
+      TASKLINE_JWT_ISSUER: 'https://idp.test',
+      TASKLINE_JWT_AUDIENCE: 'taskline',
+    });
+    assert.equal(env.TASKLINE_JWT_CLOCK_TOLERANCE_S, 30);
+  }
+  // Without JWT auth, neither is needed.
+  assert.equal(loadEnv({}).TASKLINE_JWT_ISSUER, '');
+});

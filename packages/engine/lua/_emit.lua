@@ -60,3 +60,32 @@ local function refuseUnlessRunning(status, attempt, expected)
   end
   return nil
 end
+
+-- Redis does not roll a script back: the writes made before a failing command stay. So every
+-- script checks, before its first write, that none of its writes can fail: the task's `seq` and
+-- `attempt` are integers (HINCRBY), its event log is a stream (or absent) whose last entry is not
+-- ahead of `seq` (XADD needs a larger id), and each key of `others` ({key = type}) has its type.
+-- Returns nil when the writes can go ahead, else the refusal {'corrupt', what}.
+local function refuseUnwritable(taskKey, eventsKey, others)
+  local counters = redis.call('HMGET', taskKey, 'seq', 'attempt')
+  local seq = tonumber(counters[1] or '0')
+  if not seq or (counters[2] and not tonumber(counters[2])) then
+    return { 'corrupt', 'the task record has a counter that is not a number' }
+  end
+  local logType = redis.call('TYPE', eventsKey)['ok']
+  if logType == 'stream' then
+    local top = redis.call('XREVRANGE', eventsKey, '+', '-', 'COUNT', 1)[1]
+    if top and tonumber(string.match(top[1], '^%d+')) > seq then
+      return { 'corrupt', 'the event log is ahead of the task record' }
+    end
+  elseif logType ~= 'none' then
+    return { 'corrupt', 'the event log is a ' .. logType .. ', not a stream' }
+  end
+  for key, want in pairs(others or {}) do
+    local t = redis.call('TYPE', key)['ok']
+    if t ~= 'none' and t ~= want then
+      return { 'corrupt', key .. ' is a ' .. t .. ', not a ' .. want }
+    end
+  end
+  return nil
+end

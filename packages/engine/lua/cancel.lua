@@ -13,7 +13,8 @@
            holding it on ARGV[10] .. lease_owner (plain PUBLISH: a channel, not a key, so the script
            still touches only the task's slot)
 
-  Returns {'cancelled'|'cancelling'|'noop'|'not_cancelable', status} or {'missing'}.
+  Returns {'cancelled'|'cancelling'|'noop'|'not_cancelable', status} or {'missing'}
+        | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
 ]]
 local task = KEYS[1]
 local status = redis.call('HGET', task, 'status')
@@ -23,6 +24,10 @@ end
 local outcome = string.match(',' .. ARGV[2] .. ',', ',' .. status .. '=([%w_]+),')
 if outcome == 'noop' or outcome == 'not_cancelable' or not outcome then
   return { outcome or 'not_cancelable', status }
+end
+local unwritable = refuseUnwritable(task, KEYS[2])
+if unwritable then
+  return unwritable
 end
 local now = tonumber(ARGV[1])
 if outcome == 'cancelled' then

@@ -10,6 +10,7 @@
   ARGV[6] event type, ARGV[7] event data (JSON) of `running`: optional, only to start at once
 
   Returns {'ok', attempt, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
+        | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local task = KEYS[1]
 local status = redis.call('HGET', task, 'status')
@@ -21,6 +22,10 @@ if isTerminal(status) then
 end
 if status ~= 'queued' then
   return { 'illegal', status }
+end
+local unwritable = refuseUnwritable(task, KEYS[2])
+if unwritable then
+  return unwritable
 end
 local now = tonumber(ARGV[1])
 local attempt = redis.call('HINCRBY', task, 'attempt', 1)

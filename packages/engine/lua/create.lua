@@ -4,16 +4,23 @@
   KEYS[1] task hash      tl:{id}:task
   KEYS[2] event stream   tl:{id}:events
   KEYS[3] channel        tl:{id}:ev
+  KEYS[4] inputs hash    tl:{id}:inputs
+  KEYS[5] token snapshot tl:{id}:tokens
   ARGV[1] now (ms)
   ARGV[2] number of field/value pairs that follow (N)
   ARGV[3 .. 2+2N] field, value, ...
   ARGV[3+2N ..] event type, event data (JSON)
+
+  Without its record, whatever else is kept under the id (event log, inputs, snapshot) is what a
+  task that vanished left (an expiry racing its log's, an eviction): it is dropped first, so the
+  new task starts its log at 1 instead of failing half-way on an XADD or replaying an old run.
 
   Returns {'ok', seq} or {'exists'} when the id is taken (a retried create of the same id).
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return { 'exists' }
 end
+redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
 local now = ARGV[1]
 local n = tonumber(ARGV[2])
 local fields = { 'status', 'queued', 'attempt', 0, 'seq', 0, 'created_at', now, 'updated_at', now }

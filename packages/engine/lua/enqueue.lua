@@ -12,8 +12,16 @@
   ARGV[5] wake channel  ARGV[6] '1' to drop the task's journal entry in the same step, else '0'
   ARGV[7] the queued state offered ("<attempt>:<seq>")
 
-  Returns 1
+  Returns 1, or {'corrupt', key} when a key has the wrong type (nothing is written: Redis does not
+  roll a script back, so every write must be known to succeed before the first).
 ]]
+local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
+for i = 1, 6 do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if t ~= 'none' and t ~= types[i] then
+    return { 'corrupt', KEYS[i] .. ' is a ' .. t .. ', not a ' .. types[i] }
+  end
+end
 redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[3])

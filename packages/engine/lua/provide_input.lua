@@ -8,6 +8,7 @@
   ARGV[3+2N] event type  ARGV[4+2N] event data for the return to `running`
 
   Returns {'ok', status, accepted} | {'missing'} | {'terminal', status}
+        | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
@@ -15,6 +16,10 @@ if not status then
 end
 if isTerminal(status) then
   return { 'terminal', status }
+end
+local unwritable = refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'hash' })
+if unwritable then
+  return unwritable
 end
 local n = tonumber(ARGV[2])
 local accepted = 0

@@ -10,9 +10,11 @@
   Inputs hash fields: `q:<key>` = request JSON, `a:<key>` = answer JSON.
   Returns {'ok', seq, kind, created_at} | {'answered'} when every key already has an answer (nothing to wait for)
         | {'missing'} | {'stale', status} | {'illegal', status}
+        | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at')
 local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2])
+  or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'hash' })
 if refused then
   return refused
 end

@@ -19,6 +19,7 @@
 
   Returns {'ok', status, seq, kind, created_at} | {'missing'} | {'terminal', status} | {'illegal', status}
         | {'stale', status, attempt} | {'lease_held', status}
+        | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local task = KEYS[1]
 -- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
@@ -44,6 +45,10 @@ if not allowed then
 end
 if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= tonumber(ARGV[5]) then
   return { 'lease_held', status }
+end
+local unwritable = refuseUnwritable(task, KEYS[2])
+if unwritable then
+  return unwritable
 end
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[10])

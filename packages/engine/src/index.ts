@@ -64,3 +64,8 @@ export {
 export { newId, isWellFormedId } from './ids.js';
 export { scriptSource, type ScriptName } from './scripts.js';
 export { connectRedis, checkDurability, isRedisUnavailable, timeRedisCommands } from './redis.js';
+export {
+  redisUnavailableReason,
+  REDIS_UNAVAILABLE_REASONS,
+  type RedisUnavailableReason,
+} from './unavailable.js';

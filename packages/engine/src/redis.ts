@@ -1,6 +1,7 @@
 import { Redis, type Command } from 'ioredis';
 import { TasklineError } from './errors.js';
 import { SCRIPT_BY_SHA } from './scripts.js';
+import { redisUnavailableReason } from './unavailable.js';
 
 /**
  * A connection for Taskline's commands. Commands issued while Redis is down fail fast instead of
@@ -35,19 +36,9 @@ export async function checkDurability(redis: Redis): Promise<{ appendonly: strin
   return { appendonly, appendfsync };
 }
 
-/**
- * True for ioredis's failures of a command whose connection is down or dropped mid-command, or
- * of a Redis still loading its AOF: the caller should answer 503 with Retry-After, not 500.
- */
+/** True for a failure that means "retry shortly" (see `redisUnavailableReason`): 503, not 500. */
 export function isRedisUnavailable(err: unknown): boolean {
-  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
-  return (
-    e?.name === 'MaxRetriesPerRequestError' ||
-    e?.message === 'Connection is closed.' ||
-    (typeof e?.message === 'string' && e.message.startsWith('LOADING')) ||
-    e?.code === 'ECONNREFUSED' ||
-    e?.code === 'ECONNRESET'
-  );
+  return redisUnavailableReason(err) !== null;
 }
 
 /**

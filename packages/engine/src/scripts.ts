@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 
 /** Each Lua script with the number of KEYS it takes (its header comment lists them). */
 const SCRIPTS = {
-  create: 3,
+  create: 5,
   enqueue: 6,
   transition: 5,
   cancel: 5,

@@ -176,6 +176,8 @@ export class TaskStore {
       keys.task,
       keys.events,
       keys.channel,
+      keys.inputs,
+      keys.tokens,
       now,
       Object.keys(fields).length,
       ...Object.entries(fields).flat(),
@@ -229,7 +231,7 @@ export class TaskStore {
     task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq'>,
     keepJournal = false,
   ): Promise<void> {
-    await this.scripts.enqueue(
+    const reply = await this.scripts.enqueue(
       schedulerKeys.ready(task.tenant, task.model),
       schedulerKeys.running(task.tenant),
       schedulerKeys.tenants(task.model),
@@ -244,6 +246,7 @@ export class TaskStore {
       keepJournal ? '0' : '1',
       offeredState(task),
     );
+    if (Array.isArray(reply)) check(task.id, reply);
   }
 
   /** The task, or null when it never existed, expired, or belongs to another tenant. */
@@ -284,6 +287,7 @@ export class TaskStore {
     );
     const [outcome] = reply as [string];
     if (outcome === 'missing') throw notFound();
+    if (outcome === 'corrupt') check(id, reply);
     if (outcome === 'not_cancelable') {
       throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
     }
@@ -801,6 +805,9 @@ function check(id: string, reply: ScriptReply): void {
       throw new TasklineError('stale_attempt', `task ${id} belongs to a newer attempt`, { status });
     case 'lease_held':
       throw new TasklineError('illegal_transition', `task ${id} is still leased`, { status });
+    case 'corrupt':
+      // A script found that one of its writes would fail and wrote nothing (refuseUnwritable).
+      throw new TasklineError('internal_error', `task ${id}: ${status}; nothing was written`);
     default:
       throw new TasklineError('illegal_transition', `task ${id} cannot move from ${status}`, { status });
   }

@@ -13,8 +13,8 @@ const evalScript = (name: Parameters<typeof scriptSource>[0], n: number, ...args
   h.redis.eval(scriptSource(name), n, ...keys.slice(0, n), ...args) as Promise<unknown[]>;
 
 test('create refuses an id that exists', async () => {
-  assert.deepEqual(await evalScript('create', 3, 1, 1, 'tenant', 'a', 'response.created', '{}'), ['ok', 1]);
-  assert.deepEqual(await evalScript('create', 3, 2, 1, 'tenant', 'b', 'response.created', '{}'), ['exists']);
+  assert.deepEqual(await evalScript('create', 5, 1, 1, 'tenant', 'a', 'response.created', '{}'), ['ok', 1]);
+  assert.deepEqual(await evalScript('create', 5, 2, 1, 'tenant', 'b', 'response.created', '{}'), ['exists']);
   assert.equal(await h.redis.hget(keys[0]!, 'tenant'), 'a');
 });
 
@@ -117,4 +117,26 @@ test('enqueue offers a task once in its latest state, wakes the scheduler, and d
   } finally {
     sub.disconnect();
   }
+});
+
+test('enqueue writes nothing when one of its keys has the wrong type', async () => {
+  const k = ['tl:{sched}:ready:m:u', 'tl:{sched}:active:u', 'tl:{sched}:tenants:m2', 'tl:{sched}:models2'];
+  const offered = 'tl:{sched}:offered2';
+  await h.redis.set(offered, 'not a hash');
+  const reply = await h.redis.eval(
+    scriptSource('enqueue'),
+    6,
+    ...k,
+    'tl:{sched}:intake',
+    offered,
+    'c',
+    10,
+    'u',
+    'm',
+    'tl:{sched}:wake',
+    '1',
+    '0:1',
+  );
+  assert.deepEqual(reply, ['corrupt', `${offered} is a string, not a hash`]);
+  for (const key of k) assert.equal(await h.redis.exists(key), 0, `${key} untouched`);
 });

@@ -1,6 +1,14 @@
 import type { Response } from 'express';
-import { isTerminal, type EventHub, type Subscription, type TaskStore } from '@taskline/engine';
-import type { McpObserver } from './router.js';
+import {
+  isTerminal,
+  isWellFormedId,
+  TasklineError,
+  type EventHub,
+  type Subscription,
+  type TaskStore,
+} from '@taskline/engine';
+import type { McpLimits, McpObserver, McpStreamSlot } from './router.js';
+import { rateLimited, rpcError } from './rpc.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
 interface ListenArgs {
@@ -8,6 +16,12 @@ interface ListenArgs {
   store: TaskStore;
   hub: EventHub;
   poll: number;
+  /** SSE comment interval (TASKLINE_SSE_HEARTBEAT_MS); each also renews the open-stream slot. */
+  heartbeatMs: number;
+  /** Distinct task ids one listen may follow (TASKLINE_MCP_LISTEN_MAX_TASKS). */
+  maxTaskIds: number;
+  /** The tenant's open-stream cap (TASKLINE_MAX_STREAMS), shared with LMSP event streams. */
+  limits?: Pick<McpLimits, 'openStream'>;
   tenant: string;
   id: unknown;
   params: Record<string, unknown>;
@@ -21,6 +35,11 @@ interface ListenArgs {
  * reads the task's log in Redis: a change made on any replica reaches this stream. One
  * `notifications/tasks` (a DetailedTask) goes out per visible change; the stream ends with the
  * listen result once every task is terminal, or when the client goes away.
+ *
+ * A listen is an open stream like an LMSP event stream: it holds a slot under the tenant's
+ * TASKLINE_MAX_STREAMS (429 -32005 at the cap), sends a heartbeat comment every
+ * TASKLINE_SSE_HEARTBEAT_MS (renewing the slot), and follows at most `maxTaskIds` distinct tasks
+ * (-32602 above), whose records are read in one round trip.
  */
 export async function serveTaskListen(args: ListenArgs): Promise<void> {
   const { res, store, hub, poll, tenant, id } = args;
@@ -36,20 +55,51 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     });
     return;
   }
-  const requested = (args.params.notifications as { taskIds: unknown[] }).taskIds;
-  const tasks = [];
-  for (const taskId of new Set(requested)) {
-    // Unknown and other tenants' ids are left out of the acknowledged filter, never revealed.
-    const task = typeof taskId === 'string' ? await store.get(taskId, tenant) : null;
-    if (task) tasks.push(task);
+  const requested = [...new Set((args.params.notifications as { taskIds: unknown[] }).taskIds)];
+  if (requested.length > args.maxTaskIds) {
+    rpcError(
+      res,
+      400,
+      id,
+      -32602,
+      `Invalid params: a listen follows at most ${args.maxTaskIds} taskIds (got ${requested.length}); split it into several listens`,
+      { maxTaskIds: args.maxTaskIds },
+    );
+    return;
   }
+  // The slot and the records together: one round trip for all records (auto-pipelined gets).
+  const [slotted, found] = await Promise.allSettled([
+    args.limits?.openStream(tenant) ?? Promise.resolve(null),
+    Promise.all(
+      requested.map((taskId) =>
+        // Unknown and other tenants' ids are left out of the acknowledged filter, never revealed.
+        typeof taskId === 'string' && isWellFormedId(taskId, 'task') ? store.get(taskId, tenant) : null,
+      ),
+    ),
+  ]);
+  if (slotted.status === 'rejected' || found.status === 'rejected') {
+    if (slotted.status === 'fulfilled') await slotted.value?.release().catch(() => undefined);
+    const err = slotted.status === 'rejected' ? slotted.reason : (found as PromiseRejectedResult).reason;
+    if (err instanceof TasklineError && err.code === 'rate_limited') return void rateLimited(res, id, err);
+    throw err;
+  }
+  const slot: McpStreamSlot | null = slotted.value;
+  const tasks = found.value.filter((t) => t !== null);
   res.writeHead(200, {
     'content-type': 'text/event-stream',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
   });
   args.observe?.listener(1);
-  res.once('close', () => args.observe?.listener(-1));
+  const heartbeat = setInterval(() => {
+    res.write(': keep-alive\n\n');
+    slot?.renew().catch(() => undefined);
+  }, args.heartbeatMs);
+  res.once('close', () => {
+    clearInterval(heartbeat);
+    void slot?.release().catch(() => undefined);
+    args.observe?.listener(-1);
+  });
   const send = (message: object) =>
     res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
   send({
@@ -90,21 +140,23 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   };
   if (tasks.length === 0) return end();
   try {
-    for (const task of tasks) {
-      chains.set(
-        task.id,
-        notify(task.id).catch(() => undefined),
-      );
-      const sub = await hub.subscribe(task.id, task.seq, () => {
-        // Serialised per task, so notifications leave in the order the log recorded them.
+    await Promise.all(
+      tasks.map(async (task) => {
         chains.set(
           task.id,
-          (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(() => undefined),
+          notify(task.id).catch(() => undefined),
         );
-      });
-      if (closed) sub.close();
-      else subs.set(task.id, sub);
-    }
+        const sub = await hub.subscribe(task.id, task.seq, () => {
+          // Serialised per task, so notifications leave in the order the log recorded them.
+          chains.set(
+            task.id,
+            (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(() => undefined),
+          );
+        });
+        if (closed) sub.close();
+        else subs.set(task.id, sub);
+      }),
+    );
   } catch {
     // Headers are out, so no error reply is possible: end the stream; the client re-listens or polls.
     end();

@@ -12,11 +12,12 @@ import {
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { Env } from '@taskline/config';
 import {
-  isRedisUnavailable,
   isTerminal,
+  redisUnavailableReason,
   servedModelsFromEnv,
   TasklineError,
   type EventHub,
+  type RedisUnavailableReason,
   type ServedModels,
   type TaskRecord,
   type TaskStore,
@@ -33,6 +34,7 @@ import {
 } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 import { serveTaskListen } from './listen.js';
+import { rateLimited, rpcError } from './rpc.js';
 import {
   FIXTURE_REQUIRED_CAPABILITIES,
   fixtureRequestStateVerify,
@@ -47,6 +49,8 @@ export type McpEnv = Pick<
   | 'TASKLINE_MCP_MAX_BODY_BYTES'
   | 'TASKLINE_MCP_ALLOWED_HOSTS'
   | 'TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS'
+  | 'TASKLINE_MCP_LISTEN_MAX_TASKS'
+  | 'TASKLINE_SSE_HEARTBEAT_MS'
   | 'TASKLINE_MODELS'
   | 'TASKLINE_SNAPSHOT_MODELS'
   | 'TASKLINE_MAX_OUTPUT_TOKENS'
@@ -76,6 +80,14 @@ export interface McpLimits {
   takeRequest(tenant: string): Promise<void>;
   /** A create's request: one from the rate and a place under the unfinished-task cap, checked by `admit`. */
   takeCreate(tenant: string): Promise<McpTaskReservation>;
+  /** A slot under the tenant's open-stream cap (shared with LMSP event streams), for a listen. */
+  openStream(tenant: string): Promise<McpStreamSlot>;
+}
+
+export interface McpStreamSlot {
+  /** Extends the slot's lease; called on every heartbeat. */
+  renew(): Promise<void>;
+  release(): Promise<void>;
 }
 
 export interface McpTaskReservation {
@@ -90,6 +102,17 @@ export interface McpObserver {
   taskCreated(tenant: string): void;
   /** A `notifications/tasks` listener stream opened (+1) or closed (-1). */
   listener(delta: 1 | -1): void;
+  /** A request answered 503 because Redis said "try again" (or was unreachable). */
+  unavailable?(reason: RedisUnavailableReason): void;
+}
+
+/**
+ * One request's record of a Redis "try again" met inside the SDK, which would otherwise turn it
+ * into a failed tool result (or -32603 with HTTP 200): the router answers 503 instead.
+ */
+interface RequestOutcome {
+  id: unknown;
+  unavailable?: RedisUnavailableReason;
 }
 
 /** The one tenant of the local no-auth mode. */
@@ -103,13 +126,23 @@ const missingTasks = () =>
 /** Unknown, expired and other tenants' tasks all read the same. */
 const unknownTask = () => new ProtocolError(-32602, 'Unknown or expired taskId');
 
-const rpcError = (res: Response, http: number, id: unknown, code: number, message: string, data?: unknown) =>
-  res
-    .status(http)
-    .json({ jsonrpc: '2.0', id: id ?? null, error: { code, message, ...(data !== undefined && { data }) } });
+/**
+ * JSON-RPC error of a request the task store cannot take now (Redis unreachable, or answering
+ * OOM, READONLY, BUSY, MASTERDOWN, LOADING...): HTTP 503 with Retry-After, `data: { code:
+ * 'unavailable', reason, retryAfter }`, as LMSP's `503 unavailable`.
+ */
+export const UNAVAILABLE_CODE = -32006;
+const RETRY_UNAVAILABLE_S = 1;
 
-/** JSON-RPC error of a request over the tenant's limits (implementation-defined server range). */
-export const RATE_LIMITED_CODE = -32005;
+const unavailableError = (id: unknown, reason: RedisUnavailableReason) => ({
+  jsonrpc: '2.0',
+  id: id ?? null,
+  error: {
+    code: UNAVAILABLE_CODE,
+    message: 'Service unavailable, retry shortly',
+    data: { code: 'unavailable', reason, retryAfter: RETRY_UNAVAILABLE_S },
+  },
+});
 
 /**
  * MCP 2026-07-28 (stateless, Streamable HTTP) with the Tasks extension, mounted at `/mcp`. The
@@ -159,6 +192,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         poll,
         tenant: ctx.authInfo?.clientId ?? '',
         reservation: ctx.authInfo?.extra?.reservation as McpTaskReservation | undefined,
+        outcome: ctx.authInfo?.extra?.outcome as RequestOutcome | undefined,
         served,
         fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
         observe: deps.observe,
@@ -169,7 +203,22 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       onerror: (err) => logger.debug('mcp request rejected', { err: err.message }),
     },
   );
-  const node = toNodeHandler(handler, { maxRequestBodySize: env.TASKLINE_MCP_MAX_BODY_BYTES });
+  const node = toNodeHandler(
+    {
+      fetch: async (request, options) => {
+        const response = await handler.fetch(request, options);
+        const outcome = options?.authInfo?.extra?.outcome as RequestOutcome | undefined;
+        if (!outcome?.unavailable) return response;
+        await response.body?.cancel().catch(() => undefined);
+        deps.observe?.unavailable?.(outcome.unavailable);
+        return Response.json(unavailableError(outcome.id, outcome.unavailable), {
+          status: 503,
+          headers: { 'Retry-After': String(RETRY_UNAVAILABLE_S) },
+        });
+      },
+    },
+    { maxRequestBodySize: env.TASKLINE_MCP_MAX_BODY_BYTES },
+  );
 
   const router = express.Router();
   // DNS rebinding: a browser tricked into calling a local server sends a foreign Host or Origin.
@@ -210,11 +259,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       } else if (deps.limits) {
         await deps.limits.takeRequest(tenant);
       }
+      const outcome: RequestOutcome = { id: (req.body as { id?: unknown } | undefined)?.id };
       (req as Request & { auth?: unknown }).auth = {
         token: '',
         clientId: tenant,
         scopes: [],
-        ...(reservation && { extra: { reservation } }),
+        extra: { outcome, ...(reservation && { reservation }) },
       };
       next();
     } catch (err) {
@@ -222,14 +272,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         res.setHeader('WWW-Authenticate', 'Bearer');
         return rpcError(res, 401, req.body?.id, -32001, 'Unauthorized');
       }
-      if (err instanceof TasklineError && err.code === 'rate_limited') {
-        const retryAfter = Number(err.details.retryAfterS ?? 1);
-        res.setHeader('Retry-After', String(retryAfter));
-        return rpcError(res, 429, req.body?.id, RATE_LIMITED_CODE, err.message, {
-          code: 'rate_limited',
-          retryAfter,
-        });
-      }
+      if (err instanceof TasklineError && err.code === 'rate_limited')
+        return rateLimited(res, req.body?.id, err);
       next(err);
     }
   });
@@ -255,6 +299,9 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           store,
           hub,
           poll,
+          heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+          maxTaskIds: env.TASKLINE_MCP_LISTEN_MAX_TASKS,
+          limits: deps.limits,
           tenant,
           id: body.id,
           params,
@@ -272,12 +319,16 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     const e = err as { type?: string; status?: number };
     if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
     if (e.type === 'entity.parse.failed') return rpcError(res, 400, null, -32700, 'Parse error');
-    logger.error('mcp request failed', { err: err instanceof Error ? err.message : String(err) });
+    const reason = redisUnavailableReason(err);
+    const message = err instanceof Error ? err.message : String(err);
+    if (reason) logger.warn('mcp request: task store unavailable', { reason, err: message });
+    else logger.error('mcp request failed', { err: message });
     if (res.headersSent) return;
-    if (isRedisUnavailable(err)) {
-      // The task store is unreachable (Redis down or reloading its AOF): retryable, as on LMSP.
-      res.setHeader('Retry-After', '1');
-      return rpcError(res, 503, req.body?.id, -32603, 'Service unavailable, retry shortly');
+    if (reason) {
+      // Redis cannot answer now (down, reloading, out of memory, a replica...): retryable, as on LMSP.
+      deps.observe?.unavailable?.(reason);
+      res.setHeader('Retry-After', String(RETRY_UNAVAILABLE_S));
+      return res.status(503).json(unavailableError(req.body?.id, reason));
     }
     rpcError(res, 500, req.body?.id, -32603, 'Internal error');
   });
@@ -312,6 +363,8 @@ interface ServerDeps {
   tenant: string;
   /** This call's place under the tenant's unfinished-task cap, when limits are on and it creates a task. */
   reservation?: McpTaskReservation;
+  /** Where a handler notes a Redis "try again", so the router answers 503 (see RequestOutcome). */
+  outcome?: RequestOutcome;
   /** The models and output cap a tool's `prepare` checks generations against. */
   served: ServedModels;
   /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
@@ -321,6 +374,16 @@ interface ServerDeps {
 
 function buildServer(deps: ServerDeps): McpServer {
   const { store, tools, poll, tenant } = deps;
+  /** Runs a handler, noting a Redis "try again" it fails with before the SDK reshapes the error. */
+  const noting = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (err) {
+      const reason = redisUnavailableReason(err);
+      if (reason && deps.outcome) deps.outcome.unavailable = reason;
+      throw err;
+    }
+  };
   const server = new McpServer(
     { name: 'taskline', version: '0.1.0' },
     {
@@ -333,7 +396,8 @@ function buildServer(deps: ServerDeps): McpServer {
     server.registerTool(
       tool.name,
       { description: tool.description, inputSchema: tool.inputSchema },
-      (args: Record<string, unknown>, ctx: ServerContext) => callTool(deps, tool, args, ctx) as never,
+      (args: Record<string, unknown>, ctx: ServerContext) =>
+        noting(() => callTool(deps, tool, args, ctx)) as never,
     );
   }
   const requireTasks = (ctx: ServerContext) => {
@@ -347,9 +411,12 @@ function buildServer(deps: ServerDeps): McpServer {
   const taskParams = { params: z.looseObject({ taskId: z.string() }) };
   server.server.setRequestHandler('tasks/get', taskParams, async ({ taskId }, ctx) => {
     requireTasks(ctx);
-    return (await detailedTask(store, await find(taskId), poll)) as never;
+    return (await noting(async () => detailedTask(store, await find(taskId), poll))) as never;
   });
-  server.server.setRequestHandler('tasks/update', taskParams, async ({ taskId }, ctx) => {
+  server.server.setRequestHandler('tasks/update', taskParams, ({ taskId }, ctx) =>
+    noting(() => updateTask(taskId, ctx)),
+  );
+  const updateTask = async (taskId: string, ctx: ServerContext) => {
     requireTasks(ctx);
     await find(taskId);
     const answers = ctx.mcpReq.inputResponses ?? {};
@@ -360,8 +427,11 @@ function buildServer(deps: ServerDeps): McpServer {
       throw err;
     }
     return {} as never;
-  });
-  server.server.setRequestHandler('tasks/cancel', taskParams, async ({ taskId }, ctx) => {
+  };
+  server.server.setRequestHandler('tasks/cancel', taskParams, ({ taskId }, ctx) =>
+    noting(() => cancelTask(taskId, ctx)),
+  );
+  const cancelTask = async (taskId: string, ctx: ServerContext) => {
     requireTasks(ctx);
     try {
       await store.cancel(taskId, tenant);
@@ -372,7 +442,7 @@ function buildServer(deps: ServerDeps): McpServer {
       if (err.code !== 'task_not_cancelable') throw err;
     }
     return {} as never;
-  });
+  };
   return server;
 }
 

@@ -102,6 +102,8 @@ describe('the ext-tasks requester against the api process', () => {
     sign = (tenant) =>
       new SignJWT({ tenant })
         .setProtectedHeader({ alg: 'RS256' })
+        .setIssuer('https://idp.test')
+        .setAudience('taskline')
         .setIssuedAt()
         .setExpirationTime('10m')
         .sign(privateKey);
@@ -109,6 +111,8 @@ describe('the ext-tasks requester against the api process', () => {
       env: {
         TASKLINE_API_KEYS: `tenant-a:${KEY}`,
         TASKLINE_JWT_PUBLIC_KEY: (await exportSPKI(publicKey)).replace(/\n/g, '\\n'),
+        TASKLINE_JWT_ISSUER: 'https://idp.test',
+        TASKLINE_JWT_AUDIENCE: 'taskline',
       },
       // Batches above 10 estimated tokens ask first; decode steps slow enough to cancel midway.
       workerEnv: { TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '10', TASKLINE_WORKER_MIN_STEP_MS: '40' },

@@ -155,6 +155,12 @@ function defineMetrics(registry: Registry) {
       labelNames: ['kind', 'policy'] as const,
       registers,
     }),
+    redisUnavailableTotal: new Counter({
+      name: 'taskline_redis_unavailable_total',
+      help: 'Requests answered 503 because Redis said "try again" (oom, readonly, busy, masterdown, loading, connection...), by reason.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     redisCommandDurationSeconds: new Histogram({
       name: 'taskline_redis_command_duration_seconds',
       help: 'Redis command or script latency as seen by the service, by command or script name.',

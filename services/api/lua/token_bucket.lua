@@ -8,8 +8,15 @@
   ARGV[4] optional: a create's reservation id, added to KEYS[2]
 
   Returns {wait_ms, count}: wait_ms > 0 means refused (and nothing reserved); count is the
-  number of places in KEYS[2] after the reservation (0 without one).
+  number of places in KEYS[2] after the reservation (0 without one). A KEYS[2] that is not a zset
+  fails the script before its first write (no token taken without its place).
 ]]
+if ARGV[4] ~= nil then
+  local t = redis.call('TYPE', KEYS[2])['ok']
+  if t ~= 'none' and t ~= 'zset' then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. t .. ', not a zset')
+  end
+end
 local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local at = now
 local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')

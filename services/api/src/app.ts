@@ -19,7 +19,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import { httpMetrics, metricsHandler, type TasklineMetrics } from '@taskline/metrics';
+import { httpMetrics, type TasklineMetrics } from '@taskline/metrics';
 import { TenantLimits, type TaskReservation } from './limits.js';
 import { buildOpenApi } from './lmsp/openapi.js';
 import {
@@ -54,7 +54,11 @@ export interface AppDeps {
   /** Commands (tasks, keys, limits). */
   redis: Redis;
   logger: Logger;
-  /** Prometheus metrics (`@taskline/metrics`); with them the app also serves `GET /metrics`. */
+  /**
+   * Prometheus metrics (`@taskline/metrics`), counted here; they are served by the metrics
+   * listener of `main.ts` (`TASKLINE_METRICS_PORT`), never on the port clients reach: they name
+   * the busiest tenants.
+   */
   metrics?: TasklineMetrics;
   /** Mounts other surfaces on the same app, after auth is built and before the final 404 (MCP at `/mcp`). */
   mountExtra?: (app: Express, api: Omit<TasklineApi, 'app'>) => void;
@@ -131,10 +135,7 @@ export function createApp(deps: AppDeps): TasklineApi {
     next();
   });
 
-  if (deps.metrics) {
-    app.use(httpMetrics(deps.metrics));
-    app.get('/metrics', metricsHandler(deps.metrics.registry));
-  }
+  if (deps.metrics) app.use(httpMetrics(deps.metrics));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -454,7 +455,13 @@ export function createApp(deps: AppDeps): TasklineApi {
   deps.mountExtra?.(app, api);
 
   app.use(routeNotFound);
-  app.use(errorHandler(logger, () => redis.status === 'ready'));
+  app.use(
+    errorHandler(
+      logger,
+      () => redis.status === 'ready',
+      (reason) => deps.metrics?.redisUnavailableTotal.inc({ reason }),
+    ),
+  );
   return api;
 }
 

@@ -2,7 +2,7 @@ import { loadEnv } from '@taskline/config';
 import { checkDurability, connectRedis, timeRedisCommands } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMcpRouter } from '@taskline/mcp';
-import { createMetrics } from '@taskline/metrics';
+import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { createApp } from './app.js';
 import { serve } from './server.js';
 
@@ -51,18 +51,32 @@ async function main(): Promise<void> {
               metrics.mcpListenersOpen.inc(delta);
               metrics.sseStreamsOpen.inc({ protocol: 'mcp' }, delta);
             },
+            unavailable: (reason) => metrics.redisUnavailableTotal.inc({ reason }),
           },
         }),
       ),
   });
-  const running = await serve(api, env.TASKLINE_HOST, env.TASKLINE_PORT, logger);
+  // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
+  // busiest tenants, so only the scraper may reach them, never the clients of the api port.
+  const metricsServer = await startMetricsServer({
+    metrics,
+    port: env.TASKLINE_METRICS_PORT,
+    host: env.TASKLINE_HOST,
+  });
+  const running = await serve(
+    api,
+    env.TASKLINE_HOST,
+    env.TASKLINE_PORT,
+    logger.child({ metrics_port: metricsServer.port }),
+  );
 
   const stop = (signal: string) => {
     logger.info('signal', { signal });
     void running
       .shutdown(env.TASKLINE_SHUTDOWN_DEADLINE_MS, env.TASKLINE_SSE_RETRY_MS)
       .catch((err) => logger.error('shutdown failed', { err }))
-      .finally(() => {
+      .finally(async () => {
+        await metricsServer.close().catch(() => undefined);
         metrics.close();
         api.hub.close();
         redis.disconnect();

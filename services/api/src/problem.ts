@@ -1,5 +1,12 @@
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
-import { isRedisUnavailable, problem, TasklineError, type ErrorCode, type Problem } from '@taskline/engine';
+import {
+  problem,
+  redisUnavailableReason,
+  TasklineError,
+  type ErrorCode,
+  type Problem,
+  type RedisUnavailableReason,
+} from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 
 export const PROBLEM_TYPE = 'application/problem+json';
@@ -56,10 +63,15 @@ function bodyParserError(err: unknown): { code: ErrorCode; detail: string } | nu
 
 /**
  * The one error handler: every failure leaves as problem+json, never an HTML page or a stack.
- * Unknown errors are logged with the request id and answered `500 internal_error` (or `503
- * unavailable` while Redis is unreachable, so clients retry).
+ * Unknown errors are logged with the request id and answered `500 internal_error`. A Redis that
+ * cannot answer now (unreachable, or a "try again" reply: OOM, READONLY, BUSY, MASTERDOWN,
+ * LOADING...) is `503 unavailable` with Retry-After and its `reason`, told to `onUnavailable`.
  */
-export function errorHandler(logger: Logger, redisReady: () => boolean): ErrorRequestHandler {
+export function errorHandler(
+  logger: Logger,
+  redisReady: () => boolean,
+  onUnavailable: (reason: RedisUnavailableReason) => void = () => undefined,
+): ErrorRequestHandler {
   return (err, req, res, _next) => {
     if (res.headersSent) {
       res.destroy();
@@ -84,12 +96,19 @@ export function errorHandler(logger: Logger, redisReady: () => boolean): ErrorRe
       sendProblem(res, 'invalid_request', 'The request path is not valid percent-encoded UTF-8.');
       return;
     }
-    logger.error('unhandled error', { request_id: req.id, err });
     // Redis may be back by now while this request's command failed with the connection: 503 too.
-    if (!redisReady() || isRedisUnavailable(err)) {
+    const reason = redisUnavailableReason(err) ?? (redisReady() ? null : 'connection');
+    if (reason) {
+      logger.warn('task store unavailable', { request_id: req.id, reason, err });
+      onUnavailable(reason);
       res.setHeader('Retry-After', '1');
-      sendProblem(res, 'unavailable', 'The task store is unreachable; retry shortly.');
-    } else sendProblem(res, 'internal_error', 'Something went wrong on our side.');
+      sendProblem(res, 'unavailable', 'The task store cannot take this request now; retry shortly.', {
+        reason,
+      });
+      return;
+    }
+    logger.error('unhandled error', { request_id: req.id, err });
+    sendProblem(res, 'internal_error', 'Something went wrong on our side.');
   };
 }
 

@@ -11,6 +11,7 @@ import {
   nextQueued,
   openSse,
   runWorker,
+  spawnApi,
   startApi,
   startStack,
   TASK_BODY,
@@ -86,6 +87,7 @@ describe('JWT bearer tokens', () => {
       new SignJWT(claims)
         .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
         .setIssuer('https://idp.test')
+        .setAudience('taskline')
         .setIssuedAt()
         .setExpirationTime(exp)
         .sign(key);
@@ -98,6 +100,7 @@ describe('JWT bearer tokens', () => {
         ...env,
         TASKLINE_JWT_TENANT_CLAIM: 'org',
         TASKLINE_JWT_ISSUER: 'https://idp.test',
+        TASKLINE_JWT_AUDIENCE: 'taskline',
       });
       try {
         const good = await sign({ org: 'tenant-a' });
@@ -121,6 +124,17 @@ describe('JWT bearer tokens', () => {
       }
     }
     jwks.close();
+  });
+
+  test('start-up refuses JWT auth without an issuer and an audience, naming both settings', async () => {
+    const { publicKey } = await generateKeyPair('RS256', { extractable: true });
+    await assert.rejects(
+      spawnApi(stack.redisServer.url, {
+        TASKLINE_JWT_PUBLIC_KEY: (await exportSPKI(publicKey)).replace(/\n/g, '\\n'),
+        TASKLINE_JWT_ISSUER: 'https://idp.test',
+      }),
+      /api exited with 1:.*TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE/,
+    );
   });
 });
 

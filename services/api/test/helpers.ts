@@ -19,6 +19,7 @@ export const BASE_ENV: Record<string, string> = {
   TASKLINE_SNAPSHOT_MODELS: 'tiny-chat',
   TASKLINE_LOG_LEVEL: 'error',
   TASKLINE_PORT: '0',
+  TASKLINE_METRICS_PORT: '0',
   TASKLINE_SSE_HEARTBEAT_MS: '200',
 };
 
@@ -84,6 +85,8 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export interface ApiProcess {
   child: ChildProcess;
   base: string;
+  /** The process's metrics listener (`TASKLINE_METRICS_PORT`), apart from the api port. */
+  metricsBase: string;
   logs: Record<string, unknown>[];
   exited: Promise<number | null>;
 }
@@ -98,19 +101,25 @@ export async function spawnApi(redisUrl: string, env: Record<string, string> = {
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
-  const port = await new Promise<number>((resolve, reject) => {
+  const port = await new Promise<[number, number]>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
       try {
         const entry = JSON.parse(line) as Record<string, unknown>;
         logs.push(entry);
-        if (entry.msg === 'listening') resolve(Number(entry.port));
+        if (entry.msg === 'listening') resolve([Number(entry.port), Number(entry.metrics_port)]);
       } catch {
         // not a log line
       }
     });
     void exited.then((code) => reject(new Error(`api exited with ${code}: ${stderr}`)));
   });
-  return { child, base: `http://127.0.0.1:${port}`, logs, exited };
+  return {
+    child,
+    base: `http://127.0.0.1:${port[0]}`,
+    metricsBase: `http://127.0.0.1:${port[1]}`,
+    logs,
+    exited,
+  };
 }
 
 export interface Reply {

@@ -94,12 +94,18 @@ describe('two api processes on one Redis', () => {
     assert.equal(line.status, 200);
   });
 
-  test('each replica serves Prometheus metrics with LMSP creates and streams', async () => {
-    const r = await call(b.base, 'GET', '/metrics', { key: null });
+  test('each replica serves Prometheus metrics on its metrics port, never on the api port', async () => {
+    for (const replica of [a, b]) {
+      const onApi = await call(replica.base, 'GET', '/metrics', { key: null });
+      assert.equal(onApi.status, 404, 'the api port does not serve metrics');
+      assert.doesNotMatch(onApi.text, /taskline_/);
+      assert.notEqual(replica.metricsBase, replica.base);
+    }
+    const r = await call(b.metricsBase, 'GET', '/metrics', { key: null, skipCheck: true });
     assert.equal(r.status, 200);
     assert.match(r.text, /taskline_http_requests_total\{[^}]*route="\/lmsp\/v1\/tasks\/:id\/events"/);
     assert.match(r.text, /taskline_events_delivered_total\{[^}]*protocol="lmsp"[^}]*\} [1-9]/);
-    const onA = await call(a.base, 'GET', '/metrics', { key: null });
+    const onA = await call(a.metricsBase, 'GET', '/metrics', { key: null, skipCheck: true });
     assert.match(
       onA.text,
       /taskline_task_creates_total\{[^}]*protocol="lmsp",tenant="tenant-a",outcome="accepted"[^}]*\} [1-9]/,

@@ -50,3 +50,12 @@ test('stream_slot takes slots up to the cap and lets lapsed leases go', async ()
   assert.equal(await open(1101, 'c'), 1, 'a and b lapsed at 1100');
   assert.deepEqual(await redis.zrange(streams, 0, -1), ['c']);
 });
+
+test('token_bucket takes no token when the place cannot be held (a key of the wrong type)', async () => {
+  await redis.set(active, 'x');
+  await assert.rejects(
+    redis.eval(source('token_bucket'), 2, 'tl:api:rate:{t}', active, 10, 2, 1000, 'r:1'),
+    /WRONGTYPE/,
+  );
+  assert.equal(await redis.exists('tl:api:rate:{t}'), 0);
+});

@@ -8,8 +8,23 @@
 -- and each comes with the queued state it was offered in ('' when it was offered without one).
 -- KEYS: leader, tenants (of the model), state (of the model), inflight, models, offered
 -- ARGV: token, now, budget, quantum, max_running, prefix, model, n_weights, tenant, weight, ...
--- Returns {'not_leader'} | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
+-- Returns {'not_leader'} | {'corrupt', key} (a key of the wrong type; nothing written)
+--       | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
+-- Redis does not roll a script back: every key written below is checked first, so a key of the
+-- wrong type refuses the round ({'corrupt', key}) instead of failing it half-way.
+local function wrongType(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  return t ~= 'none' and t ~= want
+end
+for i, want in ipairs({ 'set', 'hash', 'zset', 'set', 'hash' }) do
+  if wrongType(KEYS[i + 1], want) then return {'corrupt', KEYS[i + 1]} end
+end
+for _, tenant in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  for _, key in ipairs({ ARGV[6] .. 'ready:' .. ARGV[7] .. ':' .. tenant, ARGV[6] .. 'active:' .. tenant }) do
+    if wrongType(key, 'zset') then return {'corrupt', key} end
+  end
+end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
 local quantum = tonumber(ARGV[4])

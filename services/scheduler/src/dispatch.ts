@@ -69,6 +69,7 @@ export async function pickFair(
     options.weights.size,
     ...weights,
   )) as string[];
+  if (reply[0] === 'corrupt') throw new Error(`dispatch refused: ${reply[1]} has the wrong type`);
   if (reply[0] !== 'ok') return null;
   const picks: Pick[] = [];
   for (let i = 1; i < reply.length; i += 3)

@@ -140,3 +140,17 @@ test('each model is dispatched from its own tasks: a model with no free slot hol
     ['task_a_x_0'],
   );
 });
+
+test('a key of the wrong type refuses the round before anything is written', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 2);
+  await fill('b', 2, 10);
+  // Tenant b's running set is not a zset: the round would fail half-way, after a's picks.
+  await redis.set(schedulerKeys.running('b'), 'x');
+  const before = await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1);
+  await assert.rejects(pickFair(redis, token, MODEL, 4, share), /wrong type/);
+  assert.deepEqual(await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1), before);
+  assert.equal(await redis.exists(dispatchKeys.inflight), 0);
+  assert.equal(await redis.exists(schedulerKeys.running('a')), 0);
+});

@@ -4,7 +4,13 @@
  * `services/api/openapi.json` (`pnpm --filter @taskline/api openapi`); a test keeps the two equal.
  */
 import { z } from 'zod';
-import { ERROR_CODES, FINAL_EVENT_TYPES, ON_RESTART_POLICIES, TASK_STATUSES } from '@taskline/engine';
+import {
+  ERROR_CODES,
+  FINAL_EVENT_TYPES,
+  ON_RESTART_POLICIES,
+  REDIS_UNAVAILABLE_REASONS,
+  TASK_STATUSES,
+} from '@taskline/engine';
 import { CreateTaskRequest, LMSP_VERSION, ResponseRequest } from './schema.js';
 
 type Schema = Record<string, unknown>;
@@ -67,7 +73,10 @@ const common = {
     },
   ),
   '500': problemResponse('`internal_error`.'),
-  '503': problemResponse('`unavailable`: the task store is unreachable; retry.'),
+  '503': problemResponse(
+    '`unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`.',
+    { 'Retry-After': { required: true, schema: { type: 'integer', minimum: 1 } } },
+  ),
 };
 const bodyErrors = {
   '400': problemResponse(
@@ -122,7 +131,7 @@ export function buildOpenApi(): Schema {
       title: 'Taskline LMSP API',
       version: LMSP_VERSION,
       description:
-        'LMSP 1.0 responses, durable tasks and resumable event streams (seed section 7, LMSP-GAPS). Every error is application/problem+json with a stable `code`.',
+        'LMSP 1.0 responses, durable tasks and resumable event streams (LMSP 1.0 sections 6, 7 and 9). Every error is application/problem+json with a stable `code`. Prometheus metrics are not served on this port: each replica serves `/metrics` on its own metrics listener (`TASKLINE_METRICS_PORT`), for the scraper only.',
     },
     security: [{ bearer: [] }],
     paths: {
@@ -225,20 +234,6 @@ export function buildOpenApi(): Schema {
           responses: { '200': jsonResponse('This document.', { type: 'object' }), ...common },
         },
       },
-      '/metrics': {
-        get: {
-          operationId: 'metrics',
-          security: [],
-          description:
-            'Prometheus metrics of this replica (served when the process has a metrics registry, as `main.ts` does).',
-          responses: {
-            '200': {
-              description: 'Prometheus text exposition format.',
-              content: { 'text/plain': { schema: { type: 'string' } } },
-            },
-          },
-        },
-      },
       '/healthz': {
         get: {
           operationId: 'health',
@@ -294,6 +289,7 @@ export function buildOpenApi(): Schema {
             code: { type: 'string', enum: Object.keys(ERROR_CODES) },
             errors: { type: 'array', items: obj({ path: { type: 'string' }, message: { type: 'string' } }) },
             task_status: { type: 'string' },
+            reason: { enum: [...REDIS_UNAVAILABLE_REASONS] },
           },
           ['type', 'title', 'status', 'detail', 'code'],
         ),

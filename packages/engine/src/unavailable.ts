@@ -1,0 +1,55 @@
+/**
+ * Redis answers that mean "try again shortly", not "this request is wrong": the caller answers
+ * 503 with Retry-After (LMSP `unavailable`, the matching JSON-RPC error on MCP) instead of 500.
+ * Each has a reason, a bounded label for `taskline_redis_unavailable_total`.
+ */
+const TRY_AGAIN_REPLIES = {
+  /** maxmemory reached under `noeviction`: writes are refused until memory is freed. */
+  OOM: 'oom',
+  /** A replica (after a failover the client still talks to the old primary). */
+  READONLY: 'readonly',
+  /** A script or function past `busy-reply-threshold`. */
+  BUSY: 'busy',
+  /** A replica that lost its primary and serves no stale data. */
+  MASTERDOWN: 'masterdown',
+  /** Redis is still loading its AOF or RDB after a restart. */
+  LOADING: 'loading',
+  /** `min-replicas-to-write` not met. */
+  NOREPLICAS: 'noreplicas',
+  /** Redis Cluster: a slot migrating or the cluster down. */
+  TRYAGAIN: 'tryagain',
+  CLUSTERDOWN: 'clusterdown',
+} as const;
+
+export type RedisUnavailableReason =
+  | (typeof TRY_AGAIN_REPLIES)[keyof typeof TRY_AGAIN_REPLIES]
+  /** The connection is down or dropped mid-command. */
+  | 'connection';
+
+/** Every reason, for documents and dashboards. */
+export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
+  'connection',
+  ...Object.values(TRY_AGAIN_REPLIES),
+];
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+
+/** Why `err` means "Redis cannot answer now, retry", or null for any other failure. */
+export function redisUnavailableReason(err: unknown): RedisUnavailableReason | null {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
+  if (!e) return null;
+  if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
+  if (typeof e.code === 'string' && CONNECTION_CODES.has(e.code)) return 'connection';
+  // A Redis error reply starts with its code, inside a script too (Redis 7 keeps it in front).
+  if (e.name !== 'ReplyError' || typeof e.message !== 'string') return null;
+  const space = e.message.indexOf(' ');
+  const code = space < 0 ? e.message : e.message.slice(0, space);
+  // A MULTI that Redis discarded: the reason is the refusal of a command it queued.
+  if (code === 'EXECABORT') {
+    const previous = (err as { previousErrors?: unknown[] }).previousErrors ?? [];
+    return previous.map(redisUnavailableReason).find((r) => r !== null) ?? null;
+  }
+  return Object.hasOwn(TRY_AGAIN_REPLIES, code)
+    ? TRY_AGAIN_REPLIES[code as keyof typeof TRY_AGAIN_REPLIES]
+    : null;
+}
