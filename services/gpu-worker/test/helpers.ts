@@ -11,6 +11,8 @@ export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 export type ParsedEvent = { seq: number; type: string } & Record<string, unknown>;
 
 export { until };
+/** LMSP 7.2's table as clients see it, for tests of packages that do not depend on the engine. */
+export { visibleStepViolation } from '@taskline/engine';
 
 /**
  * A real Redis (AOF), scheduler replicas and gpu-worker processes started with `tsx`, plus a
