@@ -62,6 +62,30 @@ describe('tasks', () => {
     assert.deepEqual(got.body, task);
   });
 
+  test('input.stream is ignored whatever its value; an optional field sent as null counts as absent (LMSP 7.1)', async () => {
+    for (const stream of [true, false, 'yes', 1, null, { a: 1 }]) {
+      const task = await create({ ...TASK_BODY, input: { ...TASK_BODY.input, stream } });
+      const stored = await stack.worker.get(task.id);
+      assert.equal((stored?.request as { stream?: unknown }).stream, undefined, `stream ${JSON.stringify(stream)}`);
+    }
+    const nulls = await create({
+      ...TASK_BODY,
+      on_restart: null,
+      input: { ...TASK_BODY.input, instructions: null, temperature: null, seed: null, metadata: null },
+    });
+    assert.equal(nulls.on_restart, 'fail', 'on_restart: null is the default');
+    const stored = (await stack.worker.get(nulls.id))!;
+    assert.equal(stored.onRestart, 'fail');
+    const request = stored.request as Record<string, unknown>;
+    for (const field of ['instructions', 'temperature', 'seed', 'metadata'])
+      assert.ok(!(field in request) || request[field] === undefined, `${field} stored as ${request[field]}`);
+    // A required field is still required: null is no model.
+    const refused = await call(api.base, 'POST', '/lmsp/v1/tasks', {
+      body: { ...TASK_BODY, input: { ...TASK_BODY.input, model: null } },
+    });
+    assert.equal(refused.status, 400);
+  });
+
   test('on_restart resume is accepted only on a model that can snapshot; unknown models are model_not_found', async () => {
     const ok = await create({ ...TASK_BODY, on_restart: 'resume' });
     assert.equal((await stack.worker.get(ok.id))?.onRestart, 'resume');
