@@ -4,12 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import {
-  RESTART_EVENT_TYPE,
-  visibleStepViolation,
-  type OnRestart,
-  type TaskStatus,
-} from '../src/index.js';
+import { RESTART_EVENT_TYPE, visibleStepViolation, type OnRestart, type TaskStatus } from '../src/index.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -33,9 +28,12 @@ async function running(onRestart: OnRestart, leaseMs = 60_000) {
   const task = await h.store.create(newTask({ onRestart }));
   await h.store.claim(task.id, 'w1', leaseMs);
   await h.store.start(task.id, 1);
-  await h.store.append(task.id, 1, [5, 6], [
-    { type: 'response.output_text.delta', data: { task_status: 'running', delta: 'ab' } },
-  ]);
+  await h.store.append(
+    task.id,
+    1,
+    [5, 6],
+    [{ type: 'response.output_text.delta', data: { task_status: 'running', delta: 'ab' } }],
+  );
   return task;
 }
 

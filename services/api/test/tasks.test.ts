@@ -66,7 +66,11 @@ describe('tasks', () => {
     for (const stream of [true, false, 'yes', 1, null, { a: 1 }]) {
       const task = await create({ ...TASK_BODY, input: { ...TASK_BODY.input, stream } });
       const stored = await stack.worker.get(task.id);
-      assert.equal((stored?.request as { stream?: unknown }).stream, undefined, `stream ${JSON.stringify(stream)}`);
+      assert.equal(
+        (stored?.request as { stream?: unknown }).stream,
+        undefined,
+        `stream ${JSON.stringify(stream)}`,
+      );
     }
     const nulls = await create({
       ...TASK_BODY,

@@ -293,7 +293,10 @@ test('tasks still queued when every service restarts run afterwards, even under 
   const first = worker(t, 'w-queued-1', { TASKLINE_WORKER_SLOTS: '1' });
   const running = await cluster.create(LONG, { onRestart: 'fail' });
   await cluster.waitForTokens(running.id, 5);
-  const waiting = await cluster.create({ input: 'Hello.', seed: 1, max_output_tokens: 8 }, { onRestart: 'fail' });
+  const waiting = await cluster.create(
+    { input: 'Hello.', seed: 1, max_output_tokens: 8 },
+    { onRestart: 'fail' },
+  );
   assert.equal((await cluster.store.get(waiting.id))!.status, 'queued');
   // Every service goes down at once (the worker and the scheduler) and comes back.
   first.kill('SIGKILL');
