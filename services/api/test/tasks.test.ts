@@ -189,6 +189,33 @@ describe('cancel (LMSP 7.3)', () => {
     });
   }
 
+  test('a restarted running task stays running in GET and its events; a cancel then goes through cancelling (LMSP 7.2)', async () => {
+    const task = await create({ ...TASK_BODY, on_restart: 'retry' });
+    const { attempt } = await stack.worker.claim(task.id, 'w', 60_000, { start: true });
+    await stack.worker.append(task.id, attempt, [1], [delta('lost')]);
+    // The worker is drained past its deadline: a new attempt is queued inside the engine.
+    assert.equal((await stack.worker.restart(task.id, attempt))?.status, 'queued');
+    const got = await call(api.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
+    assert.equal((got.body as Task).status, 'running');
+    const cancelled = await cancel(task.id);
+    assert.equal((cancelled.body as Task).status, 'cancelled');
+    const read = await openSse(api.base, task.events_url);
+    await read.done;
+    checkSse(api.base, 'GET', task.events_url, read);
+    assert.deepEqual(
+      read.events.map((e) => [e.event, e.data.task_status]),
+      [
+        ['response.created', 'queued'],
+        ['response.in_progress', 'loading'],
+        ['response.in_progress', 'running'],
+        ['response.output_text.delta', 'running'],
+        ['response.restarted', 'running'],
+        ['response.in_progress', 'cancelling'],
+        ['response.cancelled', 'cancelled'],
+      ],
+    );
+  });
+
   test('succeeded and failed tasks are 409 task_not_cancelable; unknown ids 404', async () => {
     const ok = await create();
     await runWorker(stack.worker, ok.id, ['hi']);
