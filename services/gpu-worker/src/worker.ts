@@ -312,8 +312,9 @@ export class GpuWorker {
     const { store } = this.o;
     if (reason === 'lost') return;
     try {
-      if (reason === 'drain') {
-        // Unfinished at the drain deadline: the task's own on_restart policy, as after a crash.
+      // Unfinished at the drain deadline: the task's own on_restart policy, as after a crash. A
+      // generation that completed as the deadline struck is finished, and committed as such.
+      if (reason === 'drain' && finish.status !== 'succeeded') {
         const restarted = await store.restart(task.id, attempt);
         log.info('restarted_at_drain', { status: restarted?.status, policy: restarted?.policy });
         return;
