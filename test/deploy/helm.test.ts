@@ -118,6 +118,10 @@ test('gpu-worker pods land on the GPU pool, request GPUs and get time to drain',
   assert.deepEqual(pod.tolerations, [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }]);
   assert.equal(pod.containers[0]!.resources.limits['nvidia.com/gpu'], 1);
   assert.ok((pod.terminationGracePeriodSeconds as number) >= 120);
+  // The drain deadline follows from the grace period: 15 s left for the on_restart writes and the exit.
+  const env = (pod.containers[0] as unknown as { env: { name: string; value: string }[] }).env;
+  const drain = env.find((e) => e.name === 'TASKLINE_DRAIN_DEADLINE_MS')?.value;
+  assert.equal(Number(drain), (pod.terminationGracePeriodSeconds as number) * 1000 - 15_000);
   assert.equal(worker.spec.replicas, undefined, 'KEDA owns the replica count');
 });
 

@@ -4,6 +4,7 @@ import {
   LmspClient,
   responseText,
   TasklineClientError,
+  TextAssembler,
   type CreateTaskRequest,
   type StreamEvent,
   type Task,
@@ -182,7 +183,7 @@ async function run(ctx: Ctx, words: string[]): Promise<number> {
     signal: io.signal,
   });
   if (!values.json) io.stderr.write(`task ${task.id}\n`);
-  return follow(ctx, task.id, 0);
+  return follow(ctx, task.id, 0, onRestart);
 }
 
 async function get(ctx: Ctx, id: string): Promise<number> {
@@ -244,9 +245,17 @@ function progress(ctx: Ctx) {
 
 /**
  * Follows a task: the event stream (text to stdout as it comes, resumed across disconnects), or
- * polling with `--poll` or `--json`. Exit code from the task's final status.
+ * polling with `--poll` or `--json`. Exit code from the task's final status. stdout gets exactly
+ * the final text: a `retry` task may start over (`response.restarted`), and printed text cannot
+ * be taken back, so its text is held until the stream ends (read from its first event, so a
+ * resumed follow never misses what an earlier one held back), the progress line counting it.
  */
-async function follow(ctx: Ctx, id: string, after: number | undefined): Promise<number> {
+async function follow(
+  ctx: Ctx,
+  id: string,
+  after: number | undefined,
+  policy?: string | null,
+): Promise<number> {
   const { client, values, io } = ctx;
   if (values.poll || values.json) {
     const p = progress(ctx);
@@ -262,27 +271,32 @@ async function follow(ctx: Ctx, id: string, after: number | undefined): Promise<
     }
     return exitForStatus(final.status);
   }
+  const held = (policy ?? (await client.getTask(id, io.signal)).on_restart) === 'retry';
   const p = progress(ctx);
-  let chars = 0;
+  const text = new TextAssembler();
   let events = 0;
   let status = 'queued';
   let wrote = false;
   const iterator = client.stream(id, {
     signal: io.signal,
-    ...(after !== undefined && after > 0 ? { after } : {}),
+    ...(!held && after !== undefined && after > 0 ? { after } : held ? { after: 0 } : {}),
   });
   for await (const event of iterator as AsyncIterable<StreamEvent>) {
     events++;
     status = event.task_status ?? status;
-    if (event.type === 'response.output_text.delta' && typeof event.delta === 'string') {
+    const delta = text.push(event);
+    if (delta !== '' && !held) {
       p.clear();
-      io.stdout.write(event.delta);
-      chars += event.delta.length;
+      io.stdout.write(delta);
       wrote = true;
     }
-    p.update(id, status, events, chars);
+    p.update(id, status, events, text.text.length);
   }
   p.clear();
+  if (held && text.text !== '') {
+    io.stdout.write(text.text);
+    wrote = true;
+  }
   if (wrote) io.stdout.write('\n');
   const final = await client.getTask(id, io.signal);
   report(ctx, final);
@@ -302,7 +316,7 @@ async function resume(ctx: Ctx): Promise<number> {
       io.stderr.write(`resuming ${task.id} (${task.status}) after event ${entry.lastEventId}\n`);
     let code: number;
     try {
-      code = await follow(ctx, task.id, entry.lastEventId);
+      code = await follow(ctx, task.id, entry.lastEventId, task.on_restart);
     } catch (err) {
       if (err instanceof TasklineClientError && err.code === 'aborted') throw err;
       const d = describeError(err);

@@ -51,8 +51,6 @@ async function finished(args: string[], env: Record<string, string> = {}) {
 
 const longArgs = [
   'run',
-  '--on-restart',
-  'retry',
   '--max-output-tokens',
   String(LONG_INPUT.max_output_tokens),
   '--seed',
@@ -61,6 +59,7 @@ const longArgs = [
   String(LONG_INPUT.temperature),
   LONG_INPUT.input,
 ];
+const retryArgs = ['run', '--on-restart', 'retry', ...longArgs.slice(1)];
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'taskline-cli-'));
@@ -85,6 +84,22 @@ describe('taskline CLI against a running stack', () => {
     assert.equal(task.status, 'succeeded');
     assert.equal(r.stdout, task.response.output[0]!.content[0]!.text + '\n');
   });
+
+  for (const times of [1, 2]) {
+    test(`run prints exactly the final text of a retry task interrupted ${times}x`, async () => {
+      const run = cli(retryArgs);
+      const id = await until('the task id on stderr', () => /task (task_\S+)/.exec(run.stderr)?.[1]);
+      await stack.interrupt(id, times);
+      assert.equal(await run.done, EXIT.ok, run.stderr);
+      const got = await finished(['--json', 'tasks', 'get', id]);
+      const task = JSON.parse(got.stdout) as {
+        status: string;
+        response: { output: { content: { text: string }[] }[] };
+      };
+      assert.equal(task.status, 'succeeded');
+      assert.equal(run.stdout, task.response.output[0]!.content[0]!.text + '\n');
+    });
+  }
 
   test('a CLI killed mid-task is followed again by tasks resume, with no text lost', async () => {
     const state = join(dir, 'crash.db');

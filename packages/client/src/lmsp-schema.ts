@@ -189,22 +189,48 @@ export interface components {
                   text: string;
                 }[];
           }[];
-      instructions?: string;
-      max_output_tokens?: number;
-      temperature?: number;
-      top_p?: number;
-      seed?: number;
+      instructions?: string | null;
+      max_output_tokens?: number | null;
+      temperature?: number | null;
+      top_p?: number | null;
+      seed?: number | null;
       metadata?: {
         [key: string]: string;
-      };
-      stream?: boolean;
+      } | null;
+      stream?: boolean | null;
     };
     CreateTaskRequest: {
       /** @constant */
       type: 'response';
-      input: components['schemas']['ResponseRequest'];
-      /** @enum {string} */
-      on_restart?: 'fail' | 'retry' | 'resume';
+      input: {
+        model: string;
+        input:
+          | string
+          | {
+              /** @constant */
+              type: 'message';
+              /** @enum {string} */
+              role: 'user' | 'assistant' | 'system' | 'developer';
+              content:
+                | string
+                | {
+                    /** @enum {string} */
+                    type: 'input_text' | 'output_text';
+                    text: string;
+                  }[];
+            }[];
+        instructions?: string | null;
+        max_output_tokens?: number | null;
+        temperature?: number | null;
+        top_p?: number | null;
+        seed?: number | null;
+        metadata?: {
+          [key: string]: string;
+        } | null;
+        /** @description Ignored: a task always streams its events. */
+        stream?: unknown;
+      };
+      on_restart?: ('fail' | 'retry' | 'resume') | null;
     };
     Problem: {
       type: string;
@@ -297,7 +323,7 @@ export interface components {
         text: string;
       }[];
     };
-    /** @description LMSP-GAPS 6.3. Exactly one final event ends a stream: response.completed, response.incomplete, response.failed, response.cancelled. */
+    /** @description LMSP 1.0 section 6.3. Exactly one final event ends a stream: response.completed, response.incomplete, response.failed, response.cancelled. `task_status` is the status clients see; it only moves along LMSP 1.0 section 7.2's table (a new attempt of a running task stays `running`). `response.restarted` (Taskline): a task with `on_restart: "retry"` was interrupted (`reason`) and runs again from the start. Sent once per restart. Discard everything assembled from the events before it (output items, content parts, text deltas) and start again from its `response` (empty, `in_progress`): the events after it are the new attempt's, and they alone add up to the final response. A `resume` restart is a `response.in_progress` with `reason` and `resumed_from_tokens`: the text before it stays, the deltas after it continue it. */
     StreamEvent: {
       type: string;
       sequence_number: number;
@@ -314,6 +340,13 @@ export interface components {
       response?: components['schemas']['Response'];
       delta?: string;
       error?: components['schemas']['Problem'];
+      /**
+       * @description On a restart: why the previous attempt stopped (a crash or a drain).
+       * @enum {unknown}
+       */
+      reason?: 'worker_lost' | 'worker_draining';
+      /** @enum {unknown} */
+      on_restart?: 'fail' | 'retry' | 'resume';
     };
     Capabilities: {
       /** @constant */
@@ -359,7 +392,7 @@ export interface components {
     };
   };
   responses: {
-    /** @description No such route: 404 with code `invalid_request` (LMSP-GAPS 9.3 has no route code). */
+    /** @description No such route: 404 with code `invalid_request` (LMSP 1.0 section 9.3 has no route code). */
     RouteNotFound: {
       headers: {
         'X-Request-Id': components['headers']['RequestId'];

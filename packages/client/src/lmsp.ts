@@ -25,6 +25,12 @@ export const FINAL_EVENT_TYPES = [
   'response.cancelled',
 ] as const;
 
+/**
+ * Sent once each time a task with `on_restart: "retry"` starts over (after a crash or a drain):
+ * what the events before it built is void, and the events after it alone make the response.
+ */
+export const RESTART_EVENT_TYPE = 'response.restarted';
+
 export const isTerminalStatus = (s: string): boolean => (TERMINAL_STATUSES as readonly string[]).includes(s);
 export const isFinalEvent = (type: string): boolean =>
   (FINAL_EVENT_TYPES as readonly string[]).includes(type);
@@ -303,6 +309,29 @@ export class LmspClient {
       out.push({ entry: { ...entry, taskId: task.id }, task });
     }
     return out;
+  }
+}
+
+/**
+ * The response text a task's events add up to, honouring restarts: feed it every event of
+ * `stream()` in order; a `response.restarted` event drops what came before it, so `text` equals
+ * the final response's text once the stream ends, however often a `retry` task started over.
+ */
+export class TextAssembler {
+  text = '';
+  /** Restarts seen so far. */
+  restarts = 0;
+
+  /** Takes one event; returns the text it appends (`''` for none). */
+  push(event: StreamEvent): string {
+    if (event.type === RESTART_EVENT_TYPE) {
+      this.text = '';
+      this.restarts++;
+      return '';
+    }
+    if (event.type !== 'response.output_text.delta' || typeof event.delta !== 'string') return '';
+    this.text += event.delta;
+    return event.delta;
   }
 }
 

@@ -6,10 +6,12 @@ import {
   nextPollDelay,
   responseText,
   systemClock,
+  TextAssembler,
   type Clock,
   type StreamEvent,
+  type TaskStatus,
 } from '../src/index.js';
-import { KEY_A, LONG_INPUT, startStack, until, type Stack } from './stack.js';
+import { KEY_A, LONG_INPUT, startStack, until, visibleStepViolation, type Stack } from './stack.js';
 
 describe('poll delays', () => {
   test('never below the interval, 10-20 % jitter on top, backing off only while nothing changes', () => {
@@ -150,4 +152,46 @@ describe('LMSP client against a running stack', () => {
     assert.equal(sleeps.length, times.length - 1);
     for (const ms of sleeps) assert.ok(ms >= 165 && ms <= 720, `wait of ${ms} ms`);
   });
+
+  for (const times of [1, 2]) {
+    test(`stream() read through TextAssembler gives exactly the final text of a retry task interrupted ${times}x`, async () => {
+      const c = client();
+      const task = await c.createTask({
+        type: 'response',
+        input: LONG_INPUT,
+        on_restart: 'retry',
+      });
+      const text = new TextAssembler();
+      const seen: TaskStatus[] = [];
+      let naive = '';
+      const streamed = (async () => {
+        for await (const event of c.stream(task.id)) {
+          naive += text.push(event);
+          if (event.task_status) seen.push(event.task_status as TaskStatus);
+        }
+      })();
+      // A polling client alongside: GET never shows the task step back either.
+      const polled: TaskStatus[] = [];
+      let polling = true;
+      const poller = (async () => {
+        while (polling) {
+          const { status } = await c.getTask(task.id);
+          if (polled.at(-1) !== status) polled.push(status);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      })();
+      await stack.interrupt(task.id, times);
+      await streamed;
+      polling = false;
+      await poller;
+      const final = await c.getTask(task.id);
+      assert.equal(final.status, 'succeeded');
+      assert.equal(text.restarts, times, 'one restart event per interruption');
+      assert.equal(text.text, responseText(final.response));
+      // Without the restart event the deltas would not add up to the response.
+      assert.notEqual(naive, text.text);
+      assert.equal(visibleStepViolation(seen), null, seen.join(' '));
+      assert.equal(visibleStepViolation(polled, true), null, polled.join(' '));
+    });
+  }
 });

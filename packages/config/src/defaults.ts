@@ -58,7 +58,10 @@ export const DEFAULTS = {
   TASKLINE_EXECUTION_PROVIDER: 'cpu',
   /** onnxruntime threads per model session; 0 lets onnxruntime choose (one per core). */
   TASKLINE_INTRA_OP_THREADS: '0',
-  /** SIGTERM or a drain command: running tasks get this long to finish, then are handed back to the queue. */
+  /**
+   * SIGTERM or a drain command: running tasks get this long to finish; what is still running then
+   * gets its `on_restart` policy (LMSP 7.5), as after a crash. Keep it under the pod's grace period.
+   */
   TASKLINE_DRAIN_DEADLINE_MS: '20000',
   /**
    * gpu-worker: lower bound on the time of one decode step. 0 in production; tests and demos raise it

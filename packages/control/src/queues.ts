@@ -18,7 +18,7 @@ export interface DispatchJob {
 
 /**
  * One job per queued state of a task: attempt and event sequence both change whenever the task
- * is queued again (retry, resume, hand-back), so re-dispatching the same state is a no-op in
+ * is queued again (a retry or resume after a crash or a drain), so re-dispatching the same state is a no-op in
  * BullMQ while a new queued state always gets a new job.
  */
 export const dispatchJobId = (task: { id: string; attempt: number; seq: number }) =>

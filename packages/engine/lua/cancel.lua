@@ -13,11 +13,14 @@
            holding it on ARGV[10] .. lease_owner (plain PUBLISH: a channel, not a key, so the script
            still touches only the task's slot)
 
+  A queued new attempt of a task its clients saw `loading` or `running` (field `shown`) ends at
+  once too, but through `cancelling` (its event first), so the status they see follows LMSP 7.2.
+
   Returns {'cancelled'|'cancelling'|'noop'|'not_cancelable', status} or {'missing'}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
 ]]
 local task = KEYS[1]
-local status = redis.call('HGET', task, 'status')
+local status, shown = unpack(redis.call('HMGET', task, 'status', 'shown'))
 if not status then
   return { 'missing' }
 end
@@ -33,6 +36,9 @@ local now = tonumber(ARGV[1])
 if outcome == 'cancelled' then
   redis.call('HSET', task, 'status', 'cancelled', 'updated_at', now, 'result', ARGV[5])
   redis.call('HDEL', task, 'lease_owner', 'lease_until')
+  if status == 'queued' and (shown == 'loading' or shown == 'running') then
+    emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
+  end
   emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
   expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 else

@@ -9,11 +9,15 @@
   ARGV[4] event type  ARGV[5] event data (JSON)
   ARGV[6] event type, ARGV[7] event data (JSON) of `running`: optional, only to start at once
 
+  A new attempt of a task its clients saw `running` (field `shown`, set by the restart that
+  queued it) writes neither event: to them it never stopped running (ARCHITECTURE.md, "What
+  clients see").
+
   Returns {'ok', attempt, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local task = KEYS[1]
-local status = redis.call('HGET', task, 'status')
+local status, shown = unpack(redis.call('HMGET', task, 'status', 'shown'))
 if not status then
   return { 'missing' }
 end
@@ -30,9 +34,12 @@ end
 local now = tonumber(ARGV[1])
 local attempt = redis.call('HINCRBY', task, 'attempt', 1)
 redis.call('HSET', task, 'status', 'loading', 'updated_at', now, 'lease_owner', ARGV[2], 'lease_until', now + tonumber(ARGV[3]))
-local seq = emit(task, KEYS[2], KEYS[3], ARGV[4], ARGV[5])
+local quiet = shown == 'running'
+local seq = quiet and tonumber(redis.call('HGET', task, 'seq')) or emit(task, KEYS[2], KEYS[3], ARGV[4], ARGV[5])
 if ARGV[6] then
   redis.call('HSET', task, 'status', 'running')
-  seq = emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+  if not quiet then
+    seq = emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+  end
 end
 return { 'ok', attempt, seq }

@@ -9,6 +9,9 @@ export {
   sourcesOf,
   toMcpStatus,
   recoveryTarget,
+  visibleStatus,
+  visibleStepViolation,
+  VISIBLE_TRANSITIONS,
   type TaskStatus,
   type TerminalStatus,
   type McpTaskStatus,
@@ -27,7 +30,6 @@ export {
   type StoredEvent,
   type TaskStoreOptions,
   type TransitionObserved,
-  type Recovered,
   type CancelOutcome,
   type Finish,
 } from './store.js';
@@ -42,6 +44,7 @@ export {
   type Problem,
   type EventInput,
 } from './response.js';
+export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
 export { EventHub, type Subscription } from './hub.js';
 export {
   servedModelsFromEnv,

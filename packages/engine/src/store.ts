@@ -11,14 +11,15 @@ import {
   type Problem,
   type ResponseObject,
 } from './response.js';
+import { restartPlan, type Recovered, type RestartReason } from './restart.js';
 import { loadScripts, type ScriptReply, type Scripts } from './scripts.js';
 import {
   CANCEL_OUTCOME,
   isTaskStatus,
   isTerminal,
-  recoveryTarget,
   sourcesOf,
   TASK_STATUSES,
+  visibleStatus,
   type OnRestart,
   type TaskStatus,
 } from './states.js';
@@ -30,7 +31,13 @@ export interface TaskRecord {
   id: string;
   tenant: string;
   kind: TaskKind;
+  /** The engine's state: what scripts and workers act on. */
   status: TaskStatus;
+  /**
+   * The state clients see (LMSP, MCP): `status`, except that a task whose new attempt is queued
+   * or loading still shows what it showed when the last attempt was interrupted.
+   */
+  shownStatus: TaskStatus;
   /** Attempt of the worker that holds (or last held) the task; 0 before the first claim. */
   attempt: number;
   /** Sequence number of the task's last event. */
@@ -90,16 +97,6 @@ export interface TaskStoreOptions {
   now?: () => number;
   /** Told of every state change this store's process commits, after it committed. */
   onTransition?: (change: TransitionObserved) => void;
-}
-
-/** What the recovery sweep did to one task whose lease lapsed. */
-export interface Recovered {
-  id: string;
-  kind: TaskKind;
-  /** The status the task was given. */
-  status: TaskStatus;
-  /** The `on_restart` policy applied, or `cancelling` for a task that was being cancelled. */
-  policy: OnRestart | 'cancelling';
 }
 
 /** The store's options from the validated environment (`@taskline/config`), the same for every service. */
@@ -358,9 +355,15 @@ export class TaskStore {
     return reply[1] as TaskStatus;
   }
 
-  /** Moves a claimed task on to `running` (the model is loaded). */
-  async start(id: string, attempt: number): Promise<number> {
-    return this.transition(id, 'running', { attempt, events: [statusEvent('running')] });
+  /**
+   * Moves a claimed task on to `running` (the model is loaded). A new attempt of a task clients
+   * already see `running` (`shown`) writes no event: nothing changes for them.
+   */
+  async start(id: string, attempt: number, shown?: TaskStatus): Promise<number> {
+    return this.transition(id, 'running', {
+      attempt,
+      events: shown === 'running' ? [] : [statusEvent('running')],
+    });
   }
 
   /** Appends output events of a running attempt with the tokens they carry (the resume snapshot). */
@@ -472,7 +475,7 @@ export class TaskStore {
       attempt,
       from: [task.status],
       fields: { status_message: message },
-      events: [statusEvent(task.status, { status_message: message })],
+      events: [statusEvent(task.shownStatus, { status_message: message })],
     });
   }
 
@@ -561,9 +564,8 @@ export class TaskStore {
   }
 
   /**
-   * Applies LMSP 7.5 to a task whose lease lapsed before `deadline`: `cancelling` ends `cancelled`,
-   * `fail` fails it with `server_restarted`, `retry` and `resume` queue a new attempt. Returns the
-   * new status, or null when there was nothing to do (a live lease, a finished task, a lost race).
+   * Applies LMSP 7.5 to a task whose lease lapsed before `deadline` (its worker is gone). Returns
+   * the new status, or null when there was nothing to do (a live lease, a finished task, a lost race).
    */
   async recover(id: string, deadline = this.now()): Promise<TaskStatus | null> {
     return (await this.recoverTask(id, deadline))?.status ?? null;
@@ -572,44 +574,45 @@ export class TaskStore {
   private async recoverTask(id: string, deadline: number): Promise<Recovered | null> {
     const task = await this.get(id);
     if (!task || task.leaseUntil === null || task.leaseUntil >= deadline) return null;
-    const target = recoveryTarget(task.status, task.onRestart);
-    if (!target) return null;
-    const fence = { attempt: task.attempt, from: [task.status], leaseExpiredBefore: deadline };
+    return this.restartTask(task, 'worker_lost', deadline);
+  }
+
+  /**
+   * Applies LMSP 7.5 to an attempt a draining worker still runs at its deadline, exactly as if
+   * the worker had crashed, fenced by that attempt. A task cancelled meanwhile ends `cancelled`.
+   */
+  async restart(id: string, attempt: number): Promise<Recovered | null> {
+    // Two tries: a cancel may land between the read and the write (`illegal` from the old state).
+    for (let i = 0; i < 2; i++) {
+      const task = await this.get(id);
+      if (!task || task.attempt !== attempt || task.status === 'queued') return null;
+      const done = await this.restartTask(task, 'worker_draining');
+      if (done) return done;
+    }
+    return null;
+  }
+
+  /** One restart (see restart.ts): the transition, then the queue or the cleanup it needs. */
+  private async restartTask(
+    task: TaskRecord,
+    reason: RestartReason,
+    leaseExpiredBefore?: number,
+  ): Promise<Recovered | null> {
+    const snapshot = task.onRestart === 'resume' ? (await this.snapshot(task.id)).length : 0;
+    const plan = restartPlan(task, reason, snapshot, problem);
+    if (!plan) return null;
     try {
-      if (target === 'queued') {
-        const output =
-          task.onRestart === 'resume' ? { resumed_from_tokens: (await this.snapshot(id)).length } : {};
-        const seq = await this.transition(id, 'queued', {
-          ...fence,
-          dropSnapshot: task.onRestart === 'retry',
-          fields: { status_message: `restarted (${task.onRestart})` },
-          events: [statusEvent('queued', { reason: 'worker_lost', on_restart: task.onRestart, ...output })],
-        });
-        await this.enqueue({ ...task, seq });
-      } else if (target === 'failed') {
-        const error = problem('server_restarted', 'The worker running this task stopped before it finished.');
-        const result = task.kind === 'response' ? { ...emptyResponse(task, 'failed'), error } : null;
-        await this.transition(id, 'failed', {
-          ...fence,
-          fields: { error: JSON.stringify(error), result: JSON.stringify(result) },
-          events: [finalEvent('failed', result, task.kind, error)],
-        });
-        await this.released(task);
-      } else {
-        const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
-        await this.transition(id, 'cancelled', {
-          ...fence,
-          fields: { result: JSON.stringify(result) },
-          events: [finalEvent('cancelled', result, task.kind)],
-        });
-        await this.released(task);
-      }
-      return {
-        id,
-        kind: task.kind,
-        status: target,
-        policy: task.status === 'cancelling' ? 'cancelling' : task.onRestart,
-      };
+      const seq = await this.transition(task.id, plan.to, {
+        attempt: task.attempt,
+        from: [task.status],
+        leaseExpiredBefore,
+        dropSnapshot: plan.dropSnapshot,
+        fields: plan.fields,
+        events: plan.events,
+      });
+      if (plan.to === 'queued') await this.enqueue({ ...task, seq });
+      else await this.released(task);
+      return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
     } catch (err) {
       if (
         err instanceof TasklineError &&
@@ -619,17 +622,6 @@ export class TaskStore {
       }
       throw err;
     }
-  }
-
-  /** Hands a task back to the queue (a draining worker), fenced by attempt. */
-  async handBack(id: string, attempt: number): Promise<void> {
-    const task = await this.require(id);
-    const seq = await this.transition(id, 'queued', {
-      attempt,
-      from: ['loading', 'running'],
-      events: [statusEvent('queued', { reason: 'worker_draining' })],
-    });
-    await this.enqueue({ ...task, seq });
   }
 
   /**
@@ -855,6 +847,7 @@ function parseTask(raw: Record<string, string>): TaskRecord {
     tenant: raw.tenant!,
     kind: raw.kind as TaskKind,
     status,
+    shownStatus: visibleStatus(status, raw.shown),
     attempt: Number(raw.attempt ?? 0),
     seq: Number(raw.seq ?? 0),
     createdAt: Number(raw.created_at),

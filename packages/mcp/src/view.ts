@@ -22,7 +22,8 @@ function ttlMs(task: TaskRecord): number | null {
 
 /** The Task fields of SEP-2663, projected from the engine's record. */
 export function taskFields(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
-  const { status, statusMessage } = toMcpStatus(task.status);
+  // What clients see: a new attempt of a running task stays `working (running)`.
+  const { status, statusMessage } = toMcpStatus(task.shownStatus);
   const message = task.statusMessage ?? statusMessage;
   return {
     taskId: task.id,

@@ -223,7 +223,7 @@ export function createApp(deps: AppDeps): TasklineApi {
   const createTask = async (
     req: Request,
     operation: string,
-    request: ResponseRequest,
+    request: Parameters<typeof storedRequest>[0],
     onRestart: OnRestart,
   ): Promise<{ task: TaskRecord; replayed: boolean }> => {
     const key = idempotencyKeyOf(req.headers['idempotency-key']);

@@ -62,6 +62,34 @@ describe('tasks', () => {
     assert.deepEqual(got.body, task);
   });
 
+  test('input.stream is ignored whatever its value; an optional field sent as null counts as absent (LMSP 7.1)', async () => {
+    for (const stream of [true, false, 'yes', 1, null, { a: 1 }]) {
+      const task = await create({ ...TASK_BODY, input: { ...TASK_BODY.input, stream } });
+      const stored = await stack.worker.get(task.id);
+      assert.equal(
+        (stored?.request as { stream?: unknown }).stream,
+        undefined,
+        `stream ${JSON.stringify(stream)}`,
+      );
+    }
+    const nulls = await create({
+      ...TASK_BODY,
+      on_restart: null,
+      input: { ...TASK_BODY.input, instructions: null, temperature: null, seed: null, metadata: null },
+    });
+    assert.equal(nulls.on_restart, 'fail', 'on_restart: null is the default');
+    const stored = (await stack.worker.get(nulls.id))!;
+    assert.equal(stored.onRestart, 'fail');
+    const request = stored.request as Record<string, unknown>;
+    for (const field of ['instructions', 'temperature', 'seed', 'metadata'])
+      assert.ok(!(field in request) || request[field] === undefined, `${field} stored as ${request[field]}`);
+    // A required field is still required: null is no model.
+    const refused = await call(api.base, 'POST', '/lmsp/v1/tasks', {
+      body: { ...TASK_BODY, input: { ...TASK_BODY.input, model: null } },
+    });
+    assert.equal(refused.status, 400);
+  });
+
   test('on_restart resume is accepted only on a model that can snapshot; unknown models are model_not_found', async () => {
     const ok = await create({ ...TASK_BODY, on_restart: 'resume' });
     assert.equal((await stack.worker.get(ok.id))?.onRestart, 'resume');
@@ -160,6 +188,33 @@ describe('cancel (LMSP 7.3)', () => {
       assert.equal((await cancel(task.id)).status, 200);
     });
   }
+
+  test('a restarted running task stays running in GET and its events; a cancel then goes through cancelling (LMSP 7.2)', async () => {
+    const task = await create({ ...TASK_BODY, on_restart: 'retry' });
+    const { attempt } = await stack.worker.claim(task.id, 'w', 60_000, { start: true });
+    await stack.worker.append(task.id, attempt, [1], [delta('lost')]);
+    // The worker is drained past its deadline: a new attempt is queued inside the engine.
+    assert.equal((await stack.worker.restart(task.id, attempt))?.status, 'queued');
+    const got = await call(api.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
+    assert.equal((got.body as Task).status, 'running');
+    const cancelled = await cancel(task.id);
+    assert.equal((cancelled.body as Task).status, 'cancelled');
+    const read = await openSse(api.base, task.events_url);
+    await read.done;
+    checkSse(api.base, 'GET', task.events_url, read);
+    assert.deepEqual(
+      read.events.map((e) => [e.event, e.data.task_status]),
+      [
+        ['response.created', 'queued'],
+        ['response.in_progress', 'loading'],
+        ['response.in_progress', 'running'],
+        ['response.output_text.delta', 'running'],
+        ['response.restarted', 'running'],
+        ['response.in_progress', 'cancelling'],
+        ['response.cancelled', 'cancelled'],
+      ],
+    );
+  });
 
   test('succeeded and failed tasks are 409 task_not_cancelable; unknown ids 404', async () => {
     const ok = await create();

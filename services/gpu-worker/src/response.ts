@@ -233,7 +233,7 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       const { task, store, signal } = ctx;
       const request = task.request as ResponseRequest;
       const messages = toMessages(request);
-      // Tokens a previous attempt stored (resume policy, or a drained worker's hand-back): continue after them.
+      // Tokens a previous attempt stored (resume policy, after a crash or a drain): continue after them.
       // The first attempt has none (only a running attempt stores tokens): no read on its way to the first token.
       const resumeTokens = backend.canSnapshot && ctx.attempt > 1 ? await store.snapshot(task.id) : [];
       const itemId = `msg_${task.id.slice(task.id.indexOf('_') + 1)}`;

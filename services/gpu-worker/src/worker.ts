@@ -75,7 +75,7 @@ interface Running {
 /**
  * One gpu-worker process: takes jobs from its models' BullMQ queues, runs each task attempt
  * under a renewed lease, stops on cancel or lost lease, and on drain stops taking work and
- * hands back what did not finish by the deadline.
+ * restarts what did not finish by the deadline under its own `on_restart` policy.
  */
 export class GpuWorker {
   private readonly workers: Worker[] = [];
@@ -274,13 +274,13 @@ export class GpuWorker {
     if (task.kind === 'tool') {
       if (!this.o.toolRunner)
         throw new TasklineError('internal_error', 'this worker does not run tool tasks');
-      if (task.status !== 'running') await store.start(task.id, attempt);
+      if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
       return this.o.toolRunner.run(ctx);
     }
     const lease = await this.o.acquire(task.model);
     try {
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
-      if (task.status !== 'running') await store.start(task.id, attempt);
+      if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
         clock: this.flushClock,
@@ -312,9 +312,11 @@ export class GpuWorker {
     const { store } = this.o;
     if (reason === 'lost') return;
     try {
-      if (reason === 'drain') {
-        await store.handBack(task.id, attempt);
-        log.info('handed_back');
+      // Unfinished at the drain deadline: the task's own on_restart policy, as after a crash. A
+      // generation that completed as the deadline struck is finished, and committed as such.
+      if (reason === 'drain' && finish.status !== 'succeeded') {
+        const restarted = await store.restart(task.id, attempt);
+        log.info('restarted_at_drain', { status: restarted?.status, policy: restarted?.policy });
         return;
       }
       try {
@@ -351,8 +353,10 @@ export class GpuWorker {
   }
 
   /**
-   * Stops taking work, lets running tasks finish until `deadlineMs`, then hands the rest back to
-   * the queue (their lease ends with them, so nothing waits for the recovery sweep).
+   * Stops taking work, lets running tasks finish until `deadlineMs`, then stops the rest and
+   * applies each one's `on_restart` policy at once (LMSP 7.5: `fail` fails it with
+   * `server_restarted`, `retry` and `resume` queue a new attempt), so nothing waits for the
+   * recovery sweep.
    */
   drain(deadlineMs: number): Promise<void> {
     if (this.draining) return this.draining;

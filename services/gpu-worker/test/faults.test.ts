@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test, type TestContext } from 'node:test';
-import type { TaskRecord } from '@taskline/engine';
+import { RESTART_EVENT_TYPE, visibleStepViolation, type TaskRecord, type TaskStatus } from '@taskline/engine';
 import { Cluster, deltaText, exited, LONG, outputText, type ParsedEvent } from './helpers.js';
 
 const STEP_MS = '20';
@@ -38,7 +38,19 @@ function assertWellFormed(events: ParsedEvent[]): ParsedEvent {
   return last;
 }
 
-/** Worker ids of the `loading` events: who claimed each attempt, in order. */
+/** The statuses the events show follow LMSP 1.0 section 7.2's table: never a step back. */
+function assertVisible(events: ParsedEvent[]): void {
+  const statuses = events.map((e) => e.task_status as TaskStatus).filter(Boolean);
+  assert.equal(visibleStepViolation(statuses), null, statuses.join(' '));
+}
+
+/** The deltas after the last restart event: what a reader honouring it assembles. */
+function textAfterRestarts(events: ParsedEvent[]): string {
+  const last = events.findLastIndex((e) => e.type === RESTART_EVENT_TYPE);
+  return deltaText(events.slice(last + 1));
+}
+
+/** Worker ids of the `loading` events: who claimed each attempt clients saw start, in order. */
 function claimedBy(events: ParsedEvent[]): unknown[] {
   return events.filter((e) => e.task_status === 'loading').map((e) => e.worker);
 }
@@ -143,6 +155,7 @@ test('SIGKILL under on_restart=fail: the task fails with server_restarted', asyn
   assert.equal(last.type, 'response.failed');
   assert.equal((last.error as { code: string }).code, 'server_restarted');
   assert.deepEqual(claimedBy(events), ['w-fail-1']);
+  assertVisible(events);
 });
 
 test('SIGKILL under on_restart=retry: a second attempt starts over and completes', async (t) => {
@@ -150,11 +163,18 @@ test('SIGKILL under on_restart=retry: a second attempt starts over and completes
   assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
   assert.equal(task.attempt, 2);
   assert.equal(last.type, 'response.completed');
-  assert.deepEqual(claimedBy(events), ['w-retry-1', 'w-retry-2']);
-  const requeued = events.find((e) => e.task_status === 'queued' && e.reason === 'worker_lost');
-  assert.equal(requeued?.on_restart, 'retry');
-  // A retry starts from scratch (same seed, so the same text); the client sees the item announced twice.
+  // The second attempt's claim is internal: clients saw the task running all along.
+  assert.deepEqual(claimedBy(events), ['w-retry-1']);
+  assertVisible(events);
+  const restarts = events.filter((e) => e.type === RESTART_EVENT_TYPE);
+  assert.equal(restarts.length, 1);
+  assert.equal(restarts[0]!.reason, 'worker_lost');
+  assert.equal(restarts[0]!.task_status, 'running');
+  // A retry starts from scratch (same seed, so the same text): the deltas after the restart event
+  // alone are the final text; those before it were the lost attempt's.
   assert.equal(outputText(task.result), reference.text);
+  assert.equal(textAfterRestarts(events), reference.text);
+  assert.notEqual(deltaText(events), reference.text);
   assert.equal(events.filter((e) => e.type === 'response.output_item.added').length, 2);
 });
 
@@ -163,9 +183,11 @@ test('SIGKILL under on_restart=resume: the run continues exactly where it stoppe
   assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
   assert.equal(task.attempt, 2);
   assert.equal(last.type, 'response.completed');
-  assert.deepEqual(claimedBy(events), ['w-resume-1', 'w-resume-2']);
-  const requeued = events.find((e) => e.task_status === 'queued' && e.reason === 'worker_lost');
+  assert.deepEqual(claimedBy(events), ['w-resume-1']);
+  assertVisible(events);
+  const requeued = events.find((e) => e.task_status === 'running' && e.reason === 'worker_lost');
   assert.equal(requeued?.on_restart, 'resume');
+  assert.ok(!events.some((e) => e.type === RESTART_EVENT_TYPE));
   assert.ok(sent >= 20);
   assert.equal(requeued?.resumed_from_tokens, sent);
   // Exact resume: the same text as the uninterrupted run, and the deltas the client got, across
@@ -192,22 +214,104 @@ test('SIGTERM drain within the deadline: the running task finishes there and the
   assert.equal(outputText(task.result), reference.text);
 });
 
-test('SIGTERM drain past the deadline: the task is handed back, another worker completes it, nothing lost', async (t) => {
-  const draining = worker(t, 'w-drain-1', { TASKLINE_DRAIN_DEADLINE_MS: '200' });
-  // on_restart=fail: a hand-back is no restart, the task must not fail.
-  const { id } = await cluster.create(LONG, { onRestart: 'fail' });
-  await cluster.waitForTokens(id, 20);
-  worker(t, 'w-drain-2');
+/** Every status `store.get` shows for `ids` until `stop()`: what a polling client reads. */
+function pollStatuses(ids: string[]) {
+  const seen = new Map<string, TaskStatus[]>(ids.map((id) => [id, []]));
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      for (const id of ids) {
+        const task = await cluster.store.get(id);
+        const list = seen.get(id)!;
+        if (task && list.at(-1) !== task.shownStatus) list.push(task.shownStatus);
+      }
+      await sleep(5);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return seen;
+    },
+  };
+}
+
+test('SIGTERM drain past the deadline: each unfinished task gets its own on_restart policy (LMSP 7.5)', async (t) => {
+  const draining = worker(t, 'w-drain-1', { TASKLINE_DRAIN_DEADLINE_MS: '200', TASKLINE_WORKER_SLOTS: '3' });
+  const ids: Record<string, string> = {};
+  for (const policy of ['fail', 'retry', 'resume'] as const)
+    ids[policy] = (await cluster.create(LONG, { onRestart: policy })).id;
+  const polled = pollStatuses(Object.values(ids));
+  for (const id of Object.values(ids)) await cluster.waitForTokens(id, 20);
+  worker(t, 'w-drain-2', { TASKLINE_WORKER_SLOTS: '3' });
   draining.kill('SIGTERM');
   assert.equal(await exited(draining), 0);
-  const task = await cluster.waitForEnd(id);
-  assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
-  assert.equal(task.attempt, 2);
-  const events = await cluster.events(id);
-  assert.equal(assertWellFormed(events).type, 'response.completed');
-  assert.deepEqual(claimedBy(events), ['w-drain-1', 'w-drain-2']);
-  assert.ok(events.some((e) => e.task_status === 'queued' && e.reason === 'worker_draining'));
-  // The second worker continued from the first one's tokens: same text, no delta repeated or lost.
-  assert.equal(outputText(task.result), reference.text);
-  assert.equal(deltaText(events), reference.text);
+  const ended: Record<string, { task: TaskRecord; events: ParsedEvent[] }> = {};
+  for (const [policy, id] of Object.entries(ids)) {
+    const task = await cluster.waitForEnd(id);
+    const events = await cluster.events(id);
+    assertWellFormed(events);
+    assertVisible(events);
+    ended[policy] = { task, events };
+  }
+  for (const [id, statuses] of await polled.stop())
+    assert.equal(visibleStepViolation(statuses, true), null, `${id}: ${statuses.join(' ')}`);
+
+  // fail: failed with server_restarted, never run again.
+  const fail = ended.fail!;
+  assert.equal(fail.task.status, 'failed');
+  assert.equal(fail.task.error?.code, 'server_restarted');
+  assert.equal(fail.task.attempt, 1);
+  assert.equal(fail.events.at(-1)!.type, 'response.failed');
+
+  // retry: from the start, announced by one restart event; the deltas after it are the final text.
+  const retry = ended.retry!;
+  assert.equal(retry.task.status, 'succeeded', JSON.stringify(retry.task.error));
+  assert.equal(retry.task.attempt, 2);
+  const restarts = retry.events.filter((e) => e.type === RESTART_EVENT_TYPE);
+  assert.deepEqual(
+    restarts.map((e) => [e.reason, e.task_status]),
+    [['worker_draining', 'running']],
+  );
+  assert.equal(outputText(retry.task.result), reference.text);
+  assert.equal(textAfterRestarts(retry.events), reference.text);
+
+  // resume: continued from the snapshot; every delta, across both attempts, makes the text once.
+  const resume = ended.resume!;
+  assert.equal(resume.task.status, 'succeeded', JSON.stringify(resume.task.error));
+  assert.equal(resume.task.attempt, 2);
+  const resumed = resume.events.find((e) => e.reason === 'worker_draining');
+  assert.equal(resumed?.task_status, 'running');
+  assert.ok((resumed?.resumed_from_tokens as number) >= 20);
+  assert.equal(outputText(resume.task.result), reference.text);
+  assert.equal(deltaText(resume.events), reference.text);
+});
+
+test('tasks still queued when every service restarts run afterwards, even under fail (not interrupted)', async (t) => {
+  // One slot, taken by a long fail task: the second fail task waits in the queue.
+  const first = worker(t, 'w-queued-1', { TASKLINE_WORKER_SLOTS: '1' });
+  const running = await cluster.create(LONG, { onRestart: 'fail' });
+  await cluster.waitForTokens(running.id, 5);
+  const waiting = await cluster.create(
+    { input: 'Hello.', seed: 1, max_output_tokens: 8 },
+    { onRestart: 'fail' },
+  );
+  assert.equal((await cluster.store.get(waiting.id))!.status, 'queued');
+  // Every service goes down at once (the worker and the scheduler) and comes back.
+  first.kill('SIGKILL');
+  await exited(first);
+  for (const [port, scheduler] of [...cluster.schedulers]) {
+    scheduler.kill('SIGKILL');
+    await exited(scheduler);
+    cluster.restartScheduler(port);
+  }
+  worker(t, 'w-queued-2');
+  const interrupted = await cluster.waitForEnd(running.id);
+  assert.equal(interrupted.status, 'failed');
+  assert.equal(interrupted.error?.code, 'server_restarted');
+  const queued = await cluster.waitForEnd(waiting.id);
+  assert.equal(queued.status, 'succeeded', JSON.stringify(queued.error));
+  assert.equal(queued.attempt, 1);
+  assertVisible(await cluster.events(waiting.id));
 });

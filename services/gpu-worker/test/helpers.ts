@@ -11,6 +11,8 @@ export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 export type ParsedEvent = { seq: number; type: string } & Record<string, unknown>;
 
 export { until };
+/** LMSP 7.2's table as clients see it, for tests of packages that do not depend on the engine. */
+export { visibleStepViolation } from '@taskline/engine';
 
 /**
  * A real Redis (AOF), scheduler replicas and gpu-worker processes started with `tsx`, plus a
@@ -42,20 +44,22 @@ export class Cluster {
       ...options.env,
     });
     // Several replicas: one leads, the others stand by and redirect workers.
-    for (let i = 0; i < (options.schedulers ?? 1); i++) {
-      const port = await freePort();
-      cluster.schedulers.set(
-        port,
-        cluster.spawn('services/scheduler/src/main.ts', {
-          TASKLINE_CONTROL_PORT: String(port),
-          TASKLINE_HEARTBEAT_MS: '100',
-          TASKLINE_DISPATCH_INTERVAL_MS: '20',
-          TASKLINE_LEADER_LEASE_MS: '1000',
-          ...options.env,
-        }),
-      );
-    }
+    for (let i = 0; i < (options.schedulers ?? 1); i++) cluster.restartScheduler(await freePort());
     return cluster;
+  }
+
+  /** Starts a scheduler replica on `port` (again, after the test killed the one there). */
+  restartScheduler(port: number): void {
+    this.schedulers.set(
+      port,
+      this.spawn('services/scheduler/src/main.ts', {
+        TASKLINE_CONTROL_PORT: String(port),
+        TASKLINE_HEARTBEAT_MS: '100',
+        TASKLINE_DISPATCH_INTERVAL_MS: '20',
+        TASKLINE_LEADER_LEASE_MS: '1000',
+        ...this.common, // the cluster's env overrides these defaults
+      }),
+    );
   }
 
   get schedulerAddr(): string {

@@ -27,6 +27,7 @@ import {
   type Reply,
 } from './client.js';
 import { apiService, ROOT, Service, startHaproxy } from './procs.js';
+import { pollStatuses, ROLLING_DRAIN_MS, stopForFault, visibleInvariants } from './visible.js';
 
 const SECONDS = Number(process.env.TASKLINE_CHAOS_SECONDS ?? 60);
 /** After the load stops, every acknowledged task must be terminal within this. */
@@ -168,6 +169,7 @@ async function startCluster(): Promise<Cluster> {
           TASKLINE_WORKER_SLOTS: '4',
           TASKLINE_WORKER_MIN_STEP_MS: '60',
           TASKLINE_HEARTBEAT_MS: '200',
+          TASKLINE_DRAIN_DEADLINE_MS: ROLLING_DRAIN_MS,
         },
         join(LOG_DIR, `worker-${i}.log`),
         (e) => e.msg === 'ready',
@@ -232,8 +234,8 @@ async function faultLoop(c: Cluster, until: number): Promise<void> {
     const isApi = c.apis.includes(target as never);
     const w = { from: Date.now(), to: Infinity };
     if (isApi) apiDown.push(w);
-    faults.push({ at_ms: elapsed(), target: target.name, action: 'SIGKILL' });
-    await target.kill();
+    const action = await stopForFault(target, c.workers.includes(target as never));
+    faults.push({ at_ms: elapsed(), target: target.name, action });
     restarting.add(target);
     pending.push(
       (async () => {
@@ -738,6 +740,7 @@ async function main() {
     loop(until, 250, () => createTask(c.lb, until), inflight),
     loop(until, 1500, () => respond(c.lb, until), inflight),
     loop(until, 700, () => mcpTask(c.lb, until), inflight),
+    pollStatuses(c.lb, () => [...tracked.values()].filter((t) => t.via === 'lmsp').map((t) => t.id), until),
     faultsDone,
   ]);
   // Every process back up before the checks: the system must finish what it acknowledged.
@@ -745,6 +748,7 @@ async function main() {
     if (!s.child || s.child.exitCode !== null || s.child.signalCode !== null) await s.start();
   await Promise.all(inflight);
   const invariants = await checkInvariants(c);
+  invariants.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
   const overloadResult = await overload(c);
   const report = {
     at: new Date().toISOString(),

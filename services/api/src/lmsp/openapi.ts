@@ -9,6 +9,7 @@ import {
   FINAL_EVENT_TYPES,
   ON_RESTART_POLICIES,
   REDIS_UNAVAILABLE_REASONS,
+  RESTART_EVENT_TYPE,
   TASK_STATUSES,
 } from '@taskline/engine';
 import { CreateTaskRequest, LMSP_VERSION, ResponseRequest } from './schema.js';
@@ -268,7 +269,7 @@ export function buildOpenApi(): Schema {
       },
       responses: {
         RouteNotFound: problemResponse(
-          'No such route: 404 with code `invalid_request` (LMSP-GAPS 9.3 has no route code).',
+          'No such route: 404 with code `invalid_request` (LMSP 1.0 section 9.3 has no route code).',
         ),
         MethodNotAllowed: problemResponse(
           'The path exists but not with this method: 405 with code `invalid_request`.',
@@ -345,10 +346,20 @@ export function buildOpenApi(): Schema {
               response: ref('Response'),
               delta: { type: 'string' },
               error: ref('Problem'),
+              reason: {
+                enum: ['worker_lost', 'worker_draining'],
+                description: 'On a restart: why the previous attempt stopped (a crash or a drain).',
+              },
+              on_restart: { enum: [...ON_RESTART_POLICIES] },
             },
             ['type', 'sequence_number'],
           ),
-          description: `LMSP-GAPS 6.3. Exactly one final event ends a stream: ${FINAL_EVENT_TYPES.join(', ')}.`,
+          description: [
+            `LMSP 1.0 section 6.3. Exactly one final event ends a stream: ${FINAL_EVENT_TYPES.join(', ')}.`,
+            `\`task_status\` is the status clients see; it only moves along LMSP 1.0 section 7.2's table (a new attempt of a running task stays \`running\`).`,
+            `\`${RESTART_EVENT_TYPE}\` (Taskline): a task with \`on_restart: "retry"\` was interrupted (\`reason\`) and runs again from the start. Sent once per restart. Discard everything assembled from the events before it (output items, content parts, text deltas) and start again from its \`response\` (empty, \`in_progress\`): the events after it are the new attempt's, and they alone add up to the final response.`,
+            `A \`resume\` restart is a \`response.in_progress\` with \`reason\` and \`resumed_from_tokens\`: the text before it stays, the deltas after it continue it.`,
+          ].join(' '),
         },
         Capabilities: obj({
           object: { const: 'capabilities' },

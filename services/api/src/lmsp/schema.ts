@@ -31,25 +31,33 @@ const MessageItem = z.strictObject({
   content: z.union([text, z.array(ContentPart).min(1).max(256)]),
 });
 
-/** A response request (LMSP-GAPS 6): the body of `POST /responses` and a task's `input`. */
+/** An optional field: absent, or sent as `null`, which counts as absent (LMSP 1.0 section 7.1). */
+const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
+
+/** A response request (LMSP 1.0 section 6): the body of `POST /responses` and a task's `input`. */
 export const ResponseRequest = z.strictObject({
   model: z.string().min(1).max(256),
   input: z.union([text, z.array(MessageItem).min(1).max(1024)]),
-  instructions: text.optional(),
-  max_output_tokens: z.int().min(1).optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  top_p: z.number().gt(0).max(1).optional(),
-  seed: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-  metadata: z.record(z.string().min(1).max(64), z.string().max(512)).optional(),
-  stream: z.boolean().optional(),
+  instructions: optional(text),
+  max_output_tokens: optional(z.int().min(1)),
+  temperature: optional(z.number().min(0).max(2)),
+  top_p: optional(z.number().gt(0).max(1)),
+  seed: optional(z.int().min(0).max(Number.MAX_SAFE_INTEGER)),
+  metadata: optional(z.record(z.string().min(1).max(64), z.string().max(512))),
+  stream: optional(z.boolean()),
 });
 export type ResponseRequest = z.infer<typeof ResponseRequest>;
 
-/** LMSP 7.1 task envelope. `input.stream` is accepted and ignored, as the seed says. */
+/**
+ * LMSP 1.0 section 7.1 task envelope. A task's `input.stream` "is ignored": accepted whatever its
+ * value (a task always has its event stream), never checked, never stored.
+ */
 export const CreateTaskRequest = z.strictObject({
   type: z.literal('response'),
-  input: ResponseRequest,
-  on_restart: z.enum(['fail', 'retry', 'resume']).optional(),
+  input: ResponseRequest.extend({
+    stream: z.unknown().describe('Ignored: a task always streams its events.').optional(),
+  }),
+  on_restart: optional(z.enum(['fail', 'retry', 'resume'])),
 });
 export type CreateTaskRequest = z.infer<typeof CreateTaskRequest>;
 
@@ -71,7 +79,10 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
 }
 
 /** The request a worker runs, as stored on the task (`stream` is the HTTP layer's business only). */
-export function storedRequest(req: ResponseRequest, served: ServedModels): Omit<ResponseRequest, 'stream'> {
+export function storedRequest(
+  req: Omit<ResponseRequest, 'stream'> & { stream?: unknown },
+  served: ServedModels,
+): Omit<ResponseRequest, 'stream'> {
   const { stream: _stream, ...rest } = req;
   return { ...rest, max_output_tokens: outputTokens(served, rest.max_output_tokens) };
 }
@@ -141,15 +152,15 @@ const RESPONSE_STATUS: Record<TaskStatus, ResponseStatus> = {
 export function responseObject(task: TaskRecord): ResponseObject {
   const stored = task.result as ResponseObject | null;
   if (stored && typeof stored === 'object' && stored.object === 'response') return stored;
-  const base = emptyResponse(task, RESPONSE_STATUS[task.status]);
+  const base = emptyResponse(task, RESPONSE_STATUS[task.shownStatus]);
   return task.status === 'failed' ? { ...base, error: task.error } : base;
 }
 
 export const eventsUrl = (id: string) => `${API_PREFIX}/tasks/${id}/events`;
 
-/** LMSP 7.1 task object. */
+/** LMSP 7.1 task object, with the status clients see (a new attempt never steps it back). */
 export function taskObject(task: TaskRecord) {
-  const status = lmspStatus(task.status);
+  const status = lmspStatus(task.shownStatus);
   return {
     id: task.id,
     object: 'task' as const,

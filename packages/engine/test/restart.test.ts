@@ -1,0 +1,155 @@
+/**
+ * LMSP 1.0 section 7.5 on every interruption (a lapsed lease or a drain deadline), and the status
+ * clients see (section 7.2) never stepping back while a new attempt is queued and claimed.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { RESTART_EVENT_TYPE, visibleStepViolation, type OnRestart, type TaskStatus } from '../src/index.js';
+import { harness, newTask, type Harness } from './helpers.js';
+
+let h: Harness;
+before(async () => (h = await harness()));
+after(() => h.close());
+
+type Parsed = { seq: number; type: string; task_status?: TaskStatus } & Record<string, unknown>;
+
+async function events(id: string): Promise<Parsed[]> {
+  const { events } = await h.store.events(id, 0);
+  return events.map((e) => ({ seq: e.seq, type: e.type, ...(JSON.parse(e.data) as object) }));
+}
+
+/** The statuses the task's events show, in order. */
+async function shown(id: string): Promise<TaskStatus[]> {
+  return (await events(id)).map((e) => e.task_status!).filter(Boolean);
+}
+
+/** A task claimed and running on a worker, with `tokens` output tokens streamed. */
+async function running(onRestart: OnRestart, leaseMs = 60_000) {
+  const task = await h.store.create(newTask({ onRestart }));
+  await h.store.claim(task.id, 'w1', leaseMs);
+  await h.store.start(task.id, 1);
+  await h.store.append(
+    task.id,
+    1,
+    [5, 6],
+    [{ type: 'response.output_text.delta', data: { task_status: 'running', delta: 'ab' } }],
+  );
+  return task;
+}
+
+const lapse = () => new Promise((r) => setTimeout(r, 5));
+
+test('restart at a drain deadline under fail: failed with server_restarted, as after a crash', async () => {
+  const task = await running('fail');
+  const done = await h.store.restart(task.id, 1);
+  assert.deepEqual(done, { id: task.id, kind: 'response', status: 'failed', policy: 'fail' });
+  const after = (await h.store.get(task.id))!;
+  assert.equal(after.status, 'failed');
+  assert.equal(after.error?.code, 'server_restarted');
+  const last = (await events(task.id)).at(-1)!;
+  assert.equal(last.type, 'response.failed');
+  assert.equal(visibleStepViolation(await shown(task.id)), null);
+});
+
+test('restart under retry: one restart event, the snapshot dropped, the task still shown running', async () => {
+  const task = await running('retry');
+  assert.equal((await h.store.restart(task.id, 1))?.status, 'queued');
+  const queued = (await h.store.get(task.id))!;
+  assert.equal(queued.status, 'queued', 'internally a new attempt waits');
+  assert.equal(queued.shownStatus, 'running', 'clients still see it running');
+  assert.deepEqual(await h.store.snapshot(task.id), []);
+  const restart = (await events(task.id)).at(-1)!;
+  assert.equal(restart.type, RESTART_EVENT_TYPE);
+  assert.equal(restart.task_status, 'running');
+  assert.equal(restart.reason, 'worker_draining');
+  assert.equal((restart.response as { status: string; output: unknown[] }).status, 'in_progress');
+  // The new attempt's claim and start write nothing: to the client it never stopped running.
+  const seq = (await events(task.id)).length;
+  const claimed = await h.store.claim(task.id, 'w2', 60_000);
+  assert.equal(claimed.status, 'loading');
+  assert.equal(claimed.shownStatus, 'running');
+  await h.store.start(task.id, 2, claimed.shownStatus);
+  assert.equal((await events(task.id)).length, seq);
+  await h.store.finish(task.id, 2, { status: 'succeeded', result: null });
+  assert.equal(visibleStepViolation(await shown(task.id)), null);
+  assert.equal((await events(task.id)).filter((e) => e.type === RESTART_EVENT_TYPE).length, 1);
+});
+
+test('restart under resume: continues after the snapshot, shown running, no restart event', async () => {
+  const task = await running('resume');
+  assert.equal((await h.store.restart(task.id, 1))?.status, 'queued');
+  assert.deepEqual(await h.store.snapshot(task.id), [5, 6]);
+  const last = (await events(task.id)).at(-1)!;
+  assert.equal(last.type, 'response.in_progress');
+  assert.equal(last.task_status, 'running');
+  assert.equal(last.resumed_from_tokens, 2);
+  assert.equal((await h.store.get(task.id))!.shownStatus, 'running');
+  // A claim that starts at once (model loaded) writes nothing either.
+  await h.store.claim(task.id, 'w2', 60_000, { start: true });
+  await h.store.finish(task.id, 2, { status: 'succeeded', result: null });
+  const statuses = await shown(task.id);
+  assert.equal(visibleStepViolation(statuses), null, statuses.join(' '));
+  assert.ok(!(await events(task.id)).some((e) => e.type === RESTART_EVENT_TYPE));
+});
+
+test('a lapsed lease restarts the same way (worker_lost), twice in a row, never stepping back', async () => {
+  const task = await running('retry', 1);
+  await lapse();
+  assert.equal(await h.store.recover(task.id), 'queued');
+  await h.store.claim(task.id, 'w2', 1);
+  await lapse();
+  // Lost again while loading: still shown running, a second restart event.
+  assert.equal(await h.store.recover(task.id), 'queued');
+  assert.equal((await h.store.get(task.id))!.shownStatus, 'running');
+  const restarts = (await events(task.id)).filter((e) => e.type === RESTART_EVENT_TYPE);
+  assert.deepEqual(
+    restarts.map((e) => e.reason),
+    ['worker_lost', 'worker_lost'],
+  );
+  await h.store.claim(task.id, 'w3', 60_000);
+  await h.store.start(task.id, 3, 'running');
+  await h.store.finish(task.id, 3, { status: 'succeeded', result: null });
+  assert.equal(visibleStepViolation(await shown(task.id)), null);
+});
+
+test('a task lost while loading stays shown loading, then goes on to running', async () => {
+  const task = await h.store.create(newTask({ onRestart: 'retry' }));
+  await h.store.claim(task.id, 'w1', 1);
+  await lapse();
+  assert.equal(await h.store.recover(task.id), 'queued');
+  assert.equal((await h.store.get(task.id))!.shownStatus, 'loading');
+  await h.store.claim(task.id, 'w2', 60_000, { start: true });
+  const statuses = await shown(task.id);
+  assert.deepEqual(statuses, ['queued', 'loading', 'loading', 'loading', 'running']);
+  assert.equal(visibleStepViolation(statuses), null);
+});
+
+test('cancelling a new attempt still queued goes through cancelling, as 7.2 requires of a running task', async () => {
+  const task = await running('retry');
+  await h.store.restart(task.id, 1);
+  const { outcome, task: after } = await h.store.cancel(task.id, 'tenant-a');
+  assert.equal(outcome, 'cancelled');
+  assert.equal(after.status, 'cancelled');
+  const statuses = await shown(task.id);
+  assert.deepEqual(statuses.slice(-3), ['running', 'cancelling', 'cancelled']);
+  assert.equal(visibleStepViolation(statuses), null);
+});
+
+test('a drain restart of a task cancelled meanwhile ends it cancelled; a stale attempt restarts nothing', async () => {
+  const task = await running('retry');
+  await h.store.cancel(task.id, 'tenant-a');
+  assert.equal((await h.store.restart(task.id, 1))?.status, 'cancelled');
+  const other = await running('retry');
+  assert.equal(await h.store.restart(other.id, 7), null);
+  assert.equal((await h.store.get(other.id))!.status, 'running');
+});
+
+test('the visible table: steps back and skipped states are caught', () => {
+  assert.equal(visibleStepViolation(['queued', 'loading', 'running', 'succeeded']), null);
+  assert.equal(visibleStepViolation(['running', 'queued']), 'running -> queued');
+  assert.equal(visibleStepViolation(['running', 'loading']), 'running -> loading');
+  assert.equal(visibleStepViolation(['queued', 'running']), 'queued -> running');
+  assert.equal(visibleStepViolation(['queued', 'running'], true), null, 'a poller may miss loading');
+  assert.equal(visibleStepViolation(['running', 'loading'], true), 'running -> loading');
+  assert.equal(visibleStepViolation(['succeeded', 'running'], true), 'succeeded -> running');
+});

@@ -1,0 +1,36 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { TaskRecord } from '@taskline/engine';
+import { taskFields } from '../src/index.js';
+
+/** A tool task whose interrupted attempt was restarted: queued or loading inside the engine. */
+const restarted = (status: 'queued' | 'loading'): TaskRecord => ({
+  id: 'task_01',
+  tenant: 't',
+  kind: 'tool',
+  status,
+  shownStatus: 'running',
+  attempt: 2,
+  seq: 9,
+  createdAt: 0,
+  updatedAt: 0,
+  endedAt: null,
+  expiresAt: null,
+  onRestart: 'retry',
+  model: 'tools',
+  responseId: 'resp_01',
+  request: null,
+  result: null,
+  error: null,
+  statusMessage: null,
+  leaseOwner: null,
+  leaseUntil: null,
+});
+
+test('the MCP view shows what LMSP shows: a restarted running task stays working (running)', () => {
+  for (const status of ['queued', 'loading'] as const) {
+    const view = taskFields(restarted(status), 1000);
+    assert.equal(view.status, 'working');
+    assert.equal(view.statusMessage, 'running');
+  }
+});

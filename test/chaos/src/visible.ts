@@ -1,0 +1,113 @@
+/**
+ * The chaos run's share of LMSP 1.0 sections 7.2 and 7.5 on restarts: rolling worker restarts
+ * (SIGTERM with a short drain deadline) among the faults, a polling client, and the invariants
+ * that every task's visible status, in its events and in polled reads, only moves along 7.2's
+ * table, and that a reader honouring `response.restarted` assembles exactly the final text.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  isTerminal,
+  RESTART_EVENT_TYPE,
+  visibleStepViolation,
+  type TaskStatus,
+  type TaskStore,
+} from '@taskline/engine';
+import { KEYS, send } from './client.js';
+import type { Service } from './procs.js';
+
+/** The workers' drain deadline: short, so a rolling restart cuts generations mid-way. */
+export const ROLLING_DRAIN_MS = '300';
+
+const polled = new Map<string, TaskStatus[]>();
+let rollingRestarts = 0;
+
+/**
+ * Stops a fault's target: a worker is half the time drained as a rolling update does it (SIGTERM:
+ * running tasks get ROLLING_DRAIN_MS, then their on_restart policy), else SIGKILLed. Returns the
+ * action for the fault timeline.
+ */
+export async function stopForFault(target: Service, isWorker: boolean): Promise<string> {
+  const child = target.child;
+  if (!isWorker || Math.random() < 0.5 || !child || child.exitCode !== null || child.signalCode !== null) {
+    await target.kill();
+    return 'SIGKILL';
+  }
+  rollingRestarts++;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  // A drain that never ends is a crash after all (and shows in the report as one).
+  const drained = await Promise.race([exited.then(() => true), sleep(15_000).then(() => false)]);
+  if (drained) return 'SIGTERM (rolling restart)';
+  await target.kill();
+  return 'SIGTERM, not drained in 15 s: SIGKILL';
+}
+
+/** A client polling `GET /lmsp/v1/tasks/{id}` of unfinished tasks, recording each status change. */
+export async function pollStatuses(lb: string, ids: () => string[], until: number): Promise<void> {
+  while (Date.now() < until) {
+    const open = ids().filter((id) => !isTerminal(polled.get(id)?.at(-1) ?? 'queued'));
+    for (const id of open.slice(-20)) {
+      const r = await send(lb, 'GET', `/lmsp/v1/tasks/${id}`, {
+        headers: { authorization: `Bearer ${KEYS.a}` },
+      }).catch(() => null);
+      const status = (r?.status === 200 ? (r.body as { status?: TaskStatus }).status : undefined) ?? null;
+      if (!status) continue;
+      const seen = polled.get(id) ?? [];
+      if (seen.at(-1) !== status) seen.push(status);
+      polled.set(id, seen);
+    }
+    await sleep(50);
+  }
+}
+
+/**
+ * For every task: its events' `task_status` sequence follows LMSP 7.2's table (MCP's
+ * `input_required` included), and so do its polled statuses (which may skip states, never go
+ * back); for every succeeded LMSP response task, the deltas after its last `response.restarted`
+ * add up to the final text.
+ */
+export async function visibleInvariants(store: TaskStore, tasks: { id: string; via: string }[]) {
+  const visible = {
+    name: 'visible status only moves along the LMSP 7.2 table',
+    checked: 0,
+    violations: [] as string[],
+  };
+  const text = {
+    name: 'deltas after the last response.restarted are the final text',
+    checked: 0,
+    violations: [] as string[],
+  };
+  for (const { id, via } of tasks) {
+    const { events } = await store.events(id, 0);
+    const parsed = events.map((e) => ({ type: e.type, ...(JSON.parse(e.data) as Record<string, unknown>) }));
+    const statuses = parsed
+      .map((e) => e.task_status as TaskStatus | undefined)
+      .filter((s) => s !== undefined);
+    visible.checked++;
+    const inEvents = visibleStepViolation(statuses);
+    if (inEvents) visible.violations.push(`${id}: events step ${inEvents} (${statuses.join(' ')})`);
+    const reads = polled.get(id);
+    if (reads) {
+      const inReads = visibleStepViolation(reads, true);
+      if (inReads) visible.violations.push(`${id}: polled reads step ${inReads} (${reads.join(' ')})`);
+    }
+    const rec = await store.get(id);
+    if (via !== 'lmsp' || rec?.status !== 'succeeded') continue;
+    const final = (rec.result as { output?: { content?: { text?: string }[] }[] } | null)?.output?.[0]
+      ?.content?.[0]?.text;
+    const after = parsed.slice(parsed.findLastIndex((e) => e.type === RESTART_EVENT_TYPE) + 1);
+    const assembled = after
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta as string)
+      .join('');
+    text.checked++;
+    if (final !== undefined && assembled !== final)
+      text.violations.push(`${id}: ${assembled.length} characters assembled, ${final.length} final`);
+  }
+  return {
+    invariants: [
+      Object.assign(visible, { polled_tasks: polled.size }),
+      Object.assign(text, { rolling_restarts: rollingRestarts }),
+    ],
+  };
+}
