@@ -110,6 +110,7 @@ export class Scheduler {
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.retentionSweepMs, 'retention', () => this.retention());
+    this.o.metrics.schedulerLeader.set(0);
     this.every(1000, 'metrics', () => this.exportDepth());
     await this.listen();
     await this.lead();
@@ -171,6 +172,13 @@ export class Scheduler {
     const now = await this.leadership!.tick();
     if (now === was) return;
     this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
+    this.o.metrics.schedulerLeader.set(now ? 1 : 0);
+    // A standby no longer exports the queue: its last gauges would count a backlog twice or stale.
+    if (!now)
+      for (const model of this.queues.keys()) {
+        this.o.metrics.setQueueDepth(model, new Map());
+        this.o.metrics.setQueueWait(model, new Map());
+      }
     // Another leader may have queued jobs meanwhile: counts are read afresh.
     this.waitingBound.clear();
     this.fullRound = true;
