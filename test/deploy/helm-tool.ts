@@ -43,7 +43,9 @@ export function helm(args: string[]): string {
   try {
     return execFileSync(helmBin(), args, { encoding: 'utf8', maxBuffer: 64 << 20, stdio: 'pipe' });
   } catch (err) {
-    throw new Error(`helm ${args.slice(0, 2).join(' ')}: ${String((err as { stderr?: string }).stderr ?? err)}`);
+    throw new Error(
+      `helm ${args.slice(0, 2).join(' ')}: ${String((err as { stderr?: string }).stderr ?? err)}`,
+    );
   }
 }
 

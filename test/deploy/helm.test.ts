@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { CHART, CRDS, helm, render, type Manifest } from './helm-tool.js';
 import { schemaProblems } from './k8s-schema.js';
+import { readmeWithTable } from './chart-readme.js';
 import { ROOT } from './promql.js';
 
 // The chart rendered by real Helm (helm-tool.ts). Examples render on a cluster with the KEDA and
@@ -410,4 +411,12 @@ test('the chart ships NOTES.txt, the SLO rules and the dashboards exactly as tes
       readFileSync(dir + file, 'utf8'),
       `cp ${dir}${file} helm/taskline/files/dashboards/`,
     );
+});
+
+test('the chart README documents every value of values.schema.json', () => {
+  const readme = readFileSync(`${CHART}/README.md`, 'utf8');
+  assert.equal(readme, readmeWithTable(readme), 'run: node --import tsx test/deploy/chart-readme.ts --write');
+
+  for (const key of Object.keys(parse(readFileSync(`${CHART}/values.yaml`, 'utf8')) as object))
+    assert.ok(readme.includes(`| \`${key}`), key);
 });
