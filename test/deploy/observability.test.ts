@@ -89,8 +89,18 @@ test('Grafana dashboards parse, have unique ids and query only known metrics', a
 
 test('the compose Prometheus scrapes every service under the job names the alerts expect', () => {
   const config = parse(readFileSync(`${ROOT}deploy/prometheus/prometheus.yml`, 'utf8')) as {
-    scrape_configs: { job_name: string }[];
+    scrape_configs: { job_name: string; static_configs: { targets: string[] }[] }[];
   };
+  const compose = parse(readFileSync(`${ROOT}deploy/compose.yaml`, 'utf8')) as {
+    services: Record<string, { environment?: Record<string, string> }>;
+  };
+  // Every service is scraped on its metrics port, the api never on its client port.
+  for (const c of config.scrape_configs) {
+    const service = c.job_name.replace(/^taskline-/, '');
+    const port = compose.services[service]?.environment?.TASKLINE_METRICS_PORT;
+    assert.ok(port, `${service} sets TASKLINE_METRICS_PORT in compose`);
+    assert.deepEqual(c.static_configs[0]!.targets, [`${service}:${port}`]);
+  }
   assert.deepEqual(config.scrape_configs.map((c) => c.job_name).sort(), [
     'taskline-api',
     'taskline-gpu-worker',
