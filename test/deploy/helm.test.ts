@@ -317,11 +317,18 @@ test('metrics are served on their own port, scraped there only, and reachable on
   const api = pod(ms, 'Deployment', 'taskline-api').containers[0]!;
   assert.equal(env(api, 'TASKLINE_METRICS_PORT')?.value, '9464');
   assert.ok(api.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9464));
-  const sm = find<{ spec: { endpoints: { port: string }[] } }>(ms, 'ServiceMonitor', 'taskline');
+  const sm = find<{ spec: { endpoints: { port: string; honorLabels?: boolean }[] } }>(
+    ms,
+    'ServiceMonitor',
+    'taskline',
+  );
   assert.deepEqual(
     sm.spec.endpoints.map((e) => e.port),
     ['metrics'],
   );
+  // The services' own `service` label (api, scheduler, gpu-worker) wins over the operator's
+  // Service-name label, so rules and dashboards read the same labels as in the compose stack.
+  assert.equal(sm.spec.endpoints[0]!.honorLabels, true);
   const policy = find<{
     spec: {
       ingress: {
@@ -419,4 +426,27 @@ test('the chart README documents every value of values.schema.json', () => {
 
   for (const key of Object.keys(parse(readFileSync(`${CHART}/values.yaml`, 'utf8')) as object))
     assert.ok(readme.includes(`| \`${key}`), key);
+});
+
+// Settings named by the contract of issue 16 item 6, read by the services once that work lands in
+// packages/config; the chart sets them already. Remove a name here once DEFAULTS has it.
+const PENDING = new Set(['TASKLINE_DURABILITY']);
+/** Variables only the pod spec uses: Kubernetes expands them into others, no service reads them. */
+const POD_ONLY = new Set(['POD_IP', 'REDIS_PASSWORD', 'REDISCLI_AUTH']);
+
+test('every setting the chart passes is one the services read (packages/config defaults)', async () => {
+  const { DEFAULTS } = await import('../../packages/config/src/defaults.js');
+  const ms = [render(), renderExample('external-managed-redis.yaml')].flat();
+  const names = new Set<string>(Object.keys(configMap(render())));
+  for (const m of ms) {
+    if (m.kind === 'Secret' && m.metadata.name === 'taskline')
+      for (const k of Object.keys((m as { stringData?: object }).stringData ?? {})) names.add(k);
+    const spec = (m as Partial<Workload>).spec?.template?.spec;
+    for (const c of spec?.containers ?? []) for (const e of c.env ?? []) names.add(e.name);
+  }
+  for (const name of names) {
+    if (POD_ONLY.has(name) || PENDING.has(name)) continue;
+    assert.ok(name in DEFAULTS, `${name} is not a setting of packages/config`);
+  }
+  assert.ok(names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS'));
 });
