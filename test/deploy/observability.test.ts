@@ -107,3 +107,30 @@ test('the compose Prometheus scrapes every service under the job names the alert
     'taskline-scheduler',
   ]);
 });
+
+test('dashboards filter every query by namespace, and by model and tenant where the series has them', () => {
+  const dir = `${ROOT}deploy/grafana/dashboards/`;
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.json'))) {
+    const dash = JSON.parse(readFileSync(dir + file, 'utf8')) as {
+      templating: { list: { name: string; includeAll?: boolean }[] };
+      panels: Panel[];
+    };
+    for (const v of ['namespace', 'model', 'tenant'])
+      assert.ok(
+        dash.templating.list.some((x) => x.name === v && x.includeAll),
+        `${file} lacks $${v}`,
+      );
+    for (const { expr } of dash.panels
+      .flatMap((p) => [p, ...(p.panels ?? [])])
+      .flatMap((p) => p.targets ?? [])) {
+      for (const m of expr.matchAll(
+        /(taskline_[a-z_]+|taskline:slo_errors:[a-z0-9_]+|process_[a-z_]+)(\{[^}]*\})?/g,
+      ))
+        assert.match(m[2] ?? '', /namespace=~"\$namespace"/, `${file}: ${m[0]} is not filtered by namespace`);
+      if (/taskline_(queue_depth|worker_slots)\b/.test(expr))
+        assert.match(expr, /model=~"\$model"/, `${file}: ${expr}`);
+      if (/taskline_task_creates_total/.test(expr))
+        assert.match(expr, /tenant=~"\$tenant"/, `${file}: ${expr}`);
+    }
+  }
+});
