@@ -170,7 +170,7 @@ function defineMetrics(registry: Registry) {
     }),
     schedulerLeader: new Gauge({
       name: 'taskline_scheduler_leader',
-      help: 'Whether this scheduler replica holds the leader lease (1) or stands by (0); autoscaling reads the leader\'s queue gauges only.',
+      help: "Whether this scheduler replica holds the leader lease (1) or stands by (0); autoscaling reads the leader's queue gauges only.",
       registers,
     }),
     queueOldestWaitSeconds: new Gauge({
