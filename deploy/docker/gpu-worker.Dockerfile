@@ -1,30 +1,41 @@
 # syntax=docker/dockerfile:1.7
 # Build from the repository root: docker build -f deploy/docker/gpu-worker.Dockerfile .
-# Stage 1 compiles the workspace and installs onnxruntime-node with its CUDA 12 execution
-# provider; stage 2 is NVIDIA's CUDA runtime with cuDNN (which that provider links against).
-FROM node:20.19-bookworm-slim AS build
-RUN corepack enable && corepack prepare pnpm@10.34.8 --activate
+# Stage 1 compiles the worker and installs onnxruntime-node with its CUDA 12 execution provider
+# (the install step downloads those binaries: this variant needs the network); stage 2 is NVIDIA's
+# CUDA runtime with cuDNN, which that provider links against. The CPU variant, buildable offline:
+#   --build-arg ONNXRUNTIME_NODE_INSTALL=skip --build-arg RUNTIME_BASE=<a Debian base with node>
+ARG BUILD_BASE=node:20.19-bookworm-slim
+ARG RUNTIME_BASE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+FROM ${BUILD_BASE} AS build
+# A base that already carries this pnpm skips corepack's download.
+RUN pnpm --version 2>/dev/null | grep -qx 10.34.8 || (corepack enable && corepack prepare pnpm@10.34.8 --activate)
 WORKDIR /src
 COPY package.json pnpm-lock.yaml pnpm-workspace.yaml tsconfig.json tsconfig.base.json ./
 COPY packages ./packages
 COPY services ./services
-# onnxruntime-node's install script fetches the CUDA 12 provider binaries when asked to.
-ENV ONNXRUNTIME_NODE_INSTALL=cuda12
-RUN pnpm install --frozen-lockfile \
+# onnxruntime-node's install script fetches the CUDA 12 provider binaries when asked to; `skip`
+# keeps the CPU binaries the package ships.
+ARG ONNXRUNTIME_NODE_INSTALL=cuda12
+ENV ONNXRUNTIME_NODE_INSTALL=${ONNXRUNTIME_NODE_INSTALL}
+# Extra install flags, e.g. --offline with a mounted pnpm store.
+ARG PNPM_INSTALL_FLAGS=
+RUN pnpm install --frozen-lockfile ${PNPM_INSTALL_FLAGS} --filter "@taskline/gpu-worker..." \
  && pnpm exec tsc -b services/gpu-worker \
- && pnpm --filter @taskline/gpu-worker deploy --prod --legacy /out
+ && pnpm --filter @taskline/gpu-worker --config.inject-workspace-packages=true deploy --prod ${PNPM_INSTALL_FLAGS} /out
 
-FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 AS runtime
+FROM ${RUNTIME_BASE} AS runtime
 # Node's binary only: the CUDA image already has the C++ runtime it needs.
 COPY --from=build /usr/local/bin/node /usr/local/bin/node
 RUN groupadd --system --gid 10001 taskline \
  && useradd --system --uid 10001 --gid taskline --no-create-home --shell /usr/sbin/nologin taskline
 ENV NODE_ENV=production \
     NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    TASKLINE_MODELS_DIR=/models
 WORKDIR /app
 COPY --from=build --chown=10001:10001 /out ./
-# Models are mounted (or baked by a derived image) at /models; see values.yaml gpuWorker.models.
+# The bundled model, so a default install serves tiny-chat; a models volume replaces /models.
+COPY models/tiny-chat /models/tiny-chat
 USER 10001:10001
-EXPOSE 9464 50051
+EXPOSE 9464
 ENTRYPOINT ["node", "dist/main.js"]

@@ -1,20 +1,27 @@
 # syntax=docker/dockerfile:1.7
 # Build from the repository root: docker build -f deploy/docker/scheduler.Dockerfile .
-# Stage 1 compiles the workspace; stage 2 carries only the service's production dependencies.
-FROM node:20.19-bookworm-slim AS build
-RUN corepack enable && corepack prepare pnpm@10.34.8 --activate
+# Stage 1 compiles the service; stage 2 carries only its production dependencies.
+# Both bases are build arguments, so the image can be built offline on a local base
+# (test/deploy/images/build.sh); the defaults are the published images.
+ARG BUILD_BASE=node:20.19-bookworm-slim
+ARG RUNTIME_BASE=gcr.io/distroless/nodejs20-debian12:nonroot
+FROM ${BUILD_BASE} AS build
+# A base that already carries this pnpm skips corepack's download.
+RUN pnpm --version 2>/dev/null | grep -qx 10.34.8 || (corepack enable && corepack prepare pnpm@10.34.8 --activate)
 WORKDIR /src
 COPY package.json pnpm-lock.yaml pnpm-workspace.yaml tsconfig.json tsconfig.base.json ./
 COPY packages ./packages
 COPY services ./services
 # The scheduler never loads onnxruntime; skip its native download.
 ENV ONNXRUNTIME_NODE_INSTALL=skip
-RUN pnpm install --frozen-lockfile \
+# Extra install flags, e.g. --offline with a mounted pnpm store.
+ARG PNPM_INSTALL_FLAGS=
+RUN pnpm install --frozen-lockfile ${PNPM_INSTALL_FLAGS} --filter "@taskline/scheduler..." \
  && pnpm exec tsc -b services/scheduler \
- && pnpm --filter @taskline/scheduler deploy --prod --legacy /out
+ && pnpm --filter @taskline/scheduler --config.inject-workspace-packages=true deploy --prod ${PNPM_INSTALL_FLAGS} /out
 
 # Distroless: no shell or package manager in production, and it runs as uid 65532.
-FROM gcr.io/distroless/nodejs20-debian12:nonroot AS runtime
+FROM ${RUNTIME_BASE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build --chown=65532:65532 /out ./

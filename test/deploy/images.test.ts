@@ -24,6 +24,19 @@ function instructions(text: string): Instruction[] {
     });
 }
 
+/** The image a FROM names, with `${ARG}` replaced by the ARG's default. */
+function fromImage(all: Instruction[], from: Instruction): string {
+  const defaults = new Map(
+    all
+      .filter((i) => i.op === 'ARG' && i.args.includes('='))
+      .map((i) => i.args.split('=') as [string, string]),
+  );
+  return (from.args.split(/\s+/)[0] ?? '').replace(
+    /\$\{(\w+)\}/g,
+    (_, name: string) => defaults.get(name) ?? '',
+  );
+}
+
 /** Lint findings (hadolint-like) for one Dockerfile; empty when it passes. */
 function lint(text: string): string[] {
   const found: string[] = [];
@@ -31,7 +44,7 @@ function lint(text: string): string[] {
   const froms = all.filter((i) => i.op === 'FROM');
   if (froms.length < 2) found.push('not multi-stage');
   for (const f of froms) {
-    const image = f.args.split(/\s+/)[0] ?? '';
+    const image = fromImage(all, f);
     if (!/:[^/]+$/.test(image) || image.endsWith(':latest')) found.push(`unpinned base ${image}`);
   }
   const lastFrom = all.lastIndexOf(froms[froms.length - 1]!);
@@ -67,6 +80,11 @@ test('the Dockerfile lint catches root, single-stage and shell-form images', () 
       'final stage runs as root',
     ),
   );
+  assert.ok(
+    lint('ARG B=node\nFROM ${B} AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 1\nCMD ["x"]\n').includes(
+      'unpinned base node',
+    ),
+  );
 });
 
 for (const service of SERVICES) {
@@ -75,21 +93,41 @@ for (const service of SERVICES) {
     const text = readFileSync(path, 'utf8');
     assert.deepEqual(lint(text), []);
     const ignore = readFileSync(`${path}.dockerignore`, 'utf8').split('\n');
-    for (const entry of ['**/node_modules', '.git', 'models'])
+    for (const entry of ['**/node_modules', '.git', service === 'gpu-worker' ? 'models/build' : 'models'])
       assert.ok(ignore.includes(entry), `${service} context ships ${entry}`);
     assert.match(
       text,
-      new RegExp(`--filter @taskline/${service} deploy --prod`),
+      new RegExp(`--filter @taskline/${service} .*deploy --prod`),
       'only production dependencies ship',
     );
+    // Both bases are build arguments, so the image builds offline on a local base (images/build.sh).
+    const froms = instructions(text).filter((i) => i.op === 'FROM');
+    assert.deepEqual(
+      froms.map((f) => f.args.split(/\s+/)[0]),
+      ['${BUILD_BASE}', '${RUNTIME_BASE}'],
+    );
+    for (const i of instructions(text).filter((x) => x.op === 'EXPOSE'))
+      for (const port of i.args.split(/\s+/))
+        assert.ok(['8080', '9464'].includes(port), `stale EXPOSE ${port}`);
   });
 }
 
 test('the gpu-worker image runs on the CUDA runtime with onnxruntime-node CUDA binaries', () => {
   const text = readFileSync(`${ROOT}deploy/docker/gpu-worker.Dockerfile`, 'utf8');
-  const froms = instructions(text).filter((i) => i.op === 'FROM');
-  assert.match(froms[froms.length - 1]!.args, /^nvidia\/cuda:[\d.]+-cudnn-runtime-/);
-  assert.match(text, /ENV ONNXRUNTIME_NODE_INSTALL=cuda12/);
+  const all = instructions(text);
+  const froms = all.filter((i) => i.op === 'FROM');
+  assert.match(fromImage(all, froms[froms.length - 1]!), /^nvidia\/cuda:[\d.]+-cudnn-runtime-/);
+  assert.match(
+    text,
+    /ARG ONNXRUNTIME_NODE_INSTALL=cuda12\nENV ONNXRUNTIME_NODE_INSTALL=\$\{ONNXRUNTIME_NODE_INSTALL\}/,
+  );
+  // The bundled model ships in the image, where the chart's default worker looks for it.
+  assert.match(text, /COPY models\/tiny-chat \/models\/tiny-chat/);
+  assert.ok(
+    !readFileSync(`${ROOT}deploy/docker/gpu-worker.Dockerfile.dockerignore`, 'utf8')
+      .split('\n')
+      .includes('models'),
+  );
   for (const other of ['api', 'scheduler']) {
     assert.match(
       readFileSync(`${ROOT}deploy/docker/${other}.Dockerfile`, 'utf8'),

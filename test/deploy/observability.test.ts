@@ -89,11 +89,48 @@ test('Grafana dashboards parse, have unique ids and query only known metrics', a
 
 test('the compose Prometheus scrapes every service under the job names the alerts expect', () => {
   const config = parse(readFileSync(`${ROOT}deploy/prometheus/prometheus.yml`, 'utf8')) as {
-    scrape_configs: { job_name: string }[];
+    scrape_configs: { job_name: string; static_configs: { targets: string[] }[] }[];
   };
+  const compose = parse(readFileSync(`${ROOT}deploy/compose.yaml`, 'utf8')) as {
+    services: Record<string, { environment?: Record<string, string> }>;
+  };
+  // Every service is scraped on its metrics port, the api never on its client port.
+  for (const c of config.scrape_configs) {
+    const service = c.job_name.replace(/^taskline-/, '');
+    const port = compose.services[service]?.environment?.TASKLINE_METRICS_PORT;
+    assert.ok(port, `${service} sets TASKLINE_METRICS_PORT in compose`);
+    assert.deepEqual(c.static_configs[0]!.targets, [`${service}:${port}`]);
+  }
   assert.deepEqual(config.scrape_configs.map((c) => c.job_name).sort(), [
     'taskline-api',
     'taskline-gpu-worker',
     'taskline-scheduler',
   ]);
+});
+
+test('dashboards filter every query by namespace, and by model and tenant where the series has them', () => {
+  const dir = `${ROOT}deploy/grafana/dashboards/`;
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.json'))) {
+    const dash = JSON.parse(readFileSync(dir + file, 'utf8')) as {
+      templating: { list: { name: string; includeAll?: boolean }[] };
+      panels: Panel[];
+    };
+    for (const v of ['namespace', 'model', 'tenant'])
+      assert.ok(
+        dash.templating.list.some((x) => x.name === v && x.includeAll),
+        `${file} lacks $${v}`,
+      );
+    for (const { expr } of dash.panels
+      .flatMap((p) => [p, ...(p.panels ?? [])])
+      .flatMap((p) => p.targets ?? [])) {
+      for (const m of expr.matchAll(
+        /(taskline_[a-z_]+|taskline:slo_errors:[a-z0-9_]+|process_[a-z_]+)(\{[^}]*\})?/g,
+      ))
+        assert.match(m[2] ?? '', /namespace=~"\$namespace"/, `${file}: ${m[0]} is not filtered by namespace`);
+      if (/taskline_(queue_depth|worker_slots)\b/.test(expr))
+        assert.match(expr, /model=~"\$model"/, `${file}: ${expr}`);
+      if (/taskline_task_creates_total/.test(expr))
+        assert.match(expr, /tenant=~"\$tenant"/, `${file}: ${expr}`);
+    }
+  }
 });

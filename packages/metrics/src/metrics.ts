@@ -174,6 +174,11 @@ function defineMetrics(registry: Registry) {
       labelNames: ['model', 'tenant'] as const,
       registers,
     }),
+    schedulerLeader: new Gauge({
+      name: 'taskline_scheduler_leader',
+      help: "Whether this scheduler replica holds the leader lease (1) or stands by (0); autoscaling reads the leader's queue gauges only.",
+      registers,
+    }),
     queueOldestWaitSeconds: new Gauge({
       name: 'taskline_queue_oldest_wait_seconds',
       help: 'How long the oldest task waiting for dispatch has waited, by model and tenant (for autoscaling).',

@@ -42,6 +42,9 @@ export interface SchedulerOptions {
 export class Scheduler {
   private control!: ControlServer;
   private leadership: Leadership | null = null;
+  private exportedLeader = false;
+  /** Models whose queue gauges this replica has set, to clear when it stands by. */
+  private readonly gaugedModels = new Set<string>();
   private readonly queues = new Map<string, Queue>();
   private readonly timers: NodeJS.Timeout[] = [];
   private stopped = false;
@@ -110,6 +113,7 @@ export class Scheduler {
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.retentionSweepMs, 'retention', () => this.retention());
+    this.o.metrics.schedulerLeader.set(0);
     this.every(1000, 'metrics', () => this.exportDepth());
     await this.listen();
     await this.lead();
@@ -169,11 +173,28 @@ export class Scheduler {
   private async lead(): Promise<void> {
     const was = this.isLeader;
     const now = await this.leadership!.tick();
+    this.exportLeadership(now);
     if (now === was) return;
     this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
     // Another leader may have queued jobs meanwhile: counts are read afresh.
     this.waitingBound.clear();
     this.fullRound = true;
+  }
+
+  /**
+   * The leader gauge, and no queue gauges on a standby: autoscaling reads the leader's only, and a
+   * replica that lost leadership (even one that learns it late, after a pause past its lease)
+   * would otherwise keep exporting the last queue it saw.
+   */
+  private exportLeadership(leading: boolean): void {
+    if (leading === this.exportedLeader) return;
+    this.exportedLeader = leading;
+    this.o.metrics.schedulerLeader.set(leading ? 1 : 0);
+    if (!leading)
+      for (const model of this.gaugedModels) {
+        this.o.metrics.setQueueDepth(model, new Map());
+        this.o.metrics.setQueueWait(model, new Map());
+      }
   }
 
   private queue(model: string): Queue {
@@ -383,7 +404,10 @@ export class Scheduler {
       for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
         add(model, (job.data as DispatchJob).tenant, 1);
     }
+    // Leadership may have gone while the counts were read: a standby exports no queue.
+    if (!this.exportedLeader) return;
     for (const model of new Set([...this.queues.keys(), ...depth.keys()])) {
+      this.gaugedModels.add(model);
       this.o.metrics.setQueueDepth(model, depth.get(model) ?? new Map());
       this.o.metrics.setQueueWait(model, wait.get(model) ?? new Map());
     }

@@ -1,0 +1,175 @@
+{{/* Names, labels and pod pieces every template shares. */}}
+
+{{- define "taskline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "taskline.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "taskline.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every object; (list $ "component") adds the component. */}}
+{{- define "taskline.labels" -}}
+{{- $ := index . 0 -}}
+helm.sh/chart: {{ include "taskline.chart" $ }}
+app.kubernetes.io/name: {{ include "taskline.name" $ }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/version: {{ $.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $.Release.Service }}
+app.kubernetes.io/part-of: taskline
+{{- if gt (len .) 1 }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+{{- with $.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels: (list $ "component"). */}}
+{{- define "taskline.selectorLabels" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ include "taskline.name" $ }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+{{- if gt (len .) 1 }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+{{- end -}}
+
+{{- define "taskline.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "taskline.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Image reference: (list $ component-values "component"); a digest pins it. */}}
+{{- define "taskline.image" -}}
+{{- $ := index . 0 -}}
+{{- $img := (index . 1).image -}}
+{{- $repo := $img.repository | default (printf "%s/%s" $.Values.image.registry (index . 2)) -}}
+{{- $tag := $img.tag | default $.Values.image.tag | default $.Chart.AppVersion -}}
+{{- if $img.digest -}}
+{{- printf "%s:%s@%s" $repo $tag $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "taskline.redisSecretName" -}}
+{{- if .Values.redis.bundled.enabled -}}
+{{- .Values.redis.bundled.existingSecret | default (printf "%s-redis" (include "taskline.fullname" .)) -}}
+{{- else -}}
+{{- .Values.redis.existingSecret | default (printf "%s-redis" (include "taskline.fullname" .)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* REDIS_URL and the durability setting, from the bundled Redis's password or the external URL's Secret. */}}
+{{- define "taskline.redisEnv" -}}
+{{- if .Values.redis.bundled.enabled }}
+- name: REDIS_PASSWORD
+  valueFrom: { secretKeyRef: { name: {{ include "taskline.redisSecretName" . }}, key: password } }
+- name: REDIS_URL
+  value: redis://:$(REDIS_PASSWORD)@{{ include "taskline.fullname" . }}-redis:6379
+{{- else }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "taskline.redisSecretName" . }}
+      key: {{ ternary .Values.redis.existingSecretKey "url" (ne .Values.redis.existingSecret "") }}
+{{- end }}
+- name: TASKLINE_DURABILITY
+  value: {{ .Values.redis.durability | quote }}
+{{- end -}}
+
+{{/* What every Taskline container reads: the shared ConfigMap and the keys' Secret. */}}
+{{- define "taskline.envFrom" -}}
+- configMapRef:
+    name: {{ include "taskline.fullname" . }}
+- secretRef:
+    name: {{ ternary (include "taskline.fullname" .) .Values.secrets.existingSecret .Values.secrets.create }}
+{{- end -}}
+
+{{/* Restart pods when their settings or keys change (helm upgrade after a key rotation). */}}
+{{- define "taskline.checksums" -}}
+checksum/config: {{ include (print .Template.BasePath "/config.yaml") . | sha256sum }}
+checksum/secrets: {{ include (print .Template.BasePath "/secrets.yaml") . | sha256sum }}
+{{- end -}}
+
+{{/* Pod metadata: (list $ component-values "component"). */}}
+{{- define "taskline.podMetadata" -}}
+{{- $ := index . 0 -}}
+{{- $c := index . 1 -}}
+metadata:
+  labels:
+    {{- include "taskline.labels" (list $ (index . 2)) | nindent 4 }}
+  annotations:
+    {{- include "taskline.checksums" $ | nindent 4 }}
+    {{- with $.Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- with $c.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
+{{/* Pod-level settings every component shares: (list $ component-values). */}}
+{{- define "taskline.podCommon" -}}
+{{- $ := index . 0 -}}
+{{- $c := index . 1 -}}
+serviceAccountName: {{ include "taskline.serviceAccountName" $ }}
+# No Taskline service talks to the Kubernetes API.
+automountServiceAccountToken: false
+{{- with $.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $c.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with $c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "taskline.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: { drop: [ALL] }
+{{- end -}}
+
+{{/*
+The KEDA query, scoped to the release's namespace: tasks waiting, as the current leader exports
+them (a scheduler that lost leadership keeps its last gauge), plus busy worker slots. Each side is
+0 when it has no series, so the sum exists with no workers (scale from zero) and with an empty
+queue (running generations keep their workers). promtool tests it (test/deploy/keda.test.ts).
+*/}}
+{{- define "taskline.kedaQuery" -}}
+{{- .Files.Get "files/keda-query.promql" | replace "NAMESPACE" .Release.Namespace | trim -}}
+{{- end -}}

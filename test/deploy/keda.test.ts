@@ -1,0 +1,105 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { render } from './helm-tool.js';
+
+// The KEDA query as the chart renders it for namespace team-a, evaluated by promtool as a
+// recording rule against series of two namespaces and two scheduler replicas.
+const so = render({ namespace: 'team-a' }).find((m) => m.kind === 'ScaledObject') as unknown as {
+  spec: { triggers: { metadata: { query: string } }[] };
+};
+const query = so.spec.triggers[0]!.metadata.query;
+
+/** Series of team-b (another release) and of a standby scheduler that lost leadership. */
+const NOISE = [
+  {
+    series: 'taskline_queue_depth{namespace="team-b",pod="s9",model="tiny-chat",tenant="acme"}',
+    values: '100x10',
+  },
+  { series: 'taskline_scheduler_leader{namespace="team-b",pod="s9"}', values: '1x10' },
+  {
+    series: 'taskline_worker_slots{namespace="team-b",pod="w9",model="tiny-chat",state="busy"}',
+    values: '50x10',
+  },
+  {
+    series: 'taskline_queue_depth{namespace="team-a",pod="s2",model="tiny-chat",tenant="acme"}',
+    values: '7x10',
+  },
+  { series: 'taskline_scheduler_leader{namespace="team-a",pod="s2"}', values: '0x10' },
+];
+
+function expectLoad(name: string, series: { series: string; values: string }[], load: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'taskline-keda-'));
+  try {
+    writeFileSync(
+      join(dir, 'keda.yaml'),
+      stringify({ groups: [{ name: 'keda', rules: [{ record: 'keda:load', expr: query }] }] }),
+    );
+    writeFileSync(
+      join(dir, 'keda.test.yaml'),
+      stringify({
+        rule_files: ['keda.yaml'],
+        evaluation_interval: '1m',
+        tests: [
+          {
+            name,
+            interval: '1m',
+            input_series: [...series, ...NOISE],
+            promql_expr_test: [
+              { expr: 'keda:load', eval_time: '5m', exp_samples: [{ labels: 'keda:load', value: load }] },
+            ],
+          },
+        ],
+      }),
+    );
+    execFileSync('promtool', ['test', 'rules', join(dir, 'keda.test.yaml')], { stdio: 'pipe' });
+  } catch (err) {
+    assert.fail(`${name}: ${String((err as { stdout?: Buffer }).stdout ?? err)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('no workers and a backlog: the query counts the backlog, so KEDA scales from zero', () => {
+  expectLoad(
+    'scale from zero',
+    [
+      {
+        series: 'taskline_queue_depth{namespace="team-a",pod="s1",model="tiny-chat",tenant="acme"}',
+        values: '3x10',
+      },
+      { series: 'taskline_scheduler_leader{namespace="team-a",pod="s1"}', values: '1x10' },
+    ],
+    3,
+  );
+});
+
+test('busy workers and an empty queue: the query counts running work, so no scale-down mid-generation', () => {
+  expectLoad(
+    'no scale-down',
+    [
+      { series: 'taskline_scheduler_leader{namespace="team-a",pod="s1"}', values: '1x10' },
+      {
+        series: 'taskline_worker_slots{namespace="team-a",pod="w1",model="tiny-chat",state="busy"}',
+        values: '2x10',
+      },
+      {
+        series: 'taskline_worker_slots{namespace="team-a",pod="w1",model="tiny-chat",state="free"}',
+        values: '2x10',
+      },
+    ],
+    2,
+  );
+});
+
+test("nothing in this namespace: another namespace and a standby's stale gauge count for nothing", () => {
+  expectLoad('two namespaces', [], 0);
+});
+
+test('the query check fails when the load is wrong', () => {
+  assert.throws(() => expectLoad('wrong', [], 1));
+});
