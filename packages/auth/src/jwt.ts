@@ -5,12 +5,12 @@ export interface JwtSettings {
   /** PEM (SPKI) public key; literal `\n` sequences are accepted so it fits in one env line. */
   publicKey: string;
   jwksUrl: string;
-  tenantClaim: string;
   issuer: string;
   audience: string;
 }
 
-export type JwtVerifier = (token: string) => Promise<unknown>;
+/** The verified token's claims; callers pick the claim they need (tenant, operator role). */
+export type JwtVerifier = (token: string) => Promise<Record<string, unknown>>;
 
 /** A verifier for the configured key or JWKS, or null when JWTs are not configured. */
 export function jwtVerifier(settings: JwtSettings): JwtVerifier | null {
@@ -26,7 +26,7 @@ export function jwtVerifier(settings: JwtSettings): JwtVerifier | null {
     // jose overloads on the key's type; both branches accept the same options.
     const { payload } =
       typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
-    return payload[settings.tenantClaim];
+    return payload;
   };
 }
 

@@ -11,6 +11,7 @@ import {
   type Problem,
   type ResponseObject,
 } from './response.js';
+import { countEnded, indexCreated } from './operator.js';
 import { loadScripts, type ScriptReply, type Scripts } from './scripts.js';
 import {
   CANCEL_OUTCOME,
@@ -87,6 +88,8 @@ export interface TaskStoreOptions {
   eventRetentionMs: number;
   idempotencyTtlS: number;
   idempotencyPendingMs: number;
+  /** Newest tasks the operator index keeps per tenant (`TASKLINE_OPERATOR_INDEX_MAX`). */
+  operatorIndexMax?: number;
   now?: () => number;
   /** Told of every state change this store's process commits, after it committed. */
   onTransition?: (change: TransitionObserved) => void;
@@ -108,8 +111,10 @@ export function storeOptionsFromEnv(env: {
   TASKLINE_EVENT_RETENTION_S: number;
   TASKLINE_IDEMPOTENCY_TTL_S: number;
   TASKLINE_IDEMPOTENCY_PENDING_MS: number;
+  TASKLINE_OPERATOR_INDEX_MAX?: number;
 }): TaskStoreOptions {
   return {
+    operatorIndexMax: env.TASKLINE_OPERATOR_INDEX_MAX,
     taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
     eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
     idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
@@ -189,6 +194,10 @@ export class TaskStore {
     // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
     // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
     const fresh = input.id === undefined;
+    // The operator index (another slot) rides in the same round trip; a lost entry costs only the listing.
+    indexCreated(this.redis, { id, tenant: input.tenant, createdAt: now }, this.indexOptions).catch(
+      () => undefined,
+    );
     const queued = fresh
       ? this.enqueue(
           { id, tenant: input.tenant, createdAt: now, model: input.model, attempt: 0, seq: 1 },
@@ -257,13 +266,22 @@ export class TaskStore {
     return task;
   }
 
-  /** LMSP 7.3: queued ends at once, running work is asked to stop, repeats are no-ops. */
-  async cancel(id: string, tenant: string): Promise<{ outcome: CancelOutcome; task: TaskRecord }> {
-    const task = await this.require(id, tenant);
+  /**
+   * LMSP 7.3: queued ends at once, running work is asked to stop, repeats are no-ops. An
+   * operator's cancel (the console; `tenant` null) is recorded in the events it writes.
+   */
+  async cancel(
+    id: string,
+    tenant: string | null,
+    operator?: string,
+  ): Promise<{ outcome: CancelOutcome; task: TaskRecord }> {
+    const task = await this.require(id, tenant ?? undefined);
     const keys = taskKeys(id);
     const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
+    const action = operator ? { operator_action: { action: 'cancel', operator, at: this.now() } } : {};
     const cancelled = finalEvent('cancelled', result, task.kind);
-    const cancelling = statusEvent('cancelling');
+    Object.assign(cancelled.data, action);
+    const cancelling = statusEvent('cancelling', action);
     const outcomes = TASK_STATUSES.map((s) => `${s}=${CANCEL_OUTCOME[s]}`).join(',');
     const reply = await this.scripts.cancel(
       keys.task,
@@ -296,8 +314,9 @@ export class TaskStore {
         .hdel(schedulerKeys.offered, id)
         .zrem(schedulerKeys.running(task.tenant), id)
         .exec();
+      await countEnded(this.redis, this.now());
     }
-    return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant) };
+    return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant ?? undefined) };
   }
 
   /**
@@ -415,6 +434,7 @@ export class TaskStore {
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, task.id),
       this.redis.zrem(schedulerKeys.running(task.tenant), task.id),
+      countEnded(this.redis, this.now()),
     ]);
   }
 
@@ -774,6 +794,10 @@ export class TaskStore {
     if (!opts.from || opts.from.some((s) => s !== to))
       this.observe(reply[3] as TaskKind, to, Number(reply[4]));
     return Number(reply[2]);
+  }
+
+  private get indexOptions() {
+    return { max: this.options.operatorIndexMax ?? 10_000, retentionMs: this.options.taskRetentionMs };
   }
 
   private observe(kind: TaskKind, state: TaskStatus, createdAt: number): void {
