@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Taskline needs on a fresh Debian machine with Node 20: pnpm (pinned, through npm:
 # corepack fails this registry's signature check), redis-server, promtool and haproxy, then the
-# workspace's packages. Safe to run again; it skips what is already there.
+# workspace's packages, and Debian's chromium for the console's browser tests. Safe to run again; it skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,8 @@ missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v haproxy >/dev/null || missing+=(haproxy)
+# The operator console's browser tests drive the system browser (playwright-core, nothing downloaded).
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
   $SUDO apt-get update -qq
