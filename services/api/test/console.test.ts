@@ -43,7 +43,7 @@ describe('operator console in a real browser', () => {
     cluster = await Cluster.start();
     api = await spawnApi(cluster.redis.url, { TASKLINE_ADMIN_KEYS: ADMIN_KEY, TASKLINE_MODELS: 'tiny-chat' });
     // Slow steps: a long generation lasts seconds, long enough to watch live and to cancel.
-    worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '25' });
+    worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '60' });
     browser = await openBrowser();
   });
 
