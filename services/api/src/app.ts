@@ -1,6 +1,7 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Redis } from 'ioredis';
 import { authenticator, type Authenticator } from '@taskline/auth';
+import type { ConsoleDeps } from '@taskline/console';
 import type { Env } from '@taskline/config';
 import {
   EventHub,
@@ -75,12 +76,7 @@ export interface TasklineApi {
   /** Settles once every cancel that a departed client caused has been written. */
   settled(): Promise<void>;
   /** Serves a task's events as the LMSP events route does; open streams count under `streamsOf`. */
-  followTask(
-    req: Request,
-    res: Response,
-    load: () => Promise<TaskRecord>,
-    streamsOf: (task: TaskRecord) => string,
-  ): Promise<void>;
+  followTask: ConsoleDeps['followTask'];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { adminOpenApi } from '@taskline/console';
 import { Cluster, exited, LONG, until } from '../../gpu-worker/test/helpers.js';
 import { call, KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 import { assertAccessible, openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
@@ -142,6 +144,19 @@ describe('operator console in a real browser', () => {
     assert.equal(await page.getByRole('heading', { name: 'Overview' }).count(), 0);
     await screenshot(page, 'tenant-key-refused');
     await assertAccessible(page, 'sign-in page');
+  });
+
+  it('documents /admin/v1 in a valid OpenAPI 3.1 document, served to operators', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(adminOpenApi()));
+    assert.equal(validator.version, '3.1');
+    assert.ok(result.valid, JSON.stringify(result.errors, null, 1));
+    const res = await fetch(`${api.base}/admin/v1/openapi.json`, {
+      headers: { Authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+    assert.deepEqual(await res.json(), adminOpenApi());
   });
 
   it('shows a backlog building on the overview when workers stop', async () => {
