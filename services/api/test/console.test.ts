@@ -66,6 +66,14 @@ describe('operator console in a real browser', () => {
     );
     await screenshot(page, 'overview');
     await assertAccessible(page, 'overview');
+    await page.getByRole('link', { name: 'Workers' }).click();
+    await page
+      .getByText(/^worker-/)
+      .first()
+      .waitFor();
+    await page.getByText(/Scheduler leader: 127\.0\.0\.1:\d+/).waitFor();
+    await screenshot(page, 'workers');
+    await assertAccessible(page, 'workers');
   });
 
   it("lists a created task in its tenant's list", async () => {
@@ -142,6 +150,7 @@ describe('operator console in a real browser', () => {
     await signIn(page, api.base, KEY_A);
     await page.getByRole('alert').filter({ hasText: 'tenant keys never do' }).waitFor();
     assert.equal(await page.getByRole('heading', { name: 'Overview' }).count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Sign out' }).isVisible(), false);
     await screenshot(page, 'tenant-key-refused');
     await assertAccessible(page, 'sign-in page');
   });
