@@ -145,10 +145,13 @@ export class OperatorView {
 
   /** Tenants that created a task within `withinMs`, most recent first, at most `limit`. */
   async recentTenants(withinMs: number, limit: number): Promise<{ tenant: string; lastCreateAt: number }[]> {
+    const since = this.now() - withinMs;
+    // Tenants quiet for longer are dropped here, on the operators' rare reads, not on every create.
+    await this.redis.zremrangebyscore(operatorKeys.tenants, '-inf', `(${since}`);
     const raw = await this.redis.zrevrangebyscore(
       operatorKeys.tenants,
       '+inf',
-      this.now() - withinMs,
+      since,
       'WITHSCORES',
       'LIMIT',
       0,
@@ -286,9 +289,10 @@ export class OperatorView {
     }
     const action = { action: 'requeue', operator, at: this.now() };
     const seq = await this.store.transition(id, 'queued', {
-      attempt: task.attempt,
       from: [task.status],
-      ...(leased ? { leaseExpiredBefore: this.now() } : {}),
+      // A queued task belongs to no attempt (the script refuses a fence there); a claim that
+      // lands first moves it out of `queued`, and this step is refused.
+      ...(leased ? { attempt: task.attempt, leaseExpiredBefore: this.now() } : {}),
       fields: { status_message: `requeued by operator` },
       events: [statusEvent('queued', { reason: 'operator_requeue', operator_action: action })],
     });

@@ -86,6 +86,22 @@ test('requeue is fenced: a live lease refuses, a lapsed one queues again and rec
   );
 });
 
+test('requeue offers a queued task again, recorded; an ended task refuses', async () => {
+  const task = await h.store.create(newTask({ tenant: 'lost' }));
+  // The offer was lost (say, the ready entry went with a failed write).
+  await h.redis.zrem('tl:{sched}:ready:tiny-chat:lost', task.id);
+  const requeued = await view().requeue(task.id, 'key:abc');
+  assert.equal(requeued.status, 'queued');
+  assert.notEqual(await h.redis.zscore('tl:{sched}:ready:tiny-chat:lost', task.id), null);
+  const { events } = await h.store.events(task.id, 0);
+  assert.equal((JSON.parse(events.at(-1)!.data) as { reason: string }).reason, 'operator_requeue');
+  await h.store.cancel(task.id, 'lost');
+  await assert.rejects(
+    view().requeue(task.id, 'key:abc'),
+    (e) => e instanceof TasklineError && e.code === 'illegal_transition',
+  );
+});
+
 test("an operator's cancel is recorded in the task's events", async () => {
   const task = await h.store.create(newTask({ tenant: 'ops' }));
   const { outcome } = await h.store.cancel(task.id, null, 'jwt:alice');

@@ -180,5 +180,23 @@ describe('operator console in a real browser', () => {
     });
     await page.getByRole('link', { name: 'tenant-a' }).waitFor();
     await screenshot(page, 'overview-backlog');
+    // A queued task nobody takes can be offered again; the event names the operator.
+    const admin = { Authorization: `Bearer ${ADMIN_KEY}` };
+    const res = await fetch(`${api.base}/admin/v1/tasks/${ids[0]}/requeue`, {
+      method: 'POST',
+      headers: admin,
+    });
+    assert.equal(res.status, 200);
+    const events = await cluster.events(ids[0]!);
+    assert.equal(events.at(-1)!.reason, 'operator_requeue');
+    const bad = await fetch(`${api.base}/admin/v1/tenants/tenant-a/tasks?status=bogus`, { headers: admin });
+    assert.equal(bad.status, 400);
+    assert.equal(((await bad.json()) as { code: string }).code, 'invalid_request');
+    const page2 = await fetch(`${api.base}/admin/v1/tenants/tenant-a/tasks?status=queued&limit=2`, {
+      headers: admin,
+    });
+    const body = (await page2.json()) as { data: { id: string }[]; next_cursor: string | null };
+    assert.equal(body.data.length, 2);
+    assert.ok(body.next_cursor);
   });
 });
