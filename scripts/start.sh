@@ -26,11 +26,22 @@ fi
 
 # A local key so the API answers out of the box; set TASKLINE_API_KEYS or JWT settings for anything else.
 export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:local-dev-key}"
+# The operator console's key: made once per checkout, kept in .data (git-ignored), never a tenant's.
+if [ -z "${TASKLINE_ADMIN_KEYS:-}" ]; then
+  mkdir -p .data
+  [ -s .data/admin-key ] || node -e "console.log('tla_' + require('crypto').randomBytes(24).toString('base64url'))" > .data/admin-key
+  TASKLINE_ADMIN_KEYS="$(cat .data/admin-key)"
+  admin_key_note="Console admin key: $TASKLINE_ADMIN_KEYS (in .data/admin-key)"
+else
+  admin_key_note="Console admin keys: TASKLINE_ADMIN_KEYS"
+fi
+export TASKLINE_ADMIN_KEYS
 
 TASKLINE_METRICS_PORT=9464 node services/scheduler/dist/main.js & pids+=($!)
 TASKLINE_METRICS_PORT=9465 node services/gpu-worker/dist/main.js & pids+=($!)
 TASKLINE_METRICS_PORT=9466 node services/api/dist/main.js & pids+=($!)
 
 echo "Taskline is starting on http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080} (Redis: $REDIS_URL)."
+echo "Operator console: http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080}/console — $admin_key_note"
 echo "Try: curl -H 'Authorization: Bearer local-dev-key' http://127.0.0.1:${TASKLINE_PORT:-8080}/lmsp/v1/models"
 wait -n

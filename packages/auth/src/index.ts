@@ -8,6 +8,12 @@ import { jwtVerifier, looksLikeJwt } from './jwt.js';
 
 export { ApiKeyStore, TENANT_PATTERN, assertTenantId, hashKey, type ApiKeyInfo } from './keys.js';
 export { jwtVerifier, looksLikeJwt, type JwtSettings, type JwtVerifier } from './jwt.js';
+export {
+  operatorAuthenticator,
+  type Operator,
+  type OperatorAuthenticator,
+  type OperatorAuthSettings,
+} from './operators.js';
 
 /** Who made a request. `id` scopes every task, key, limit and idempotency record. */
 export interface Tenant {
@@ -59,7 +65,6 @@ export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
   const verify = jwtVerifier({
     publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
     jwksUrl: env.TASKLINE_JWT_JWKS_URL,
-    tenantClaim: env.TASKLINE_JWT_TENANT_CLAIM,
     issuer: env.TASKLINE_JWT_ISSUER,
     audience: env.TASKLINE_JWT_AUDIENCE,
     clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
@@ -77,7 +82,7 @@ export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
     if (verify && looksLikeJwt(token)) {
       let claim: unknown;
       try {
-        claim = await verify(token);
+        claim = (await verify(token))[env.TASKLINE_JWT_TENANT_CLAIM];
       } catch {
         throw unauthorized('The bearer token is invalid or expired.');
       }

@@ -5,14 +5,14 @@ export interface JwtSettings {
   /** PEM (SPKI) public key; literal `\n` sequences are accepted so it fits in one env line. */
   publicKey: string;
   jwksUrl: string;
-  tenantClaim: string;
   issuer: string;
   audience: string;
   /** Seconds of clock skew forgiven on `exp` and `nbf`. */
   clockToleranceS: number;
 }
 
-export type JwtVerifier = (token: string) => Promise<unknown>;
+/** The verified token's claims; callers pick the claim they need (tenant, operator role). */
+export type JwtVerifier = (token: string) => Promise<Record<string, unknown>>;
 
 /**
  * A verifier for the configured key or JWKS, or null when JWTs are not configured. Every token
@@ -36,7 +36,7 @@ export function jwtVerifier(settings: JwtSettings): JwtVerifier | null {
     // jose overloads on the key's type; both branches accept the same options.
     const { payload } =
       typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
-    return payload[settings.tenantClaim];
+    return payload;
   };
 }
 

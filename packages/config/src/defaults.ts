@@ -141,6 +141,18 @@ export const DEFAULTS = {
   TASKLINE_MCP_LISTEN_MAX_TASKS: '100',
   /** MCP `batch_generate`: estimated tokens above which a batch asks the caller to confirm first. */
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '20000',
+  /**
+   * Operator console (`/console`, `/admin/v1`): operator keys, comma separated, each a key of 16+
+   * characters or `sha256:<hex>` of one (held hashed either way, like API keys). Empty: no key signs in.
+   */
+  TASKLINE_ADMIN_KEYS: '',
+  /** A verified JWT (TASKLINE_JWT_*) whose claim `TASKLINE_JWT_ROLE_CLAIM` holds this role is an operator; empty turns that off. */
+  TASKLINE_JWT_ADMIN_ROLE: '',
+  TASKLINE_JWT_ROLE_CLAIM: 'role',
+  /** Most recent tasks the operator index keeps per tenant (older entries drop off; the tasks stay reachable by id). */
+  TASKLINE_OPERATOR_INDEX_MAX: '10000',
+  /** Prometheus the console reads SLO burn rates from (e.g. `http://prometheus:9090`); empty: "not configured". */
+  TASKLINE_PROMETHEUS_URL: '',
 } as const;
 
 export type EnvName = keyof typeof DEFAULTS;

@@ -75,6 +75,16 @@ const schema = z.object({
   TASKLINE_MCP_ALLOWED_HOSTS: z.string().min(1),
   TASKLINE_MCP_LISTEN_MAX_TASKS: int(1).max(10000),
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: int(0),
+  TASKLINE_ADMIN_KEYS: z
+    .string()
+    .regex(
+      /^((sha256:[0-9a-f]{64}|[^,\s]{16,})(,(sha256:[0-9a-f]{64}|[^,\s]{16,}))*)?$/,
+      'keys of 16+ characters or sha256:<hex>',
+    ),
+  TASKLINE_JWT_ADMIN_ROLE: z.string(),
+  TASKLINE_JWT_ROLE_CLAIM: z.string().min(1),
+  TASKLINE_OPERATOR_INDEX_MAX: int(100),
+  TASKLINE_PROMETHEUS_URL: z.union([z.literal(''), z.string().url()]),
 });
 
 export type Env = z.infer<typeof schema>;

@@ -65,6 +65,16 @@ export {
   type QueuedState,
 } from './keys.js';
 export { newId, isWellFormedId } from './ids.js';
+export {
+  OperatorView,
+  operatorKeys,
+  readyBacklog,
+  writeWorkerSnapshot,
+  type ReadyBacklog,
+  type TaskFilter,
+  type TaskRow,
+  type WorkerSnapshot,
+} from './operator.js';
 export { scriptSource, type ScriptName } from './scripts.js';
 export { connectRedis, checkDurability, isRedisUnavailable, timeRedisCommands } from './redis.js';
 export {

@@ -42,6 +42,8 @@ export const schedulerKeys = {
    */
   offered: 'tl:{sched}:offered',
   leases: 'tl:{sched}:leases',
+  /** The scheduler leader's fenced lease, `<token> <control address>`. */
+  leader: 'tl:{sched}:leader',
   /**
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).

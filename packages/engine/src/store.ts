@@ -11,6 +11,7 @@ import {
   type Problem,
   type ResponseObject,
 } from './response.js';
+import { countEnded, indexCreated } from './operator.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
 import { loadScripts, type ScriptReply, type Scripts } from './scripts.js';
 import {
@@ -94,6 +95,8 @@ export interface TaskStoreOptions {
   eventRetentionMs: number;
   idempotencyTtlS: number;
   idempotencyPendingMs: number;
+  /** Newest tasks the operator index keeps per tenant (`TASKLINE_OPERATOR_INDEX_MAX`). */
+  operatorIndexMax?: number;
   now?: () => number;
   /** Told of every state change this store's process commits, after it committed. */
   onTransition?: (change: TransitionObserved) => void;
@@ -105,8 +108,10 @@ export function storeOptionsFromEnv(env: {
   TASKLINE_EVENT_RETENTION_S: number;
   TASKLINE_IDEMPOTENCY_TTL_S: number;
   TASKLINE_IDEMPOTENCY_PENDING_MS: number;
+  TASKLINE_OPERATOR_INDEX_MAX?: number;
 }): TaskStoreOptions {
   return {
+    operatorIndexMax: env.TASKLINE_OPERATOR_INDEX_MAX,
     taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
     eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
     idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
@@ -188,6 +193,10 @@ export class TaskStore {
     // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
     // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
     const fresh = input.id === undefined;
+    // The operator index (another slot) rides in the same round trip; a lost entry costs only the listing.
+    indexCreated(this.redis, { id, tenant: input.tenant, createdAt: now }, this.indexOptions).catch(
+      () => undefined,
+    );
     const queued = fresh
       ? this.enqueue(
           { id, tenant: input.tenant, createdAt: now, model: input.model, attempt: 0, seq: 1 },
@@ -257,13 +266,22 @@ export class TaskStore {
     return task;
   }
 
-  /** LMSP 7.3: queued ends at once, running work is asked to stop, repeats are no-ops. */
-  async cancel(id: string, tenant: string): Promise<{ outcome: CancelOutcome; task: TaskRecord }> {
-    const task = await this.require(id, tenant);
+  /**
+   * LMSP 7.3: queued ends at once, running work is asked to stop, repeats are no-ops. An
+   * operator's cancel (the console; `tenant` null) is recorded in the events it writes.
+   */
+  async cancel(
+    id: string,
+    tenant: string | null,
+    operator?: string,
+  ): Promise<{ outcome: CancelOutcome; task: TaskRecord }> {
+    const task = await this.require(id, tenant ?? undefined);
     const keys = taskKeys(id);
     const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
+    const action = operator ? { operator_action: { action: 'cancel', operator, at: this.now() } } : {};
     const cancelled = finalEvent('cancelled', result, task.kind);
-    const cancelling = statusEvent('cancelling');
+    Object.assign(cancelled.data, action);
+    const cancelling = statusEvent('cancelling', action);
     const outcomes = TASK_STATUSES.map((s) => `${s}=${CANCEL_OUTCOME[s]}`).join(',');
     const reply = await this.scripts.cancel(
       keys.task,
@@ -297,8 +315,9 @@ export class TaskStore {
         .hdel(schedulerKeys.offered, id)
         .zrem(schedulerKeys.running(task.tenant), id)
         .exec();
+      await countEnded(this.redis, this.now());
     }
-    return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant) };
+    return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant ?? undefined) };
   }
 
   /**
@@ -422,6 +441,7 @@ export class TaskStore {
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, task.id),
       this.redis.zrem(schedulerKeys.running(task.tenant), task.id),
+      countEnded(this.redis, this.now()),
     ]);
   }
 
@@ -770,6 +790,10 @@ export class TaskStore {
     if (!opts.from || opts.from.some((s) => s !== to))
       this.observe(reply[3] as TaskKind, to, Number(reply[4]));
     return Number(reply[2]);
+  }
+
+  private get indexOptions() {
+    return { max: this.options.operatorIndexMax ?? 10_000, retentionMs: this.options.taskRetentionMs };
   }
 
   private observe(kind: TaskKind, state: TaskStatus, createdAt: number): void {

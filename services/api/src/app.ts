@@ -1,6 +1,7 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Redis } from 'ioredis';
 import { authenticator, type Authenticator } from '@taskline/auth';
+import type { ConsoleDeps } from '@taskline/console';
 import type { Env } from '@taskline/config';
 import {
   EventHub,
@@ -78,6 +79,8 @@ export interface TasklineApi {
   readonly inFlight: number;
   /** Settles once every cancel that a departed client caused has been written. */
   settled(): Promise<void>;
+  /** Serves a task's events as the LMSP events route does; open streams count under `streamsOf`. */
+  followTask: ConsoleDeps['followTask'];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -294,7 +297,7 @@ export function createApp(deps: AppDeps): TasklineApi {
     heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
     maxBufferBytes: env.TASKLINE_SSE_MAX_BUFFER_BYTES,
     retryMs: env.TASKLINE_SSE_RETRY_MS,
-    tenant: tenantOf(req),
+    tenant: task.tenant,
     task,
     after,
     kind,
@@ -326,24 +329,40 @@ export function createApp(deps: AppDeps): TasklineApi {
     })
     .all(methodNotAllowed(['POST']));
 
+  /**
+   * A task's event stream with LMSP's resume rules (Last-Event-ID or `starting_after`), for
+   * tenants here and for the operator console, whose streams count against `streamsOf`'s cap.
+   */
+  const followTask: TasklineApi['followTask'] = async (req, res, load, streamsOf) => {
+    const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
+    const task = await load();
+    if (after > task.seq) {
+      throw new TasklineError(
+        'invalid_request',
+        `This task has no event ${after} yet; its last is ${task.seq}.`,
+      );
+    }
+    // HEAD (which Express routes here) answers the stream's headers without opening one.
+    if (req.method === 'HEAD') {
+      res.status(200).type('text/event-stream').end();
+      return;
+    }
+    // A task stream is never tied to its reader: a disconnect only ends the stream.
+    await streamTaskEvents(req, res, {
+      ...streamOptions(req, task, after, 'events'),
+      tenant: streamsOf(task),
+    });
+  };
+
   lmsp
     .route('/tasks/:id/events')
     .get(async (req, res) => {
-      const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
-      const task = await findTask(req);
-      if (after > task.seq) {
-        throw new TasklineError(
-          'invalid_request',
-          `This task has no event ${after} yet; its last is ${task.seq}.`,
-        );
-      }
-      // HEAD (which Express routes here) answers the stream's headers without opening one.
-      if (req.method === 'HEAD') {
-        res.status(200).type('text/event-stream').end();
-        return;
-      }
-      // A task stream is never tied to its reader: a disconnect only ends the stream.
-      await streamTaskEvents(req, res, streamOptions(req, task, after, 'events'));
+      await followTask(
+        req,
+        res,
+        () => findTask(req),
+        (task) => task.tenant,
+      );
     })
     .all(methodNotAllowed(['GET']));
 
@@ -448,6 +467,7 @@ export function createApp(deps: AppDeps): TasklineApi {
     async settled() {
       while (cancels.size > 0) await Promise.allSettled([...cancels]);
     },
+    followTask,
   };
 
   // ---- Other surfaces mount here: the MCP layer does `app.use('/mcp', ...)` through mountExtra,

@@ -158,6 +158,37 @@ export class TenantLimits {
     return members.length / 2 - gone.length;
   }
 
+  /**
+   * What each tenant uses of its limits now, for the operator console: unfinished tasks and
+   * open streams (as counted, before pruning) and the request tokens left in its bucket.
+   */
+  async usage(
+    tenants: string[],
+  ): Promise<Map<string, { activeTasks: number; streams: number; rateTokens: number }>> {
+    const p = this.redis.pipeline();
+    for (const t of tenants)
+      p.zcard(keys.active(t)).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
+    const rows = (await p.exec()) ?? [];
+    const now = Date.now();
+    const { ratePerS, burst } = this.settings;
+    return new Map(
+      tenants.map((t, i) => {
+        const [tokens, ts] = (rows[3 * i + 2]?.[1] ?? []) as (string | null)[];
+        // The bucket refills between requests; its stored count is as of its last request.
+        const left =
+          tokens == null ? burst : Math.min(burst, Number(tokens) + ((now - Number(ts)) / 1000) * ratePerS);
+        return [
+          t,
+          {
+            activeTasks: Number(rows[3 * i]?.[1] ?? 0),
+            streams: Number(rows[3 * i + 1]?.[1] ?? 0),
+            rateTokens: Math.floor(left),
+          },
+        ];
+      }),
+    );
+  }
+
   /** Opens a stream slot; `renew` on every heartbeat, `release` when the stream ends. */
   async openStream(tenant: string): Promise<{ renew: () => Promise<void>; release: () => Promise<void> }> {
     const key = keys.streams(tenant);

@@ -1,5 +1,7 @@
 import { loadEnv } from '@taskline/config';
 import { checkDurability, connectRedis, timeRedisCommands } from '@taskline/engine';
+import { operatorAuthenticator } from '@taskline/auth';
+import { mountConsole } from '@taskline/console';
 import { createLogger } from '@taskline/log';
 import { createMcpRouter } from '@taskline/mcp';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
@@ -28,8 +30,23 @@ async function main(): Promise<void> {
     redis,
     logger,
     metrics,
-    // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
-    mountExtra: (app, { store, hub, auth, limits }) =>
+    mountExtra: (app, { store, hub, auth, limits, models, followTask }) => {
+      // The operator console at /console and /admin/v1: operators only, never a tenant credential.
+      mountConsole(app, {
+        store,
+        operators: operatorAuthenticator(env),
+        models: [...models.keys()],
+        followTask,
+        usage: (tenants) => limits.usage(tenants),
+        limits: {
+          maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+          maxStreams: env.TASKLINE_MAX_STREAMS,
+          requestBurst: env.TASKLINE_RATE_LIMIT_BURST,
+        },
+        prometheusUrl: env.TASKLINE_PROMETHEUS_URL,
+        retentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+      });
+      // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
       app.use(
         '/mcp',
         createMcpRouter({
@@ -54,7 +71,8 @@ async function main(): Promise<void> {
             unavailable: (reason) => metrics.redisUnavailableTotal.inc({ reason }),
           },
         }),
-      ),
+      );
+    },
   });
   // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
   // busiest tenants, so only the scraper may reach them, never the clients of the api port.

@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { schedulerKeys } from '@taskline/engine';
 
-export const LEADER_KEY = 'tl:{sched}:leader';
+export const LEADER_KEY = schedulerKeys.leader;
 
 const lua = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
 

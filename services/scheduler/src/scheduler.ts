@@ -7,7 +7,13 @@ import {
   type ControlServer,
   type DispatchJob,
 } from '@taskline/control';
-import { isTerminal, schedulerKeys, type TaskStore } from '@taskline/engine';
+import {
+  isTerminal,
+  readyBacklog,
+  schedulerKeys,
+  writeWorkerSnapshot,
+  type TaskStore,
+} from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import { dispatchKeys, pickFair, type FairShareOptions, type Pick } from './dispatch.js';
@@ -115,6 +121,14 @@ export class Scheduler {
     this.every(o.retentionSweepMs, 'retention', () => this.retention());
     this.o.metrics.schedulerLeader.set(0);
     this.every(1000, 'metrics', () => this.exportDepth());
+    // Workers report to the leader alone; the operator console reads this copy of what it knows.
+    this.every(1000, 'workers', () =>
+      writeWorkerSnapshot(
+        o.redis,
+        { scheduler: o.id, at: Date.now(), workers: this.control.workers() },
+        Math.max(3000, o.leaderLeaseMs),
+      ),
+    );
     await this.listen();
     await this.lead();
     o.log.info('scheduler_started', { control: address, leader: this.isLeader });
@@ -382,24 +396,12 @@ export class Scheduler {
       depth.set(model, m);
     };
     const now = Date.now();
-    const models = await this.o.redis.smembers(schedulerKeys.models);
-    const tenantsOf = await Promise.all(models.map((m) => this.o.redis.smembers(schedulerKeys.tenants(m))));
-    const heads = this.o.redis.pipeline();
-    const pairs = models.flatMap((model, i) => tenantsOf[i]!.map((tenant) => ({ model, tenant })));
-    for (const { model, tenant } of pairs) {
-      heads.zcard(schedulerKeys.ready(tenant, model));
-      heads.zrange(schedulerKeys.ready(tenant, model), 0, 0, 'WITHSCORES');
-    }
-    const rows = (await heads.exec()) ?? [];
-    pairs.forEach(({ model, tenant }, i) => {
-      const total = Number(rows[2 * i]?.[1] ?? 0);
-      const [, oldest] = (rows[2 * i + 1]?.[1] ?? []) as string[];
-      if (total === 0 || oldest === undefined) return;
+    for (const { model, tenant, depth: total, oldestAt } of await readyBacklog(this.o.redis)) {
       add(model, tenant, total);
       const waits = wait.get(model) ?? new Map<string, number>();
-      waits.set(tenant, Math.max(0, (now - Number(oldest)) / 1000));
+      waits.set(tenant, Math.max(0, (now - oldestAt) / 1000));
       wait.set(model, waits);
-    });
+    }
     for (const [model, q] of this.queues) {
       for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
         add(model, (job.data as DispatchJob).tenant, 1);

@@ -1,0 +1,104 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
+import type { Env } from '@taskline/config';
+import { TasklineError } from '@taskline/engine';
+import { hashKey } from './keys.js';
+import { jwtVerifier, looksLikeJwt } from './jwt.js';
+
+/** Who is operating the console: never a tenant, and never scoped to one. */
+export interface Operator {
+  /** `key:<first 12 hex of the key's SHA-256>` or `jwt:<sub>`: what the task events record. */
+  id: string;
+  via: 'admin_key' | 'jwt';
+}
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** Set by the operator middleware on every console and admin request it lets through. */
+      operator?: Operator;
+    }
+  }
+}
+
+export type OperatorAuthSettings = Pick<
+  Env,
+  | 'TASKLINE_ADMIN_KEYS'
+  | 'TASKLINE_JWT_ADMIN_ROLE'
+  | 'TASKLINE_JWT_ROLE_CLAIM'
+  | 'TASKLINE_JWT_PUBLIC_KEY'
+  | 'TASKLINE_JWT_JWKS_URL'
+  | 'TASKLINE_JWT_ISSUER'
+  | 'TASKLINE_JWT_AUDIENCE'
+  | 'TASKLINE_JWT_CLOCK_TOLERANCE_S'
+>;
+
+export interface OperatorAuthenticator {
+  /** The operator a request's headers prove; throws `unauthorized` (no operator credential) or `forbidden`. */
+  authenticate(headers: IncomingHttpHeaders): Promise<Operator>;
+  /** Express middleware: sets `req.operator`, or passes the refusal to the error handler. */
+  middleware: (req: Request, res: Response, next: NextFunction) => void;
+  /** Whether any operator credential is configured at all. */
+  readonly configured: boolean;
+}
+
+/**
+ * Operator authentication, apart from tenants': an operator key from `TASKLINE_ADMIN_KEYS`,
+ * compared by its SHA-256 as tenant API keys are (the env may hold `sha256:<hex>` instead of the
+ * key), or a JWT whose role claim names `TASKLINE_JWT_ADMIN_ROLE`. A tenant's credential is
+ * never an operator's: tenant keys are not consulted here at all, and a JWT without the role is
+ * refused with `forbidden` however valid it is for its tenant.
+ */
+export function operatorAuthenticator(env: OperatorAuthSettings): OperatorAuthenticator {
+  const hashes = new Set(
+    env.TASKLINE_ADMIN_KEYS.split(',')
+      .filter(Boolean)
+      .map((k) => (k.startsWith('sha256:') ? k.slice('sha256:'.length) : hashKey(k))),
+  );
+  const role = env.TASKLINE_JWT_ADMIN_ROLE;
+  const verify = role
+    ? jwtVerifier({
+        publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
+        jwksUrl: env.TASKLINE_JWT_JWKS_URL,
+        issuer: env.TASKLINE_JWT_ISSUER,
+        audience: env.TASKLINE_JWT_AUDIENCE,
+        clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
+      })
+    : null;
+
+  async function authenticate(headers: IncomingHttpHeaders): Promise<Operator> {
+    const header = headers.authorization;
+    if (!header) throw new TasklineError('unauthorized', 'This request needs an operator credential.');
+    const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
+    if (!match) throw new TasklineError('unauthorized', 'The Authorization header must be "Bearer <token>".');
+    const token = match[1]!;
+    const hash = hashKey(token);
+    if (hashes.has(hash)) return { id: `key:${hash.slice(0, 12)}`, via: 'admin_key' };
+    if (verify && looksLikeJwt(token)) {
+      let claims: Record<string, unknown>;
+      try {
+        claims = await verify(token);
+      } catch {
+        throw new TasklineError('unauthorized', 'The bearer token is invalid or expired.');
+      }
+      const roles = claims[env.TASKLINE_JWT_ROLE_CLAIM];
+      const has = Array.isArray(roles) ? roles.includes(role) : roles === role;
+      if (!has) throw new TasklineError('forbidden', 'This token does not carry the operator role.');
+      const sub = typeof claims.sub === 'string' ? claims.sub.slice(0, 64) : 'unknown';
+      return { id: `jwt:${sub}`, via: 'jwt' };
+    }
+    throw new TasklineError('forbidden', 'Only operator credentials open the console; tenant keys never do.');
+  }
+
+  return {
+    authenticate,
+    configured: hashes.size > 0 || verify !== null,
+    middleware(req, _res, next) {
+      authenticate(req.headers).then((operator) => {
+        req.operator = operator;
+        next();
+      }, next);
+    },
+  };
+}

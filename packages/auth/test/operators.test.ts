@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
+import { TasklineError } from '@taskline/engine';
+import { hashKey, operatorAuthenticator, type OperatorAuthSettings } from '../src/index.js';
+
+const settings = (over: Partial<OperatorAuthSettings> = {}): OperatorAuthSettings => ({
+  TASKLINE_ADMIN_KEYS: `plain-admin-key-0123,sha256:${hashKey('hashed-admin-key-0123')}`,
+  TASKLINE_JWT_ADMIN_ROLE: '',
+  TASKLINE_JWT_ROLE_CLAIM: 'role',
+  TASKLINE_JWT_PUBLIC_KEY: '',
+  TASKLINE_JWT_JWKS_URL: '',
+  TASKLINE_JWT_ISSUER: '',
+  TASKLINE_JWT_AUDIENCE: '',
+  ...over,
+});
+
+const refused = (code: 'unauthorized' | 'forbidden') => (err: unknown) =>
+  err instanceof TasklineError && err.code === code;
+
+test('operator keys are compared by hash, given plain or as sha256:<hex>', async () => {
+  const ops = operatorAuthenticator(settings());
+  const plain = await ops.authenticate({ authorization: 'Bearer plain-admin-key-0123' });
+  assert.deepEqual(plain, { id: `key:${hashKey('plain-admin-key-0123').slice(0, 12)}`, via: 'admin_key' });
+  const hashed = await ops.authenticate({ authorization: 'Bearer hashed-admin-key-0123' });
+  assert.equal(hashed.via, 'admin_key');
+  // The hash itself is not a key.
+  await assert.rejects(
+    ops.authenticate({ authorization: `Bearer ${hashKey('hashed-admin-key-0123')}` }),
+    refused('forbidden'),
+  );
+  await assert.rejects(ops.authenticate({}), refused('unauthorized'));
+  await assert.rejects(ops.authenticate({ authorization: 'Basic abc' }), refused('unauthorized'));
+});
+
+test('a JWT is an operator only with the admin role; a tenant token is forbidden', async () => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const ops = operatorAuthenticator(
+    settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey), TASKLINE_JWT_ADMIN_ROLE: 'operator' }),
+  );
+  const sign = (claims: Record<string, unknown>) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256' })
+      .setSubject('alice')
+      .setExpirationTime('1m')
+      .sign(privateKey);
+  assert.deepEqual(await ops.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` }), {
+    id: 'jwt:alice',
+    via: 'jwt',
+  });
+  assert.equal(
+    (await ops.authenticate({ authorization: `Bearer ${await sign({ role: ['x', 'operator'] })}` })).via,
+    'jwt',
+  );
+  await assert.rejects(
+    ops.authenticate({ authorization: `Bearer ${await sign({ tenant: 'acme' })}` }),
+    refused('forbidden'),
+  );
+  const other = await generateKeyPair('ES256');
+  const forged = await new SignJWT({ role: 'operator' })
+    .setProtectedHeader({ alg: 'ES256' })
+    .sign(other.privateKey);
+  await assert.rejects(ops.authenticate({ authorization: `Bearer ${forged}` }), refused('unauthorized'));
+  // Without a configured role no JWT is an operator's, whatever it claims.
+  const noRole = operatorAuthenticator(settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey) }));
+  await assert.rejects(
+    noRole.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` }),
+    refused('forbidden'),
+  );
+});

@@ -1,0 +1,300 @@
+import express, { type Request, type Response, type Router } from 'express';
+import {
+  isTaskStatus,
+  isWellFormedId,
+  notFound,
+  OperatorView,
+  readyBacklog,
+  TasklineError,
+  type TaskFilter,
+  type TaskRecord,
+  type TaskStore,
+} from '@taskline/engine';
+import type { OperatorAuthenticator } from '@taskline/auth';
+import { adminOpenApi } from './openapi.js';
+import { burnRates } from './slo.js';
+
+/** What the console reads besides the engine: the api's limits and its event streams. */
+export interface ConsoleDeps {
+  store: TaskStore;
+  operators: OperatorAuthenticator;
+  /** Served model ids: each gets a row on the overview even while idle. */
+  models: string[];
+  /** The api's task event stream (LMSP resume rules); open streams count under `streamsOf`. */
+  followTask(
+    req: Request,
+    res: Response,
+    load: () => Promise<TaskRecord>,
+    streamsOf: (task: TaskRecord) => string,
+  ): Promise<void>;
+  /** Each tenant's use of its limits now. */
+  usage(
+    tenants: string[],
+  ): Promise<Map<string, { activeTasks: number; streams: number; rateTokens: number }>>;
+  limits: { maxActiveTasks: number; maxStreams: number; requestBurst: number };
+  prometheusUrl: string;
+  /** Tenants with a create within this long are listed (the task retention). */
+  retentionMs: number;
+}
+
+/** Tenants the overview ranks at most (the most recently active): a bounded read however many exist. */
+const TENANT_RANK_LIMIT = 1000;
+/** Newest tasks of a tenant whose statuses and failures the overview counts. */
+const SUMMARY_SAMPLE = 100;
+/** Events a task page's timeline reads at most. */
+const TIMELINE_READ = 2000;
+
+const intParam = (value: unknown, name: string, min: number, max: number, fallback: number): number => {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (typeof value !== 'string' || !Number.isInteger(n) || n < min || n > max)
+    throw new TasklineError('invalid_request', `${name} must be an integer from ${min} to ${max}.`);
+  return n;
+};
+
+const strParam = (value: unknown, name: string, pattern: RegExp): string | undefined => {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value !== 'string' || !pattern.test(value))
+    throw new TasklineError('invalid_request', `${name} is not valid.`);
+  return value;
+};
+
+/** The `/admin/v1` JSON API: every route needs an operator; every answer is `no-store`. */
+export function adminRouter(deps: ConsoleDeps): Router {
+  const { store } = deps;
+  const view = new OperatorView(store);
+  const router = express.Router();
+  router.use(deps.operators.middleware);
+  router.use((_req, res, next) => {
+    // One tenant's data must never sit in a cache another request could be answered from.
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
+  router.use(express.json({ limit: 1024 }));
+
+  const loadTask = async (req: Request): Promise<TaskRecord> => {
+    const id = String(req.params.id);
+    const task = isWellFormedId(id, 'task') ? await store.get(id) : null;
+    if (!task) throw notFound();
+    return task;
+  };
+  const operatorOf = (req: Request) => req.operator!.id;
+
+  router.get('/overview', async (_req, res) => {
+    const now = Date.now();
+    const [backlog, workers, leader, throughput, slo] = await Promise.all([
+      readyBacklog(store.redis),
+      view.workers(),
+      view.leader(),
+      view.throughput(15),
+      burnRates(deps.prometheusUrl),
+    ]);
+    const models = new Map<string, { queued: number; oldest: number | null; slots: number; free: number }>();
+    const row = (m: string) => {
+      let r = models.get(m);
+      if (!r) models.set(m, (r = { queued: 0, oldest: null, slots: 0, free: 0 }));
+      return r;
+    };
+    for (const m of deps.models) row(m);
+    for (const b of backlog) {
+      const r = row(b.model);
+      r.queued += b.depth;
+      r.oldest = r.oldest === null ? b.oldestAt : Math.min(r.oldest, b.oldestAt);
+    }
+    for (const w of workers?.workers ?? [])
+      for (const s of w.models) {
+        const r = row(s.model);
+        r.slots += s.slots;
+        r.free += s.free;
+      }
+    res.json({
+      at: now,
+      models: [...models].map(([model, r]) => ({
+        model,
+        queued: r.queued,
+        oldest_wait_s: r.oldest === null ? null : Math.max(0, (now - r.oldest) / 1000),
+        running: r.slots - r.free,
+        slots_free: r.free,
+        slots_busy: r.slots - r.free,
+      })),
+      workers: workers?.workers.length ?? 0,
+      leader,
+      throughput,
+      slo,
+    });
+  });
+
+  router.get('/tenants', async (req, res) => {
+    const q = strParam(req.query.q, 'q', /^[A-Za-z0-9._-]{1,64}$/);
+    const offset = intParam(req.query.offset, 'offset', 0, TENANT_RANK_LIMIT, 0);
+    const limit = intParam(req.query.limit, 'limit', 1, 100, 20);
+    const recent = (await view.recentTenants(deps.retentionMs, TENANT_RANK_LIMIT)).filter(
+      (t) => !q || t.tenant.includes(q),
+    );
+    const names = recent.map((t) => t.tenant);
+    const [dispatched, backlog] = await Promise.all([view.dispatched(names), readyBacklog(store.redis)]);
+    const queued = new Map<string, number>();
+    for (const b of backlog) queued.set(b.tenant, (queued.get(b.tenant) ?? 0) + b.depth);
+    // Busiest first: the most work waiting or running; ties by the latest create.
+    const ranked = recent
+      .map((t) => ({ ...t, queued: queued.get(t.tenant) ?? 0, dispatched: dispatched.get(t.tenant) ?? 0 }))
+      .sort((a, b) => b.queued + b.dispatched - (a.queued + a.dispatched) || b.lastCreateAt - a.lastCreateAt);
+    const page = ranked.slice(offset, offset + limit);
+    const [usage, summaries] = await Promise.all([
+      deps.usage(page.map((t) => t.tenant)),
+      Promise.all(page.map((t) => view.summary(t.tenant, SUMMARY_SAMPLE))),
+    ]);
+    res.json({
+      data: page.map((t, i) => {
+        const u = usage.get(t.tenant)!;
+        return {
+          tenant: t.tenant,
+          last_create_at: t.lastCreateAt,
+          queued: t.queued,
+          dispatched: t.dispatched,
+          recent: { sample: SUMMARY_SAMPLE, ...summaries[i]! },
+          limits: {
+            active_tasks: u.activeTasks,
+            max_active_tasks: deps.limits.maxActiveTasks,
+            open_streams: u.streams,
+            max_streams: deps.limits.maxStreams,
+            request_tokens: u.rateTokens,
+            request_burst: deps.limits.requestBurst,
+          },
+        };
+      }),
+      total: ranked.length,
+      offset,
+      limit,
+    });
+  });
+
+  router.get('/tenants/:tenant/tasks', async (req, res) => {
+    const tenant = strParam(req.params.tenant, 'tenant', /^[A-Za-z0-9._-]{1,64}$/)!;
+    const status = req.query.status;
+    if (status !== undefined && status !== '' && !isTaskStatus(status))
+      throw new TasklineError('invalid_request', 'status is not a task status.');
+    const kind = strParam(req.query.type, 'type', /^(response|tool)$/) as TaskFilter['kind'];
+    const model = strParam(req.query.model, 'model', /^[^\s]{1,128}$/);
+    const maxAge = intParam(req.query.max_age_s, 'max_age_s', 1, 365 * 86400, 0);
+    const limit = intParam(req.query.limit, 'limit', 1, 200, 50);
+    const cursor = strParam(req.query.cursor, 'cursor', /^\d{1,16}:\d{1,9}$/);
+    const filter: TaskFilter = {
+      ...(status ? { status } : {}),
+      ...(kind ? { kind } : {}),
+      ...(model ? { model } : {}),
+      ...(maxAge ? { since: Date.now() - maxAge * 1000 } : {}),
+    };
+    const page = await view.tasks(tenant, filter, limit, cursor);
+    res.json({
+      data: page.rows.map((r) => ({
+        id: r.id,
+        type: r.kind,
+        status: r.status,
+        model: r.model,
+        created_at: r.createdAt,
+        updated_at: r.updatedAt,
+        error_code: r.errorCode,
+      })),
+      next_cursor: page.next,
+    });
+  });
+
+  router.get('/tasks/:id', async (req, res) => {
+    const task = await loadTask(req);
+    const [inputs, { events }] = await Promise.all([
+      store.openInputRequests(task.id),
+      store.events(task.id, 0, TIMELINE_READ),
+    ]);
+    // The timeline: every event that says a state (output deltas carry none of their own).
+    const timeline = events.flatMap((e) => {
+      const data = JSON.parse(e.data) as Record<string, unknown>;
+      if (typeof data.task_status !== 'string' || e.type.includes('.delta')) return [];
+      return [
+        {
+          sequence_number: e.seq,
+          type: e.type,
+          status: data.task_status,
+          ...(data.reason ? { reason: data.reason } : {}),
+          ...(data.worker ? { worker: data.worker } : {}),
+          ...(data.operator_action ? { operator_action: data.operator_action } : {}),
+        },
+      ];
+    });
+    res.json({
+      task: taskView(task),
+      timeline,
+      timeline_truncated: task.seq > TIMELINE_READ,
+      input_requests: inputs,
+    });
+  });
+
+  router.get('/tasks/:id/events', async (req, res) => {
+    await deps.followTask(
+      req,
+      res,
+      () => loadTask(req),
+      // An operator's streams count under a name no tenant can have (":"), never a tenant's cap.
+      () => `console:${operatorOf(req)}`,
+    );
+  });
+
+  router.post('/tasks/:id/cancel', async (req, res) => {
+    const task = await loadTask(req);
+    const { outcome, task: after } = await store.cancel(task.id, null, operatorOf(req));
+    res.json({ outcome, task: taskView(after) });
+  });
+
+  router.post('/tasks/:id/requeue', async (req, res) => {
+    const task = await loadTask(req);
+    res.json({ task: taskView(await view.requeue(task.id, operatorOf(req))) });
+  });
+
+  router.get('/workers', async (_req, res) => {
+    const [workers, leader] = await Promise.all([view.workers(), view.leader()]);
+    res.json({
+      leader,
+      reported_by: workers?.scheduler ?? null,
+      reported_at: workers?.at ?? null,
+      workers: (workers?.workers ?? []).map((w) => ({
+        worker_id: w.workerId,
+        models: w.models,
+        draining: w.draining,
+        last_heartbeat_at: w.lastSeen,
+      })),
+    });
+  });
+
+  router.get('/slo', async (_req, res) => {
+    res.json(await burnRates(deps.prometheusUrl));
+  });
+
+  const openapi = adminOpenApi();
+  router.get('/openapi.json', (_req, res) => {
+    res.json(openapi);
+  });
+  return router;
+}
+
+/** A task as operators see it: the record, with lease and retry details tenants are not shown. */
+function taskView(t: TaskRecord) {
+  return {
+    id: t.id,
+    tenant: t.tenant,
+    type: t.kind,
+    status: t.status,
+    model: t.model,
+    attempt: t.attempt,
+    seq: t.seq,
+    on_restart: t.onRestart,
+    lease_owner: t.leaseOwner,
+    lease_until: t.leaseUntil,
+    created_at: t.createdAt,
+    updated_at: t.updatedAt,
+    ended_at: t.endedAt,
+    expires_at: t.expiresAt,
+    status_message: t.statusMessage,
+    error: t.error,
+    request: t.request,
+  };
+}

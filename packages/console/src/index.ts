@@ -1,0 +1,56 @@
+import { readFileSync } from 'node:fs';
+import express, { type Express } from 'express';
+import { adminRouter, type ConsoleDeps } from './admin.js';
+
+export type { ConsoleDeps } from './admin.js';
+export { adminOpenApi } from './openapi.js';
+
+/** The files the console is made of, built into this package: nothing is fetched from elsewhere. */
+const ASSETS: Record<string, { file: URL; type: string }> = {
+  'console.js': { file: new URL('./web/app.js', import.meta.url), type: 'text/javascript' },
+  'views.js': { file: new URL('./web/views.js', import.meta.url), type: 'text/javascript' },
+  'charts.js': { file: new URL('./web/charts.js', import.meta.url), type: 'text/javascript' },
+  'client.js': { file: new URL('./web/client.js', import.meta.url), type: 'text/javascript' },
+  'task.js': { file: new URL('./web/task.js', import.meta.url), type: 'text/javascript' },
+  'console.css': { file: new URL('../web/static/console.css', import.meta.url), type: 'text/css' },
+};
+const PAGE = new URL('../web/static/index.html', import.meta.url);
+
+/**
+ * Mounts the operator console: the page at `/console` (every path under it is the same
+ * single-page app) and its JSON API at `/admin/v1`. Both refuse tenant credentials: the API
+ * needs an operator on every route; the page holds no data, and is refused to any request that
+ * presents a credential which is not an operator's.
+ */
+export function mountConsole(app: Express, deps: ConsoleDeps): void {
+  const files = new Map(
+    Object.entries(ASSETS).map(([name, a]) => [name, { body: readFileSync(a.file), type: a.type }]),
+  );
+  const page = readFileSync(PAGE);
+  app.use('/admin/v1', adminRouter(deps));
+
+  const pages = express.Router();
+  pages.use((req, _res, next) => {
+    if (!req.headers.authorization) return next();
+    deps.operators.authenticate(req.headers).then(() => next(), next);
+  });
+  pages.use((_req, res, next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    // Only its own files: the page works offline and runs no script from anywhere else.
+    res.setHeader(
+      'Content-Security-Policy',
+      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+    );
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
+  pages.get('/assets/:name', (req, res, next) => {
+    const file = files.get(String(req.params.name));
+    if (!file) return next();
+    res.type(file.type).send(file.body);
+  });
+  pages.get(/.*/, (_req, res) => {
+    res.type('html').send(page);
+  });
+  app.use('/console', pages);
+}

@@ -1,0 +1,154 @@
+/** The OpenAPI document of `/admin/v1`, served at `/admin/v1/openapi.json`. */
+export function adminOpenApi(): Record<string, unknown> {
+  const json = (description: string, schema: Record<string, unknown> = { type: 'object' }) => ({
+    description,
+    content: { 'application/json': { schema } },
+  });
+  const problem = {
+    description: 'A problem (`application/problem+json`) with a stable `code`.',
+    content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+  };
+  const refused = { '401': problem, '403': problem };
+  const id = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^task_' } };
+  const q = (name: string, schema: Record<string, unknown>, description: string) => ({
+    name,
+    in: 'query',
+    required: false,
+    schema,
+    description,
+  });
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Taskline operator API',
+      version: '1.0.0',
+      description:
+        'What the operator console at /console shows, for scripts. Every route needs an operator ' +
+        'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE); tenant ' +
+        'credentials get 403 `forbidden`, none 401 `unauthorized`. Answers are `Cache-Control: no-store`.',
+    },
+    servers: [{ url: '/admin/v1' }],
+    security: [{ bearer: [] }],
+    paths: {
+      '/overview': {
+        get: {
+          summary:
+            'Per model queue depth, oldest wait and worker slots; leader; throughput per minute; SLO burn rates.',
+          responses: { '200': json('The overview.'), ...refused },
+        },
+      },
+      '/tenants': {
+        get: {
+          summary:
+            'Tenants active within the task retention, busiest first (queued + dispatched), paginated.',
+          parameters: [
+            q('q', { type: 'string' }, 'Only tenants whose id contains this.'),
+            q('offset', { type: 'integer', minimum: 0 }, 'Rows to skip.'),
+            q('limit', { type: 'integer', minimum: 1, maximum: 100 }, 'Rows per page (20).'),
+          ],
+          responses: {
+            '200': json('A page of tenants with their counts and limit usage.'),
+            '400': problem,
+            ...refused,
+          },
+        },
+      },
+      '/tenants/{tenant}/tasks': {
+        get: {
+          summary: "A tenant's recent tasks from the operator index, newest first.",
+          parameters: [
+            { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
+            q('status', { type: 'string' }, 'Only this status.'),
+            q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
+            q('model', { type: 'string' }, 'Only this model.'),
+            q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
+            q('limit', { type: 'integer', minimum: 1, maximum: 200 }, 'Rows per page (50).'),
+            q('cursor', { type: 'string' }, '`next_cursor` of the previous page.'),
+          ],
+          responses: {
+            '200': json('A page of tasks and `next_cursor` (null at the end).'),
+            '400': problem,
+            ...refused,
+          },
+        },
+      },
+      '/tasks/{id}': {
+        get: {
+          summary:
+            'A task: record (attempt, lease owner and expiry, on_restart, times), timeline of its states, open input requests.',
+          parameters: [id],
+          responses: { '200': json('The task.'), '404': problem, ...refused },
+        },
+      },
+      '/tasks/{id}/events': {
+        get: {
+          summary:
+            "The task's events as SSE: history, then live, then the end. Resume with Last-Event-ID or starting_after, as on LMSP.",
+          parameters: [
+            id,
+            q('starting_after', { type: 'integer', minimum: 0 }, 'Resume after this sequence number.'),
+          ],
+          responses: {
+            '200': {
+              description: 'text/event-stream',
+              content: { 'text/event-stream': { schema: { type: 'string' } } },
+            },
+            '400': problem,
+            '404': problem,
+            '410': problem,
+            '429': problem,
+            ...refused,
+          },
+        },
+      },
+      '/tasks/{id}/cancel': {
+        post: {
+          summary:
+            'Cancels the task (the same fenced cancel tenants get), recorded as an operator action in its events.',
+          parameters: [id],
+          responses: { '200': json('`outcome` and the task.'), '404': problem, '409': problem, ...refused },
+        },
+      },
+      '/tasks/{id}/requeue': {
+        post: {
+          summary:
+            'Queues a stuck task again: a queued one is offered again; a loading, running or input_required one only once its lease has lapsed. Recorded as an operator action.',
+          parameters: [id],
+          responses: { '200': json('The task.'), '404': problem, '409': problem, ...refused },
+        },
+      },
+      '/workers': {
+        get: {
+          summary:
+            "Workers as the leader scheduler knows them (models, slots, draining, last heartbeat) and the leader's address.",
+          responses: { '200': json('Workers and leader.'), ...refused },
+        },
+      },
+      '/slo': {
+        get: {
+          summary: 'SLO burn rates from Prometheus (TASKLINE_PROMETHEUS_URL), or `configured: false`.',
+          responses: { '200': json('Burn rates.'), ...refused },
+        },
+      },
+      '/openapi.json': {
+        get: { summary: 'This document.', responses: { '200': json('OpenAPI 3.1.'), ...refused } },
+      },
+    },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: {
+        Problem: {
+          type: 'object',
+          required: ['type', 'title', 'status', 'code'],
+          properties: {
+            type: { type: 'string' },
+            title: { type: 'string' },
+            status: { type: 'integer' },
+            detail: { type: 'string' },
+            code: { type: 'string' },
+          },
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,68 @@
+/** The operator's credential, for this tab only (sessionStorage): gone when the tab closes. */
+export const KEY = 'taskline-console-key';
+
+export class Refused extends Error {}
+
+/** GET or POST on the admin API with the operator's bearer; a problem becomes an Error with its detail. */
+export async function api<T>(path: string, method = 'GET'): Promise<T> {
+  const res = await fetch(`/admin/v1${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` },
+    cache: 'no-store',
+  });
+  const body = (await res.json().catch(() => ({}))) as { detail?: string };
+  if (res.status === 401 || res.status === 403) throw new Refused(body.detail ?? 'refused');
+  if (!res.ok) throw new Error(body.detail ?? `HTTP ${res.status}`);
+  return body as T;
+}
+
+/**
+ * Follows a task's SSE stream with the operator's bearer (EventSource cannot send one), resuming
+ * after the last sequence number seen, as any LMSP client does, until the final event.
+ */
+export async function follow(
+  id: string,
+  onEvent: (type: string, seq: number, data: Record<string, unknown>) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  let last = 0;
+  let ended = false;
+  while (!ended && !signal.aborted) {
+    try {
+      const res = await fetch(`/admin/v1/tasks/${encodeURIComponent(id)}/events`, {
+        headers: {
+          Authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}`,
+          'Last-Event-ID': String(last),
+        },
+        signal,
+      });
+      if (!res.ok || !res.body) return;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let at: number;
+        while ((at = buf.indexOf('\n\n')) >= 0) {
+          const frame = buf.slice(0, at);
+          buf = buf.slice(at + 2);
+          const fields = Object.fromEntries(
+            frame
+              .split('\n')
+              .filter((l) => !l.startsWith(':') && l.includes(':'))
+              .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+          );
+          if (fields.id === undefined || fields.data === undefined) continue;
+          last = Number(fields.id);
+          const type = fields.event ?? 'message';
+          onEvent(type, last, JSON.parse(fields.data) as Record<string, unknown>);
+          if (/^response\.(completed|incomplete|failed|cancelled)$/.test(type)) ended = true;
+        }
+      }
+    } catch {
+      if (signal.aborted) return;
+    }
+    if (!ended) await new Promise((r) => setTimeout(r, 1000));
+  }
+}

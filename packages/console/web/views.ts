@@ -1,0 +1,328 @@
+import { api } from './client.js';
+import { lineChart } from './charts.js';
+
+type Attrs = Record<string, string | number | boolean | ((e: Event) => void)>;
+type Child = Node | string | number | null | undefined;
+
+/** Builds an element; text always goes in as text (never as HTML), so no data can inject markup. */
+export function h(tag: string, attrs: Attrs = {}, ...children: Child[]): HTMLElement {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (typeof v === 'function') el.addEventListener(k, v);
+    else if (v === true) el.setAttribute(k, '');
+    else if (v !== false) el.setAttribute(k, String(v));
+  }
+  for (const c of children) if (c !== null && c !== undefined) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+export const table = (caption: string, head: string[], rows: Child[][]) =>
+  h(
+    'table',
+    {},
+    h('caption', { class: 'muted' }, caption),
+    h('thead', {}, h('tr', {}, ...head.map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, ...rows.map((r) => h('tr', {}, ...r.map((c) => h('td', {}, c))))),
+  );
+export const time = (ms: number | null) => (ms ? new Date(ms).toLocaleTimeString() : '—');
+export const status = (s: string) => h('span', { class: `status status-${s}` }, s);
+const counts = (o: Record<string, number>) =>
+  Object.entries(o)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ') || '—';
+
+/** Runs `fn` now and every `ms` until `signal` aborts. */
+async function every(ms: number, signal: AbortSignal, fn: () => Promise<void>): Promise<void> {
+  await fn();
+  const timer = setInterval(() => void fn().catch(() => undefined), ms);
+  signal.addEventListener('abort', () => clearInterval(timer));
+}
+
+/** Queue depth samples while the overview is open (the last 10 minutes at most). */
+const depthHistory: { at: number; depth: number; running: number }[] = [];
+
+interface Overview {
+  models: {
+    model: string;
+    queued: number;
+    oldest_wait_s: number | null;
+    running: number;
+    slots_free: number;
+    slots_busy: number;
+  }[];
+  workers: number;
+  leader: { address: string } | null;
+  throughput: { minute: number; created: number; ended: number }[];
+  slo: { configured: boolean; slos?: { slo: string; window: string; burn_rate: number }[]; error?: string };
+}
+interface TenantRow {
+  tenant: string;
+  queued: number;
+  dispatched: number;
+  recent: { sample: number; statuses: Record<string, number>; failures: Record<string, number> };
+  limits: {
+    active_tasks: number;
+    max_active_tasks: number;
+    open_streams: number;
+    max_streams: number;
+    request_tokens: number;
+    request_burst: number;
+  };
+}
+
+export async function renderOverview(view: HTMLElement, signal: AbortSignal): Promise<void> {
+  const models = h('div');
+  const charts = h('div', { class: 'cards' });
+  const slo = h('div');
+  const tenants = h('div');
+  let offset = 0;
+  const search = h('input', { id: 'tenant-search', type: 'search', autocomplete: 'off' }) as HTMLInputElement;
+  const pager = h('div', { class: 'filters' });
+  view.replaceChildren(
+    h('h1', {}, 'Overview'),
+    h('h2', {}, 'Models'),
+    models,
+    h('h2', {}, 'Last minutes'),
+    charts,
+    h('h2', {}, 'SLO burn rates'),
+    slo,
+    h('h2', {}, 'Tenants'),
+    h(
+      'div',
+      { class: 'filters', role: 'search' },
+      h('label', { for: 'tenant-search' }, 'Find tenant'),
+      search,
+    ),
+    tenants,
+    pager,
+  );
+  const loadTenants = async () => {
+    const q = search.value.trim();
+    const page = await api<{ data: TenantRow[]; total: number; limit: number }>(
+      `/tenants?offset=${offset}&limit=20${q ? `&q=${encodeURIComponent(q)}` : ''}`,
+    );
+    tenants.replaceChildren(
+      table(
+        `Busiest first; statuses and failures over each tenant's ${page.data[0]?.recent.sample ?? 100} newest tasks`,
+        [
+          'Tenant',
+          'Queued',
+          'Dispatched',
+          'Recent statuses',
+          'Recent failures',
+          'Unfinished / cap',
+          'Streams / cap',
+          'Request tokens',
+        ],
+        page.data.map((t) => [
+          h('a', { href: `#/tenants/${encodeURIComponent(t.tenant)}` }, t.tenant),
+          t.queued,
+          t.dispatched,
+          counts(t.recent.statuses),
+          counts(t.recent.failures),
+          `${t.limits.active_tasks} / ${t.limits.max_active_tasks}`,
+          `${t.limits.open_streams} / ${t.limits.max_streams}`,
+          `${t.limits.request_tokens} / ${t.limits.request_burst}`,
+        ]),
+      ),
+    );
+    pager.replaceChildren(
+      h('span', { class: 'muted' }, `${page.total} tenants`),
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'plain',
+          disabled: offset === 0,
+          click: () => ((offset = Math.max(0, offset - 20)), void loadTenants()),
+        },
+        'Previous',
+      ),
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'plain',
+          disabled: offset + 20 >= page.total,
+          click: () => ((offset += 20), void loadTenants()),
+        },
+        'Next',
+      ),
+    );
+  };
+  search.addEventListener('input', () => ((offset = 0), void loadTenants()));
+  await every(2000, signal, async () => {
+    const o = await api<Overview>('/overview');
+    const queued = o.models.reduce((n, m) => n + m.queued, 0);
+    depthHistory.push({
+      at: Date.now(),
+      depth: queued,
+      running: o.models.reduce((n, m) => n + m.running, 0),
+    });
+    while (depthHistory.length > 300) depthHistory.shift();
+    models.replaceChildren(
+      table(
+        `${o.workers} live workers; scheduler leader ${o.leader?.address ?? 'none'}`,
+        ['Model', 'Queued', 'Oldest wait', 'Running', 'Free slots', 'Busy slots'],
+        o.models.map((m) => [
+          m.model,
+          h('span', { 'data-queued': m.model }, m.queued),
+          m.oldest_wait_s === null ? '—' : `${m.oldest_wait_s.toFixed(1)} s`,
+          m.running,
+          m.slots_free,
+          m.slots_busy,
+        ]),
+      ),
+    );
+    charts.replaceChildren(
+      h(
+        'figure',
+        { class: 'card' },
+        h('figcaption', {}, 'Queue depth while this page is open'),
+        lineChart('Queue depth', [
+          { name: 'queued', color: '#a3191c', values: depthHistory.map((s) => s.depth) },
+          { name: 'running', color: '#0b5cad', values: depthHistory.map((s) => s.running) },
+        ]),
+      ),
+      h(
+        'figure',
+        { class: 'card' },
+        h('figcaption', {}, 'Tasks per minute, last 15 minutes'),
+        lineChart('Throughput', [
+          { name: 'created', color: '#0b5cad', values: o.throughput.map((t) => t.created) },
+          { name: 'ended', color: '#1d6b2f', values: o.throughput.map((t) => t.ended) },
+        ]),
+      ),
+    );
+    slo.replaceChildren(
+      !o.slo.configured
+        ? h('p', { id: 'slo-state' }, 'Prometheus is not configured (TASKLINE_PROMETHEUS_URL).')
+        : o.slo.error
+          ? h('p', { class: 'error', id: 'slo-state' }, o.slo.error)
+          : table(
+              'Error budget burn rate (1 = spending the budget exactly)',
+              ['SLO', 'Window', 'Burn rate'],
+              (o.slo.slos ?? []).map((s) => [s.slo, s.window, s.burn_rate.toFixed(2)]),
+            ),
+    );
+    await loadTenants();
+  });
+}
+
+interface TaskRowJson {
+  id: string;
+  type: string;
+  status: string;
+  model: string;
+  created_at: number;
+  error_code: string | null;
+}
+
+export async function renderTenant(view: HTMLElement, tenant: string, signal: AbortSignal): Promise<void> {
+  const select = (id: string, label: string, options: string[]) => [
+    h('label', { for: id }, label),
+    h('select', { id }, ...options.map((o) => h('option', { value: o }, o || 'any'))),
+  ];
+  const model = h('input', { id: 'f-model', size: 12 }) as HTMLInputElement;
+  const form = h(
+    'form',
+    { class: 'filters', 'aria-label': 'Filter tasks' },
+    ...select('f-status', 'Status', [
+      '',
+      'queued',
+      'loading',
+      'running',
+      'input_required',
+      'cancelling',
+      'succeeded',
+      'failed',
+      'cancelled',
+    ]),
+    ...select('f-type', 'Type', ['', 'response', 'tool']),
+    h('label', { for: 'f-model' }, 'Model'),
+    model,
+    ...select('f-age', 'Created within (s)', ['', '300', '3600', '86400']),
+  );
+  const list = h('div');
+  const more = h('div');
+  view.replaceChildren(h('h1', {}, `Tenant ${tenant}`), form, list, more);
+  const value = (id: string) => (document.getElementById(id) as HTMLInputElement).value;
+  let extra = false;
+  const load = async (cursor: string | null) => {
+    const q = new URLSearchParams({ limit: '50' });
+    for (const [k, id] of [
+      ['status', 'f-status'],
+      ['type', 'f-type'],
+      ['model', 'f-model'],
+      ['max_age_s', 'f-age'],
+    ] as const)
+      if (value(id)) q.set(k, value(id));
+    if (cursor) q.set('cursor', cursor);
+    const page = await api<{ data: TaskRowJson[]; next_cursor: string | null }>(
+      `/tenants/${encodeURIComponent(tenant)}/tasks?${q}`,
+    );
+    const rows = page.data.map((t) => [
+      h('a', { href: `#/tasks/${t.id}` }, t.id),
+      status(t.status),
+      t.type,
+      t.model,
+      time(t.created_at),
+      t.error_code ?? '',
+    ]);
+    const tbl = table('Newest first', ['Task', 'Status', 'Type', 'Model', 'Created', 'Error'], rows);
+    if (cursor) list.append(tbl);
+    else list.replaceChildren(tbl);
+    more.replaceChildren(
+      page.next_cursor
+        ? h(
+            'button',
+            { type: 'button', class: 'plain', click: () => ((extra = true), void load(page.next_cursor)) },
+            'Older tasks',
+          )
+        : h('p', { class: 'muted' }, 'End of the list.'),
+    );
+  };
+  form.addEventListener('change', () => ((extra = false), void load(null)));
+  // The first page follows new tasks until the operator pages further back.
+  await every(2000, signal, async () => {
+    if (!extra) await load(null);
+  });
+}
+
+interface Workers {
+  leader: { address: string; ttlMs: number } | null;
+  reported_at: number | null;
+  workers: {
+    worker_id: string;
+    models: { model: string; slots: number; free: number }[];
+    draining: boolean;
+    last_heartbeat_at: number;
+  }[];
+}
+
+export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Promise<void> {
+  const body = h('div');
+  view.replaceChildren(h('h1', {}, 'Workers and schedulers'), body);
+  await every(2000, signal, async () => {
+    const w = await api<Workers>('/workers');
+    body.replaceChildren(
+      h(
+        'p',
+        {},
+        w.leader
+          ? `Scheduler leader: ${w.leader.address} (lease ${w.leader.ttlMs} ms left)`
+          : 'No scheduler leads now.',
+      ),
+      table(
+        `As the leader reported them at ${time(w.reported_at)}`,
+        ['Worker', 'Models (busy / slots)', 'Draining', 'Last heartbeat'],
+        w.workers.map((x) => [
+          x.worker_id,
+          x.models.map((m) => `${m.model} ${m.slots - m.free} / ${m.slots}`).join(', '),
+          x.draining ? 'yes' : 'no',
+          time(x.last_heartbeat_at),
+        ]),
+      ),
+    );
+  });
+}

@@ -1,0 +1,332 @@
+import type { Redis } from 'ioredis';
+import { schedulerKeys, taskKeys } from './keys.js';
+import { statusEvent } from './response.js';
+import { isTaskStatus, type TaskStatus } from './states.js';
+import { notFound, type TaskKind, type TaskRecord, type TaskStore } from './store.js';
+import { TasklineError } from './errors.js';
+
+/**
+ * The operator index: what the console lists, never shown to tenants. It holds ids and times
+ * only; every row is read from the task record itself, so an expired task drops out of the
+ * listing the moment its record expires (and its index entry is dropped on that read).
+ */
+export const operatorKeys = {
+  /**
+   * A tenant's tasks by creation time (zset id -> created ms). Tagged `{<tenant>}`, not
+   * `{<taskId>}`: create.lua touches only the task's slot, so the entry is a separate command in
+   * the create's round trip. Bounded to `TASKLINE_OPERATOR_INDEX_MAX` newest entries; the key
+   * lives the task retention after the tenant's last create.
+   */
+  tasks: (tenant: string) => `tl:ops:{${tenant}}:tasks`,
+  /** Tenants by their last create (zset tenant -> ms): the console's tenant list, no SCAN. */
+  tenants: 'tl:{ops}:tenants',
+  /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
+  created: (minute: number) => `tl:{ops}:created:${minute}`,
+  ended: (minute: number) => `tl:{ops}:ended:${minute}`,
+  /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
+  workers: 'tl:{sched}:workers',
+} as const;
+
+const minuteOf = (ms: number) => Math.floor(ms / 60_000);
+const COUNTER_TTL_S = 3600;
+
+export interface OperatorIndexOptions {
+  /** Newest entries kept per tenant. */
+  max: number;
+  /** The tenant's index expires this long after its last create (the task retention). */
+  retentionMs: number;
+}
+
+/**
+ * The operator index entries of a new task, sent in the create's round trip (not awaited on
+ * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
+ * retried create's first time.
+ */
+export function indexCreated(
+  redis: Redis,
+  task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
+  o: OperatorIndexOptions,
+): Promise<unknown> {
+  const key = operatorKeys.tasks(task.tenant);
+  const counter = operatorKeys.created(minuteOf(task.createdAt));
+  return Promise.all([
+    redis.zadd(key, 'NX', task.createdAt, task.id),
+    redis.zremrangebyrank(key, 0, -(o.max + 1)),
+    redis.pexpire(key, o.retentionMs),
+    redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
+    redis.incr(counter),
+    redis.expire(counter, COUNTER_TTL_S),
+  ]);
+}
+
+/** Counts one ended task for the throughput chart (beside the ending step, in its round trip). */
+export function countEnded(redis: Redis, now: number): Promise<unknown> {
+  const counter = operatorKeys.ended(minuteOf(now));
+  return Promise.all([redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)]);
+}
+
+export interface WorkerSnapshot {
+  scheduler: string;
+  at: number;
+  workers: {
+    workerId: string;
+    models: { model: string; slots: number; free: number }[];
+    draining: boolean;
+    lastSeen: number;
+  }[];
+}
+
+/** The leader scheduler publishes what its control plane knows of workers (they report only to it). */
+export async function writeWorkerSnapshot(redis: Redis, snapshot: WorkerSnapshot, ttlMs: number) {
+  await redis.set(operatorKeys.workers, JSON.stringify(snapshot), 'PX', ttlMs);
+}
+
+/** One tenant's ready tasks on one model: how many, and the creation time of the oldest. */
+export interface ReadyBacklog {
+  model: string;
+  tenant: string;
+  depth: number;
+  oldestAt: number;
+}
+
+/** The whole ready index, tenant by model (what queue-depth metrics and the console show). */
+export async function readyBacklog(redis: Redis): Promise<ReadyBacklog[]> {
+  const models = await redis.smembers(schedulerKeys.models);
+  const tenantsOf = await Promise.all(models.map((m) => redis.smembers(schedulerKeys.tenants(m))));
+  const heads = redis.pipeline();
+  const pairs = models.flatMap((model, i) => tenantsOf[i]!.map((tenant) => ({ model, tenant })));
+  for (const { model, tenant } of pairs) {
+    heads.zcard(schedulerKeys.ready(tenant, model));
+    heads.zrange(schedulerKeys.ready(tenant, model), 0, 0, 'WITHSCORES');
+  }
+  const rows = (await heads.exec()) ?? [];
+  const out: ReadyBacklog[] = [];
+  pairs.forEach(({ model, tenant }, i) => {
+    const depth = Number(rows[2 * i]?.[1] ?? 0);
+    const [, oldest] = (rows[2 * i + 1]?.[1] ?? []) as string[];
+    if (depth > 0 && oldest !== undefined) out.push({ model, tenant, depth, oldestAt: Number(oldest) });
+  });
+  return out;
+}
+
+/** A row of a tenant's task list. */
+export interface TaskRow {
+  id: string;
+  kind: TaskKind;
+  status: TaskStatus;
+  model: string;
+  createdAt: number;
+  updatedAt: number;
+  errorCode: string | null;
+}
+
+export interface TaskFilter {
+  status?: TaskStatus;
+  kind?: TaskKind;
+  model?: string;
+  /** Only tasks created at or after this time (ms). */
+  since?: number;
+}
+
+/** How many index entries one page may read at most, whatever its filters: bounded queries. */
+const PAGE_READ_LIMIT = 1000;
+const ROW_FIELDS = ['id', 'kind', 'status', 'model', 'created_at', 'updated_at', 'error', 'expires_at'];
+
+/** Reads for the operator console: bounded, index-driven, never a SCAN. */
+export class OperatorView {
+  constructor(
+    private readonly store: TaskStore,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private get redis(): Redis {
+    return this.store.redis;
+  }
+
+  /** Tenants that created a task within `withinMs`, most recent first, at most `limit`. */
+  async recentTenants(withinMs: number, limit: number): Promise<{ tenant: string; lastCreateAt: number }[]> {
+    const since = this.now() - withinMs;
+    // Tenants quiet for longer are dropped here, on the operators' rare reads, not on every create.
+    await this.redis.zremrangebyscore(operatorKeys.tenants, '-inf', `(${since}`);
+    const raw = await this.redis.zrevrangebyscore(
+      operatorKeys.tenants,
+      '+inf',
+      since,
+      'WITHSCORES',
+      'LIMIT',
+      0,
+      limit,
+    );
+    const out: { tenant: string; lastCreateAt: number }[] = [];
+    for (let i = 0; i < raw.length; i += 2) out.push({ tenant: raw[i]!, lastCreateAt: Number(raw[i + 1]) });
+    return out;
+  }
+
+  /** Dispatched, unfinished tasks per tenant (the scheduler's running sets). */
+  async dispatched(tenants: string[]): Promise<Map<string, number>> {
+    const p = this.redis.pipeline();
+    for (const t of tenants) p.zcard(schedulerKeys.running(t));
+    const rows = (await p.exec()) ?? [];
+    return new Map(tenants.map((t, i) => [t, Number(rows[i]?.[1] ?? 0)]));
+  }
+
+  /**
+   * A page of a tenant's tasks, newest first. `cursor` is what a previous page returned as
+   * `next` (`<created ms>:<entries of that ms already seen>`, so tasks created in the same ms are
+   * neither skipped nor repeated). Reads at most PAGE_READ_LIMIT entries whatever the filters, so
+   * a filter matching little returns a short page with a cursor to go on from.
+   */
+  async tasks(
+    tenant: string,
+    filter: TaskFilter,
+    limit: number,
+    cursor?: string,
+  ): Promise<{ rows: TaskRow[]; next: string | null }> {
+    const key = operatorKeys.tasks(tenant);
+    const rows: TaskRow[] = [];
+    const gone: string[] = [];
+    const [at, seen] = (cursor ?? '').split(':');
+    let score = cursor ? Number(at) : Infinity;
+    let skip = cursor ? Number(seen) : 0;
+    let read = 0;
+    let exhausted = false;
+    while (rows.length < limit && read < PAGE_READ_LIMIT) {
+      const batch = Math.min(PAGE_READ_LIMIT - read, Math.max(limit * 2, 50));
+      const raw = await this.redis.zrevrangebyscore(
+        key,
+        score === Infinity ? '+inf' : score,
+        filter.since ?? '-inf',
+        'WITHSCORES',
+        'LIMIT',
+        skip,
+        batch,
+      );
+      const count = raw.length / 2;
+      read += count;
+      const records = await this.rowsOf(raw.filter((_, i) => i % 2 === 0));
+      let i = 0;
+      for (; i < count && rows.length < limit; i++) {
+        const entry = Number(raw[2 * i + 1]);
+        if (entry === score) skip++;
+        else [score, skip] = [entry, 1];
+        const row = records[i];
+        if (!row) gone.push(raw[2 * i]!);
+        else if (matches(row, filter)) rows.push(row);
+      }
+      if (count < batch && i === count) {
+        exhausted = true;
+        break;
+      }
+    }
+    // Entries whose task expired: dropped as they are found, so the index trails the tasks.
+    if (gone.length > 0) await this.redis.zrem(key, ...gone);
+    return { rows, next: exhausted || score === Infinity ? null : `${score}:${skip}` };
+  }
+
+  /** Status counts and failure codes over a tenant's `sample` newest tasks. */
+  async summary(
+    tenant: string,
+    sample: number,
+  ): Promise<{ statuses: Partial<Record<TaskStatus, number>>; failures: Record<string, number> }> {
+    const ids = await this.redis.zrevrange(operatorKeys.tasks(tenant), 0, sample - 1);
+    const statuses: Partial<Record<TaskStatus, number>> = {};
+    const failures: Record<string, number> = {};
+    for (const row of await this.rowsOf(ids)) {
+      if (!row) continue;
+      statuses[row.status] = (statuses[row.status] ?? 0) + 1;
+      if (row.status === 'failed')
+        failures[row.errorCode ?? 'unknown'] = (failures[row.errorCode ?? 'unknown'] ?? 0) + 1;
+    }
+    return { statuses, failures };
+  }
+
+  /** Tasks created and ended in each of the last `minutes` minutes, oldest first. */
+  async throughput(minutes: number): Promise<{ minute: number; created: number; ended: number }[]> {
+    const last = minuteOf(this.now());
+    const list = Array.from({ length: minutes }, (_, i) => last - minutes + 1 + i);
+    const values = await this.redis.mget(
+      ...list.map((m) => operatorKeys.created(m)),
+      ...list.map((m) => operatorKeys.ended(m)),
+    );
+    return list.map((m, i) => ({
+      minute: m * 60_000,
+      created: Number(values[i] ?? 0),
+      ended: Number(values[minutes + i] ?? 0),
+    }));
+  }
+
+  async workers(): Promise<WorkerSnapshot | null> {
+    const raw = await this.redis.get(operatorKeys.workers);
+    return raw ? (JSON.parse(raw) as WorkerSnapshot) : null;
+  }
+
+  /** The scheduler leader's control address, or null when no replica leads. */
+  async leader(): Promise<{ address: string; ttlMs: number } | null> {
+    const [value, ttl] = await Promise.all([
+      this.redis.get(schedulerKeys.leader),
+      this.redis.pttl(schedulerKeys.leader),
+    ]);
+    return value ? { address: value.slice(value.indexOf(' ') + 1), ttlMs: ttl } : null;
+  }
+
+  /**
+   * Puts a stuck task back in the queue, recorded in its events as an operator action. Fenced
+   * like the recovery sweep: a leased task only once its lease has lapsed (a live worker is
+   * not stuck: cancel it instead), a queued one is offered again (its offer or job was lost).
+   */
+  async requeue(id: string, operator: string): Promise<TaskRecord> {
+    const task = await this.store.get(id);
+    if (!task) throw notFound();
+    const leased = ['loading', 'running', 'input_required'].includes(task.status);
+    if (!leased && task.status !== 'queued') {
+      throw new TasklineError(
+        'illegal_transition',
+        `task ${id} is ${task.status}; only a stuck task is requeued`,
+        {
+          status: task.status,
+        },
+      );
+    }
+    const action = { action: 'requeue', operator, at: this.now() };
+    const seq = await this.store.transition(id, 'queued', {
+      from: [task.status],
+      // A queued task belongs to no attempt (the script refuses a fence there); a claim that
+      // lands first moves it out of `queued`, and this step is refused.
+      ...(leased ? { attempt: task.attempt, leaseExpiredBefore: this.now() } : {}),
+      fields: { status_message: `requeued by operator` },
+      events: [statusEvent('queued', { reason: 'operator_requeue', operator_action: action })],
+    });
+    await this.store.enqueue({ ...task, seq });
+    return (await this.store.get(id))!;
+  }
+
+  private async rowsOf(ids: string[]): Promise<(TaskRow | null)[]> {
+    if (ids.length === 0) return [];
+    const p = this.redis.pipeline();
+    for (const id of ids) p.hmget(taskKeys(id).task, ...ROW_FIELDS);
+    const replies = (await p.exec()) ?? [];
+    const now = this.now();
+    return replies.map(([, value]) => {
+      const [id, kind, status, model, created, updated, error, expires] = (value ?? []) as (string | null)[];
+      if (!id || !isTaskStatus(status) || (expires && Number(expires) <= now)) return null;
+      return {
+        id,
+        kind: kind as TaskKind,
+        status,
+        model: model ?? '',
+        createdAt: Number(created),
+        updatedAt: Number(updated),
+        errorCode: error ? ((JSON.parse(error) as { code?: string }).code ?? null) : null,
+      };
+    });
+  }
+}
+
+function matches(row: TaskRow, f: TaskFilter): boolean {
+  return (
+    (!f.status || row.status === f.status) &&
+    (!f.kind || row.kind === f.kind) &&
+    (!f.model || row.model === f.model) &&
+    (f.since === undefined || row.createdAt >= f.since)
+  );
+}

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { OperatorView, operatorKeys, TasklineError, taskKeys } from '../src/index.js';
+import { harness, newTask, type Harness } from './helpers.js';
+
+let h: Harness;
+let clock = 1_000_000;
+before(async () => (h = await harness({ now: () => clock, operatorIndexMax: 100 })));
+after(() => h.close());
+
+const view = () => new OperatorView(h.store, () => clock);
+
+test('the operator index pages a tenant newest first, tasks of one ms neither skipped nor repeated', async () => {
+  const ids: string[] = [];
+  // Three tasks in each of four ms: pages of two cut through ties.
+  for (let ms = 0; ms < 4; ms++) {
+    clock = 2_000_000 + ms;
+    for (let i = 0; i < 3; i++) ids.push((await h.store.create(newTask({ tenant: 'pager' }))).id);
+  }
+  await h.store.create(newTask({ tenant: 'other' }));
+  const seen: string[] = [];
+  let cursor: string | undefined;
+  for (let pages = 0; pages < 20; pages++) {
+    const page = await view().tasks('pager', {}, 2, cursor);
+    seen.push(...page.rows.map((r) => r.id));
+    if (!page.next) break;
+    cursor = page.next;
+  }
+  assert.equal(seen.length, ids.length);
+  assert.deepEqual(new Set(seen), new Set(ids));
+  const created = await Promise.all(seen.map(async (id) => (await h.store.get(id))!.createdAt));
+  assert.deepEqual(
+    created,
+    [...created].sort((a, b) => b - a),
+    'newest first',
+  );
+  assert.deepEqual((await view().recentTenants(60_000, 10)).map((t) => t.tenant).sort(), ['other', 'pager']);
+});
+
+test('filters by status; an expired task drops out of the index as it is read', async () => {
+  clock = 3_000_000;
+  const done = await h.store.create(newTask({ tenant: 'filters' }));
+  const open = await h.store.create(newTask({ tenant: 'filters' }));
+  await h.store.cancel(done.id, 'filters');
+  const cancelled = await view().tasks('filters', { status: 'cancelled' }, 10);
+  assert.deepEqual(
+    cancelled.rows.map((r) => r.id),
+    [done.id],
+  );
+  clock += 61_000; // past the retention of the cancelled task
+  const all = await view().tasks('filters', {}, 10);
+  assert.deepEqual(
+    all.rows.map((r) => r.id),
+    [open.id],
+  );
+  assert.equal(await h.redis.zscore(operatorKeys.tasks('filters'), done.id), null);
+});
+
+test('requeue is fenced: a live lease refuses, a lapsed one queues again and records the operator', async () => {
+  clock = 4_000_000;
+  const task = await h.store.create(newTask({ tenant: 'stuck' }));
+  await h.store.claim(task.id, 'w1', 1000, { start: true });
+  await assert.rejects(
+    view().requeue(task.id, 'key:abc'),
+    (e) => e instanceof TasklineError && e.code === 'illegal_transition',
+  );
+  clock += 2000;
+  const requeued = await view().requeue(task.id, 'key:abc');
+  assert.equal(requeued.status, 'queued');
+  const { events } = await h.store.events(task.id, 0);
+  const last = JSON.parse(events.at(-1)!.data) as {
+    reason: string;
+    operator_action: { action: string; operator: string };
+  };
+  assert.equal(last.reason, 'operator_requeue');
+  assert.deepEqual([last.operator_action.action, last.operator_action.operator], ['requeue', 'key:abc']);
+  assert.notEqual(await h.redis.zscore('tl:{sched}:ready:tiny-chat:stuck', task.id), null);
+  // The old worker's writes are refused: the task is no longer running.
+  await assert.rejects(
+    h.store.append(
+      task.id,
+      requeued.attempt,
+      [1],
+      [{ type: 'response.output_text.delta', data: { delta: 'x' } }],
+    ),
+  );
+});
+
+test('requeue offers a queued task again, recorded; an ended task refuses', async () => {
+  const task = await h.store.create(newTask({ tenant: 'lost' }));
+  // The offer was lost (say, the ready entry went with a failed write).
+  await h.redis.zrem('tl:{sched}:ready:tiny-chat:lost', task.id);
+  const requeued = await view().requeue(task.id, 'key:abc');
+  assert.equal(requeued.status, 'queued');
+  assert.notEqual(await h.redis.zscore('tl:{sched}:ready:tiny-chat:lost', task.id), null);
+  const { events } = await h.store.events(task.id, 0);
+  assert.equal((JSON.parse(events.at(-1)!.data) as { reason: string }).reason, 'operator_requeue');
+  await h.store.cancel(task.id, 'lost');
+  await assert.rejects(
+    view().requeue(task.id, 'key:abc'),
+    (e) => e instanceof TasklineError && e.code === 'illegal_transition',
+  );
+});
+
+test("an operator's cancel is recorded in the task's events", async () => {
+  const task = await h.store.create(newTask({ tenant: 'ops' }));
+  const { outcome } = await h.store.cancel(task.id, null, 'jwt:alice');
+  assert.equal(outcome, 'cancelled');
+  const { events } = await h.store.events(task.id, 0);
+  const final = JSON.parse(events.at(-1)!.data) as { operator_action: { operator: string } };
+  assert.equal(final.operator_action.operator, 'jwt:alice');
+  assert.equal(await h.redis.exists(taskKeys(task.id).task), 1);
+});
