@@ -2,9 +2,10 @@
 # Build from the repository root: docker build -f deploy/docker/api.Dockerfile .
 # Stage 1 compiles the service; stage 2 carries only its production dependencies.
 # Both bases are build arguments, so the image can be built offline on a local base
-# (test/deploy/images/build.sh); the defaults are the published images.
-ARG BUILD_BASE=node:20.19-bookworm-slim
-ARG RUNTIME_BASE=gcr.io/distroless/nodejs20-debian12:nonroot
+# (test/deploy/images/build.sh); the defaults are the published images, pinned by tag and digest
+# (refresh both with `docker buildx imagetools inspect <image:tag>`).
+ARG BUILD_BASE=node:20.19-bookworm-slim@sha256:b342de02eb4a57cd6986290a69833d20818508db8078dba0197a024193410aee
+ARG RUNTIME_BASE=gcr.io/distroless/nodejs20-debian12:nonroot@sha256:2cd820156cf039c8b54ae2d2a97e424b6729070714de8707a6b79f20d56f6a9a
 FROM ${BUILD_BASE} AS build
 # A base that already carries this pnpm skips corepack's download.
 RUN pnpm --version 2>/dev/null | grep -qx 10.34.8 || (corepack enable && corepack prepare pnpm@10.34.8 --activate)

@@ -4,8 +4,9 @@
 # (the install step downloads those binaries: this variant needs the network); stage 2 is NVIDIA's
 # CUDA runtime with cuDNN, which that provider links against. The CPU variant, buildable offline:
 #   --build-arg ONNXRUNTIME_NODE_INSTALL=skip --build-arg RUNTIME_BASE=<a Debian base with node>
-ARG BUILD_BASE=node:20.19-bookworm-slim
-ARG RUNTIME_BASE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+# The default bases are pinned by tag and digest (refresh with `docker buildx imagetools inspect`).
+ARG BUILD_BASE=node:20.19-bookworm-slim@sha256:b342de02eb4a57cd6986290a69833d20818508db8078dba0197a024193410aee
+ARG RUNTIME_BASE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04@sha256:ac55d124da4882b497f732d8dfd9a702d5447a5f29d08d56da6f64f0a1eb34bc
 FROM ${BUILD_BASE} AS build
 # A base that already carries this pnpm skips corepack's download.
 RUN pnpm --version 2>/dev/null | grep -qx 10.34.8 || (corepack enable && corepack prepare pnpm@10.34.8 --activate)

@@ -45,7 +45,9 @@ function lint(text: string): string[] {
   if (froms.length < 2) found.push('not multi-stage');
   for (const f of froms) {
     const image = fromImage(all, f);
-    if (!/:[^/]+$/.test(image) || image.endsWith(':latest')) found.push(`unpinned base ${image}`);
+    // Pinned by tag (readable) and digest (immutable): a tag alone can move under a rebuild.
+    if (!/:[^/@]+@sha256:[a-f0-9]{64}$/.test(image) || image.includes(':latest@'))
+      found.push(`unpinned base ${image}`);
   }
   const lastFrom = all.lastIndexOf(froms[froms.length - 1]!);
   const final = all.slice(lastFrom);
@@ -78,6 +80,11 @@ test('the Dockerfile lint catches root, single-stage and shell-form images', () 
   assert.ok(
     lint('FROM a:1 AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 0\nCMD ["x"]\n').includes(
       'final stage runs as root',
+    ),
+  );
+  assert.ok(
+    lint('FROM node:20 AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 1\nCMD ["x"]\n').includes(
+      'unpinned base node:20',
     ),
   );
   assert.ok(
