@@ -1,8 +1,11 @@
 /** SLO burn rates as the Prometheus rules record them (deploy/prometheus/slo-rules.yaml). */
 export interface BurnRates {
   configured: boolean;
-  /** Per SLO, per window: error ratio over the window divided by the error budget (1 - objective). */
-  slos?: { slo: string; window: string; burn_rate: number }[];
+  /**
+   * Per SLO, per window and per namespace (the rules keep each release apart): error ratio over
+   * the window divided by the error budget (1 - objective).
+   */
+  slos?: { slo: string; window: string; namespace?: string; burn_rate: number }[];
   error?: string;
 }
 
@@ -15,17 +18,19 @@ export async function burnRates(prometheusUrl: string, timeoutMs = 2000): Promis
     const slos = (
       await Promise.all(
         WINDOWS.map(async (window) => {
-          const query = `taskline:slo_errors:ratio_rate${window} / on(slo) (1 - taskline:slo_objective:ratio)`;
+          // The objective has only `slo`; the ratios also carry `namespace`: many to one.
+          const query = `taskline:slo_errors:ratio_rate${window} / on(slo) group_left() (1 - taskline:slo_objective:ratio)`;
           const url = new URL('/api/v1/query', prometheusUrl);
           url.searchParams.set('query', query);
           const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
           if (!res.ok) throw new Error(`Prometheus answered ${res.status}`);
           const body = (await res.json()) as {
-            data: { result: { metric: { slo?: string }; value: [number, string] }[] };
+            data: { result: { metric: { slo?: string; namespace?: string }; value: [number, string] }[] };
           };
           return body.data.result.map((r) => ({
             slo: r.metric.slo ?? 'unknown',
             window,
+            ...(r.metric.namespace ? { namespace: r.metric.namespace } : {}),
             burn_rate: Number(r.value[1]),
           }));
         }),

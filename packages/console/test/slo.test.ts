@@ -22,7 +22,7 @@ test('an unreachable Prometheus is reported, not thrown', async () => {
   assert.match(got.error ?? '', /Prometheus unreachable/);
 });
 
-test('burn rates come from a real Prometheus evaluating the SLO rules over real metrics', async () => {
+test('burn rates come from a real Prometheus evaluating the SLO rules over real metrics, per namespace', async () => {
   // The api's own metric, failing 1 create in 11: a burn rate of about 91 against a 99.9% objective.
   const metrics = createMetrics({ service: 'api', tenantTopN: 5, defaultMetrics: false });
   const server = await startMetricsServer({ metrics, port: 0, host: '127.0.0.1' });
@@ -37,7 +37,12 @@ test('burn rates come from a real Prometheus evaluating the SLO rules over real 
     [
       'global: { scrape_interval: 1s, evaluation_interval: 1s }',
       `rule_files: [${JSON.stringify(RULES)}]`,
-      `scrape_configs: [{ job_name: api, static_configs: [{ targets: ["127.0.0.1:${server.port}"] }] }]`,
+      // Two releases (namespaces) scrape the same api: their ratios must not collide.
+      'scrape_configs:',
+      ...['team-a', 'team-b'].map(
+        (ns) =>
+          `  - { job_name: ${ns}, static_configs: [{ targets: ["127.0.0.1:${server.port}"], labels: { namespace: ${ns} } }] }`,
+      ),
     ].join('\n'),
   );
   const prometheus = spawn(
@@ -52,12 +57,13 @@ test('burn rates come from a real Prometheus evaluating the SLO rules over real 
   try {
     const got = await until('burn rates from Prometheus', async () => {
       const r = await burnRates(`http://127.0.0.1:${port}`);
-      const acceptance = r.slos?.find((s) => s.slo === 'task_acceptance' && s.window === '5m');
-      return acceptance && Number.isFinite(acceptance.burn_rate) ? r : undefined;
+      const acceptance = r.slos?.filter((s) => s.slo === 'task_acceptance' && s.window === '5m') ?? [];
+      return acceptance.length === 2 && acceptance.every((a) => Number.isFinite(a.burn_rate))
+        ? acceptance
+        : undefined;
     });
-    assert.equal(got.configured, true);
-    const rate = got.slos!.find((s) => s.slo === 'task_acceptance' && s.window === '5m')!.burn_rate;
-    assert.ok(rate > 50 && rate < 150, `burn rate ${rate}`);
+    assert.deepEqual(got.map((a) => a.namespace).sort(), ['team-a', 'team-b']);
+    for (const { burn_rate: rate } of got) assert.ok(rate > 50 && rate < 150, `burn rate ${rate}`);
   } finally {
     clearInterval(load);
     prometheus.kill('SIGKILL');

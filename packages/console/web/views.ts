@@ -53,7 +53,11 @@ interface Overview {
   workers: number;
   leader: { address: string } | null;
   throughput: { minute: number; created: number; ended: number }[];
-  slo: { configured: boolean; slos?: { slo: string; window: string; burn_rate: number }[]; error?: string };
+  slo: {
+    configured: boolean;
+    slos?: { slo: string; window: string; namespace?: string; burn_rate: number }[];
+    error?: string;
+  };
 }
 interface TenantRow {
   tenant: string;
@@ -201,8 +205,8 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
           ? h('p', { class: 'error', id: 'slo-state' }, o.slo.error)
           : table(
               'Error budget burn rate (1 = spending the budget exactly)',
-              ['SLO', 'Window', 'Burn rate'],
-              (o.slo.slos ?? []).map((s) => [s.slo, s.window, s.burn_rate.toFixed(2)]),
+              ['SLO', 'Namespace', 'Window', 'Burn rate'],
+              (o.slo.slos ?? []).map((s) => [s.slo, s.namespace ?? '', s.window, s.burn_rate.toFixed(2)]),
             ),
     );
     await loadTenants();
