@@ -10,8 +10,9 @@ const settings = (over: Partial<OperatorAuthSettings> = {}): OperatorAuthSetting
   TASKLINE_JWT_ROLE_CLAIM: 'role',
   TASKLINE_JWT_PUBLIC_KEY: '',
   TASKLINE_JWT_JWKS_URL: '',
-  TASKLINE_JWT_ISSUER: '',
-  TASKLINE_JWT_AUDIENCE: '',
+  TASKLINE_JWT_ISSUER: 'https://issuer.test',
+  TASKLINE_JWT_AUDIENCE: 'taskline',
+  TASKLINE_JWT_CLOCK_TOLERANCE_S: 0,
   ...over,
 });
 
@@ -42,6 +43,8 @@ test('a JWT is an operator only with the admin role; a tenant token is forbidden
     new SignJWT(claims)
       .setProtectedHeader({ alg: 'ES256' })
       .setSubject('alice')
+      .setIssuer('https://issuer.test')
+      .setAudience('taskline')
       .setExpirationTime('1m')
       .sign(privateKey);
   assert.deepEqual(await ops.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` }), {

@@ -1,3 +1,5 @@
+import { TASK_STATUSES } from '@taskline/engine';
+
 /** The OpenAPI document of `/admin/v1`, served at `/admin/v1/openapi.json`. */
 export function adminOpenApi(): Record<string, unknown> {
   const json = (description: string, schema: Record<string, unknown> = { type: 'object' }) => ({
@@ -58,7 +60,7 @@ export function adminOpenApi(): Record<string, unknown> {
           summary: "A tenant's recent tasks from the operator index, newest first.",
           parameters: [
             { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
-            q('status', { type: 'string' }, 'Only this status.'),
+            q('status', { $ref: '#/components/schemas/TaskStatus' }, 'Only this status.'),
             q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
             q('model', { type: 'string' }, 'Only this model.'),
             q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
@@ -137,6 +139,7 @@ export function adminOpenApi(): Record<string, unknown> {
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       schemas: {
+        TaskStatus: { type: 'string', enum: [...TASK_STATUSES] },
         Problem: {
           type: 'object',
           required: ['type', 'title', 'status', 'code'],

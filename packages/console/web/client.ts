@@ -24,7 +24,7 @@ export async function follow(
   id: string,
   onEvent: (type: string, seq: number, data: Record<string, unknown>) => void,
   signal: AbortSignal,
-): Promise<void> {
+): Promise<string | null> {
   let last = 0;
   let ended = false;
   while (!ended && !signal.aborted) {
@@ -36,7 +36,11 @@ export async function follow(
         },
         signal,
       });
-      if (!res.ok || !res.body) return;
+      // A refusal (history expired, too many streams, the task gone) ends following, with its reason.
+      if (!res.ok || !res.body) {
+        const problem = (await res.json().catch(() => ({}))) as { detail?: string };
+        return problem.detail ?? `HTTP ${res.status}`;
+      }
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = '';
       for (;;) {
@@ -61,8 +65,9 @@ export async function follow(
         }
       }
     } catch {
-      if (signal.aborted) return;
+      if (signal.aborted) return null;
     }
     if (!ended) await new Promise((r) => setTimeout(r, 1000));
   }
+  return null;
 }

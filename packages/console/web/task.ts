@@ -129,5 +129,7 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
       if (/^response\.(completed|incomplete|failed|cancelled)$/.test(type)) live.textContent = 'Ended.';
     },
     signal,
-  );
+  ).then((refused) => {
+    if (refused) live.textContent = `Not following: ${refused}`;
+  });
 }

@@ -222,6 +222,12 @@ interface TaskRowJson {
   error_code: string | null;
 }
 
+/** The task statuses, as the admin API's OpenAPI document lists them (the engine's one table). */
+async function taskStatuses(): Promise<string[]> {
+  const doc = await api<{ components: { schemas: { TaskStatus: { enum: string[] } } } }>('/openapi.json');
+  return doc.components.schemas.TaskStatus.enum;
+}
+
 export async function renderTenant(view: HTMLElement, tenant: string, signal: AbortSignal): Promise<void> {
   const select = (id: string, label: string, options: string[]) => [
     h('label', { for: id }, label),
@@ -231,17 +237,7 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
   const form = h(
     'form',
     { class: 'filters', 'aria-label': 'Filter tasks' },
-    ...select('f-status', 'Status', [
-      '',
-      'queued',
-      'loading',
-      'running',
-      'input_required',
-      'cancelling',
-      'succeeded',
-      'failed',
-      'cancelled',
-    ]),
+    ...select('f-status', 'Status', ['', ...(await taskStatuses())]),
     ...select('f-type', 'Type', ['', 'response', 'tool']),
     h('label', { for: 'f-model' }, 'Model'),
     model,
