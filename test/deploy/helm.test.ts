@@ -456,3 +456,9 @@ test('every setting the chart passes is one the services read (packages/config d
   }
   assert.ok(names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS'));
 });
+
+test('operator console keys reach the api through the Secret', () => {
+  const ms = render({ set: { 'secrets.adminKeys': 'ops-key' } });
+  const secret = find<{ stringData: Record<string, string> }>(ms, 'Secret', 'taskline');
+  assert.equal(secret.stringData.TASKLINE_ADMIN_KEYS, 'ops-key');
+});
