@@ -9,7 +9,8 @@ import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
 import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod } from './tasks.js';
-import { negotiateVersion, rpcErrorBody } from './wire.js';
+import { negotiateVersion } from './wire.js';
+import { rpcError } from '../rpc.js';
 
 export interface LegacyDeps {
   store: TaskStore;
@@ -61,12 +62,12 @@ export async function serveLegacy(
   const header = req.headers['mcp-session-id'];
   const id = Array.isArray(body) ? null : body?.id;
   if (typeof header !== 'string' || header === '') {
-    res.status(400).json(rpcErrorBody(id, -32000, 'Bad Request: Mcp-Session-Id header is required'));
+    rpcError(res, 400, id, -32000, 'Bad Request: Mcp-Session-Id header is required');
     return;
   }
   const session = await deps.sessions.find(header, tenant);
   if (!session) {
-    res.status(404).json(rpcErrorBody(id, -32001, 'Session not found'));
+    rpcError(res, 404, id, -32001, 'Session not found');
     return;
   }
   if (req.method === 'DELETE') {
@@ -76,14 +77,12 @@ export async function serveLegacy(
   }
   if (req.method !== 'POST') {
     // No standalone GET stream: every server message travels on the stream of the POST it belongs to.
-    res
-      .status(405)
-      .set('Allow', 'POST, DELETE')
-      .json(rpcErrorBody(null, -32000, 'Method not allowed'));
+    res.set('Allow', 'POST, DELETE');
+    rpcError(res, 405, null, -32000, 'Method not allowed');
     return;
   }
   if (Array.isArray(body) || typeof body !== 'object' || body === null) {
-    res.status(400).json(rpcErrorBody(null, -32600, 'Invalid Request: send one JSON-RPC message per POST'));
+    rpcError(res, 400, null, -32600, 'Invalid Request: send one JSON-RPC message per POST');
     return;
   }
   if (body.method === undefined && body.id !== undefined) return answer(deps, res, session, body);

@@ -11,7 +11,8 @@ import {
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpObserver, McpTaskReservation } from '../router.js';
 import { awaitToolResult, createToolTask, listToolTasks } from '../toolTasks.js';
-import { legacyTask, RELATED_TASK, rpcErrorBody } from './wire.js';
+import { rpcError } from '../rpc.js';
+import { legacyTask, RELATED_TASK } from './wire.js';
 
 /** What one 2025-era request runs with: the engine, the caller's tenant and the HTTP exchange. */
 export interface LegacyCall {
@@ -84,7 +85,7 @@ export async function serveLegacyTaskMethod(
     }
   } catch (err) {
     if (err instanceof RpcError) {
-      call.res.json(rpcErrorBody(call.id, err.code, err.message, err.data));
+      rpcError(call.res, 200, call.id, err.code, err.message, err.data);
       return true;
     }
     throw err;

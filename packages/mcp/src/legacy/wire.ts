@@ -20,10 +20,3 @@ export function negotiateVersion(requested: unknown): string {
 export function legacyTask(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
   return { ...taskBase(task), ttl: ttlMs(task), pollInterval: pollMs(pollIntervalMs) };
 }
-
-/** A JSON-RPC error object. */
-export const rpcErrorBody = (id: unknown, code: number, message: string, data?: unknown) => ({
-  jsonrpc: '2.0' as const,
-  id: id ?? null,
-  error: { code, message, ...(data !== undefined && { data }) },
-});
