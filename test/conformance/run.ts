@@ -56,6 +56,16 @@ const run = async (label: string, args: string[]) => {
     counts.length === 0 ||
     (!scored && (counts.some(([, f]) => f! > 0) || /FAILURE/.test(text)));
   console.log(`${failed ? 'FAIL' : 'ok  '} ${label}: ${passed} passed, ${failedChecks} failed`);
+  // Which failed checks were outside the score (the suite's "Not scored" list), so none goes unseen.
+  if (scored && !failed && failedChecks! > 0) {
+    const unscored = text.slice(text.indexOf('Not scored'));
+    console.log(
+      unscored
+        .split('\n')
+        .filter((l) => l.includes('✗'))
+        .join('\n'),
+    );
+  }
   if (failed) {
     failures.push(label);
     console.log(
