@@ -24,7 +24,9 @@ export const generateTool = (models?: ModelChoice) =>
         .min(0)
         .max(2)
         .optional()
-        .describe('Sampling temperature, 0 (deterministic) to 2 (most varied); the model default when absent.'),
+        .describe(
+          'Sampling temperature, 0 (deterministic) to 2 (most varied); the model default when absent.',
+        ),
     }),
     prepare(args, _responses, served) {
       checkGeneration(served, args.model, args.max_output_tokens);
