@@ -93,6 +93,8 @@ export const DEFAULTS = {
   TASKLINE_MODELS: 'tiny-chat',
   /** Models whose backend can snapshot, so tasks on them may use `on_restart: resume`. */
   TASKLINE_SNAPSHOT_MODELS: 'tiny-chat',
+  /** The model MCP `generate`/`batch_generate` use when a call names none; empty: callers must name one. */
+  TASKLINE_DEFAULT_MODEL: '',
   /** Static API keys for local use, `tenant:key,tenant:key`; keys made by the CLI live hashed in Redis. */
   TASKLINE_API_KEYS: '',
   /** JWT bearer tokens: verified against a PEM (SPKI) public key or a JWKS URL; empty turns JWTs off. */
@@ -139,6 +141,8 @@ export const DEFAULTS = {
   TASKLINE_MCP_ALLOWED_HOSTS: 'localhost,127.0.0.1,[::1]',
   /** MCP `subscriptions/listen`: distinct task ids one listen may follow (more is -32602). */
   TASKLINE_MCP_LISTEN_MAX_TASKS: '100',
+  /** Idle lifetime (s) of a 2025-era MCP session (`Mcp-Session-Id`), kept in Redis. */
+  TASKLINE_MCP_SESSION_TTL_S: '3600',
   /** MCP `batch_generate`: estimated tokens above which a batch asks the caller to confirm first. */
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '20000',
   /**

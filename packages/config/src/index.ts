@@ -47,6 +47,7 @@ const schema = z.object({
   TASKLINE_METRICS_PORT: int(0).max(65535),
   TASKLINE_MODELS: z.string().regex(/^[^,\s]+(,[^,\s]+)*$/, 'comma separated model ids'),
   TASKLINE_SNAPSHOT_MODELS: z.string().regex(/^([^,\s]+(,[^,\s]+)*)?$/, 'comma separated model ids'),
+  TASKLINE_DEFAULT_MODEL: z.string().regex(/^[^,\s]*$/, 'one model id of TASKLINE_MODELS, or empty'),
   TASKLINE_API_KEYS: z
     .string()
     .regex(
@@ -74,6 +75,7 @@ const schema = z.object({
   TASKLINE_MCP_MAX_BODY_BYTES: int(1024),
   TASKLINE_MCP_ALLOWED_HOSTS: z.string().min(1),
   TASKLINE_MCP_LISTEN_MAX_TASKS: int(1).max(10000),
+  TASKLINE_MCP_SESSION_TTL_S: int(1),
   TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: int(0),
   TASKLINE_ADMIN_KEYS: z
     .string()

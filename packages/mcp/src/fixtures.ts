@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { registerSharedFixtures, text } from './fixtureCatalog.js';
 import {
   completable,
   createRequestStateCodec,
@@ -20,11 +21,6 @@ import {
  * TASKLINE_MCP_CONFORMANCE_TOOLS=1.
  */
 
-// A 1x1 PNG and a silent WAV: the scenarios check only the block shape and MIME type.
-const PNG =
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
-const WAV = 'UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=';
-
 /**
  * MRTR `requestState` comes back from the client, so it is sealed (HMAC). Any replica may receive
  * the next round, so the key is the same everywhere; it is fixed because only fixtures use it.
@@ -34,7 +30,6 @@ const codec = createRequestStateCodec<{ tool: string; round: number }>({
 });
 export const fixtureRequestStateVerify = codec.verify;
 
-const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 const noArgs = z.object({});
 
 const elicit = (message: string, field: string) => ({
@@ -78,45 +73,11 @@ export function registerConformanceFixtures(server: McpServer): void {
       async (_args: unknown, ctx: ServerContext) => (await run(ctx)) as never,
     );
 
-  tool('test_simple_text', 'Returns one text block.', () =>
-    text('This is a simple text response for testing.'),
-  );
-  tool('test_image_content', 'Returns one image block.', () => ({
-    content: [{ type: 'image', data: PNG, mimeType: 'image/png' }],
-  }));
-  tool('test_audio_content', 'Returns one audio block.', () => ({
-    content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }],
-  }));
-  tool('test_embedded_resource', 'Returns one embedded resource.', () => ({
-    content: [
-      {
-        type: 'resource',
-        resource: {
-          uri: 'test://embedded-resource',
-          mimeType: 'text/plain',
-          text: 'This is an embedded resource content.',
-        },
-      },
-    ],
-  }));
-  tool('test_multiple_content_types', 'Returns text, image and resource blocks.', () => ({
-    content: [
-      { type: 'text', text: 'Multiple content types test:' },
-      { type: 'image', data: PNG, mimeType: 'image/png' },
-      {
-        type: 'resource',
-        resource: {
-          uri: 'test://mixed-content-resource',
-          mimeType: 'application/json',
-          text: JSON.stringify({ test: 'data', value: 123 }),
-        },
-      },
-    ],
-  }));
-  tool('test_error_handling', 'Always reports a tool error.', () => ({
-    ...text('This tool intentionally returns an error for testing'),
-    isError: true,
-  }));
+  registerSharedFixtures(server, {
+    ResourceTemplate,
+    completable,
+    promptArgs: (shape: Record<string, unknown>) => z.object(shape as z.ZodRawShape),
+  } as never);
   tool('test_tool_with_progress', 'Reports progress 0, 50, 100 of 100.', async (ctx) => {
     const token = (ctx.mcpReq as { _meta?: { progressToken?: string | number } })._meta?.progressToken;
     for (const progress of [0, 50, 100]) {
@@ -243,88 +204,12 @@ export function registerConformanceFixtures(server: McpServer): void {
     async (args: unknown) => text(`Region: ${(args as { region: string }).region}`),
   );
 
-  server.registerResource(
-    'static-text',
-    'test://static-text',
-    { description: 'A static text resource.', mimeType: 'text/plain' },
-    async (uri: URL) => ({
-      contents: [
-        { uri: uri.href, mimeType: 'text/plain', text: 'This is the content of the static text resource.' },
-      ],
-    }),
-  );
-  server.registerResource(
-    'static-binary',
-    'test://static-binary',
-    { description: 'A static binary resource.', mimeType: 'image/png' },
-    async (uri: URL) => ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG }] }),
-  );
-  server.registerResource(
-    'template',
-    new ResourceTemplate('test://template/{id}/data', { list: undefined }),
-    { description: 'A resource template.', mimeType: 'application/json' },
-    async (uri: URL, vars: Record<string, string | string[]>) => ({
-      contents: [
-        {
-          uri: uri.href,
-          mimeType: 'application/json',
-          text: JSON.stringify({ id: vars.id, templateTest: true, data: `Data for ID: ${String(vars.id)}` }),
-        },
-      ],
-    }),
-  );
-
-  const user = (content: unknown) => ({ role: 'user' as const, content: content as never });
-  server.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments.' }, () => ({
-    messages: [user({ type: 'text', text: 'This is a simple prompt for testing.' })],
-  }));
-  server.registerPrompt(
-    'test_prompt_with_arguments',
-    {
-      description: 'A prompt with two arguments.',
-      argsSchema: z.object({
-        arg1: completable(z.string().describe('First test argument'), (value: string) =>
-          ['paris', 'park', 'party'].filter((v) => v.startsWith(value)),
-        ),
-        arg2: z.string().describe('Second test argument'),
-      }),
-    },
-    ({ arg1, arg2 }: { arg1: string; arg2: string }) => ({
-      messages: [user({ type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` })],
-    }),
-  );
-  server.registerPrompt(
-    'test_prompt_with_embedded_resource',
-    {
-      description: 'A prompt that embeds a resource.',
-      argsSchema: z.object({ resourceUri: z.string().describe('URI of the resource to embed') }),
-    },
-    ({ resourceUri }: { resourceUri: string }) => ({
-      messages: [
-        user({
-          type: 'resource',
-          resource: {
-            uri: resourceUri,
-            mimeType: 'text/plain',
-            text: 'Embedded resource content for testing.',
-          },
-        }),
-        user({ type: 'text', text: 'Please process the embedded resource above.' }),
-      ],
-    }),
-  );
-  server.registerPrompt('test_prompt_with_image', { description: 'A prompt with an image.' }, () => ({
-    messages: [
-      user({ type: 'image', data: PNG, mimeType: 'image/png' }),
-      user({ type: 'text', text: 'Please analyze the image above.' }),
-    ],
-  }));
   server.registerPrompt(
     'test_input_required_result_prompt',
     { description: 'MRTR on prompts/get: asks for context first.' },
     async (ctx: ServerContext) =>
       (answered(ctx, 'user_context')
-        ? { messages: [user({ type: 'text', text: 'Use the context given.' })] }
+        ? { messages: [{ role: 'user', content: { type: 'text', text: 'Use the context given.' } }] }
         : inputRequired({
             inputRequests: {
               user_context: elicit('What context should the prompt use?', 'context') as never,

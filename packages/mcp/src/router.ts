@@ -12,7 +12,6 @@ import {
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { Env } from '@taskline/config';
 import {
-  isTerminal,
   redisUnavailableReason,
   servedModelsFromEnv,
   TasklineError,
@@ -23,18 +22,14 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import {
-  builtinTools,
-  TOOLS_MODEL,
-  type ToolRegistry,
-  waitFor,
-  type ToolContext,
-  type ToolDefinition,
-  type ToolResult,
-} from '@taskline/tools';
+import { builtinTools, modelChoice, type ToolRegistry, type ToolDefinition } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 import { serveTaskListen } from './listen.js';
 import { rateLimited, rpcError } from './rpc.js';
+import { awaitToolResult, createToolTask } from './toolTasks.js';
+import { inlineContext } from './inline.js';
+import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
+import { LegacySessions } from './legacy/session.js';
 import {
   FIXTURE_REQUIRED_CAPABILITIES,
   fixtureRequestStateVerify,
@@ -48,10 +43,12 @@ export type McpEnv = Pick<
   | 'TASKLINE_MCP_LOCAL_NO_AUTH'
   | 'TASKLINE_MCP_MAX_BODY_BYTES'
   | 'TASKLINE_MCP_ALLOWED_HOSTS'
+  | 'TASKLINE_MCP_SESSION_TTL_S'
   | 'TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS'
   | 'TASKLINE_MCP_LISTEN_MAX_TASKS'
   | 'TASKLINE_SSE_HEARTBEAT_MS'
   | 'TASKLINE_MODELS'
+  | 'TASKLINE_DEFAULT_MODEL'
   | 'TASKLINE_SNAPSHOT_MODELS'
   | 'TASKLINE_MAX_OUTPUT_TOKENS'
 >;
@@ -165,6 +162,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     builtinTools({
       conformance: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
       batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
+      models: modelChoice(env),
     });
   const poll = env.TASKLINE_POLL_INTERVAL_MS;
   const served = servedModelsFromEnv(env);
@@ -219,6 +217,19 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     },
     { maxRequestBodySize: env.TASKLINE_MCP_MAX_BODY_BYTES },
   );
+
+  // 2025-11-25 and 2025-06-18 clients: sessions in Redis, the experimental tasks over the same engine tasks.
+  const legacy: LegacyDeps = {
+    store,
+    hub,
+    tools,
+    poll,
+    served,
+    sessions: new LegacySessions(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
+    fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+    logger,
+    observe: deps.observe,
+  };
 
   const router = express.Router();
   // DNS rebinding: a browser tricked into calling a local server sends a foreign Host or Origin.
@@ -283,7 +294,10 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     const body = req.body as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | undefined;
     const params = body?.params ?? {};
     const capabilities = (params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_KEY];
-    const tenant = (req as Request & { auth: { clientId: string } }).auth.clientId;
+    const { auth } = req as Request & {
+      auth: { clientId: string; extra?: { reservation?: McpTaskReservation } };
+    };
+    const tenant = auth.clientId;
     try {
       // The SDK turns a tool's throw into an isError result, so -32021 is answered here. Only once
       // the Mcp-Name header matches (whitespace around it is allowed): a mismatch is the SDK's -32020.
@@ -309,12 +323,19 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           observe: deps.observe,
         });
       }
+      // Everything of the stateful 2025 era (initialize, sessions, answers) is served apart; the
+      // branches above need 2026-only headers and methods (Mcp-Name, subscriptions/listen).
+      if (await isLegacy(req)) return await serveLegacy(legacy, req, res, tenant, auth.extra?.reservation);
       await node(req, res, req.body);
     } catch (err) {
       next(err);
     }
   });
-  router.all('/', (req, res) => rpcError(res, 405, null, -32600, 'Method not allowed'));
+  router.all('/', async (req, res, next) => {
+    const tenant = (req as Request & { auth: { clientId: string } }).auth.clientId;
+    if (await isLegacy(req)) return serveLegacy(legacy, req, res, tenant).catch(next);
+    rpcError(res, 405, null, -32600, 'Method not allowed');
+  });
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = err as { type?: string; status?: number };
     if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
@@ -446,14 +467,6 @@ function buildServer(deps: ServerDeps): McpServer {
   return server;
 }
 
-/** Runs a tool inline (no task): only what needs no durable state is available. */
-function inlineContext(tenant: string, signal: AbortSignal): ToolContext {
-  const needsTask = async (): Promise<never> => {
-    throw new Error('this tool runs inline and cannot ask for input or generate');
-  };
-  return { taskId: '', tenant, signal, progress: async () => undefined, ask: needsTask, generate: needsTask };
-}
-
 async function callTool(
   deps: ServerDeps,
   tool: ToolDefinition,
@@ -468,37 +481,11 @@ async function callTool(
     args = prepared.args;
   }
   if (tool.taskSupport === 'forbidden') return tool.run(args, inlineContext(tenant, ctx.mcpReq.signal));
-  const task = await store.create({
-    tenant,
-    kind: 'tool',
-    model: TOOLS_MODEL,
-    onRestart: 'retry',
-    request: { tool: tool.name, arguments: args },
-  });
-  // Not awaited, as on LMSP: until the swap lands the reservation counts in the task's place.
-  void deps.reservation?.commit(task.id).catch(() => undefined);
-  deps.observe?.taskCreated(tenant);
+  const task = await createToolTask(store, tenant, tool.name, args, deps);
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {
     return { resultType: 'task', ...taskFields(task, poll) };
   }
   // A caller without the extension waits for the task: the work still runs durably on a worker.
-  const signal = ctx.mcpReq.signal;
-  const onAbort = () => void store.cancel(task.id, tenant).catch(() => undefined);
-  signal.addEventListener('abort', onAbort, { once: true });
-  try {
-    await waitFor(hub, task.id, 0, signal, async () => {
-      const now = await store.get(task.id);
-      return !now || isTerminal(now.status);
-    });
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-  const done = await store.get(task.id);
-  if (done?.status === 'succeeded') return done.result as ToolResult;
-  const reason =
-    done?.status === 'cancelled'
-      ? 'The tool call was cancelled.'
-      : (done?.error?.detail ?? 'The tool failed.');
-  return { content: [{ type: 'text', text: reason }], isError: true };
+  return awaitToolResult(store, hub, task.id, tenant, ctx.mcpReq.signal);
 }

@@ -16,12 +16,12 @@ export function declaresTasks(capabilities: unknown): boolean {
  * reads as missing from that instant, so this is that deadline, rounded up: never shorter than
  * the truth, or a client would give up on a task still readable.
  */
-function ttlMs(task: TaskRecord): number | null {
+export function ttlMs(task: TaskRecord): number | null {
   return task.expiresAt === null ? null : Math.max(1, Math.ceil(task.expiresAt - task.createdAt));
 }
 
-/** The Task fields of SEP-2663, projected from the engine's record. */
-export function taskFields(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
+/** The fields both MCP eras' `Task` share, projected from the engine's record. */
+export function taskBase(task: TaskRecord): Record<string, unknown> {
   // What clients see: a new attempt of a running task stays `working (running)`.
   const { status, statusMessage } = toMcpStatus(task.shownStatus);
   const message = task.statusMessage ?? statusMessage;
@@ -31,9 +31,15 @@ export function taskFields(task: TaskRecord, pollIntervalMs: number): Record<str
     ...(message !== undefined && { statusMessage: message }),
     createdAt: new Date(task.createdAt).toISOString(),
     lastUpdatedAt: new Date(task.updatedAt).toISOString(),
-    ttlMs: ttlMs(task),
-    pollIntervalMs: Math.max(1, Math.floor(pollIntervalMs)),
   };
+}
+
+/** A poll interval as the wire wants it: a positive integer of milliseconds. */
+export const pollMs = (pollIntervalMs: number) => Math.max(1, Math.floor(pollIntervalMs));
+
+/** The Task fields of SEP-2663, projected from the engine's record. */
+export function taskFields(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
+  return { ...taskBase(task), ttlMs: ttlMs(task), pollIntervalMs: pollMs(pollIntervalMs) };
 }
 
 /**

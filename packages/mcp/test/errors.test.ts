@@ -89,6 +89,16 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
 
   const taskKeys = () => stack.cluster.store.redis.keys('tl:{task_*}:task');
 
+  it('tools/list describes every field of generate and batch_generate; model lists the served models', async () => {
+    const { tools } = (await rpc(url, 'tools/list', {}, { token })).message.result;
+    for (const name of ['generate', 'batch_generate']) {
+      const props = tools.find((t: any) => t.name === name).inputSchema.properties;
+      for (const [field, schema] of Object.entries<any>(props))
+        assert.ok(schema.description, `${name}.${field} has a description`);
+      assert.deepEqual(props.model.enum, ['tiny-chat'], `${name}.model is an enum of TASKLINE_MODELS`);
+    }
+  });
+
   it('generate on a model this deployment does not serve: refused at once, never a task', async () => {
     const before = await taskKeys();
     const res = await rpc(
@@ -99,7 +109,8 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     );
     assert.equal(res.message.result?.isError, true, JSON.stringify(res.message));
     assert.notEqual(res.message.result.resultType, 'task');
-    assert.match(res.message.result.content[0].text, /does not serve the model "no-such-model"/);
+    // The schema lists the served models (an enum), so the call is refused naming them.
+    assert.match(res.message.result.content[0].text, /model.*"tiny-chat"/);
     assert.deepEqual(await taskKeys(), before);
   });
 

@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 /**
  * The tenant limits LMSP enforces hold on `/mcp` too, against the real api process: the request
  * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS)
@@ -19,7 +20,8 @@ describe('MCP under the per-tenant limits of the api', () => {
   before(async () => {
     stack = await startStack({
       env: {
-        TASKLINE_API_KEYS: 'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret',
+        TASKLINE_API_KEYS:
+          'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret',
         TASKLINE_RATE_LIMIT_PER_S: '1',
         TASKLINE_RATE_LIMIT_BURST: String(BURST),
         TASKLINE_MAX_ACTIVE_TASKS: String(CAP),
@@ -79,5 +81,54 @@ describe('MCP under the per-tenant limits of the api', () => {
     });
     const again = await batch();
     assert.equal(again.message.result?.resultType, 'task', JSON.stringify(again.message));
+  });
+
+  it('a 2025-11-25 session takes from the same cap through the same admission', async () => {
+    const token = 'key-2025-secret';
+    const post = async (body: object, session?: string) => {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${token}`,
+          ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
+      });
+      return {
+        status: res.status,
+        headers: res.headers,
+        session: res.headers.get('mcp-session-id'),
+        message: (await res.json()) as any,
+      };
+    };
+    const init = await post({
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    });
+    const session = init.session!;
+    const batch = () =>
+      post(
+        {
+          method: 'tools/call',
+          params: { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hello'] }, task: {} },
+        },
+        session,
+      );
+    for (let i = 0; i < CAP; i++) {
+      const created = await batch();
+      assert.equal(typeof created.message.result?.task?.taskId, 'string', JSON.stringify(created.message));
+    }
+    assertLimited(await batch());
+    // The 2026 surface sees the same count for the tenant.
+    assertLimited(
+      await rpc(
+        url,
+        'tools/call',
+        { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hello'] } },
+        { token },
+      ),
+    );
   });
 });

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { outputTokens, servedModel, type ServedModels } from '@taskline/engine';
 
 /** A question for the caller: an MCP input request (`elicitation/create`, `sampling/createMessage`, ...). */
@@ -76,6 +76,36 @@ export interface ToolDefinition<S extends z.ZodObject = z.ZodObject> {
 export function checkGeneration(served: ServedModels, model: string, maxOutputTokens?: number): number {
   servedModel(served, model);
   return outputTokens(served, maxOutputTokens);
+}
+
+/** The models a tool's `model` field offers: the served ids and the default for calls that name none. */
+export interface ModelChoice {
+  ids: readonly string[];
+  default?: string;
+}
+
+/** The choice of `TASKLINE_MODELS` and `TASKLINE_DEFAULT_MODEL` (which must be one of them). */
+export function modelChoice(env: { TASKLINE_MODELS: string; TASKLINE_DEFAULT_MODEL: string }): ModelChoice {
+  const ids = env.TASKLINE_MODELS.split(',').filter(Boolean);
+  const fallback = env.TASKLINE_DEFAULT_MODEL;
+  if (fallback && !ids.includes(fallback))
+    throw new Error(`TASKLINE_DEFAULT_MODEL "${fallback}" is not one of TASKLINE_MODELS (${ids.join(', ')})`);
+  return { ids, ...(fallback && { default: fallback }) };
+}
+
+/**
+ * A generation's `model` field, written for the model that calls the tool: an enum of the served
+ * models (so it need not guess), with the default when one is configured. Without a choice (a
+ * registry that only runs tools) any id passes here and `checkGeneration` refuses unserved ones.
+ */
+export function modelField(choice?: ModelChoice): z.ZodType<string> {
+  const describe = 'The model that generates: one of the models this deployment serves.';
+  if (!choice || choice.ids.length === 0) return z.string().min(1).describe(describe);
+  const field = z.enum(choice.ids as [string, ...string[]]);
+  const described = choice.default
+    ? field.default(choice.default).describe(`${describe} Defaults to ${choice.default}.`)
+    : field.describe(describe);
+  return described as unknown as z.ZodType<string>;
 }
 
 /** Thrown by a tool for a failure the caller should see as a protocol error (task `failed`). */

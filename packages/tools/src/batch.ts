@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import { checkGeneration, defineTool, ToolFailure } from './api.js';
+import { checkGeneration, defineTool, modelField, ToolFailure, type ModelChoice } from './api.js';
 
 export interface BatchOptions {
   /** Cost units above which a tenant confirms a batch before it runs. */
   confirmAbove(tenant: string): number;
   /** Estimated cost of one prompt: defaults to its length plus the output budget, in tokens. */
   estimate?(prompt: string, maxOutputTokens: number): number;
+  /** The served models the schema's `model` offers (see `modelField`). */
+  models?: ModelChoice;
 }
 
 /**
@@ -20,9 +22,18 @@ export function batchGenerateTool(options: BatchOptions) {
       'Generates a completion for each prompt of a batch, with progress; confirms large batches first.',
     taskSupport: 'required',
     inputSchema: z.object({
-      model: z.string().min(1),
-      prompts: z.array(z.string().min(1)).min(1).max(1000),
-      max_output_tokens: z.number().int().positive().default(64),
+      model: modelField(options.models),
+      prompts: z
+        .array(z.string().min(1))
+        .min(1)
+        .max(1000)
+        .describe('The prompts, 1 to 1000: each gets its own completion, in this order.'),
+      max_output_tokens: z
+        .number()
+        .int()
+        .positive()
+        .default(64)
+        .describe("Most tokens to generate per prompt (default 64); at most the deployment's cap."),
     }),
     prepare(args, _responses, served) {
       checkGeneration(served, args.model, args.max_output_tokens);

@@ -1,4 +1,4 @@
-import { ToolRegistry } from './api.js';
+import { ToolRegistry, type ModelChoice } from './api.js';
 import { batchGenerateTool } from './batch.js';
 import { registerConformanceTools } from './conformance.js';
 import { generateTool } from './generate.js';
@@ -8,6 +8,8 @@ export interface BuiltinToolOptions {
   batchConfirmAboveTokens: number;
   /** Adds the conformance suite's fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
   conformance: boolean;
+  /** The served models the generation tools' `model` lists; absent, any id passes the schema. */
+  models?: ModelChoice;
 }
 
 /**
@@ -16,7 +18,9 @@ export interface BuiltinToolOptions {
  */
 export function builtinTools(options: BuiltinToolOptions): ToolRegistry {
   const registry = new ToolRegistry()
-    .register(generateTool)
-    .register(batchGenerateTool({ confirmAbove: () => options.batchConfirmAboveTokens }));
+    .register(generateTool(options.models))
+    .register(
+      batchGenerateTool({ confirmAbove: () => options.batchConfirmAboveTokens, models: options.models }),
+    );
   return options.conformance ? registerConformanceTools(registry) : registry;
 }

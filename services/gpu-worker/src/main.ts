@@ -19,7 +19,7 @@ import {
 } from '@taskline/inference';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
-import { builtinTools, createToolRunner } from '@taskline/tools';
+import { builtinTools, createToolRunner, modelChoice } from '@taskline/tools';
 import { GpuWorker } from './worker.js';
 
 /** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
@@ -68,6 +68,7 @@ const cache = new ModelCache<ModelBackend>({
 const tools = builtinTools({
   conformance: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
   batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
+  models: modelChoice(env),
 });
 const toolRunner = createToolRunner(tools, { hub, served: servedModelsFromEnv(env) });
 

@@ -28,6 +28,7 @@ import {
 } from './client.js';
 import { apiService, ROOT, Service, startHaproxy } from './procs.js';
 import { pollStatuses, ROLLING_DRAIN_MS, stopForFault, visibleInvariants } from './visible.js';
+import { legacyCounts, legacyInvariant, legacyMcpTask, type LegacyHooks } from './legacy.js';
 
 const SECONDS = Number(process.env.TASKLINE_CHAOS_SECONDS ?? 60);
 /** After the load stops, every acknowledged task must be terminal within this. */
@@ -510,6 +511,21 @@ async function listen(lb: string, taskId: string, until: number): Promise<void> 
   listeners.violations.push(`${taskId}: neither notified nor recovered by polling`);
 }
 
+/** What the 2025-11-25 session driver (legacy.ts) uses of this run. */
+const legacyHooks: LegacyHooks = {
+  call,
+  retryDelay,
+  key: KEYS.a,
+  terminalBoundMs: TERMINAL_BOUND_MS,
+  track: (id) =>
+    tracked.set(id, { id, via: 'mcp', onRestart: 'retry', cancelRequested: false, terminalSeen: [] }),
+  cancelRequested: (id) => {
+    if (tracked.get(id)!.cancelRequested) return;
+    tracked.get(id)!.cancelRequested = true;
+    counts.cancels++;
+  },
+};
+
 // ---------- load driver ----------
 
 async function loop(until: number, everyMs: number, fn: () => Promise<void>, inflight: Promise<void>[]) {
@@ -660,7 +676,7 @@ async function checkInvariants(c: Cluster): Promise<Invariant[]> {
     violations: sse.violations,
   };
   Object.assign(policy, { per_policy: policyStats });
-  return [exists, stable, streams, sseInv, policy, idem, noServerErrors, listenersInv];
+  return [exists, stable, streams, sseInv, policy, idem, noServerErrors, listenersInv, legacyInvariant()];
 }
 
 // ---------- overload ----------
@@ -741,6 +757,7 @@ async function main() {
     loop(until, 1500, () => respond(c.lb, until), inflight),
     loop(until, 700, () => mcpTask(c.lb, until), inflight),
     pollStatuses(c.lb, () => [...tracked.values()].filter((t) => t.via === 'lmsp').map((t) => t.id), until),
+    loop(until, 1400, () => legacyMcpTask(c.lb, until, legacyHooks), inflight),
     faultsDone,
   ]);
   // Every process back up before the checks: the system must finish what it acknowledged.
@@ -764,6 +781,7 @@ async function main() {
       sse,
       listeners: { ...listeners, violations: listeners.violations.length },
       mcp_input: mcpInput,
+      mcp_2025: { ...legacyCounts, violations: legacyCounts.violations.length },
     },
     faults: {
       total: faults.length,

@@ -1,0 +1,152 @@
+import type { Request, Response } from 'express';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isLegacyRequest } from '@modelcontextprotocol/server';
+import type { EventHub, ServedModels, TaskStore } from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import type { ToolRegistry } from '@taskline/tools';
+import type { McpObserver, McpTaskReservation } from '../router.js';
+import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
+import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
+import type { LegacySession, LegacySessions } from './session.js';
+import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod } from './tasks.js';
+import { negotiateVersion } from './wire.js';
+import { rpcError } from '../rpc.js';
+
+export interface LegacyDeps {
+  store: TaskStore;
+  hub: EventHub;
+  tools: ToolRegistry;
+  poll: number;
+  served: ServedModels;
+  sessions: LegacySessions;
+  fixtures: boolean;
+  logger: Logger;
+  observe?: McpObserver;
+}
+
+type Message = { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: Record<string, unknown> };
+
+/**
+ * Whether a request belongs to the 2025 era (stateful `initialize` handshake): the SDK's own
+ * classification, so the two eras split exactly where the 2026 handler would answer -32022.
+ */
+export async function isLegacy(req: Request): Promise<boolean> {
+  if (req.method !== 'POST') return typeof req.headers['mcp-session-id'] === 'string';
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string') headers.set(name, value);
+    else if (Array.isArray(value)) headers.set(name, value.join(', '));
+  }
+  return isLegacyRequest(new Request('http://localhost/mcp', { method: 'POST', headers }), req.body);
+}
+
+/**
+ * Serves one 2025-era request (MCP 2025-11-25 and 2025-06-18, Streamable HTTP with sessions).
+ * Nothing of a session lives in the replica: `initialize` stores it in Redis and each later
+ * request, on whichever replica, finds it there (tenant-scoped). Tool calls that run as engine
+ * tasks and the experimental `tasks/*` methods are served over the engine's tasks, the very
+ * records the 2026-07-28 surface shows; everything else goes to an SDK v1 server built for the
+ * request. Auth and limits were applied by the router before this.
+ */
+export async function serveLegacy(
+  deps: LegacyDeps,
+  req: Request,
+  res: Response,
+  tenant: string,
+  reservation?: McpTaskReservation,
+): Promise<void> {
+  const body = req.body as Message | Message[] | undefined;
+  if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
+    return initialize(deps, res, tenant, body);
+  }
+  const header = req.headers['mcp-session-id'];
+  const id = Array.isArray(body) ? null : body?.id;
+  if (typeof header !== 'string' || header === '') {
+    rpcError(res, 400, id, -32000, 'Bad Request: Mcp-Session-Id header is required');
+    return;
+  }
+  const session = await deps.sessions.find(header, tenant);
+  if (!session) {
+    rpcError(res, 404, id, -32001, 'Session not found');
+    return;
+  }
+  if (req.method === 'DELETE') {
+    await deps.sessions.close(session.id);
+    res.status(200).end();
+    return;
+  }
+  if (req.method !== 'POST') {
+    // No standalone GET stream: every server message travels on the stream of the POST it belongs to.
+    res.set('Allow', 'POST, DELETE');
+    rpcError(res, 405, null, -32000, 'Method not allowed');
+    return;
+  }
+  if (Array.isArray(body) || typeof body !== 'object' || body === null) {
+    rpcError(res, 400, null, -32600, 'Invalid Request: send one JSON-RPC message per POST');
+    return;
+  }
+  if (body.method === undefined && body.id !== undefined) return answer(deps, res, session, body);
+  if (typeof body.method === 'string' && body.id === undefined) {
+    res.status(202).end(); // Notifications (initialized, cancelled...) need nothing from this server.
+    return;
+  }
+  const call = { ...deps, tenant, res, id: body.id, reservation };
+  if (typeof body.method === 'string' && (await serveLegacyTaskMethod(call, body.method, body.params ?? {})))
+    return;
+  await serveWithSdk(deps, req, res, session, tenant);
+}
+
+async function initialize(deps: LegacyDeps, res: Response, tenant: string, body: Message): Promise<void> {
+  const params = body.params ?? {};
+  const protocolVersion = negotiateVersion(params.protocolVersion);
+  const session = await deps.sessions.open({
+    tenant,
+    protocolVersion,
+    capabilities: withFormDefault((params.capabilities ?? {}) as Record<string, unknown>),
+    clientInfo: (params.clientInfo ?? {}) as Record<string, unknown>,
+  });
+  res.setHeader('Mcp-Session-Id', session.id);
+  res.json({
+    jsonrpc: '2.0',
+    id: body.id,
+    result: { protocolVersion, capabilities: legacyCapabilities(deps.fixtures), serverInfo: SERVER_INFO },
+  });
+}
+
+/** 2025-11-25 elicitation: a client declaring `elicitation: {}` supports the form mode. */
+function withFormDefault(capabilities: Record<string, unknown>): Record<string, unknown> {
+  const elicitation = capabilities.elicitation as Record<string, unknown> | undefined;
+  if (!elicitation || elicitation.form !== undefined || elicitation.url !== undefined) return capabilities;
+  return { ...capabilities, elicitation: { ...elicitation, form: {} } };
+}
+
+/** A client's answer to a server request: a task's question, or a request relayed for a call. */
+async function answer(deps: LegacyDeps, res: Response, session: LegacySession, body: Message): Promise<void> {
+  const message = body as { id: string; result?: unknown; error?: unknown };
+  if (typeof message.id === 'string' && message.id.startsWith(INPUT_ID_PREFIX)) {
+    await acceptInputAnswer(deps.store, session.tenant, message);
+  } else if (typeof message.id === 'string' && message.id.startsWith(RELAY_ID_PREFIX)) {
+    await postAnswer(deps.store.redis, session.id, message);
+  }
+  res.status(202).end();
+}
+
+async function serveWithSdk(
+  deps: LegacyDeps,
+  req: Request,
+  res: Response,
+  session: LegacySession,
+  tenant: string,
+): Promise<void> {
+  const server = buildLegacyServer({ tools: deps.tools, tenant, session, fixtures: deps.fixtures });
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  const done = new AbortController();
+  relayServerRequests(transport, deps.store.redis, session.id, done.signal);
+  res.on('close', () => {
+    done.abort();
+    void transport.close().catch(() => undefined);
+    void server.close().catch(() => undefined);
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res, req.body);
+}

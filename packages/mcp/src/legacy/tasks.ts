@@ -1,0 +1,282 @@
+import type { Response } from 'express';
+import {
+  isTerminal,
+  TasklineError,
+  type EventHub,
+  type ServedModels,
+  type Subscription,
+  type TaskRecord,
+  type TaskStore,
+} from '@taskline/engine';
+import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
+import type { McpObserver, McpTaskReservation } from '../router.js';
+import { awaitToolResult, createToolTask, listToolTasks } from '../toolTasks.js';
+import { rpcError } from '../rpc.js';
+import { legacyTask, RELATED_TASK } from './wire.js';
+
+/** What one 2025-era request runs with: the engine, the caller's tenant and the HTTP exchange. */
+export interface LegacyCall {
+  store: TaskStore;
+  hub: EventHub;
+  tools: ToolRegistry;
+  poll: number;
+  served: ServedModels;
+  tenant: string;
+  res: Response;
+  id: unknown;
+  /** This call's place under the tenant's unfinished-task cap (admission step), if it creates a task. */
+  reservation?: McpTaskReservation;
+  observe?: McpObserver;
+}
+
+/** Page size of `tasks/list`. */
+const LIST_PAGE = 50;
+/** JSON-RPC id prefix of the input requests `tasks/result` sends: `<prefix><taskId>:<key>`. */
+export const INPUT_ID_PREFIX = 'taskline-input:';
+
+class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+/** Unknown, expired and other tenants' tasks all read the same. */
+const unknownTask = () => new RpcError(-32602, 'Unknown or expired taskId');
+
+const reply = (call: LegacyCall, result: unknown) => call.res.json({ jsonrpc: '2.0', id: call.id, result });
+
+async function find(call: LegacyCall, taskId: unknown): Promise<TaskRecord> {
+  const task = typeof taskId === 'string' ? await call.store.get(taskId, call.tenant) : null;
+  if (!task) throw unknownTask();
+  return task;
+}
+
+/** The 2025-11-25 `tasks/*` methods and engine tool calls; false when `method` is not one of them. */
+export async function serveLegacyTaskMethod(
+  call: LegacyCall,
+  method: string,
+  params: Record<string, unknown>,
+): Promise<boolean> {
+  try {
+    switch (method) {
+      case 'tools/call': {
+        const tool = call.tools.get(String(params.name));
+        if (!tool || tool.taskSupport === 'forbidden') return false;
+        await callTool(call, tool, params);
+        return true;
+      }
+      case 'tasks/get':
+        reply(call, legacyTask(await find(call, params.taskId), call.poll));
+        return true;
+      case 'tasks/list':
+        await listTasks(call, params.cursor);
+        return true;
+      case 'tasks/cancel':
+        await cancelTask(call, params.taskId);
+        return true;
+      case 'tasks/result':
+        await taskResult(call, await find(call, params.taskId));
+        return true;
+      default:
+        return false;
+    }
+  } catch (err) {
+    if (err instanceof RpcError) {
+      rpcError(call.res, 200, call.id, err.code, err.message, err.data);
+      return true;
+    }
+    throw err;
+  }
+}
+
+/**
+ * `tools/call` of a tool that runs as an engine task. Task-augmented (`params.task`): the
+ * `CreateTaskResult`, sent once the task is in Redis, so any replica's `tasks/get` resolves it.
+ * Otherwise the call waits for the task (a tool that requires a task refuses, as the 2025-11-25
+ * tools section asks, with -32601).
+ */
+async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<string, unknown>) {
+  const augmented = typeof params.task === 'object' && params.task !== null;
+  if (!augmented && tool.taskSupport === 'required') {
+    throw new RpcError(-32601, `Tool ${tool.name} requires task augmentation (taskSupport: 'required')`);
+  }
+  const parsed = tool.inputSchema.safeParse(params.arguments ?? {});
+  if (!parsed.success) {
+    throw new RpcError(-32602, `Invalid arguments for tool ${tool.name}: ${parsed.error.message}`);
+  }
+  let args = parsed.data as Record<string, unknown>;
+  if (tool.prepare) {
+    let prepared;
+    try {
+      prepared = tool.prepare(args, {}, call.served);
+    } catch (err) {
+      // As on the 2026 surface: a refused call is a tool error the model can read, not a task.
+      const text = err instanceof Error ? err.message : String(err);
+      return reply(call, { content: [{ type: 'text', text }], isError: true });
+    }
+    if ('ask' in prepared) {
+      throw new RpcError(-32602, `Tool ${tool.name} needs input before it runs: call it over MCP 2026-07-28`);
+    }
+    args = prepared.args;
+  }
+  const task = await createToolTask(call.store, call.tenant, tool.name, args, call);
+  if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
+  const abort = new AbortController();
+  call.res.once('close', () => {
+    if (!call.res.writableFinished) abort.abort();
+  });
+  reply(call, await awaitToolResult(call.store, call.hub, task.id, call.tenant, abort.signal));
+}
+
+async function listTasks(call: LegacyCall, cursor: unknown) {
+  if (cursor !== undefined && typeof cursor !== 'string') throw new RpcError(-32602, 'Invalid cursor');
+  let page;
+  try {
+    page = await listToolTasks(call.store, call.tenant, cursor, LIST_PAGE);
+  } catch (err) {
+    if (err instanceof Error && err.message === 'invalid cursor')
+      throw new RpcError(-32602, 'Invalid cursor');
+    throw err;
+  }
+  reply(call, {
+    tasks: page.tasks.map((t) => legacyTask(t, call.poll)),
+    ...(page.nextCursor && { nextCursor: page.nextCursor }),
+  });
+}
+
+/** 2025-11-25: a terminal task cannot be cancelled (-32602); the answer is the task after the request. */
+async function cancelTask(call: LegacyCall, taskId: unknown) {
+  const task = await find(call, taskId);
+  if (isTerminal(task.status)) {
+    throw new RpcError(
+      -32602,
+      `Cannot cancel task in terminal status: ${legacyTask(task, call.poll).status}`,
+    );
+  }
+  let after: TaskRecord;
+  try {
+    after = (await call.store.cancel(task.id, call.tenant)).task;
+  } catch (err) {
+    if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
+    if (err instanceof TasklineError && err.code === 'task_not_cancelable') {
+      // It ended meanwhile: the first commit won.
+      throw new RpcError(-32602, 'Cannot cancel task in terminal status');
+    }
+    throw err;
+  }
+  reply(call, legacyTask(after, call.poll));
+}
+
+/** The outcome `tasks/result` answers with: the tool's result, or the error the call would have had. */
+function outcome(task: TaskRecord): {
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+} {
+  if (task.status === 'succeeded') {
+    const result = task.result as { _meta?: Record<string, unknown> };
+    return { result: { ...result, _meta: { ...result._meta, [RELATED_TASK]: { taskId: task.id } } } };
+  }
+  if (task.status === 'cancelled') return { error: { code: -32603, message: 'The task was cancelled.' } };
+  return {
+    error: {
+      code: -32603,
+      message: task.error?.detail ?? 'The task failed.',
+      data: { code: task.error?.code ?? 'internal_error' },
+    },
+  };
+}
+
+/**
+ * `tasks/result`: blocks until the task is terminal, then answers with its outcome. Meanwhile the
+ * response is an SSE stream carrying `notifications/tasks/status` on every visible change, and,
+ * while the task is `input_required`, each open question as a server request (elicitation and the
+ * like) tagged with the related-task metadata. Its JSON-RPC id names the task and the question,
+ * so the client's answer, POSTed to any replica, is stored durably as `tasks/update` stores it.
+ */
+async function taskResult(call: LegacyCall, first: TaskRecord) {
+  const { store, hub, res, tenant } = call;
+  if (isTerminal(first.status)) return res.json({ jsonrpc: '2.0', id: call.id, ...outcome(first) });
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+  });
+  const send = (message: object) =>
+    res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
+  let closed = false;
+  let sub: Subscription | null = null;
+  res.on('close', () => {
+    closed = true;
+    sub?.close();
+  });
+  const asked = new Set<string>();
+  let lastView = '';
+  const check = async () => {
+    const task = await store.get(first.id, tenant);
+    if (closed) return;
+    if (!task) {
+      closed = true;
+      sub?.close();
+      send({ id: call.id, error: { code: -32602, message: 'Unknown or expired taskId' } });
+      return void res.end();
+    }
+    const view = legacyTask(task, call.poll);
+    const key = JSON.stringify([view.status, view.statusMessage]);
+    if (key !== lastView) {
+      lastView = key;
+      send({ method: 'notifications/tasks/status', params: view });
+    }
+    if (task.status === 'input_required') {
+      const open = (await store.openInputRequests(task.id)) as Record<
+        string,
+        { method: string; params: object }
+      >;
+      for (const [question, request] of Object.entries(open)) {
+        if (asked.has(question)) continue;
+        asked.add(question);
+        send({
+          id: `${INPUT_ID_PREFIX}${task.id}:${question}`,
+          method: request.method,
+          params: { ...request.params, _meta: { [RELATED_TASK]: { taskId: task.id } } },
+        });
+      }
+    }
+    if (isTerminal(task.status)) {
+      closed = true;
+      sub?.close();
+      send({ id: call.id, ...outcome(task) });
+      res.end();
+    }
+  };
+  let chain = check();
+  sub = await hub.subscribe(first.id, first.seq, () => {
+    // Serialised, so the stream follows the task's log in order.
+    chain = chain.then(check).catch(() => undefined);
+  });
+  if (closed) sub.close();
+  await chain.catch(() => undefined);
+}
+
+/**
+ * A client's answer to an input request `tasks/result` sent (`INPUT_ID_PREFIX` id): stored with
+ * the engine's `provideInput`, exactly like a 2026 `tasks/update`. An error answer declines.
+ * Unknown ids, other tenants' tasks and already answered questions are ignored.
+ */
+export async function acceptInputAnswer(
+  store: TaskStore,
+  tenant: string,
+  message: { id: string; result?: unknown; error?: unknown },
+): Promise<void> {
+  const rest = message.id.slice(INPUT_ID_PREFIX.length);
+  const split = rest.indexOf(':');
+  if (split < 0) return;
+  const answer = message.error !== undefined ? { action: 'decline' } : message.result;
+  try {
+    await store.provideInput(rest.slice(0, split), tenant, { [rest.slice(split + 1)]: answer });
+  } catch (err) {
+    if (!(err instanceof TasklineError && err.code === 'task_not_found')) throw err;
+  }
+}

@@ -1,0 +1,102 @@
+import { isTerminal, newId, type EventHub, type TaskRecord, type TaskStore } from '@taskline/engine';
+import { TOOLS_MODEL, waitFor, type ToolResult } from '@taskline/tools';
+import type { McpObserver, McpTaskReservation } from './router.js';
+
+/** A tenant's MCP tool tasks, both eras: the index `tasks/list` (MCP 2025-11-25) pages through. */
+const indexKey = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;
+/** Index members sort by creation time; the id keeps members unique and names the task. */
+const member = (createdAt: number, id: string) => `${String(createdAt).padStart(15, '0')}:${id}`;
+
+/**
+ * Creates an MCP tool task, from either protocol era. The id is chosen first and indexed before
+ * the task exists, so a crash in between leaves an index entry without a task (skipped and
+ * dropped by the listing), never a task missing from its tenant's list. The call's place under
+ * the tenant's cap (`reservation`, taken by the admission step) becomes the task's.
+ */
+export async function createToolTask(
+  store: TaskStore,
+  tenant: string,
+  tool: string,
+  args: Record<string, unknown>,
+  admission: { reservation?: McpTaskReservation; observe?: McpObserver } = {},
+): Promise<TaskRecord> {
+  const id = newId('task');
+  await store.redis.zadd(indexKey(tenant), 0, member(Date.now(), id));
+  const task = await store.create({
+    id,
+    tenant,
+    kind: 'tool',
+    model: TOOLS_MODEL,
+    onRestart: 'retry',
+    request: { tool, arguments: args },
+  });
+  // Not awaited, as on LMSP: until the swap lands the reservation counts in the task's place.
+  void admission.reservation?.commit(task.id).catch(() => undefined);
+  admission.observe?.taskCreated(tenant);
+  return task;
+}
+
+/**
+ * One page of the tenant's tool tasks, oldest first. The cursor is opaque to clients (the last
+ * index member, base64url); entries of tasks that expired are removed on the way.
+ */
+export async function listToolTasks(
+  store: TaskStore,
+  tenant: string,
+  cursor: string | undefined,
+  pageSize: number,
+): Promise<{ tasks: TaskRecord[]; nextCursor?: string }> {
+  const key = indexKey(tenant);
+  let from = '-';
+  if (cursor !== undefined) {
+    const last = Buffer.from(cursor, 'base64url').toString();
+    if (!/^\d{15}:task_[0-9a-z]{26}$/.test(last)) throw new Error('invalid cursor');
+    from = `(${last}`;
+  }
+  const tasks: TaskRecord[] = [];
+  let lastMember: string | undefined;
+  while (tasks.length < pageSize) {
+    const members = await store.redis.zrangebylex(key, from, '+', 'LIMIT', 0, pageSize - tasks.length);
+    if (members.length === 0) return { tasks };
+    for (const m of members) {
+      const task = await store.get(m.slice(16), tenant);
+      if (task) tasks.push(task);
+      else await store.redis.zrem(key, m);
+      lastMember = m;
+    }
+    from = `(${lastMember}`;
+  }
+  const more = await store.redis.zrangebylex(key, from, '+', 'LIMIT', 0, 1);
+  return more.length > 0 ? { tasks, nextCursor: Buffer.from(lastMember!).toString('base64url') } : { tasks };
+}
+
+/**
+ * Waits for a tool task a caller chose not to hold as a task, and returns its outcome as the
+ * tool's result (a failure or cancellation as an `isError` result). The caller going away
+ * (`signal`) cancels the task: nobody is left to read its result.
+ */
+export async function awaitToolResult(
+  store: TaskStore,
+  hub: EventHub,
+  taskId: string,
+  tenant: string,
+  signal: AbortSignal,
+): Promise<ToolResult> {
+  const onAbort = () => void store.cancel(taskId, tenant).catch(() => undefined);
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    await waitFor(hub, taskId, 0, signal, async () => {
+      const now = await store.get(taskId);
+      return !now || isTerminal(now.status);
+    });
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+  const done = await store.get(taskId);
+  if (done?.status === 'succeeded') return done.result as ToolResult;
+  const reason =
+    done?.status === 'cancelled'
+      ? 'The tool call was cancelled.'
+      : (done?.error?.detail ?? 'The tool failed.');
+  return { content: [{ type: 'text', text: reason }], isError: true };
+}

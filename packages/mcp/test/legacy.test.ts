@@ -1,0 +1,205 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
+import { startHaproxy, type LoadBalancer } from '../../../test/chaos/src/procs.js';
+import { pollTask, rpc } from './helpers.js';
+
+const KEY_A = 'key-a-secret';
+const KEY_B = 'key-b-secret';
+const port = (r: Replica) => Number(new URL(r.url).port);
+
+/** An official SDK v1 client (MCP 2025-11-25) of `tenant`'s key, through the load balancer. */
+async function v1Client(url: string, key: string, onElicit?: (req: any) => Promise<any>): Promise<Client> {
+  const client = new Client(
+    { name: 'taskline-test', version: '1.0.0' },
+    { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {} } } },
+  );
+  if (onElicit) client.setRequestHandler(ElicitRequestSchema, (req) => onElicit(req));
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
+  await client.connect(transport);
+  // As hosts do: the listing tells `callToolStream` which tools run as tasks.
+  await client.listTools();
+  return client;
+}
+
+/** Drives `callToolStream` to its end; returns every message it yielded. */
+async function drain(stream: AsyncIterable<any>): Promise<any[]> {
+  const seen = [];
+  for await (const message of stream) seen.push(message);
+  return seen;
+}
+
+describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind HAProxy', () => {
+  let stack: Awaited<ReturnType<typeof startStack>>;
+  let lb: LoadBalancer;
+  let url: string;
+  let a: Replica;
+  let b: Replica;
+
+  before(async () => {
+    stack = await startStack({
+      replicas: 2,
+      env: {
+        TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
+        TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-b:${KEY_B}`,
+        // Every batch asks for confirmation first.
+        TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
+      },
+    });
+    [a, b] = stack.replicas as [Replica, Replica];
+    lb = await startHaproxy([port(a), port(b)]);
+    url = `${lb.lb}/mcp`;
+  });
+  after(async () => {
+    lb?.child.kill('SIGKILL');
+    await stack.stop();
+  });
+
+  it('negotiates 2025-06-18 too, and the session works on either replica without stickiness', async () => {
+    const init = await fetch(a.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${KEY_A}`,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
+    });
+    const session = init.headers.get('mcp-session-id');
+    assert.ok(session, 'initialize answers with Mcp-Session-Id');
+    assert.equal(((await init.json()) as any).result.protocolVersion, '2025-06-18');
+    const list = (replica: Replica, key: string) =>
+      fetch(replica.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${key}`,
+          'mcp-session-id': session,
+          'mcp-protocol-version': '2025-06-18',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} }),
+      });
+    for (const replica of [a, b]) assert.equal((await list(replica, KEY_A)).status, 200);
+    const foreign = await list(b, KEY_B);
+    assert.equal(foreign.status, 404, "another tenant's session id reads as unknown");
+    assert.equal(((await foreign.json()) as any).error.code, -32001);
+  });
+
+  it('lists generate with described fields and the served models as an enum', async () => {
+    const client = await v1Client(url, KEY_A);
+    const { tools } = await client.listTools();
+    const generate = tools.find((t) => t.name === 'generate')!;
+    assert.equal(generate.execution?.taskSupport, 'required');
+    const props = generate.inputSchema.properties as Record<string, any>;
+    for (const [field, schema] of Object.entries(props))
+      assert.ok(schema.description, `${field} is described`);
+    assert.deepEqual(props.model.enum, ['tiny-chat']);
+    await client.close();
+  });
+
+  it('runs a generate task created by the SDK v1 client to completion', async () => {
+    const client = await v1Client(url, KEY_A);
+    const seen = await drain(
+      client.experimental.tasks.callToolStream(
+        { name: 'generate', arguments: { model: 'tiny-chat', input: 'Hello', max_output_tokens: 4 } },
+        CallToolResultSchema,
+      ),
+    );
+    const created = seen.find((m) => m.type === 'taskCreated');
+    assert.ok(created, JSON.stringify(seen));
+    assert.equal(typeof created.task.ttl === 'number' || created.task.ttl === null, true);
+    const result = seen.find((m) => m.type === 'result');
+    assert.ok(result, JSON.stringify(seen));
+    assert.equal(result.result.content[0].type, 'text');
+    const task = await client.experimental.tasks.getTask(created.task.taskId);
+    assert.equal(task.status, 'completed');
+    // The same task through the 2026-07-28 wire.
+    const modern = await rpc(url, 'tasks/get', { taskId: created.task.taskId }, { token: KEY_A });
+    assert.equal(modern.message.result.status, 'completed');
+    await client.close();
+  });
+
+  it('a task of either era is read, listed and cancelled from the other, never by another tenant', async () => {
+    const client = await v1Client(url, KEY_A);
+    // Created by the v1 client, parked on its question; read and cancelled at 2026-07-28.
+    const created = (await client.request(
+      { method: 'tools/call', params: { name: 'confirm_delete', arguments: {}, task: { ttl: 60_000 } } },
+      (await import('@modelcontextprotocol/sdk/types.js')).CreateTaskResultSchema,
+    )) as any;
+    const oldId = created.task.taskId as string;
+    await pollTask(url, oldId, (t) => t.status === 'input_required', { token: KEY_A });
+    assert.equal(
+      (await rpc(url, 'tasks/cancel', { taskId: oldId }, { token: KEY_A })).message.result.resultType,
+      'complete',
+    );
+    await until('the cancel shows to the v1 client', async () =>
+      (await client.experimental.tasks.getTask(oldId)).status === 'cancelled' ? true : undefined,
+    );
+    // Created at 2026-07-28; read and cancelled by the v1 client.
+    const modern = await rpc(url, 'tools/call', { name: 'confirm_delete', arguments: {} }, { token: KEY_A });
+    const newId = modern.message.result.taskId as string;
+    assert.equal((await client.experimental.tasks.getTask(newId)).taskId, newId);
+    await until('the task asks its question', async () =>
+      (await client.experimental.tasks.getTask(newId)).status === 'input_required' ? true : undefined,
+    );
+    // Cancellation is cooperative: the worker running it stops, then the task reads cancelled.
+    const cancelling = await client.experimental.tasks.cancelTask(newId);
+    assert.equal(cancelling.taskId, newId);
+    assert.ok(['working', 'cancelled'].includes(cancelling.status), cancelling.status);
+    await pollTask(url, newId, (t) => t.status === 'cancelled', { token: KEY_A });
+    // Both in tenant A's list, paged with the opaque cursor; none in tenant B's.
+    const listed: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.experimental.tasks.listTasks(cursor);
+      listed.push(...page.tasks.map((t) => t.taskId));
+      cursor = page.nextCursor;
+    } while (cursor);
+    assert.ok(listed.includes(oldId) && listed.includes(newId), JSON.stringify(listed));
+    const other = await v1Client(url, KEY_B);
+    const theirs = await other.experimental.tasks.listTasks();
+    assert.ok(!theirs.tasks.some((t) => t.taskId === oldId || t.taskId === newId));
+    await assert.rejects(other.experimental.tasks.getTask(oldId), /Unknown or expired taskId/);
+    await assert.rejects(other.experimental.tasks.cancelTask(newId), /Unknown or expired taskId/);
+    await Promise.all([client.close(), other.close()]);
+  });
+
+  it('resumes a task answered through the v1 elicitation flow after its worker is killed', async () => {
+    let asked: any;
+    const client = await v1Client(url, KEY_A, async (req) => {
+      asked = req;
+      // The question is parked in Redis: the worker that asked it dies before the answer comes.
+      stack.worker.kill('SIGKILL');
+      await until('the worker is gone', async () =>
+        stack.worker.exitCode !== null || stack.worker.signalCode ? true : undefined,
+      );
+      stack.worker = stack.cluster.startWorker();
+      return { action: 'accept', content: { proceed: true } };
+    });
+    const seen = await drain(
+      client.experimental.tasks.callToolStream(
+        { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hi'], max_output_tokens: 2 } },
+        CallToolResultSchema,
+      ),
+    );
+    assert.equal(asked.params._meta['io.modelcontextprotocol/related-task'].taskId, seen[0].task.taskId);
+    const result = seen.find((m) => m.type === 'result');
+    assert.ok(result, JSON.stringify(seen));
+    assert.notEqual(result.result.isError, true, JSON.stringify(result.result));
+    const task = await rpc(url, 'tasks/get', { taskId: seen[0].task.taskId }, { token: KEY_A });
+    assert.equal(task.message.result.status, 'completed');
+    await client.close();
+  });
+});
