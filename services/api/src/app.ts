@@ -371,20 +371,26 @@ export function createApp(deps: AppDeps): TasklineApi {
     .post(countCreate, requireJson, async (req, res) => {
       const body = parseBody(ResponseRequest, req.body);
       const { task } = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
+      // A caller that leaves first cancels its response, unless it sent an Idempotency-Key: then
+      // it will retry with it, and the retry gets the finished response (or the whole stream).
+      const retried = idempotencyKeyOf(req.headers['idempotency-key']) !== null;
+      const onGone = () => {
+        if (!retried) cancelForGoneClient(task);
+      };
       if (body.stream) {
         await streamTaskEvents(req, res, {
           ...streamOptions(req, task, 0, 'response'),
-          onClientGone: () => cancelForGoneClient(task),
+          onClientGone: onGone,
         });
         return;
       }
-      // Synchronous: wait for the final event; a caller that leaves first cancels its response.
+      // Synchronous: wait for the final event.
       let resolveFinal!: () => void;
       const final = new Promise<void>((r) => (resolveFinal = r));
       let gone = false;
       const onClose = () => {
         gone = true;
-        cancelForGoneClient(task);
+        onGone();
         resolveFinal();
       };
       res.once('close', onClose);
