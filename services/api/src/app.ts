@@ -164,14 +164,14 @@ export function createApp(deps: AppDeps): TasklineApi {
   const decisions = new WeakMap<Request, Promise<void>>();
   lmsp.use((req, res, next) => {
     const tenant = tenantOf(req);
-    const decision =
-      req.method === 'POST' && CREATE_PATHS.has(req.path)
-        ? limits.takeCreate(tenant).then((slot) => {
-            reservations.set(req, slot);
-            // Refused before the create (bad body, unknown model) or cut short: free the place.
-            res.once('close', () => void slot.commit(null).catch(() => undefined));
-          })
-        : limits.takeRequest(tenant);
+    let decision: Promise<void>;
+    if (req.method === 'POST' && CREATE_PATHS.has(req.path)) {
+      const taking = limits.takeCreate(tenant);
+      // Refused before the create (bad body, unknown model) or cut short: free the place. Listened
+      // for now, not once the place is held: a caller gone by then would leave it for 60 s.
+      res.once('close', () => void taking.then((slot) => slot.commit(null)).catch(() => undefined));
+      decision = taking.then((slot) => void reservations.set(req, slot));
+    } else decision = limits.takeRequest(tenant);
     decision.catch(() => undefined); // handled below, once the body is read
     decisions.set(req, decision);
     next();

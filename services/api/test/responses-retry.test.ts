@@ -4,6 +4,7 @@
  * stream (stream: true). Without a key nobody could fetch the result, and a departure cancels.
  */
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { after, before, test } from 'node:test';
 import { until } from '@taskline/testing';
 import {
@@ -104,4 +105,51 @@ test('without an Idempotency-Key a synchronous caller that leaves still cancels 
   await until('the task to be cancelled', async () =>
     (await stack.worker.get(id))?.status === 'cancelled' ? true : undefined,
   );
+});
+
+test('a create whose caller leaves before its place is held frees the place at once, not after 60 s', async () => {
+  const limits = api.api.limits;
+  const takeCreate = limits.takeCreate.bind(limits);
+  let asked!: () => void;
+  const seen = new Promise<void>((r) => (asked = r));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  // The bucket answers only after the caller has gone (a slow Redis round trip).
+  let taken!: () => void;
+  const held = new Promise<void>((r) => (taken = r));
+  limits.takeCreate = async (tenant) => {
+    asked();
+    await gate;
+    const slot = await takeCreate(tenant);
+    taken();
+    return slot;
+  };
+  try {
+    // Half a body, then gone: no task can come of this request.
+    const leaving = request(`${api.base}/lmsp/v1/tasks`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEY_A}`,
+        'content-type': 'application/json',
+        'content-length': '1000',
+      },
+    });
+    leaving.on('error', () => undefined);
+    leaving.write('{"type":"response",');
+    await seen;
+    leaving.destroy();
+    await until('the server to see the caller leave', () => (api.api.inFlight === 0 ? true : undefined));
+    release();
+    await held;
+    // Far sooner than the 60 s after which a crashed create's place is taken for abandoned.
+    const reservations = async () =>
+      (await stack.redis.zrange('tl:api:active:{tenant-a}', 0, -1)).filter((m) => m.startsWith('r:'));
+    await until(
+      'the place to be freed',
+      async () => ((await reservations()).length === 0 ? true : undefined),
+      10_000,
+    );
+  } finally {
+    limits.takeCreate = takeCreate;
+  }
 });
