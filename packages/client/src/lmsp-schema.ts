@@ -80,7 +80,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Run a response: JSON when it ends, or SSE with `stream: true`. A caller that disconnects cancels it. */
+    /** Run a response: JSON when it ends, or SSE with `stream: true`. A caller that disconnects cancels it, unless the request carries an Idempotency-Key: then the response runs on, and a retry with the same key and body gets the finished response (or the whole stream from its first event). */
     post: operations['createResponse'];
     delete?: never;
     options?: never;

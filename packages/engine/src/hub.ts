@@ -21,9 +21,15 @@ interface Listener {
 interface Tail {
   listeners: Set<Listener>;
   subscribed: Promise<unknown>;
-  /** The subscription is confirmed: a history read sent now misses nothing that is published. */
+  /**
+   * The subscription is confirmed on the current connection: a history read sent now misses
+   * nothing that is published. False from a lost connection until the hub subscribed again.
+   */
   live: boolean;
 }
+
+/** How long a failed catch-up read waits before it is tried again (the reader would stall). */
+const CATCH_UP_RETRY_MS = 500;
 
 /**
  * Live tails of task event logs for any number of readers over one Redis connection. Every
@@ -34,11 +40,20 @@ interface Tail {
 export class EventHub {
   private readonly tasks = new Map<string, Tail>();
   private readonly subscriber: Redis;
+  /** Counts the resubscriptions after lost connections: a reader attaching across one catches up. */
+  private epoch = 0;
+  /** Settles when the channels are subscribed again after a lost connection. */
+  private back: Promise<void> = Promise.resolve();
+  private settleBack: (() => void) | null = null;
+  private closed = false;
 
   /**
    * Opens the hub's own subscriber connection beside the store's. Its ready check is off: after
    * a Redis restart ioredis would send INFO on a connection it already restored to subscriber
-   * mode, which Redis refuses, and the hub would stay deaf.
+   * mode, which Redis refuses, and the hub would stay deaf. The hub subscribes again itself after
+   * a reconnect (not ioredis's auto-resubscribe, which announces 'ready' before the channels are
+   * subscribed): readers catch up only once the channels are live again, so an event published
+   * between their catch-up read and the resubscription cannot fall between the two.
    */
   constructor(private readonly store: TaskStore) {
     const name = store.redis.options.connectionName;
@@ -46,18 +61,47 @@ export class EventHub {
       connectionName: name ? `${name}-events` : undefined,
       enableReadyCheck: false,
       enableAutoPipelining: false,
+      autoResubscribe: false,
     });
-    subscriber.on('error', () => undefined); // reconnects on its own; readers catch up on 'ready'
+    subscriber.on('error', () => undefined); // reconnects on its own; readers catch up after it
     this.subscriber = subscriber;
     subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
-    // After a reconnect the subscriptions are restored, but messages sent meanwhile are lost.
-    subscriber.on('ready', () => {
-      for (const [id, tail] of this.tasks) for (const l of tail.listeners) void this.catchUp(id, l);
-    });
+    // Messages published while the connection is down are lost: no tail is live until resubscribed.
+    subscriber.on('close', () => this.lost());
+    subscriber.on('ready', () => void this.resubscribe());
+  }
+
+  private lost(): void {
+    if (this.closed || this.settleBack) return;
+    this.back = new Promise<void>((resolve) => (this.settleBack = resolve));
+    for (const tail of this.tasks.values()) {
+      tail.live = false;
+      tail.subscribed = this.back;
+    }
+  }
+
+  /** After a reconnect: every channel subscribed again, then every reader catches up from the log. */
+  private async resubscribe(): Promise<void> {
+    if (!this.settleBack) return; // the first connection: subscriptions are made as readers come
+    try {
+      await Promise.all([...this.tasks.keys()].map((id) => this.subscriber.ssubscribe(taskKeys(id).channel)));
+    } catch {
+      return; // lost again: the next 'ready' tries again
+    }
+    this.epoch++;
+    const settle = this.settleBack;
+    this.settleBack = null;
+    for (const tail of this.tasks.values()) {
+      tail.live = true;
+      tail.subscribed = Promise.resolve();
+    }
+    settle();
+    for (const [id, tail] of this.tasks) for (const l of tail.listeners) void this.catchUp(id, l);
   }
 
   /** Closes the subscriber connection; readers get nothing more. */
   close(): void {
+    this.closed = true;
     this.tasks.clear();
     this.subscriber.disconnect();
   }
@@ -78,7 +122,11 @@ export class EventHub {
     let tail = this.tasks.get(id);
     if (!tail) {
       const created: Tail = { listeners: new Set(), subscribed: Promise.resolve(), live: false };
-      created.subscribed = this.subscriber.ssubscribe(taskKeys(id).channel).then(() => (created.live = true));
+      const epoch = this.epoch;
+      // Confirmed on this connection only if no reconnect came in between (else resubscribe confirms it).
+      created.subscribed = this.subscriber
+        .ssubscribe(taskKeys(id).channel)
+        .then(() => (created.live ||= epoch === this.epoch && !this.settleBack));
       tail = created;
       this.tasks.set(id, tail);
     }
@@ -98,9 +146,11 @@ export class EventHub {
       // trip less before the first event). An event published between that read and the
       // subscription is in neither, so once the channel is live one more read picks it up.
       const live = tail.live;
+      const epoch = this.epoch;
       const reading = this.store.events(id, after);
       reading.catch(() => undefined); // awaited below, unless the subscription fails first
-      await tail.subscribed;
+      // A failed read answers at once; a lost subscriber connection is waited for.
+      await Promise.all([tail.subscribed, reading]);
       const history = await reading;
       if (history.expired)
         throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
@@ -109,7 +159,9 @@ export class EventHub {
       listener.pending = null;
       // Live events after a gap wait for the read below, which brings the gap and them in order.
       for (const event of buffered) this.push(listener, event);
-      if (!live) void this.catchUp(id, listener);
+      // Not live when the read was sent, or a reconnect came since: what was published meanwhile
+      // reached no one, and the reconnect's catch-up skipped this reader while it replayed.
+      if (!live || epoch !== this.epoch) void this.catchUp(id, listener);
     } catch (err) {
       close();
       throw err;
@@ -151,7 +203,14 @@ export class EventHub {
   private async catchUp(id: string, listener: Listener): Promise<void> {
     if (listener.pending || listener.closed) return;
     // Its history was checked when it attached: a plain read of what follows.
-    const events = await this.store.eventsAfter(id, listener.last).catch(() => [] as StoredEvent[]);
+    let events: StoredEvent[];
+    try {
+      events = await this.store.eventsAfter(id, listener.last);
+    } catch {
+      // Redis is not answering: try again, or the reader would wait for an event already written.
+      setTimeout(() => void this.catchUp(id, listener), CATCH_UP_RETRY_MS).unref();
+      return;
+    }
     for (const event of events) this.push(listener, event);
   }
 }

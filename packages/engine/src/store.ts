@@ -261,8 +261,9 @@ export class TaskStore {
     if (!raw.id) return null;
     const task = parseTask(raw);
     if (tenant !== undefined && task.tenant !== tenant) return null;
-    // A key's TTL can trail its expiry by a few ms; the record's own deadline is the truth.
-    if (task.expiresAt !== null && task.expiresAt <= this.now()) return null;
+    // Expiry is Redis's, by its clock (the ending script PEXPIREs every key of the task): a task
+    // Redis still returns is kept. Comparing `expires_at`, a writer's clock, with this process's
+    // would read a kept task as gone whenever the two clocks disagree.
     return task;
   }
 

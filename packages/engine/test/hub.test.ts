@@ -182,3 +182,84 @@ test('readers keep receiving, and new readers can attach, after Redis restarts f
   s.close();
   s2.close();
 });
+
+/** The hub's subscriber connection, to cut it as a network fault would. */
+const subscriberOf = (of: EventHub) => (of as unknown as { subscriber: import('ioredis').Redis }).subscriber;
+
+test('a reader attaching while the connection is down, its history read before the final event, still gets it', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  // The history read of the second reader answers, then waits: the final event is written while
+  // the subscriber connection is down, and the connection is back before that reader attaches.
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let readDone!: () => void;
+  const read = new Promise<void>((r) => (readDone = r));
+  const store = Object.create(h.store) as typeof h.store;
+  let hold = false;
+  store.events = async (id, after) => {
+    const history = await h.store.events(id, after);
+    if (hold) {
+      readDone();
+      await held;
+    }
+    return history;
+  };
+  const gapHub = new EventHub(store);
+  const first: number[] = [];
+  const second: number[] = [];
+  const a = await gapHub.subscribe(task.id, 0, (e) => first.push(e.seq));
+  hold = true;
+  const attaching = gapHub.subscribe(task.id, 0, (e) => second.push(e.seq));
+  await read;
+  // Cut the subscriber; the final event is published to no one.
+  subscriberOf(gapHub).stream.destroy();
+  await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
+  const total = (await h.store.get(task.id))!.seq;
+  await until('the first reader to catch up after the reconnect', () => first.length === total || undefined);
+  release();
+  const b = await attaching;
+  await until('the second reader to get the final event', () => second.length === total || undefined);
+  assert.deepEqual(
+    second,
+    Array.from({ length: total }, (_, i) => i + 1),
+  );
+  a.close();
+  b.close();
+  gapHub.close();
+});
+
+test('an event written after the catch-up read of a reconnect, before the channel is subscribed again, arrives', async () => {
+  const task = await h.store.create(newTask());
+  await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  const gapHub = new EventHub(h.store);
+  const sub = subscriberOf(gapHub);
+  const got: number[] = [];
+  const s = await gapHub.subscribe(task.id, 0, (e) => got.push(e.seq));
+  assert.deepEqual(got, [1, 2, 3]);
+  // The resubscription after the reconnect is slow to take effect; the final event lands meanwhile.
+  const ssubscribe = sub.ssubscribe.bind(sub);
+  let resubscribing!: () => void;
+  const seen = new Promise<void>((r) => (resubscribing = r));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  (sub as unknown as { ssubscribe: (...c: string[]) => Promise<unknown> }).ssubscribe = async (
+    ...channels
+  ) => {
+    resubscribing();
+    await gate;
+    return ssubscribe(...channels);
+  };
+  sub.stream.destroy();
+  await seen;
+  await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
+  release();
+  const total = (await h.store.get(task.id))!.seq;
+  await until('the final event to arrive', () => got.length === total || undefined);
+  assert.deepEqual(
+    got,
+    Array.from({ length: total }, (_, i) => i + 1),
+  );
+  s.close();
+  gapHub.close();
+});

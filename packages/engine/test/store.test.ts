@@ -6,9 +6,10 @@ import {
   isWellFormedId,
   schedulerKeys,
   TasklineError,
+  TaskStore,
   taskKeys,
 } from '../src/index.js';
-import { harness, newTask, type Harness } from './helpers.js';
+import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
 before(async () => (h = await harness()));
@@ -325,4 +326,16 @@ test('eventJson renders exactly what JSON.stringify(eventObject) does', () => {
     assert.equal(eventJson(event), JSON.stringify(eventObject(event)));
     assert.deepEqual(JSON.parse(eventJson(event)), eventObject(event));
   }
+});
+
+test("a reader whose clock runs ahead of Redis's still reads a kept task: Redis's expiry is the truth", async () => {
+  const task = await h.store.create(newTask());
+  await h.store.cancel(task.id, 'tenant-a');
+  // Ten minutes of skew, far past the 60 s retention: the key itself lives on by Redis's clock.
+  const skewed = new TaskStore(h.redis, { ...defaults, now: () => Date.now() + 600_000 });
+  assert.ok((await h.redis.pttl(taskKeys(task.id).task)) > 0);
+  assert.equal((await skewed.get(task.id))?.status, 'cancelled');
+  // A retried create of the same id (an idempotent retry) finds it too, instead of a 500.
+  const again = await skewed.create({ ...newTask(), id: task.id });
+  assert.equal(again.status, 'cancelled');
 });

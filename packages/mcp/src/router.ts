@@ -262,9 +262,11 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         : (await deps.authenticate!(req.headers)).id;
       let reservation: McpTaskReservation | undefined;
       if (deps.limits && createsTask(req)) {
-        const slot = await deps.limits.takeCreate(tenant);
-        // Freed when the call made no task (asked for input, refused, cut short); `callTool` commits first.
-        res.once('close', () => void slot.commit(null).catch(() => undefined));
+        const taking = deps.limits.takeCreate(tenant);
+        // Freed when the call made no task (asked for input, refused, cut short); `callTool` commits
+        // first. Listened for before the place is held, or a caller gone by then leaves it for 60 s.
+        res.once('close', () => void taking.then((slot) => slot.commit(null)).catch(() => undefined));
+        const slot = await taking;
         await slot.admit();
         reservation = slot;
       } else if (deps.limits) {

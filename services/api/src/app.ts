@@ -164,14 +164,14 @@ export function createApp(deps: AppDeps): TasklineApi {
   const decisions = new WeakMap<Request, Promise<void>>();
   lmsp.use((req, res, next) => {
     const tenant = tenantOf(req);
-    const decision =
-      req.method === 'POST' && CREATE_PATHS.has(req.path)
-        ? limits.takeCreate(tenant).then((slot) => {
-            reservations.set(req, slot);
-            // Refused before the create (bad body, unknown model) or cut short: free the place.
-            res.once('close', () => void slot.commit(null).catch(() => undefined));
-          })
-        : limits.takeRequest(tenant);
+    let decision: Promise<void>;
+    if (req.method === 'POST' && CREATE_PATHS.has(req.path)) {
+      const taking = limits.takeCreate(tenant);
+      // Refused before the create (bad body, unknown model) or cut short: free the place. Listened
+      // for now, not once the place is held: a caller gone by then would leave it for 60 s.
+      res.once('close', () => void taking.then((slot) => slot.commit(null)).catch(() => undefined));
+      decision = taking.then((slot) => void reservations.set(req, slot));
+    } else decision = limits.takeRequest(tenant);
     decision.catch(() => undefined); // handled below, once the body is read
     decisions.set(req, decision);
     next();
@@ -371,20 +371,26 @@ export function createApp(deps: AppDeps): TasklineApi {
     .post(countCreate, requireJson, async (req, res) => {
       const body = parseBody(ResponseRequest, req.body);
       const { task } = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
+      // A caller that leaves first cancels its response, unless it sent an Idempotency-Key: then
+      // it will retry with it, and the retry gets the finished response (or the whole stream).
+      const retried = idempotencyKeyOf(req.headers['idempotency-key']) !== null;
+      const onGone = () => {
+        if (!retried) cancelForGoneClient(task);
+      };
       if (body.stream) {
         await streamTaskEvents(req, res, {
           ...streamOptions(req, task, 0, 'response'),
-          onClientGone: () => cancelForGoneClient(task),
+          onClientGone: onGone,
         });
         return;
       }
-      // Synchronous: wait for the final event; a caller that leaves first cancels its response.
+      // Synchronous: wait for the final event.
       let resolveFinal!: () => void;
       const final = new Promise<void>((r) => (resolveFinal = r));
       let gone = false;
       const onClose = () => {
         gone = true;
-        cancelForGoneClient(task);
+        onGone();
         resolveFinal();
       };
       res.once('close', onClose);

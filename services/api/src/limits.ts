@@ -147,12 +147,12 @@ export class TenantLimits {
       else if (Number(members[i + 1]) < now - RESERVATION_MS) gone.push(member);
     }
     const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hmget(taskKeys(id).task, 'status', 'expires_at');
+    // An expired task is gone from Redis (its own clock): no deadline compared with ours.
+    for (const id of ids) pipeline.hget(taskKeys(id).task, 'status');
     const states = (await pipeline.exec()) ?? [];
     ids.forEach((id, i) => {
-      const [status, expiresAt] = (states[i]?.[1] ?? []) as (string | null)[];
-      const expired = expiresAt != null && Number(expiresAt) <= now;
-      if (!isTaskStatus(status) || isTerminal(status) || expired) gone.push(id);
+      const status = (states[i]?.[1] ?? null) as string | null;
+      if (!isTaskStatus(status) || isTerminal(status)) gone.push(id);
     });
     if (gone.length > 0) await this.redis.zrem(key, ...gone);
     return members.length / 2 - gone.length;

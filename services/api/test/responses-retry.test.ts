@@ -1,0 +1,155 @@
+/**
+ * A `/responses` request with an Idempotency-Key whose caller leaves is not cancelled: the key
+ * says the caller will retry, and the retry gets the finished response (sync) or the whole
+ * stream (stream: true). Without a key nobody could fetch the result, and a departure cancels.
+ */
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { after, before, test } from 'node:test';
+import { until } from '@taskline/testing';
+import {
+  call,
+  KEY_A,
+  nextQueued,
+  openSse,
+  runWorker,
+  startApi,
+  startStack,
+  type InProcessApi,
+  type Stack,
+} from './helpers.js';
+
+let stack: Stack;
+let api: InProcessApi;
+before(async () => {
+  stack = await startStack();
+  api = await startApi(stack);
+});
+after(async () => {
+  await api.close();
+  await stack.close();
+});
+
+const body = { model: 'tiny-chat', input: 'Say hi.' };
+
+/** The server has handled the departure (and written any cancel it causes). */
+const departed = async () => {
+  await until('the server to see the caller leave', () => (api.api.inFlight === 0 ? true : undefined));
+  await api.api.settled();
+};
+
+test('a synchronous caller with an Idempotency-Key that leaves gets the finished response on its retry', async () => {
+  const headers = { 'idempotency-key': 'sync-leaves-1' };
+  const controller = new AbortController();
+  const first = fetch(`${api.base}/lmsp/v1/responses`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+    signal: controller.signal,
+  }).catch((err: Error) => err);
+  const id = await nextQueued(stack.redis);
+  controller.abort();
+  assert.equal(((await first) as Error).name, 'AbortError');
+  await departed();
+  assert.equal((await stack.worker.get(id))?.status, 'queued', 'not cancelled');
+
+  const retry = call(api.base, 'POST', '/lmsp/v1/responses', { body, headers });
+  await runWorker(stack.worker, id, ['Hi', '!']);
+  const reply = await retry;
+  assert.equal(reply.status, 200, reply.text);
+  const response = reply.body as { status: string; output: { content: { text: string }[] }[] };
+  assert.equal(response.status, 'completed');
+  assert.equal(response.output[0]?.content[0]?.text, 'Hi!');
+});
+
+test('a stream: true caller with an Idempotency-Key that leaves gets the whole stream on its retry', async () => {
+  const headers = { 'idempotency-key': 'stream-leaves-1' };
+  const first = await openSse(api.base, '/lmsp/v1/responses', {
+    method: 'POST',
+    body: { ...body, stream: true },
+    headers,
+  });
+  await first.waitFor(1);
+  const id = await nextQueued(stack.redis);
+  first.abort();
+  await first.done;
+  await departed();
+  assert.equal((await stack.worker.get(id))?.status, 'queued', 'not cancelled');
+
+  const retry = await openSse(api.base, '/lmsp/v1/responses', {
+    method: 'POST',
+    body: { ...body, stream: true },
+    headers,
+  });
+  await runWorker(stack.worker, id, ['o', 'k']);
+  await retry.done;
+  assert.equal(retry.events[0]?.event, 'response.created');
+  assert.equal(retry.events.at(-1)?.event, 'response.completed');
+  assert.deepEqual(
+    retry.events.map((e) => Number(e.id)),
+    retry.events.map((_, i) => i + 1),
+  );
+});
+
+test('without an Idempotency-Key a synchronous caller that leaves still cancels its response', async () => {
+  const controller = new AbortController();
+  const first = fetch(`${api.base}/lmsp/v1/responses`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: controller.signal,
+  }).catch((err: Error) => err);
+  const id = await nextQueued(stack.redis);
+  controller.abort();
+  await first;
+  await until('the task to be cancelled', async () =>
+    (await stack.worker.get(id))?.status === 'cancelled' ? true : undefined,
+  );
+});
+
+test('a create whose caller leaves before its place is held frees the place at once, not after 60 s', async () => {
+  const limits = api.api.limits;
+  const takeCreate = limits.takeCreate.bind(limits);
+  let asked!: () => void;
+  const seen = new Promise<void>((r) => (asked = r));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  // The bucket answers only after the caller has gone (a slow Redis round trip).
+  let taken!: () => void;
+  const held = new Promise<void>((r) => (taken = r));
+  limits.takeCreate = async (tenant) => {
+    asked();
+    await gate;
+    const slot = await takeCreate(tenant);
+    taken();
+    return slot;
+  };
+  try {
+    // Half a body, then gone: no task can come of this request.
+    const leaving = request(`${api.base}/lmsp/v1/tasks`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEY_A}`,
+        'content-type': 'application/json',
+        'content-length': '1000',
+      },
+    });
+    leaving.on('error', () => undefined);
+    leaving.write('{"type":"response",');
+    await seen;
+    leaving.destroy();
+    await until('the server to see the caller leave', () => (api.api.inFlight === 0 ? true : undefined));
+    release();
+    await held;
+    // Far sooner than the 60 s after which a crashed create's place is taken for abandoned.
+    const reservations = async () =>
+      (await stack.redis.zrange('tl:api:active:{tenant-a}', 0, -1)).filter((m) => m.startsWith('r:'));
+    await until(
+      'the place to be freed',
+      async () => ((await reservations()).length === 0 ? true : undefined),
+      10_000,
+    );
+  } finally {
+    limits.takeCreate = takeCreate;
+  }
+});
