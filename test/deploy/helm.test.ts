@@ -462,3 +462,21 @@ test('operator console keys reach the api through the Secret', () => {
   const secret = find<{ stringData: Record<string, string> }>(ms, 'Secret', 'taskline');
   assert.equal(secret.stringData.TASKLINE_ADMIN_KEYS, 'ops-key');
 });
+
+test('JWT auth without an issuer and an audience fails at render, naming both', () => {
+  assert.throws(
+    () => render({ set: { 'secrets.jwtJwksUrl': 'https://idp.example.com/jwks' } }),
+    /secrets\.jwtIssuer and secrets\.jwtAudience are required/,
+  );
+  const ok = render({
+    set: {
+      'secrets.jwtJwksUrl': 'https://idp.example.com/jwks',
+      'secrets.jwtIssuer': 'https://idp.example.com',
+      'secrets.jwtAudience': 'taskline',
+    },
+  });
+  assert.equal(
+    find<{ stringData: Record<string, string> }>(ok, 'Secret', 'taskline').stringData.TASKLINE_JWT_AUDIENCE,
+    'taskline',
+  );
+});
