@@ -90,7 +90,7 @@ export interface McpStreamSlot {
 export interface McpTaskReservation {
   /** Refuses (and frees the place) when the tenant is over its cap. */
   admit(): Promise<void>;
-  /** Swaps the place for the task id, or frees it (null); later calls do nothing. */
+  /** Swaps the place for the task id, or frees it (null); a later null does nothing, a task id still lands. */
   commit(taskId: string | null): Promise<void>;
 }
 

@@ -49,7 +49,7 @@ const rateLimited = (detail: string, retryAfterS: number) =>
 export interface TaskReservation {
   /** Throws `rate_limited` (and frees the place) when the tenant is over its cap. */
   admit(): Promise<void>;
-  /** Swaps the place for the task id, or frees it (null); later calls do nothing. */
+  /** Swaps the place for the task id, or frees it (null); a later null does nothing, a task id still lands. */
   commit(taskId: string | null): Promise<void>;
 }
 
@@ -128,7 +128,9 @@ export class TenantLimits {
         }
       },
       commit: async (taskId) => {
-        if (settled) return;
+        // A caller that leaves frees the place (commit(null)) while its create may still be
+        // writing the task: the task, once written, must take a place all the same.
+        if (settled && taskId === null) return;
         settled = true;
         await this.scripts.tl_reservation_commit(key, reservation, taskId ?? '', Date.now());
       },

@@ -153,3 +153,50 @@ test('a create whose caller leaves before its place is held frees the place at o
     limits.takeCreate = takeCreate;
   }
 });
+
+test('a create whose caller leaves while the task is being written still counts the task under the cap', async () => {
+  const limits = api.api.limits;
+  const takeCreate = limits.takeCreate.bind(limits);
+  const members = () => stack.redis.zrange('tl:api:active:{tenant-a}', 0, -1);
+  const before = new Set(await members());
+  let admitted!: () => void;
+  const inCreate = new Promise<void>((r) => (admitted = r));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  // The place is held and the create under way when the caller leaves.
+  limits.takeCreate = async (tenant) => {
+    const slot = await takeCreate(tenant);
+    return {
+      ...slot,
+      admit: async () => {
+        await slot.admit();
+        admitted();
+        await gate;
+      },
+    };
+  };
+  try {
+    const controller = new AbortController();
+    const leaving = fetch(`${api.base}/lmsp/v1/tasks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'response', input: body }),
+      signal: controller.signal,
+    }).catch((err: Error) => err);
+    await inCreate;
+    controller.abort();
+    await leaving;
+    // The departure frees the reservation first...
+    await until('the departure to free the reservation', async () =>
+      (await members()).some((m) => m.startsWith('r:') && !before.has(m)) ? undefined : true,
+    );
+    release();
+    // ...and the task the create still wrote takes a place all the same.
+    const counted = await until('the created task to count under the cap', async () =>
+      (await members()).find((m) => !m.startsWith('r:') && !before.has(m)),
+    );
+    assert.equal((await stack.worker.get(counted))?.tenant, 'tenant-a');
+  } finally {
+    limits.takeCreate = takeCreate;
+  }
+});
