@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { renderChart, type Values } from './helm-render.js';
+import { CHART, render } from './helm-tool.js';
 import { ROOT } from './promql.js';
 
 /**
@@ -25,16 +25,13 @@ test('the compose stack runs Redis with appendfsync always and noeviction, and p
   }
 });
 
-test('the chart bundles Redis with appendfsync always and promises no less', () => {
-  const values = parse(readFileSync(`${ROOT}helm/taskline/values.yaml`, 'utf8')) as Values;
-  const rendered = Object.values(renderChart(`${ROOT}helm/taskline`, values)).join('\n---\n');
-  const settings = fsyncSettings(rendered);
-  assert.ok(settings.length > 0, 'the bundled Redis sets appendfsync');
-  assert.deepEqual(
-    settings.filter((s) => s !== 'always'),
-    [],
-    'every appendfsync the chart renders by default is always',
-  );
-  const level = /TASKLINE_DURABILITY['":\s]+(\w+)/.exec(rendered)?.[1];
-  assert.ok(level === undefined || level === 'always', `the chart sets TASKLINE_DURABILITY=${level}`);
+test('the chart bundles Redis with appendfsync always by default and promises no less', () => {
+  const values = parse(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { redis: { durability: string } };
+  assert.equal(values.redis.durability, 'always', 'values.yaml: redis.durability');
+  const rendered = JSON.stringify(render());
+  const settings = [...rendered.matchAll(/"--appendfsync","(\w+)"/g)].map((m) => m[1]);
+  assert.deepEqual(settings, ['always'], 'the bundled Redis runs appendfsync always');
+  const levels = [...rendered.matchAll(/"name":"TASKLINE_DURABILITY","value":"(\w+)"/g)].map((m) => m[1]);
+  assert.ok(levels.length > 0, 'the services are told the durability level');
+  assert.deepEqual([...new Set(levels)], ['always']);
 });
