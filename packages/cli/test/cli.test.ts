@@ -63,8 +63,9 @@ const retryArgs = ['run', '--on-restart', 'retry', ...longArgs.slice(1)];
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'taskline-cli-'));
-  // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it.
-  stack = await startStack('60');
+  // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it. A long
+  // lease: a worker held with SIGSTOP while a CLI starts keeps its task rather than losing it.
+  stack = await startStack('60', { TASKLINE_LEASE_MS: '60000' });
 });
 after(async () => {
   await stack.stop();
@@ -136,12 +137,16 @@ describe('taskline CLI against a running stack', () => {
     const run = cli(longArgs);
     await until('the task to run', () => (run.stdout.length > 5 ? true : undefined));
     const id = /task (task_\S+)/.exec(run.stderr)![1]!;
-    const cancel = await finished(['tasks', 'cancel', id]);
-    assert.ok(
-      [EXIT.cancelRequested, EXIT.ok].includes(cancel.code as 0 | 8),
-      `cancel exit ${cancel.code}: ${cancel.stderr}`,
-    );
-    if (cancel.code === EXIT.cancelRequested) assert.match(cancel.stdout, /cancellation requested/);
+    // The worker is held (SIGSTOP) so it cannot acknowledge the cancel: the task stays `cancelling`.
+    stack.worker.kill('SIGSTOP');
+    let cancel;
+    try {
+      cancel = await finished(['tasks', 'cancel', id]);
+    } finally {
+      stack.worker.kill('SIGCONT');
+    }
+    assert.equal(cancel.code, EXIT.cancelRequested, `cancel exit ${cancel.code}: ${cancel.stderr}`);
+    assert.match(cancel.stdout, /cancellation requested/);
     assert.equal(await run.done, EXIT.taskCancelled);
     const watch = await finished(['tasks', 'watch', id]);
     assert.equal(watch.code, EXIT.taskCancelled);
@@ -188,13 +193,25 @@ describe('taskline CLI against a running stack', () => {
   });
 
   test('config file values apply, environment overrides them, flags override both', async () => {
+    // Three different URLs: the file's and the environment's reach nothing (each named in the
+    // error), the flag's is the stack.
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({ url: 'http://127.0.0.1:1', apiKey: KEY_A }));
     const fromFile = await finished(['tasks', 'get', 'task_x'], { TASKLINE_CONFIG: file, TASKLINE_URL: '' });
     assert.equal(fromFile.code, EXIT.unavailable, 'the file URL was used');
+    assert.match(fromFile.stderr, /127\.0\.0\.1:1\b/);
+    const fromEnv = await finished(['tasks', 'get', 'task_x'], {
+      TASKLINE_CONFIG: file,
+      TASKLINE_URL: 'http://127.0.0.1:2',
+    });
+    assert.equal(fromEnv.code, EXIT.unavailable);
+    assert.match(fromEnv.stderr, /127\.0\.0\.1:2\b/, 'the environment overrides the file');
+    const envReaches = await finished(['tasks', 'get', 'task_x'], { TASKLINE_CONFIG: file });
+    assert.equal(envReaches.code, EXIT.notFound, 'the environment URL (the stack) overrides the file');
     const flagged = await finished(['--url', stack.base, 'tasks', 'get', 'task_x'], {
       TASKLINE_CONFIG: file,
+      TASKLINE_URL: 'http://127.0.0.1:2',
     });
-    assert.equal(flagged.code, EXIT.notFound, 'the flag URL won');
+    assert.equal(flagged.code, EXIT.notFound, 'the flag URL overrides the environment and the file');
   });
 });

@@ -7,6 +7,18 @@ export const DEFAULTS = {
   REDIS_URL: 'redis://127.0.0.1:6390',
   /** Refuse to start against a Redis without AOF: an acknowledged task must survive a crash. */
   TASKLINE_REQUIRE_AOF: 'true',
+  /**
+   * What an acknowledged write survives. `always`: every write is on disk before Redis replies, so
+   * nothing acknowledged is lost even on a power loss (Redis must run `appendfsync always`).
+   * `everysec` (an operator's opt-in): up to about a second of acknowledged writes can be lost on a
+   * power loss or kernel crash. The services refuse a Redis whose `appendfsync` promises less.
+   */
+  TASKLINE_DURABILITY: 'always',
+  /**
+   * With replicas connected to Redis, an acknowledged create, cancel or answer waits this long for
+   * every one of them to have it (`WAIT`); past it the request gets 503 `replication_timeout`.
+   */
+  TASKLINE_REPLICA_ACK_TIMEOUT_MS: '1000',
   TASKLINE_LOG_LEVEL: 'info',
 
   TASKLINE_HOST: '127.0.0.1',

@@ -9,6 +9,8 @@ const int = (min: number) => z.coerce.number().int().min(min);
 const schema = z.object({
   REDIS_URL: z.string().url(),
   TASKLINE_REQUIRE_AOF: bool,
+  TASKLINE_DURABILITY: z.enum(['always', 'everysec']),
+  TASKLINE_REPLICA_ACK_TIMEOUT_MS: int(1).max(60_000),
   TASKLINE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']),
   TASKLINE_HOST: z.string().min(1),
   TASKLINE_PORT: int(0).max(65535),

@@ -6,6 +6,12 @@ test('defaults apply when the environment is silent', () => {
   const env = loadEnv({});
   assert.equal(env.TASKLINE_PORT, Number(DEFAULTS.TASKLINE_PORT));
   assert.equal(env.TASKLINE_REQUIRE_AOF, true);
+  assert.equal(env.TASKLINE_DURABILITY, 'always', 'nothing acknowledged is lost unless an operator opts out');
+});
+
+test('TASKLINE_DURABILITY takes only always or everysec', () => {
+  assert.equal(loadEnv({ TASKLINE_DURABILITY: 'everysec' }).TASKLINE_DURABILITY, 'everysec');
+  assert.throws(() => loadEnv({ TASKLINE_DURABILITY: 'no' }), /TASKLINE_DURABILITY/);
 });
 
 test('environment overrides defaults, empty values do not', () => {

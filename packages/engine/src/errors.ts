@@ -18,6 +18,8 @@ export const ERROR_CODES = {
   server_restarted: 500,
   internal_error: 500,
   unavailable: 503,
+  /** Redis replicas did not confirm an acknowledged write in time (TASKLINE_REPLICA_ACK_TIMEOUT_MS). */
+  replication_timeout: 503,
   stale_attempt: 409,
   task_terminal: 409,
   illegal_transition: 409,

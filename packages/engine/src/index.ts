@@ -76,9 +76,18 @@ export {
   type WorkerSnapshot,
 } from './operator.js';
 export { scriptSource, type ScriptName } from './scripts.js';
-export { connectRedis, checkDurability, isRedisUnavailable, timeRedisCommands } from './redis.js';
+export { connectRedis, isRedisUnavailable, timeRedisCommands } from './redis.js';
 export {
   redisUnavailableReason,
   REDIS_UNAVAILABLE_REASONS,
   type RedisUnavailableReason,
 } from './unavailable.js';
+export {
+  checkDurability,
+  durabilityFromEnv,
+  ReplicaAck,
+  DURABILITY_LOSS,
+  type DurabilityLevel,
+  type DurabilityCheck,
+  type DurabilityReport,
+} from './durability.js';

@@ -1,5 +1,4 @@
 import { Redis, type Command } from 'ioredis';
-import { TasklineError } from './errors.js';
 import { SCRIPT_BY_SHA } from './scripts.js';
 import { redisUnavailableReason } from './unavailable.js';
 
@@ -17,23 +16,6 @@ export function connectRedis(url: string, name: string): Redis {
     enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(50 * times, 1000),
   });
-}
-
-/**
- * Refuses a Redis that would lose acknowledged tasks in a crash: AOF must be on. `appendfsync
- * always` fsyncs before every reply (nothing acknowledged is lost); `everysec` may lose up to a
- * second of acknowledged writes on a power loss or kernel crash (not on a Redis process crash).
- */
-export async function checkDurability(redis: Redis): Promise<{ appendonly: string; appendfsync: string }> {
-  const [, appendonly = ''] = (await redis.config('GET', 'appendonly')) as string[];
-  const [, appendfsync = ''] = (await redis.config('GET', 'appendfsync')) as string[];
-  if (appendonly !== 'yes') {
-    throw new TasklineError(
-      'internal_error',
-      'Redis runs without AOF (appendonly no): acknowledged tasks could be lost.',
-    );
-  }
-  return { appendonly, appendfsync };
 }
 
 /** True for a failure that means "retry shortly" (see `redisUnavailableReason`): 503, not 500. */

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
+import { ReplicaAck } from './durability.js';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
 import { idempotencyKey, offeredState, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
@@ -98,6 +99,11 @@ export interface TaskStoreOptions {
   /** Newest tasks the operator index keeps per tenant (`TASKLINE_OPERATOR_INDEX_MAX`). */
   operatorIndexMax?: number;
   now?: () => number;
+  /**
+   * Set where clients are answered (the api): creates, cancels and answers wait this long for
+   * every connected Redis replica to have them before they are acknowledged (`WAIT`).
+   */
+  replicaAckTimeoutMs?: number;
   /** Told of every state change this store's process commits, after it committed. */
   onTransition?: (change: TransitionObserved) => void;
 }
@@ -139,6 +145,7 @@ export type Finish = (
 export class TaskStore {
   private readonly scripts: Scripts;
   private readonly now: () => number;
+  private readonly replicaAck: ReplicaAck | null;
 
   constructor(
     readonly redis: Redis,
@@ -146,14 +153,27 @@ export class TaskStore {
   ) {
     this.scripts = loadScripts(redis);
     this.now = options.now ?? Date.now;
+    this.replicaAck = options.replicaAckTimeoutMs ? new ReplicaAck(redis, options.replicaAckTimeoutMs) : null;
+  }
+
+  /** Resolves once what this store wrote is on every connected replica (`replication_timeout` if not). */
+  private async replicated(): Promise<void> {
+    await this.replicaAck?.wait();
   }
 
   /**
    * Persists a task in `queued` with its `response.created` event, then queues it for dispatch.
    * The create journal (`intake`) is written first, so a crash after the record is written but
-   * before it is queued leaves a trace the reconciler repairs.
+   * before it is queued leaves a trace the reconciler repairs. With replicas, it returns once
+   * they have the task too.
    */
   async create(input: NewTask): Promise<TaskRecord> {
+    const task = await this.persist(input);
+    await this.replicated();
+    return task;
+  }
+
+  private async persist(input: NewTask): Promise<TaskRecord> {
     const id = input.id ?? newId('task');
     const now = this.now();
     const responseId = `resp_${id.slice('task_'.length)}`;
@@ -307,6 +327,7 @@ export class TaskStore {
     if (outcome === 'not_cancelable') {
       throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
     }
+    await this.replicated();
     if (outcome === 'cancelled' || outcome === 'cancelling') this.observe(task.kind, outcome, task.createdAt);
     if (outcome === 'cancelled') {
       // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
@@ -556,6 +577,7 @@ export class TaskStore {
     // The script reports the status, not whether it changed it: the last answer moves it on.
     if (before.status === 'input_required' && reply[1] === 'running')
       this.observe(before.kind, 'running', before.createdAt);
+    await this.replicated();
     return { accepted: Number(reply[2]), status: reply[1] as TaskStatus };
   }
 
@@ -742,7 +764,11 @@ export class TaskStore {
     fingerprint: string,
   ): Promise<{ task: TaskRecord; replayed: boolean }> {
     const begun = await this.beginIdempotent(input.tenant, key, fingerprint);
-    if (begun.replay) return { task: begun.replay, replayed: true };
+    // A replay may answer a retry of a create whose first answer was replication_timeout.
+    if (begun.replay) {
+      await this.replicated();
+      return { task: begun.replay, replayed: true };
+    }
     const task = await this.create({ ...input, id: begun.taskId });
     await this.finishIdempotent(begun.recordKey, task.id);
     return { task, replayed: false };

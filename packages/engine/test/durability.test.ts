@@ -1,13 +1,22 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startRedis } from '@taskline/testing';
-import { connectRedis, TaskStore, type TaskRecord } from '../src/index.js';
+import { checkDurability, connectRedis, TaskStore, type TaskRecord } from '../src/index.js';
 import { defaults, newTask, until } from './helpers.js';
 
-test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async () => {
+test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async (t) => {
   const server = await startRedis({ appendfsync: 'always' });
   const redis = connectRedis(server.url, 'burst');
   redis.on('error', () => undefined);
+  t.after(() => {
+    redis.disconnect();
+    return server.stop();
+  });
+  // A SIGKILL leaves the page cache intact, so this run alone cannot tell `always` from `everysec`;
+  // the promise also covers a power loss, which only an fsync before each reply keeps.
+  assert.deepEqual(await redis.config('GET', 'appendfsync'), ['appendfsync', 'always']);
+  const report = await checkDurability(redis, { level: 'always', requireAof: true }, { warn: assert.fail });
+  assert.equal(report.appendfsync, 'always', 'the start-up check saw the policy the promise needs');
   const store = new TaskStore(redis, defaults);
   const acknowledged: TaskRecord[] = [];
   let failed = 0;

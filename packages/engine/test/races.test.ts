@@ -1,68 +1,157 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { isFinalEventType, TasklineError } from '../src/index.js';
-import { harness, newTask, type Harness } from './helpers.js';
+import {
+  connectRedis,
+  finalEvent,
+  isFinalEventType,
+  problem,
+  TASK_STATUSES,
+  TaskStore,
+  TasklineError,
+} from '../src/index.js';
+import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
 before(async () => (h = await harness()));
 after(() => h.close());
 
-test('1,000 cancel-vs-complete races each end in exactly one terminal state, its event last', async () => {
+/**
+ * A second store on a connection of its own (another process's, in production): commands sent at
+ * once on two connections reach Redis in either order, unlike two on one connection.
+ */
+async function otherConnection(name: string): Promise<{ store: TaskStore; close(): void }> {
+  const redis = connectRedis(h.server.url, name);
+  await redis.ping();
+  return { store: new TaskStore(redis, defaults), close: () => redis.disconnect() };
+}
+
+async function runningTasks(n: number, tenant: string) {
   const tasks = [];
-  for (let i = 0; i < 1000; i++) {
-    const task = await h.store.create(newTask());
+  for (let i = 0; i < n; i++) {
+    const task = await h.store.create(newTask({ tenant }));
     await h.store.claim(task.id, 'w1', 60_000);
     await h.store.start(task.id, 1);
     tasks.push(task);
   }
-  const outcomes = await Promise.all(
-    tasks.map(async (task, i) => {
-      const complete = () =>
-        h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
-      const cancel = () => h.store.cancel(task.id, 'tenant-a');
-      // Alternate who is sent first so both orders are exercised.
-      const [a, b] = await Promise.allSettled(i % 2 ? [complete(), cancel()] : [cancel(), complete()]);
-      return { a, b };
-    }),
+  return tasks;
+}
+
+/** Exactly one final event, last, numbered without gaps, and of the kind the final state says. */
+async function assertOneEnd(id: string, status: string, finalType: string) {
+  const { events } = await h.store.events(id, 0);
+  const finals = events.filter((e) => isFinalEventType(e.type));
+  assert.equal(finals.length, 1, `one final event for ${id}`);
+  assert.equal(events.at(-1), finals[0], 'the final event is the last');
+  assert.deepEqual(
+    events.map((e) => e.seq),
+    events.map((_, j) => j + 1),
   );
-  const counts = { succeeded: 0, cancelled: 0 };
-  for (const [i, task] of tasks.entries()) {
-    const { a, b } = outcomes[i]!;
-    for (const r of [a, b]) {
-      // The loser gets a clear answer: "already terminal", never a silent overwrite.
-      if (r.status === 'rejected') {
-        assert.ok(r.reason instanceof TasklineError, String(r.reason));
-        assert.ok(
-          ['task_terminal', 'task_not_cancelable', 'illegal_transition'].includes(r.reason.code),
-          r.reason.code,
-        );
+  assert.equal(finals[0]!.type, finalType, `the final event matches the state ${status}`);
+}
+
+const refusal = (r: PromiseSettledResult<unknown>) => {
+  if (r.status === 'fulfilled') return null;
+  assert.ok(r.reason instanceof TasklineError, String(r.reason));
+  return r.reason;
+};
+
+test('1,000 cancel-vs-complete races on separate connections: one end each, the loser gets its documented answer', async () => {
+  const api = await otherConnection('racer-api');
+  try {
+    const tasks = await runningTasks(1000, 'tenant-a');
+    const outcomes = await Promise.all(
+      tasks.map(async (task, i) => {
+        const complete = () =>
+          // A head start of 0, 1 or 2 round trips on the worker's own connection against the
+          // cancel's read-then-write: each race is still decided by Redis, in either order.
+          (async () => {
+            for (let k = 0; k < i % 3; k++) await h.redis.ping();
+            return h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } }, task);
+          })();
+        const cancel = () => api.store.cancel(task.id, 'tenant-a');
+        // Alternate which is sent first; the two connections still reach Redis in either order.
+        const done = i % 2 ? complete() : null;
+        const cancelled = cancel();
+        return Promise.allSettled([done ?? complete(), cancelled]);
+      }),
+    );
+    const counts = { succeeded: 0, cancelled: 0 };
+    for (const [i, task] of tasks.entries()) {
+      const [done, cancelled] = outcomes[i]!;
+      const lostCompletion = refusal(done);
+      const lostCancel = refusal(cancelled);
+      assert.equal([lostCompletion, lostCancel].filter(Boolean).length, 1, 'exactly one of them commits');
+      if (lostCancel) {
+        // LMSP 7.3: a cancel of a task that already ended is 409 task_not_cancelable.
+        assert.equal(lostCancel.code, 'task_not_cancelable', lostCancel.message);
+        assert.equal(lostCancel.details.status, 'succeeded');
       }
+      if (lostCompletion) {
+        // The cancel came first: the task is `cancelling`, so the worker ends it cancelled instead.
+        assert.equal(lostCompletion.code, 'illegal_transition', lostCompletion.message);
+        assert.equal(lostCompletion.details.status, 'cancelling');
+        assert.equal((await h.store.get(task.id))?.status, 'cancelling');
+        await h.store.finish(task.id, 1, { status: 'cancelled', result: null });
+      }
+      const final = (await h.store.get(task.id))!;
+      assert.ok(final.status === 'succeeded' || final.status === 'cancelled', final.status);
+      counts[final.status as 'succeeded' | 'cancelled']++;
+      await assertOneEnd(
+        task.id,
+        final.status,
+        final.status === 'succeeded' ? 'response.completed' : 'response.cancelled',
+      );
     }
-    let final = (await h.store.get(task.id))!;
-    if (final.status === 'cancelling') {
-      // Cancel won the first commit: the worker's completion was refused, so it acknowledges the stop.
-      await h.store.finish(task.id, 1, { status: 'cancelled', result: null });
-      final = (await h.store.get(task.id))!;
-    }
-    assert.ok(final.status === 'succeeded' || final.status === 'cancelled', final.status);
-    counts[final.status as 'succeeded' | 'cancelled']++;
-    const { events } = await h.store.events(task.id, 0);
-    const finals = events.filter((e) => isFinalEventType(e.type));
-    assert.equal(finals.length, 1, `one final event for ${task.id}`);
-    assert.equal(events.at(-1), finals[0], 'the final event is the last');
-    assert.deepEqual(
-      events.map((e) => e.seq),
-      events.map((_, j) => j + 1),
-    );
-    assert.equal(
-      finals[0]!.type,
-      final.status === 'succeeded' ? 'response.completed' : 'response.cancelled',
-      'the final event matches the state',
-    );
+    console.log(`races: ${counts.succeeded} completed first, ${counts.cancelled} cancelled first`);
+    assert.equal(counts.succeeded + counts.cancelled, 1000);
+    assert.ok(counts.succeeded > 0 && counts.cancelled > 0, 'both orders of commit happened');
+  } finally {
+    api.close();
   }
-  console.log(`races: ${counts.succeeded} completed first, ${counts.cancelled} cancelled first`);
-  assert.equal(counts.succeeded + counts.cancelled, 1000);
-  assert.ok(counts.succeeded > 0 && counts.cancelled > 0, 'both orders of commit happened');
+});
+
+test('500 races of two ends on separate connections, one allowing every state: first commit wins, the loser gets task_terminal', async () => {
+  const other = await otherConnection('racer-sweep');
+  try {
+    const tasks = await runningTasks(500, 'tenant-t');
+    const error = problem('server_restarted', 'lost');
+    const outcomes = await Promise.all(
+      tasks.map((task, i) => {
+        const complete = () =>
+          h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } }, task);
+        // A writer whose allowed states are too broad (a stale read, a bug): terminal states must hold anyway.
+        const fail = () =>
+          other.store.transition(task.id, 'failed', {
+            attempt: 1,
+            from: [...TASK_STATUSES],
+            fields: { error: JSON.stringify(error) },
+            events: [finalEvent('failed', null, 'response', error)],
+          });
+        const done = i % 2 ? complete() : null;
+        const failed = fail();
+        return Promise.allSettled([done ?? complete(), failed]);
+      }),
+    );
+    const counts = { succeeded: 0, failed: 0 };
+    for (const [i, task] of tasks.entries()) {
+      const losers = outcomes[i]!.map(refusal).filter((e) => e !== null);
+      assert.equal(losers.length, 1, `exactly one end of ${task.id} committed`);
+      assert.equal(losers[0]!.code, 'task_terminal', losers[0]!.message);
+      const final = (await h.store.get(task.id))!;
+      assert.ok(final.status === 'succeeded' || final.status === 'failed', final.status);
+      assert.equal(losers[0]!.details.status, final.status, 'the loser is told the state that won');
+      counts[final.status as 'succeeded' | 'failed']++;
+      await assertOneEnd(
+        task.id,
+        final.status,
+        final.status === 'succeeded' ? 'response.completed' : 'response.failed',
+      );
+    }
+    console.log(`terminal races: ${counts.succeeded} completed first, ${counts.failed} failed first`);
+    assert.ok(counts.succeeded > 0 && counts.failed > 0, 'both orders of commit happened');
+  } finally {
+    other.close();
+  }
 });
 
 test('an idempotent create retried concurrently 50 times yields one task', async () => {

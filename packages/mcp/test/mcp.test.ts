@@ -38,12 +38,10 @@ describe('MCP tasks over two replicas on one Redis', () => {
       401,
       'tasks/get without a token is refused',
     );
-    let task;
-    for (;;) {
-      task = (await call(b, 'tasks/get', { taskId })).message.result;
-      if (task.status === 'input_required') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    let task = await until('the task to ask for input, seen on replica B', async () => {
+      const seen = (await call(b, 'tasks/get', { taskId })).message.result;
+      return seen.status === 'input_required' ? seen : undefined;
+    });
     assert.deepEqual(Object.keys(task.inputRequests), ['confirm']);
     assert.equal(task.ttlMs, null, 'an unfinished task is never discarded: unlimited');
     const ack = await call(b, 'tasks/update', {
@@ -51,11 +49,10 @@ describe('MCP tasks over two replicas on one Redis', () => {
       inputResponses: { confirm: { action: 'accept', content: { confirm: 'yes' } } },
     });
     assert.equal(ack.message.result.resultType, 'complete');
-    for (;;) {
-      task = (await call(a, 'tasks/get', { taskId })).message.result;
-      if (task.status === 'completed') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    task = await until('the task to complete, seen on replica A', async () => {
+      const seen = (await call(a, 'tasks/get', { taskId })).message.result;
+      return seen.status === 'completed' ? seen : undefined;
+    });
     assert.match(task.result.content[0].text, /yes/);
     // Readable until end + retention (TASKLINE_TASK_RETENTION_S, 24 h by default), measured from createdAt.
     assert.ok(Number.isInteger(task.ttlMs));
@@ -103,7 +100,13 @@ describe('MCP tasks over two replicas on one Redis', () => {
   it('notifies a listener on replica B of changes made through replica A', async () => {
     const created = await call(a, 'tools/call', { name: 'slow_compute', arguments: { seconds: 30 } });
     const taskId = created.message.result.taskId as string;
+    // A deadline on the whole listen: a stream that never sends its end fails the test instead of hanging.
     const controller = new AbortController();
+    const deadline = setTimeout(
+      () => controller.abort(new Error('the listen did not end within 60 s')),
+      60_000,
+    );
+    deadline.unref();
     const res = await fetch(b.url, {
       method: 'POST',
       signal: controller.signal,
@@ -141,6 +144,7 @@ describe('MCP tasks over two replicas on one Redis', () => {
       }
       if (seen.some((m) => m.id === 99)) break;
     }
+    clearTimeout(deadline);
     const ack = seen.find((m) => m.method === 'notifications/subscriptions/acknowledged');
     assert.deepEqual(ack.params.notifications.taskIds, [taskId]);
     const last = seen.filter((m) => m.method === 'notifications/tasks').at(-1);

@@ -11,6 +11,8 @@ export interface RedisServerOptions {
   /** Reuse a data folder, e.g. to restart from an AOF left by a killed server. */
   dir?: string;
   port?: number;
+  /** More `redis-server` arguments, e.g. `['--replicaof', '127.0.0.1', '6380']` for a replica. */
+  args?: string[];
 }
 
 /** A `redis-server` of the test's own: AOF on, in a temporary folder, on a free port, stopped by PID. */
@@ -19,6 +21,9 @@ export interface RedisServer {
   readonly port: number;
   readonly dir: string;
   readonly pid: number;
+  /** SIGSTOP / SIGCONT: a server that hangs (a stalled replica) without closing its connections. */
+  pause(): void;
+  resume(): void;
   /** SIGKILL: no shutdown save, the AOF is all that survives. */
   kill(): Promise<void>;
   /** Start again on the same port from the same folder (and so the same AOF). */
@@ -31,7 +36,8 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'taskline-redis-')));
   const port = options.port ?? (await freePort());
   const appendfsync = options.appendfsync ?? 'always';
-  let child: ChildProcess = await launch(dir, port, appendfsync);
+  const args = options.args ?? [];
+  let child: ChildProcess = await launch(dir, port, appendfsync, args);
 
   // The child is unref'd so a forgotten server never holds a test run open; while we wait for its
   // exit, it must hold the event loop, or Node exits with the wait still pending.
@@ -49,12 +55,18 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
     get pid() {
       return child.pid ?? -1;
     },
+    pause() {
+      child.kill('SIGSTOP');
+    },
+    resume() {
+      child.kill('SIGCONT');
+    },
     async kill() {
       child.kill('SIGKILL');
       await waitExit(child);
     },
     async restart() {
-      child = await launch(dir, port, appendfsync);
+      child = await launch(dir, port, appendfsync, args);
     },
     async stop() {
       child.kill('SIGKILL');
@@ -64,7 +76,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   };
 }
 
-async function launch(dir: string, port: number, appendfsync: string): Promise<ChildProcess> {
+async function launch(dir: string, port: number, appendfsync: string, args: string[]): Promise<ChildProcess> {
   const child = spawn(
     'redis-server',
     [
@@ -84,6 +96,7 @@ async function launch(dir: string, port: number, appendfsync: string): Promise<C
       'no',
       '--loglevel',
       'warning',
+      ...args,
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );

@@ -4,6 +4,7 @@ import { authenticator, type Authenticator } from '@taskline/auth';
 import type { ConsoleDeps } from '@taskline/console';
 import type { Env } from '@taskline/config';
 import {
+  DURABILITY_LOSS,
   EventHub,
   isFinalEventType,
   isWellFormedId,
@@ -92,6 +93,7 @@ export function createApp(deps: AppDeps): TasklineApi {
   const { env, redis, logger } = deps;
   const store = new TaskStore(redis, {
     ...storeOptionsFromEnv(env),
+    replicaAckTimeoutMs: env.TASKLINE_REPLICA_ACK_TIMEOUT_MS,
     onTransition: deps.metrics?.transitioned,
   });
   const hub = new EventHub(store);
@@ -436,6 +438,11 @@ export function createApp(deps: AppDeps): TasklineApi {
           max_open_streams: env.TASKLINE_MAX_STREAMS,
         },
         heartbeat_seconds: env.TASKLINE_SSE_HEARTBEAT_MS / 1000,
+        durability: {
+          level: env.TASKLINE_DURABILITY,
+          crash_may_lose: DURABILITY_LOSS[env.TASKLINE_DURABILITY],
+          replica_ack_timeout_ms: env.TASKLINE_REPLICA_ACK_TIMEOUT_MS,
+        },
       });
     })
     .all(methodNotAllowed(['GET']));

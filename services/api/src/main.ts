@@ -1,5 +1,5 @@
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis, timeRedisCommands } from '@taskline/engine';
+import { checkDurability, connectRedis, durabilityFromEnv, timeRedisCommands } from '@taskline/engine';
 import { operatorAuthenticator } from '@taskline/auth';
 import { mountConsole } from '@taskline/console';
 import { createLogger } from '@taskline/log';
@@ -14,12 +14,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
   const redis = connectRedis(env.REDIS_URL, 'taskline-api');
   redis.on('error', (err) => logger.warn('redis connection error', { err }));
-  if (env.TASKLINE_REQUIRE_AOF) {
-    const durability = await checkDurability(redis);
-    logger.info('redis durability', durability);
-  } else {
-    logger.warn('TASKLINE_REQUIRE_AOF=false: acknowledged tasks may be lost if Redis crashes');
-  }
+  logger.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), logger));
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
     logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
   }

@@ -80,7 +80,7 @@ export function errorHandler(
     if (err instanceof TasklineError) {
       if (err.code === 'unauthorized') res.setHeader('WWW-Authenticate', 'Bearer realm="taskline"');
       if (err.code === 'rate_limited') res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
-      if (err.code === 'unavailable') res.setHeader('Retry-After', '1');
+      if (err.code === 'unavailable' || err.code === 'replication_timeout') res.setHeader('Retry-After', '1');
       const status = err.status >= 500 ? err.status : undefined;
       if (status) logger.error('request failed', { request_id: req.id, err });
       sendProblem(res, err.code, err.message, extensions(err));

@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose';
+import { until } from '@taskline/testing';
 import {
   call,
   KEY_A,
@@ -256,14 +257,13 @@ describe('per-tenant limits held in Redis', () => {
       assert.equal((second.body as { code: string }).code, 'rate_limited');
       first.abort();
       await first.done;
-      for (;;) {
+      // The first stream's place is freed once its end is written: wait for that, bounded.
+      await until('the freed stream place to admit a new stream', async () => {
         const again = await openSse(api.base, task.events_url, { key });
-        if (again.status === 200) {
-          again.abort();
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 20));
-      }
+        if (again.status !== 200) return undefined;
+        again.abort();
+        return true;
+      });
     } finally {
       await api.close();
     }

@@ -152,6 +152,64 @@ describe('tasks', () => {
   });
 });
 
+/** The same JSON with every object's keys in reverse order, at every depth (arrays keep their order). */
+function reverseKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(reverseKeys);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.keys(value)
+      .reverse()
+      .map((k) => [k, reverseKeys((value as Record<string, unknown>)[k])]),
+  );
+}
+
+describe('idempotency fingerprints', () => {
+  const nested = () => ({
+    type: 'response',
+    on_restart: 'fail',
+    input: {
+      model: 'tiny-chat',
+      max_output_tokens: 16,
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [{ type: 'input_text', text: 'Nested fingerprint.' }],
+        },
+      ],
+    },
+  });
+
+  test('any change of a nested field conflicts; keys reordered at any depth still match', async () => {
+    const headers = { 'idempotency-key': 'nested-fingerprint-1' };
+    const first = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: nested(), headers });
+    assert.equal(first.status, 202, first.text);
+    const id = (first.body as Task).id;
+
+    const reordered = reverseKeys(nested());
+    assert.notEqual(JSON.stringify(reordered), JSON.stringify(nested()));
+    const again = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: reordered, headers });
+    assert.equal(again.status, 202, again.text);
+    assert.equal((again.body as Task).id, id, 'reordered keys at every depth are the same request');
+
+    const changes: [string, (b: ReturnType<typeof nested>) => void][] = [
+      ['input.model', (b) => (b.input.model = 'plain-chat')],
+      ['input.max_output_tokens', (b) => (b.input.max_output_tokens = 17)],
+      ['a message text', (b) => (b.input.input[0]!.content[0]!.text = 'Nested fingerprint!')],
+      ['a message role', (b) => (b.input.input[0]!.role = 'developer')],
+    ];
+    for (const [what, change] of changes) {
+      const body = nested();
+      change(body);
+      for (const sent of [body, reverseKeys(body)]) {
+        const r = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: sent, headers });
+        assert.equal(r.status, 422, `${what} changed: ${r.text}`);
+        assert.equal((r.body as { code: string }).code, 'idempotency_key_reused', what);
+      }
+    }
+  });
+});
+
 describe('cancel (LMSP 7.3)', () => {
   const cancel = (id: string) => call(api.base, 'POST', `/lmsp/v1/tasks/${id}/cancel`);
 

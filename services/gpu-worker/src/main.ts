@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';
 import {
   checkDurability,
+  durabilityFromEnv,
   connectRedis,
   EventHub,
   servedModelsFromEnv,
@@ -29,7 +30,7 @@ const env = loadEnv();
 const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
-if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
+log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
 const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
 const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });

@@ -40,6 +40,17 @@ test('a burst fills every slot of a worker with several fetchers, and the next t
     (t) => t?.status === 'queued',
   );
   assert.equal(waiting.length, 1, 'one task waits for a free slot');
-  // It runs once a slot frees.
-  assert.equal((await cluster.waitForEnd(waiting[0]!.id, 60_000)).status, 'succeeded');
+  // It runs once a slot frees, and not before: when it leaves the queue, one of the six has ended
+  // (tasks only move on, so a later read still shows it). Seeing six running once could be a
+  // moment on the way to seven; this cannot.
+  const seventh = waiting[0]!.id;
+  await cluster.waitFor(seventh, 'leaving the queue', (t) => t.status !== 'queued', 60_000);
+  const others = await Promise.all(
+    burst.filter((t) => t.id !== seventh).map((t) => cluster!.store.get(t.id)),
+  );
+  assert.ok(
+    others.some((t) => t?.status === 'succeeded'),
+    `the seventh task started while ${others.map((t) => t?.status).join(', ')}`,
+  );
+  assert.equal((await cluster.waitForEnd(seventh, 60_000)).status, 'succeeded');
 });

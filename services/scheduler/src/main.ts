@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@taskline/config';
 import {
   checkDurability,
+  durabilityFromEnv,
   connectRedis,
   storeOptionsFromEnv,
   TaskStore,
@@ -16,7 +17,7 @@ const env = loadEnv();
 const id = `sched-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
 const redis = connectRedis(env.REDIS_URL, id);
-if (env.TASKLINE_REQUIRE_AOF) await checkDurability(redis);
+log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
 const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
 const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });

@@ -75,7 +75,7 @@ const common = {
   ),
   '500': problemResponse('`internal_error`.'),
   '503': problemResponse(
-    '`unavailable`: the task store cannot answer now; retry after `Retry-After`. `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`.',
+    '`unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`.',
     { 'Retry-After': { required: true, schema: { type: 'integer', minimum: 1 } } },
   ),
 };
@@ -383,6 +383,15 @@ export function buildOpenApi(): Schema {
             max_open_streams: { type: 'integer' },
           }),
           heartbeat_seconds: { type: 'number' },
+          durability: {
+            ...obj({
+              level: { enum: ['always', 'everysec'] },
+              crash_may_lose: { type: 'string' },
+              replica_ack_timeout_ms: { type: 'integer' },
+            }),
+            description:
+              'TASKLINE_DURABILITY. `always`: a 202 (or a cancel, an answer) is sent only once the write is on disk and on every connected Redis replica. `everysec`: the operator accepts that a power loss can lose about the last second of acknowledged writes; `crash_may_lose` says what.',
+          },
         }),
         Model: obj({
           id: { type: 'string' },

@@ -1,0 +1,177 @@
+import type { Redis } from 'ioredis';
+import { TasklineError } from './errors.js';
+
+/**
+ * What an acknowledged write survives (`TASKLINE_DURABILITY`). `always`: it is on disk before Redis
+ * replies (`appendfsync always`), so nothing acknowledged is lost even on a power loss. `everysec`:
+ * Redis fsyncs about once a second, so a power loss or kernel crash can lose about the last second
+ * of acknowledged writes (two when the disk stalls); a crash of the Redis process alone loses
+ * nothing, the kernel still holds the data.
+ */
+export type DurabilityLevel = 'always' | 'everysec';
+
+/** What a crash can lose at each level, in the words `/lmsp/v1/capabilities` and the logs use. */
+export const DURABILITY_LOSS: Record<DurabilityLevel, string> = {
+  always: 'none: every acknowledged write is on disk (and on every connected replica) first',
+  everysec:
+    'up to about one second (two if the disk stalls) of acknowledged writes on a power loss or kernel crash of the Redis host',
+};
+
+/** `appendfsync` values that keep each level's promise (a stronger one keeps it too). */
+const KEEPS: Record<DurabilityLevel, readonly string[]> = {
+  always: ['always'],
+  everysec: ['always', 'everysec'],
+};
+
+export interface DurabilityCheck {
+  level: DurabilityLevel;
+  /** `TASKLINE_REQUIRE_AOF`: false only for benchmarks, where a lost task costs nothing. */
+  requireAof: boolean;
+}
+
+/** What the check found (a type, not an interface, so it logs as plain fields). */
+export type DurabilityReport = {
+  durability: DurabilityLevel;
+  aofEnabled: boolean;
+  /** Null where CONFIG is not allowed (managed Redis): the operator's setting is trusted. */
+  appendfsync: string | null;
+  maxmemoryPolicy: string | null;
+};
+
+/** The check's settings from the validated environment (`@taskline/config`), the same in every service. */
+export function durabilityFromEnv(env: {
+  TASKLINE_DURABILITY: DurabilityLevel;
+  TASKLINE_REQUIRE_AOF: boolean;
+}): DurabilityCheck {
+  return { level: env.TASKLINE_DURABILITY, requireAof: env.TASKLINE_REQUIRE_AOF };
+}
+
+interface Warn {
+  warn(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/**
+ * The start-up check of every service: refuses a Redis that would lose what Taskline acknowledges.
+ * AOF must be on (`INFO persistence`); `maxmemory-policy` must be `noeviction` (an evicted task
+ * record or stream breaks every script's all-or-nothing promise); `appendfsync` must keep
+ * `TASKLINE_DURABILITY`'s promise. `appendfsync` is only readable through `CONFIG GET`, which
+ * managed Redis services often block: there the setting is trusted and a warning says so, never a
+ * refusal that would make the service crash-loop.
+ */
+export async function checkDurability(
+  redis: Redis,
+  check: DurabilityCheck,
+  log: Warn,
+): Promise<DurabilityReport> {
+  const persistence = infoFields(await redis.info('persistence'));
+  const aofEnabled = persistence.aof_enabled === '1';
+  if (!aofEnabled && check.requireAof) {
+    throw refused(
+      'Redis runs without AOF (aof_enabled:0, appendonly no): acknowledged tasks could be lost. ' +
+        'Start Redis with --appendonly yes (TASKLINE_REQUIRE_AOF=false overrides, for benchmarks only).',
+    );
+  }
+  const maxmemoryPolicy =
+    infoFields(await redis.info('memory')).maxmemory_policy ?? (await configGet(redis, 'maxmemory-policy'));
+  if (maxmemoryPolicy !== null && maxmemoryPolicy !== 'noeviction') {
+    throw refused(
+      `Redis runs with maxmemory-policy ${maxmemoryPolicy}: it may evict task records and event ` +
+        'streams. Set maxmemory-policy noeviction (a full Redis then refuses writes, which clients retry).',
+    );
+  }
+  const appendfsync = await configGet(redis, 'appendfsync');
+  const report = { durability: check.level, aofEnabled, appendfsync, maxmemoryPolicy };
+  if (!aofEnabled) {
+    log.warn('Redis runs without AOF (TASKLINE_REQUIRE_AOF=false): a Redis crash loses acknowledged tasks');
+    return report;
+  }
+  if (appendfsync === null) {
+    log.warn('CONFIG GET is not allowed on this Redis: trusting that it runs appendfsync to match', {
+      durability: check.level,
+      required: KEEPS[check.level],
+    });
+  } else if (!KEEPS[check.level].includes(appendfsync)) {
+    throw refused(
+      `Redis runs with appendfsync ${appendfsync}, which does not keep TASKLINE_DURABILITY=${check.level}. ` +
+        `Set appendfsync ${check.level === 'always' ? 'always' : 'always or everysec'} in Redis` +
+        (check.level === 'always'
+          ? ', or opt in to TASKLINE_DURABILITY=everysec (a power loss may then lose about a second of acknowledged tasks).'
+          : '.'),
+    );
+  }
+  return report;
+}
+
+/** A setting through `CONFIG GET`, or null where Redis refuses CONFIG (renamed, ACL, managed). */
+async function configGet(redis: Redis, name: string): Promise<string | null> {
+  try {
+    const [, value] = (await redis.config('GET', name)) as string[];
+    return value ?? null;
+  } catch (err) {
+    // Redis answered with an error: CONFIG is blocked here. Anything else (a dropped connection) is not ours to hide.
+    if ((err as { name?: unknown }).name === 'ReplyError') return null;
+    throw err;
+  }
+}
+
+function infoFields(info: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of info.split('\r\n')) {
+    const at = line.indexOf(':');
+    if (at > 0 && !line.startsWith('#')) out[line.slice(0, at)] = line.slice(at + 1);
+  }
+  return out;
+}
+
+const refused = (message: string) => new TasklineError('internal_error', message);
+
+/** How long the count of connected replicas is reused before `INFO replication` is read again. */
+const REPLICA_COUNT_TTL_MS = 1000;
+
+/**
+ * Waits, after an acknowledged write, for every replica Redis reports connected to have it
+ * (`WAIT`), so a failover to a replica does not lose what a client was told. `WAIT` counts the
+ * writes of the connection it is sent on: it must go on the connection that wrote, after the write.
+ * While it blocks, that connection's later commands wait behind it (replication normally answers
+ * within a round trip). Without replicas it costs nothing: the count is read at most once a second.
+ */
+export class ReplicaAck {
+  private replicas = 0;
+  private readAt = Number.NEGATIVE_INFINITY;
+  private reading: Promise<number> | null = null;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** Resolves once every connected replica has this connection's writes; else `replication_timeout`. */
+  async wait(): Promise<void> {
+    const replicas = await this.connected();
+    if (replicas === 0) return;
+    const acked = await this.redis.wait(replicas, this.timeoutMs);
+    if (acked >= replicas) return;
+    // A replica that left meanwhile no longer counts: read the count afresh before refusing.
+    this.readAt = Number.NEGATIVE_INFINITY;
+    const now = await this.connected();
+    if (acked >= now) return;
+    throw new TasklineError(
+      'replication_timeout',
+      `The write reached ${acked} of ${now} Redis replicas within ${this.timeoutMs} ms; retry shortly.`,
+      { retryAfterS: 1 },
+    );
+  }
+
+  private connected(): Promise<number> {
+    if (Date.now() - this.readAt < REPLICA_COUNT_TTL_MS) return Promise.resolve(this.replicas);
+    this.reading ??= this.redis
+      .info('replication')
+      .then((info) => {
+        this.replicas = Number(infoFields(info).connected_slaves ?? 0);
+        this.readAt = Date.now();
+        return this.replicas;
+      })
+      .finally(() => (this.reading = null));
+    return this.reading;
+  }
+}

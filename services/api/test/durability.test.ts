@@ -1,0 +1,152 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Redis } from 'ioredis';
+import { connectRedis, taskKeys } from '@taskline/engine';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { call, spawnApi, startApi, startStack, TASK_BODY, type InProcessApi, type Stack } from './helpers.js';
+
+/** The api's start-up refusal (its stderr); an api that starts anyway is stopped and fails the test. */
+async function refusedStart(redisUrl: string, env: Record<string, string> = {}): Promise<string> {
+  const started = await spawnApi(redisUrl, env).catch((err: Error) => err);
+  if (started instanceof Error) {
+    assert.match(started.message, /exited with 1/);
+    return started.message;
+  }
+  started.child.kill('SIGKILL');
+  await started.exited;
+  assert.fail('the api started against a Redis that breaks its durability promise');
+}
+
+const infoField = (info: string, field: string) => new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
+
+describe('a Redis with a replica', () => {
+  let stack: Stack;
+  let replica: RedisServer;
+  let onReplica: Redis;
+  let api: InProcessApi;
+  before(async () => {
+    stack = await startStack();
+    replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(stack.redisServer.port)] });
+    onReplica = connectRedis(replica.url, 'replica-reader');
+    await until('the replica to be in sync', async () =>
+      infoField(await onReplica.info('replication'), 'master_link_status') === 'up' &&
+      infoField(await stack.redis.info('replication'), 'connected_slaves') === '1'
+        ? true
+        : undefined,
+    );
+    api = await startApi(stack, { TASKLINE_REPLICA_ACK_TIMEOUT_MS: '400' });
+  });
+  after(async () => {
+    replica.resume();
+    await api.close();
+    onReplica.disconnect();
+    await replica.stop();
+    await stack.close();
+  });
+
+  test('a create and a cancel are acknowledged once the replica has them', async () => {
+    const created = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
+    assert.equal(created.status, 202);
+    const id = (created.body as { id: string }).id;
+    assert.equal(await onReplica.hget(taskKeys(id).task, 'status'), 'queued', 'the replica has the task');
+    const cancelled = await call(api.base, 'POST', `/lmsp/v1/tasks/${id}/cancel`);
+    assert.equal(cancelled.status, 200);
+    assert.equal(await onReplica.hget(taskKeys(id).task, 'status'), 'cancelled');
+  });
+
+  test('with the replica stopped past the timeout, nothing is acknowledged: 503 replication_timeout, then the retry gets the task', async () => {
+    const queued = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
+    const queuedId = (queued.body as { id: string }).id;
+    replica.pause();
+    try {
+      const headers = { 'idempotency-key': 'replica-stalled-1' };
+      const refused = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal((refused.body as { code: string }).code, 'replication_timeout');
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.equal(refused.headers.get('location'), null, 'no handle for a task the replica may lack');
+
+      const cancel = await call(api.base, 'POST', `/lmsp/v1/tasks/${queuedId}/cancel`);
+      assert.equal(cancel.status, 503, 'a cancel is not acknowledged either');
+      assert.equal((cancel.body as { code: string }).code, 'replication_timeout');
+
+      replica.resume();
+      const retried = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
+      assert.equal(retried.status, 202, retried.text);
+      const id = (retried.body as { id: string }).id;
+      assert.equal(await onReplica.hget(taskKeys(id).task, 'status'), 'queued');
+    } finally {
+      replica.resume();
+    }
+  });
+
+  test('capabilities state the durability level', async () => {
+    const caps = await call(api.base, 'GET', '/lmsp/v1/capabilities');
+    assert.deepEqual((caps.body as { durability: unknown }).durability, {
+      level: 'always',
+      crash_may_lose: 'none: every acknowledged write is on disk (and on every connected replica) first',
+      replica_ack_timeout_ms: 400,
+    });
+  });
+});
+
+describe('the start-up check', () => {
+  let server: RedisServer;
+  let admin: Redis;
+  before(async () => {
+    server = await startRedis({ appendfsync: 'everysec' });
+    admin = connectRedis(server.url, 'admin');
+  });
+  after(async () => {
+    admin.disconnect();
+    await server.stop();
+  });
+
+  test('refuses appendfsync everysec unless TASKLINE_DURABILITY=everysec, which capabilities then state', async () => {
+    const refusal = await refusedStart(server.url);
+    assert.match(refusal, /appendfsync everysec/);
+    assert.match(refusal, /TASKLINE_DURABILITY=always/);
+    const api = await spawnApi(server.url, { TASKLINE_DURABILITY: 'everysec' });
+    try {
+      const caps = await call(api.base, 'GET', '/lmsp/v1/capabilities');
+      const durability = (caps.body as { durability: { level: string; crash_may_lose: string } }).durability;
+      assert.equal(durability.level, 'everysec');
+      assert.match(durability.crash_may_lose, /second .*power loss/);
+    } finally {
+      api.child.kill('SIGTERM');
+      await api.exited;
+    }
+  });
+
+  test('refuses a maxmemory-policy that evicts, naming the setting', async () => {
+    await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    try {
+      const refusal = await refusedStart(server.url, { TASKLINE_DURABILITY: 'everysec' });
+      assert.match(refusal, /maxmemory-policy allkeys-lru/);
+      assert.match(refusal, /noeviction/);
+    } finally {
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    }
+  });
+
+  test('where CONFIG is not allowed (managed Redis) it trusts the setting, warns and starts', async () => {
+    await admin.call('ACL', 'SETUSER', 'managed', 'on', '>managed-secret', '~*', '&*', '+@all', '-config');
+    const url = `redis://managed:managed-secret@127.0.0.1:${server.port}`;
+    const probe = connectRedis(url, 'probe');
+    await assert.rejects(probe.config('GET', 'appendfsync'), /NOPERM/, 'CONFIG is really blocked');
+    probe.disconnect();
+    // appendfsync is everysec here, but unreadable: the operator's choice is trusted.
+    const api = await spawnApi(url);
+    try {
+      assert.ok(api.logs.some((l) => l.level === 'warn' && /CONFIG GET is not allowed/.test(String(l.msg))));
+      assert.equal((await call(api.base, 'GET', '/readyz', { key: null })).status, 200);
+      // The eviction policy is read from INFO, which managed Redis allows: still refused.
+      await admin.config('SET', 'maxmemory-policy', 'volatile-lru');
+      assert.match(await refusedStart(url), /maxmemory-policy volatile-lru/);
+    } finally {
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+      api.child.kill('SIGTERM');
+      await api.exited;
+    }
+  });
+});
