@@ -149,6 +149,12 @@ export async function waitFor(
   });
 }
 
+/** Whether the task is being (or was) cancelled: the one end that never steps back. */
+async function cancelledTask(store: TaskStore, id: string): Promise<boolean> {
+  const status = (await store.get(id))?.status;
+  return status === undefined || status === 'cancelling' || status === 'cancelled';
+}
+
 /** LMSP response text: the `output_text` parts of its message items. */
 function responseText(response: { output?: unknown[] } | null): string {
   const parts: string[] = [];
@@ -193,7 +199,12 @@ async function generateChild(
     `tool:${parent.id}:${n}`,
     JSON.stringify(body),
   );
-  const onAbort = () => void store.cancel(child.id, parent.tenant).catch(() => undefined);
+  // The child outlives this attempt: a successor (after a lost lease or a drain) replays this step
+  // and waits on the same child. Only the task's own cancel, which no attempt can undo, takes it down.
+  const onAbort = () =>
+    void cancelledTask(store, parent.id)
+      .then((cancelled) => cancelled && store.cancel(child.id, parent.tenant))
+      .catch(() => undefined);
   signal.addEventListener('abort', onAbort, { once: true });
   try {
     await waitFor(hub, child.id, 0, signal, async () => {
