@@ -101,10 +101,10 @@ describe('tool runner: a stopped attempt never cancels the child generation its 
     const parent = await generateTask();
     const first = await startAttempt(parent.id, 'w-drain', 60_000);
     const child = await until('the child generation', () => childOf(parent.id));
-    // The drain deadline passes: the attempt is stopped, then handed back (as the worker does).
+    // The drain deadline passes: the attempt is stopped, then restarted under on_restart (as the worker does).
     first.abort.abort('drain');
     await first.run;
-    await store.handBack(parent.id, first.attempt);
+    await store.restart(parent.id, first.attempt);
     const second = await startAttempt(parent.id, 'w-next', 60_000);
     await completeChild(child, 'kept across the drain');
     assert.equal(textOf(await second.run), 'kept across the drain');
