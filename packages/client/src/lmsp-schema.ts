@@ -252,6 +252,7 @@ export interface components {
         | 'unsupported_capability'
         | 'rate_limited'
         | 'server_restarted'
+        | 'input_timeout'
         | 'internal_error'
         | 'unavailable'
         | 'replication_timeout'

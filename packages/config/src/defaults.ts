@@ -169,6 +169,11 @@ export const DEFAULTS = {
   TASKLINE_OPERATOR_INDEX_MAX: '10000',
   /** Prometheus the console reads SLO burn rates from (e.g. `http://prometheus:9090`); empty: "not configured". */
   TASKLINE_PROMETHEUS_URL: '',
+  /**
+   * MCP tool tasks: how long a task waits for its caller's answers (`input_required`, parked: no
+   * worker slot, no lease) before it fails with `input_timeout`, seconds. A day by default.
+   */
+  TASKLINE_INPUT_TIMEOUT_S: '86400',
 } as const;
 
 export type EnvName = keyof typeof DEFAULTS;

@@ -89,6 +89,7 @@ const schema = z.object({
   TASKLINE_JWT_ROLE_CLAIM: z.string().min(1),
   TASKLINE_OPERATOR_INDEX_MAX: int(100),
   TASKLINE_PROMETHEUS_URL: z.union([z.literal(''), z.string().url()]),
+  TASKLINE_INPUT_TIMEOUT_S: int(1),
 });
 
 export type Env = z.infer<typeof schema>;

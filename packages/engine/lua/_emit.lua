@@ -47,12 +47,13 @@ local function isTerminal(status)
 end
 
 -- The precondition of a running attempt's own writes (output, questions): nil when `expected` is
--- the task's attempt and it is running, else the refusal to return.
-local function refuseUnlessRunning(status, attempt, expected)
+-- the task's attempt and it is running, else the refusal to return. A parked task (waiting for its
+-- caller's input, or answered and waiting for a worker: field `parked`) belongs to no attempt.
+local function refuseUnlessRunning(status, attempt, expected, parked)
   if not status then
     return { 'missing' }
   end
-  if attempt ~= expected then
+  if attempt ~= expected or parked then
     return { 'stale', status }
   end
   if status ~= 'running' then

@@ -10,8 +10,8 @@
   Returns {'ok', seq} | {'missing'} | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt')
-local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2])
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked')
+local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2], cur[3])
   or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'string' })
 if refused then
   return refused

@@ -28,6 +28,10 @@ local outcome = string.match(',' .. ARGV[2] .. ',', ',' .. status .. '=([%w_]+),
 if outcome == 'noop' or outcome == 'not_cancelable' or not outcome then
   return { outcome or 'not_cancelable', status }
 end
+-- A parked task (waiting for its caller's input) has no worker to acknowledge a cancel: it ends at once.
+if outcome ~= 'cancelled' and redis.call('HEXISTS', task, 'parked') == 1 then
+  outcome = 'cancelled'
+end
 local unwritable = refuseUnwritable(task, KEYS[2])
 if unwritable then
   return unwritable
@@ -35,7 +39,7 @@ end
 local now = tonumber(ARGV[1])
 if outcome == 'cancelled' then
   redis.call('HSET', task, 'status', 'cancelled', 'updated_at', now, 'result', ARGV[5])
-  redis.call('HDEL', task, 'lease_owner', 'lease_until')
+  redis.call('HDEL', task, 'lease_owner', 'lease_until', 'parked', 'input_deadline')
   if status == 'queued' and (shown == 'loading' or shown == 'running') then
     emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
   end

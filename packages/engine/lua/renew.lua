@@ -7,7 +7,7 @@
 
   Returns {'ok', status} | {'missing'} | {'stale', status} | {'terminal', status}
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked')
 local status, attempt = cur[1], cur[2]
 if not status then
   return { 'missing' }
@@ -15,7 +15,8 @@ end
 if isTerminal(status) then
   return { 'terminal', status }
 end
-if attempt ~= ARGV[2] or status == 'queued' then
+-- A parked task (waiting for input) has no lease to extend: the attempt that asked let it go.
+if attempt ~= ARGV[2] or status == 'queued' or cur[3] then
   return { 'stale', status }
 end
 redis.call('HSET', KEYS[1], 'lease_until', tonumber(ARGV[1]) + tonumber(ARGV[3]))

@@ -8,7 +8,8 @@
   ARGV[2] to (target status)
   ARGV[3] allowed source statuses, comma separated (from the TypeScript state table)
   ARGV[4] attempt fence: '' for none, else the caller's attempt, which must be the current one
-          and still held: a task back in `queued` belongs to no attempt until the next claim
+          and still held: a task back in `queued`, or parked (waiting for input), belongs to no
+          attempt until the next claim
   ARGV[5] lease deadline: '' for none, else the lease must have lapsed before this time (recovery)
   ARGV[6] task retention (ms), applied when `to` is terminal
   ARGV[7] event retention (ms), likewise
@@ -23,12 +24,12 @@
 ]]
 local task = KEYS[1]
 -- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
-local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at')
+local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked')
 local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
 end
-if ARGV[4] ~= '' and (ARGV[4] ~= attempt or status == 'queued') then
+if ARGV[4] ~= '' and (ARGV[4] ~= attempt or status == 'queued' or cur[6]) then
   return { 'stale', status, attempt }
 end
 if isTerminal(status) then

@@ -16,6 +16,8 @@ export const ERROR_CODES = {
   unsupported_capability: 400,
   rate_limited: 429,
   server_restarted: 500,
+  /** A task's caller never answered its input requests (TASKLINE_INPUT_TIMEOUT_S). */
+  input_timeout: 408,
   internal_error: 500,
   unavailable: 503,
   /** Redis replicas did not confirm an acknowledged write in time (TASKLINE_REPLICA_ACK_TIMEOUT_MS). */

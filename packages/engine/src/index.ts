@@ -53,13 +53,16 @@ export {
   type ModelInfo,
   type ServedModels,
 } from './models.js';
-export type { RunContext, TaskRunner } from './runner.js';
+export type { RunContext, RunOutcome, TaskRunner } from './runner.js';
 export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
 export {
   taskKeys,
   schedulerKeys,
   idempotencyKey,
   workerCancelChannel,
+  queueTenant,
+  childrenQueue,
+  indexTenant,
   offeredState,
   parseOfferedState,
   type QueuedState,

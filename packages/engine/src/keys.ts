@@ -45,6 +45,11 @@ export const schedulerKeys = {
   /** The scheduler leader's fenced lease, `<token> <control address>`. */
   leader: 'tl:{sched}:leader',
   /**
+   * Tasks parked while they wait for their caller's input, by input deadline: what the deadline
+   * sweep scans and the parked-tasks gauge counts.
+   */
+  parked: 'tl:{sched}:parked',
+  /**
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
@@ -55,6 +60,24 @@ export const schedulerKeys = {
    */
   wake: 'tl:{sched}:wake',
 } as const;
+
+/**
+ * Child generations of tool tasks are dispatched under an entry of their own per tenant
+ * (`<tenant>/children`, a name no tenant id can take), with its own running set: a child always
+ * finds room while its parent, which holds a place in the tenant's running cap, waits for it.
+ */
+const CHILDREN_SUFFIX = '/children';
+
+/** The name a tenant's child generations are indexed under. */
+export const childrenQueue = (tenant: string): string => `${tenant}${CHILDREN_SUFFIX}`;
+
+/** The tenant name the scheduler's index files a task under (see CHILDREN_SUFFIX). */
+export const queueTenant = (task: { tenant: string; parent?: string | null }): string =>
+  task.parent ? childrenQueue(task.tenant) : task.tenant;
+
+/** The tenant a scheduler index name belongs to: what metrics and weights use. */
+export const indexTenant = (name: string): string =>
+  name.endsWith(CHILDREN_SUFFIX) ? name.slice(0, -CHILDREN_SUFFIX.length) : name;
 
 /** A queued state of a task: attempt and event sequence both move whenever it is queued again. */
 export interface QueuedState {

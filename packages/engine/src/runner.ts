@@ -11,9 +11,16 @@ export interface RunContext {
 }
 
 /**
+ * How an attempt ended: a Finish the worker commits, or `parked`: the attempt asked its caller
+ * questions and let the task go (see `TaskStore.requestInput`); the worker writes nothing more and
+ * frees its slot, and the answers resume the task under a new attempt.
+ */
+export type RunOutcome = Finish | { status: 'parked' };
+
+/**
  * Runs one kind of task (LMSP responses, MCP tools). The worker owns claiming, leases,
  * cancellation and restart policies; a runner only does the work and says how it ended.
  */
 export interface TaskRunner {
-  run(ctx: RunContext): Promise<Finish>;
+  run(ctx: RunContext): Promise<RunOutcome>;
 }

@@ -13,6 +13,7 @@ const SCRIPTS = {
   append: 4,
   request_input: 4,
   provide_input: 4,
+  input_timeout: 5,
   idempotency_begin: 1,
   idempotency_finish: 1,
   lease_unindex: 1,

@@ -3,7 +3,15 @@ import { createHash } from 'node:crypto';
 import { ReplicaAck } from './durability.js';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
-import { idempotencyKey, offeredState, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
+import * as inputs from './inputs.js';
+import {
+  idempotencyKey,
+  offeredState,
+  queueTenant,
+  schedulerKeys,
+  taskKeys,
+  WORKER_CANCEL_PREFIX,
+} from './keys.js';
 import {
   emptyResponse,
   finalEvent,
@@ -60,6 +68,15 @@ export interface TaskRecord {
   statusMessage: string | null;
   leaseOwner: string | null;
   leaseUntil: number | null;
+  /**
+   * No attempt holds the task: it waits for its caller's input (`input_required`), or was answered
+   * and waits for a worker (`running`). See request_input.lua.
+   */
+  parked: boolean;
+  /** When a parked task still unanswered fails with `input_timeout` (ms since epoch). */
+  inputDeadline: number | null;
+  /** The tool task a child generation runs for: it is dispatched under its parent's place. */
+  parent: string | null;
 }
 
 export interface NewTask {
@@ -70,6 +87,8 @@ export interface NewTask {
   request: unknown;
   /** A retry of an idempotent create reuses the id its first try chose. */
   id?: string;
+  /** The tool task this generation runs for (see TaskRecord.parent). */
+  parent?: string;
 }
 
 export interface StoredEvent {
@@ -98,6 +117,8 @@ export interface TaskStoreOptions {
   idempotencyPendingMs: number;
   /** Newest tasks the operator index keeps per tenant (`TASKLINE_OPERATOR_INDEX_MAX`). */
   operatorIndexMax?: number;
+  /** How long a task waits for its caller's input before it fails (`input_timeout`); default a day. */
+  inputTimeoutMs?: number;
   now?: () => number;
   /**
    * Set where clients are answered (the api): creates, cancels and answers wait this long for
@@ -115,9 +136,11 @@ export function storeOptionsFromEnv(env: {
   TASKLINE_IDEMPOTENCY_TTL_S: number;
   TASKLINE_IDEMPOTENCY_PENDING_MS: number;
   TASKLINE_OPERATOR_INDEX_MAX?: number;
+  TASKLINE_INPUT_TIMEOUT_S: number;
 }): TaskStoreOptions {
   return {
     operatorIndexMax: env.TASKLINE_OPERATOR_INDEX_MAX,
+    inputTimeoutMs: env.TASKLINE_INPUT_TIMEOUT_S * 1000,
     taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
     eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
     idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
@@ -146,6 +169,7 @@ export class TaskStore {
   private readonly scripts: Scripts;
   private readonly now: () => number;
   private readonly replicaAck: ReplicaAck | null;
+  private readonly inputs: inputs.InputHost;
 
   constructor(
     readonly redis: Redis,
@@ -154,6 +178,19 @@ export class TaskStore {
     this.scripts = loadScripts(redis);
     this.now = options.now ?? Date.now;
     this.replicaAck = options.replicaAckTimeoutMs ? new ReplicaAck(redis, options.replicaAckTimeoutMs) : null;
+    this.inputs = {
+      redis,
+      scripts: this.scripts,
+      now: () => this.now(),
+      inputTimeoutMs: options.inputTimeoutMs ?? inputs.DEFAULT_INPUT_TIMEOUT_MS,
+      taskRetentionMs: options.taskRetentionMs,
+      eventRetentionMs: options.eventRetentionMs,
+      require: (id, tenant) => this.require(id, tenant),
+      check,
+      enqueue: (task, keepJournal) => this.enqueue(task, keepJournal),
+      released: (task) => this.released(task),
+      observe: (kind, state, createdAt) => this.observe(kind, state, createdAt),
+    };
   }
 
   /** Resolves once what this store wrote is on every connected replica (`replication_timeout` if not). */
@@ -186,6 +223,7 @@ export class TaskStore {
       on_restart: input.onRestart,
       response_id: responseId,
       request: JSON.stringify(input.request),
+      ...(input.parent !== undefined && { parent: input.parent }),
     };
     const created = statusEvent('queued', {
       response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
@@ -219,7 +257,15 @@ export class TaskStore {
     );
     const queued = fresh
       ? this.enqueue(
-          { id, tenant: input.tenant, createdAt: now, model: input.model, attempt: 0, seq: 1 },
+          {
+            id,
+            tenant: input.tenant,
+            createdAt: now,
+            model: input.model,
+            attempt: 0,
+            seq: 1,
+            parent: input.parent ?? null,
+          },
           true,
         )
       : null;
@@ -254,19 +300,20 @@ export class TaskStore {
    * it. Drops the task's create-journal entry in the same step unless `keepJournal`.
    */
   async enqueue(
-    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq'>,
+    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq' | 'parent'>,
     keepJournal = false,
   ): Promise<void> {
+    const tenant = queueTenant(task);
     const reply = await this.scripts.enqueue(
-      schedulerKeys.ready(task.tenant, task.model),
-      schedulerKeys.running(task.tenant),
+      schedulerKeys.ready(tenant, task.model),
+      schedulerKeys.running(tenant),
       schedulerKeys.tenants(task.model),
       schedulerKeys.models,
       schedulerKeys.intake,
       schedulerKeys.offered,
       task.id,
       task.createdAt,
-      task.tenant,
+      tenant,
       task.model,
       schedulerKeys.wake,
       keepJournal ? '0' : '1',
@@ -333,9 +380,10 @@ export class TaskStore {
       // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
       await this.redis
         .multi()
-        .zrem(schedulerKeys.ready(task.tenant, task.model), id)
+        .zrem(schedulerKeys.ready(queueTenant(task), task.model), id)
         .hdel(schedulerKeys.offered, id)
-        .zrem(schedulerKeys.running(task.tenant), id)
+        .zrem(schedulerKeys.running(queueTenant(task)), id)
+        .zrem(schedulerKeys.parked, id)
         .exec();
       await countEnded(this.redis, this.now());
     }
@@ -378,13 +426,15 @@ export class TaskStore {
       await this.redis.zrem(schedulerKeys.leases, id);
     }
     check(id, reply.value);
+    const resumed = reply.value[3] === 1;
     // The claim went through without its index entry: write it now, before any work starts.
     if (index.status === 'rejected') await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
     const task =
       raw.status === 'rejected' ? await this.require(id) : raw.value.id ? parseTask(raw.value) : null;
     if (!task) throw notFound();
-    this.observe(task.kind, 'loading', task.createdAt);
-    if (opts.start) this.observe(task.kind, 'running', task.createdAt);
+    // A parked task resumed after its answer was running already: no state entered.
+    if (!resumed) this.observe(task.kind, 'loading', task.createdAt);
+    if (opts.start && !resumed) this.observe(task.kind, 'running', task.createdAt);
     return task;
   }
 
@@ -437,7 +487,7 @@ export class TaskStore {
     id: string,
     attempt: number,
     finish: Finish,
-    known?: Pick<TaskRecord, 'kind' | 'tenant'>,
+    known?: Pick<TaskRecord, 'kind' | 'tenant' | 'parent'>,
   ): Promise<number> {
     const task = { id, ...(known ?? (await this.require(id))) };
     const result = finish.result ?? null;
@@ -458,11 +508,11 @@ export class TaskStore {
    * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
    * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop.
    */
-  private async released(task: Pick<TaskRecord, 'id' | 'tenant'>): Promise<void> {
+  private async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>): Promise<void> {
     // Two independent removals, sent in one write (no MULTI: neither needs the other).
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, task.id),
-      this.redis.zrem(schedulerKeys.running(task.tenant), task.id),
+      this.redis.zrem(schedulerKeys.running(queueTenant(task)), task.id),
       countEnded(this.redis, this.now()),
     ]);
   }
@@ -521,83 +571,43 @@ export class TaskStore {
     });
   }
 
-  /**
-   * Asks the caller questions. Returns the answers already on record for keys asked before (a
-   * retried attempt replays them instead of asking again); `waiting` is false when all are known.
-   */
-  async requestInput(
+  /** Asks the caller questions, parking the task while some are open (see inputs.ts). */
+  requestInput(
     id: string,
     attempt: number,
     requests: Record<string, unknown>,
-  ): Promise<{ waiting: boolean; answers: Record<string, unknown> }> {
-    const keys = taskKeys(id);
-    const entries = Object.entries(requests);
-    const event = statusEvent('input_required', { input_requests: requests });
-    const reply = await this.scripts.request_input(
-      keys.task,
-      keys.events,
-      keys.channel,
-      keys.inputs,
-      this.now(),
-      attempt,
-      entries.length,
-      ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
-      event.type,
-      JSON.stringify(event.data),
-    );
-    if (reply[0] !== 'answered') check(id, reply);
-    if (reply[0] === 'ok') this.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
-    const answers = await this.answers(id);
-    return { waiting: reply[0] === 'ok', answers };
+  ): Promise<{ waiting: boolean; parked: boolean; answers: Record<string, unknown> }> {
+    return inputs.requestInput(this.inputs, id, attempt, requests);
   }
 
-  /** The caller's answers; unknown and already answered keys are ignored, partial answers kept. */
+  /** The caller's answers; the last one of the current ask resumes a parked task (see inputs.ts). */
   async provideInput(
     id: string,
     tenant: string,
     answers: Record<string, unknown>,
   ): Promise<{ accepted: number; status: TaskStatus }> {
-    const before = await this.require(id, tenant);
-    const keys = taskKeys(id);
-    const entries = Object.entries(answers);
-    const event = statusEvent('running', { input_received: true });
-    const reply = await this.scripts.provide_input(
-      keys.task,
-      keys.events,
-      keys.channel,
-      keys.inputs,
-      this.now(),
-      entries.length,
-      ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
-      event.type,
-      JSON.stringify(event.data),
-    );
-    if (reply[0] === 'terminal') return { accepted: 0, status: reply[1] as TaskStatus };
-    check(id, reply);
-    // The script reports the status, not whether it changed it: the last answer moves it on.
-    if (before.status === 'input_required' && reply[1] === 'running')
-      this.observe(before.kind, 'running', before.createdAt);
+    const result = await inputs.provideInput(this.inputs, id, tenant, answers);
     await this.replicated();
-    return { accepted: Number(reply[2]), status: reply[1] as TaskStatus };
+    return result;
   }
 
-  /** Questions still open: asked, not yet answered. */
-  async openInputRequests(id: string): Promise<Record<string, unknown>> {
-    const raw = await this.redis.hgetall(taskKeys(id).inputs);
-    const open: Record<string, unknown> = {};
-    for (const [field, value] of Object.entries(raw)) {
-      if (field.startsWith('q:') && raw[`a:${field.slice(2)}`] === undefined)
-        open[field.slice(2)] = JSON.parse(value);
-    }
-    return open;
+  /** Questions of the current ask still open. */
+  openInputRequests(id: string): Promise<Record<string, unknown>> {
+    return inputs.openInputRequests(this.redis, id);
   }
 
-  async answers(id: string): Promise<Record<string, unknown>> {
-    const raw = await this.redis.hgetall(taskKeys(id).inputs);
-    const out: Record<string, unknown> = {};
-    for (const [field, value] of Object.entries(raw))
-      if (field.startsWith('a:')) out[field.slice(2)] = JSON.parse(value);
-    return out;
+  answers(id: string): Promise<Record<string, unknown>> {
+    return inputs.answers(this.redis, id);
+  }
+
+  /** Fails parked tasks past their input deadline with `input_timeout`; returns their ids. */
+  sweepInputDeadlines(limit?: number): Promise<string[]> {
+    return inputs.sweepInputDeadlines(this.inputs, limit);
+  }
+
+  /** How many tasks wait for their caller's input, holding no worker slot. */
+  parkedCount(): Promise<number> {
+    return this.redis.zcard(schedulerKeys.parked);
   }
 
   /** Token ids the task's output events carried so far: where `resume` continues from. */
@@ -914,6 +924,9 @@ function parseTask(raw: Record<string, string>): TaskRecord {
     statusMessage: raw.status_message ?? null,
     leaseOwner: raw.lease_owner ?? null,
     leaseUntil: num(raw.lease_until),
+    parked: raw.parked !== undefined,
+    inputDeadline: num(raw.input_deadline),
+    parent: raw.parent ?? null,
   };
 }
 

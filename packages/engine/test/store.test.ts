@@ -253,8 +253,11 @@ test('input requests: partial answers kept, unknown and repeated keys ignored, r
   assert.deepEqual(r, { accepted: 1, status: 'running' });
   assert.deepEqual(await h.store.answers(task.id), { confirm: true, name: 'ada' });
   assert.deepEqual(await h.store.openInputRequests(task.id), {});
-  const again = await h.store.requestInput(task.id, 1, { confirm: { q: 'changed?' } });
-  assert.deepEqual(again, { waiting: false, answers: { confirm: true, name: 'ada' } });
+  // The task was parked while it waited: the answers resume it under a new attempt, which replays them.
+  const resumed = await h.store.claim(task.id, 'w2', 10_000, { start: true });
+  assert.equal(resumed.attempt, 2);
+  const again = await h.store.requestInput(task.id, 2, { confirm: { q: 'changed?' } });
+  assert.deepEqual(again, { waiting: false, parked: false, answers: { confirm: true, name: 'ada' } });
 });
 
 test('expired tasks read exactly like missing ones', async () => {

@@ -179,6 +179,11 @@ function defineMetrics(registry: Registry) {
       help: "Whether this scheduler replica holds the leader lease (1) or stands by (0); autoscaling reads the leader's queue gauges only.",
       registers,
     }),
+    tasksParked: new Gauge({
+      name: 'taskline_tasks_parked',
+      help: "Tasks waiting for their caller's input (input_required), parked: holding no worker slot and no lease.",
+      registers,
+    }),
     queueOldestWaitSeconds: new Gauge({
       name: 'taskline_queue_oldest_wait_seconds',
       help: 'How long the oldest task waiting for dispatch has waited, by model and tenant (for autoscaling).',

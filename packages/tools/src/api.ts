@@ -23,8 +23,12 @@ export interface ToolContext {
   /** Shown to the caller as the task's `statusMessage`. */
   progress(message: string): Promise<void>;
   /**
-   * Asks the caller and waits for every answer. Keys are unique over the task's life: on a retried
-   * attempt, answers already given come back at once instead of being asked again.
+   * Asks the caller; returns the answers when every key has one already. Keys are unique over the
+   * task's life: on a retried attempt, answers already given come back at once instead of being
+   * asked again. Otherwise the attempt ends here (this throws, and `signal` aborts: let it go): the
+   * task waits for its caller holding no worker slot, and once answered a new attempt runs the tool
+   * again from the start, where this call returns the answers. Steps before an `ask` therefore run
+   * again (`generate` is replayed, not run twice).
    */
   ask(requests: Record<string, InputRequest>): Promise<Record<string, unknown>>;
   /** Runs an LMSP response on a model as a child task and waits for it (see `generate`). */

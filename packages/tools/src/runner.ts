@@ -5,6 +5,7 @@ import {
   TasklineError,
   type Finish,
   type RunContext,
+  type RunOutcome,
   type ServedModels,
   type StoredEvent,
   type TaskRecord,
@@ -32,6 +33,14 @@ export interface ToolRunnerOptions {
   served?: ServedModels;
 }
 
+/** Thrown out of `ask` once the task is parked: the attempt is over (see ToolContext.ask). */
+class Parked extends Error {
+  constructor() {
+    super('the task is parked until its input requests are answered');
+    this.name = 'Parked';
+  }
+}
+
 export interface ToolRunner extends TaskRunner {
   /** Closes the hub connection the runner opened itself. */
   close(): Promise<void>;
@@ -47,17 +56,25 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
   let ownHub: EventHub | null = null;
   const hubFor = (store: TaskStore): EventHub => (hub ??= ownHub = new EventHub(store));
   return {
-    async run(ctx: RunContext): Promise<Finish> {
+    async run(ctx: RunContext): Promise<RunOutcome> {
       const request = ctx.task.request as ToolTaskRequest;
       const tool = registry.get(request.tool);
       if (!tool) return failed('invalid_request', `unknown tool ${request.tool}`);
       const parsed = tool.inputSchema.safeParse(request.arguments);
       if (!parsed.success) return failed('invalid_request', `invalid arguments: ${parsed.error.message}`);
+      // Aborted when the task parks: whatever the tool still does, this attempt holds the task no more.
+      const parking = new AbortController();
+      const signal = AbortSignal.any([ctx.signal, parking.signal]);
       try {
-        const result = await tool.run(parsed.data, toolContext(ctx, hubFor(ctx.store), options.served));
+        const result = await tool.run(
+          parsed.data,
+          toolContext({ ...ctx, signal }, hubFor(ctx.store), options.served, parking),
+        );
+        if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled', result };
         return { status: 'succeeded', result };
       } catch (err) {
+        if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled' };
         if (err instanceof ToolFailure) return failed('tool_failed', err.message);
         return failed('internal_error', err instanceof Error ? err.message : String(err));
@@ -73,7 +90,12 @@ function failed(code: string, detail: string): Finish {
   return { status: 'failed', error: problem(code, detail) };
 }
 
-function toolContext(ctx: RunContext, hub: EventHub, served: ServedModels | undefined): ToolContext {
+function toolContext(
+  ctx: RunContext,
+  hub: EventHub,
+  served: ServedModels | undefined,
+  parking: AbortController,
+): ToolContext {
   const { store, task, attempt, signal } = ctx;
   let generations = 0;
   return {
@@ -84,19 +106,13 @@ function toolContext(ctx: RunContext, hub: EventHub, served: ServedModels | unde
       await store.progress(task.id, attempt, message);
     },
     async ask(requests: Record<string, InputRequest>) {
-      const keys = Object.keys(requests);
-      const current = await store.get(task.id);
-      const after = current?.seq ?? 0;
-      const { waiting, answers } = await store.requestInput(task.id, attempt, requests);
-      if (waiting) {
-        // Every answer lands as an event on the task's log, on whichever replica received it.
-        await waitFor(hub, task.id, after, signal, async () => {
-          const known = await store.answers(task.id);
-          return keys.every((k) => k in known);
-        });
-        Object.assign(answers, await store.answers(task.id));
+      const { parked, answers } = await store.requestInput(task.id, attempt, requests);
+      if (parked) {
+        // Waiting holds no worker slot and no lease: the answers start a new attempt, which replays them.
+        parking.abort('parked');
+        throw new Parked();
       }
-      return Object.fromEntries(keys.map((k) => [k, answers[k]]));
+      return Object.fromEntries(Object.keys(requests).map((k) => [k, answers[k]]));
     },
     generate: (request) => generateChild(store, hub, task, signal, request, generations++, served),
   };
@@ -149,6 +165,12 @@ export async function waitFor(
   });
 }
 
+/** Whether the task is being (or was) cancelled: the one end that never steps back. */
+async function cancelledTask(store: TaskStore, id: string): Promise<boolean> {
+  const status = (await store.get(id))?.status;
+  return status === undefined || status === 'cancelling' || status === 'cancelled';
+}
+
 /** LMSP response text: the `output_text` parts of its message items. */
 function responseText(response: { output?: unknown[] } | null): string {
   const parts: string[] = [];
@@ -189,11 +211,26 @@ async function generateChild(
     ...(request.temperature !== undefined && { temperature: request.temperature }),
   };
   const { task: child } = await store.createIdempotent(
-    { tenant: parent.tenant, kind: 'response', model: request.model, onRestart: 'retry', request: body },
+    // Dispatched under its parent's place (see queueTenant): never starved by the parent it runs for.
+    {
+      tenant: parent.tenant,
+      kind: 'response',
+      model: request.model,
+      onRestart: 'retry',
+      request: body,
+      parent: parent.id,
+    },
     `tool:${parent.id}:${n}`,
     JSON.stringify(body),
   );
-  const onAbort = () => void store.cancel(child.id, parent.tenant).catch(() => undefined);
+  // The child outlives this attempt: a successor (after a lost lease or a drain) replays this step
+  // and waits on the same child. Only the task's own cancel, which no attempt can undo, takes it down.
+  const onAbort = () =>
+    void cancelledTask(store, parent.id)
+      .then(async (cancelled) => {
+        if (cancelled) await store.cancel(child.id, parent.tenant);
+      })
+      .catch(() => undefined);
   signal.addEventListener('abort', onAbort, { once: true });
   try {
     await waitFor(hub, child.id, 0, signal, async () => {

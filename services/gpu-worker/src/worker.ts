@@ -14,6 +14,7 @@ import {
   type EventInput,
   type Finish,
   type RunContext,
+  type RunOutcome,
   type TaskRecord,
   type TaskRunner,
   type TaskStore,
@@ -240,7 +241,7 @@ export class GpuWorker {
       },
       Math.max(10, Math.floor(leaseMs / 3)),
     );
-    let finish: Finish;
+    let finish: RunOutcome;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
     } catch (err) {
@@ -260,7 +261,9 @@ export class GpuWorker {
       clearInterval(renew);
       this.running.delete(taskId);
     }
-    await this.commit(task, attempt, finish, reason, tlog);
+    // Parked for its caller's input: the task is no longer this attempt's to write.
+    if (finish.status === 'parked') tlog.info('attempt_parked');
+    else await this.commit(task, attempt, finish, reason, tlog);
   }
 
   private async attempt(
@@ -268,7 +271,7 @@ export class GpuWorker {
     attempt: number,
     model: string,
     signal: AbortSignal,
-  ): Promise<Finish> {
+  ): Promise<RunOutcome> {
     const { store } = this.o;
     const ctx: RunContext = { task, attempt, signal, store };
     if (task.kind === 'tool') {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
-import { parseOfferedState, schedulerKeys, type QueuedState } from '@taskline/engine';
+import { childrenQueue, parseOfferedState, schedulerKeys, type QueuedState } from '@taskline/engine';
 import { LEADER_KEY } from './leader.js';
 
 /** The scheduler's own keys, next to the engine's index in the `{sched}` slot. */
@@ -49,7 +49,13 @@ export async function pickFair(
   options: FairShareOptions,
 ): Promise<Pick[] | null> {
   if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { numberOfKeys: 6, lua: source });
-  const weights = [...options.weights].flat();
+  // A tenant's child generations (see queueTenant) have its weight.
+  const weights = [...options.weights]
+    .flatMap(([tenant, w]) => [
+      [tenant, w],
+      [childrenQueue(tenant), w],
+    ])
+    .flat();
   const reply = (await (
     redis as Redis & { tl_dispatch(...a: (string | number)[]): Promise<string[]> }
   ).tl_dispatch(
@@ -66,7 +72,7 @@ export async function pickFair(
     options.maxRunning,
     SCHED_PREFIX,
     model,
-    options.weights.size,
+    weights.length / 2,
     ...weights,
   )) as string[];
   if (reply[0] === 'corrupt') throw new Error(`dispatch refused: ${reply[1]} has the wrong type`);

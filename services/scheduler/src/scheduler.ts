@@ -8,6 +8,7 @@ import {
   type DispatchJob,
 } from '@taskline/control';
 import {
+  indexTenant,
   isTerminal,
   readyBacklog,
   schedulerKeys,
@@ -317,6 +318,8 @@ export class Scheduler {
   }
 
   private async recover(): Promise<void> {
+    const timedOut = await this.o.store.sweepInputDeadlines();
+    if (timedOut.length) this.o.log.info('input_timed_out', { tasks: timedOut });
     const recovered = await this.o.store.sweepLeases();
     for (const r of recovered) {
       this.o.metrics.leasesExpiredTotal.inc();
@@ -348,8 +351,9 @@ export class Scheduler {
   }
 
   /**
-   * Drops index entries of tasks that ended or expired (the per-tenant running sets that cap
-   * concurrency), and re-offers queued tasks whose job vanished (e.g. a failed claim).
+   * Drops index entries of tasks that ended or expired, or that wait parked for their caller's
+   * input (the per-tenant running sets that cap concurrency), and re-offers queued tasks whose job
+   * vanished (e.g. a failed claim).
    */
   async retention(): Promise<number> {
     let dropped = 0;
@@ -358,7 +362,7 @@ export class Scheduler {
       const tenant = key.slice(dispatchKeys.active('').length);
       for (const id of await this.o.redis.zrange(key, 0, -1)) {
         const task = await this.o.store.get(id);
-        if (!task || isTerminal(task.status)) {
+        if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
           await this.o.redis.zrem(key, id);
           dropped++;
         } else if (task.status === 'queued' && task.updatedAt < Date.now() - this.o.reconcileAfterMs) {
@@ -397,17 +401,20 @@ export class Scheduler {
     };
     const now = Date.now();
     for (const { model, tenant, depth: total, oldestAt } of await readyBacklog(this.o.redis)) {
-      add(model, tenant, total);
+      // A tenant's child generations are indexed under a name of their own: shown as the tenant.
+      const owner = indexTenant(tenant);
+      add(model, owner, total);
       const waits = wait.get(model) ?? new Map<string, number>();
-      waits.set(tenant, Math.max(0, (now - oldestAt) / 1000));
+      waits.set(owner, Math.max(waits.get(owner) ?? 0, (now - oldestAt) / 1000));
       wait.set(model, waits);
     }
     for (const [model, q] of this.queues) {
       for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
-        add(model, (job.data as DispatchJob).tenant, 1);
+        add(model, indexTenant((job.data as DispatchJob).tenant), 1);
     }
     // Leadership may have gone while the counts were read: a standby exports no queue.
     if (!this.exportedLeader) return;
+    this.o.metrics.tasksParked.set(await this.o.store.parkedCount());
     for (const model of new Set([...this.queues.keys(), ...depth.keys()])) {
       this.gaugedModels.add(model);
       this.o.metrics.setQueueDepth(model, depth.get(model) ?? new Map());

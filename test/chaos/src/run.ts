@@ -29,6 +29,8 @@ import {
 import { apiService, ROOT, Service, startHaproxy } from './procs.js';
 import { pollStatuses, ROLLING_DRAIN_MS, stopForFault, visibleInvariants } from './visible.js';
 import { legacyCounts, legacyInvariant, legacyMcpTask, type LegacyHooks } from './legacy.js';
+import { requireMinimums } from './minimums.js';
+import * as tools from './tools.js';
 
 const SECONDS = Number(process.env.TASKLINE_CHAOS_SECONDS ?? 60);
 /** After the load stops, every acknowledged task must be terminal within this. */
@@ -134,6 +136,7 @@ async function startCluster(): Promise<Cluster> {
     TASKLINE_METRICS_PORT: '0',
     TASKLINE_LEASE_MS: '1500',
     TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
+    ...tools.TOOL_CHAOS_ENV,
   };
   const controlPorts = [await freePort(), await freePort()];
   const schedulers = controlPorts.map(
@@ -205,14 +208,17 @@ async function startCluster(): Promise<Cluster> {
 // ---------- faults ----------
 
 async function faultLoop(c: Cluster, until: number): Promise<void> {
-  const redisAt = started + Math.floor(SECONDS * 400);
+  // From the start of the load, not of the process: a slow cluster start must not move it first.
+  const redisAt = Date.now() + Math.floor(SECONDS * 400);
   let redisDone = false;
   const restarting = new Set<Service>();
   const pending: Promise<void>[] = [];
   while (Date.now() < until) {
-    await sleep(1000 + rand(1500));
+    // Often enough that a 20 s run injects every fault kind (see minimums.ts).
+    await sleep(600 + rand(1000));
     if (Date.now() >= until) break;
-    if (!redisDone && Date.now() >= redisAt && restarting.size === 0) {
+    // Once due, whatever restarts are in progress: they reconnect like every other client.
+    if (!redisDone && Date.now() >= redisAt) {
       redisDone = true;
       const w = { from: Date.now(), to: Infinity };
       redisDown.push(w);
@@ -230,14 +236,22 @@ async function faultLoop(c: Cluster, until: number): Promise<void> {
     const up = [...c.apis, ...c.schedulers, ...c.workers].filter(
       (s) => !restarting.has(s) && !(apiRestarting && c.apis.includes(s as never)),
     );
-    if (up.length === 0) continue;
-    const target = pick(up);
+    const chosen = tools.chooseFault(up, c);
+    if (!chosen) continue;
+    const { target, kind } = chosen;
     const isApi = c.apis.includes(target as never);
     const w = { from: Date.now(), to: Infinity };
     if (isApi) apiDown.push(w);
-    const action = await stopForFault(target, c.workers.includes(target as never));
+    // A worker drain and pause are tool-chaos kinds of their own (tools.ts); every other kind is a SIGKILL.
+    const other = kind === 'worker drain' || kind === 'worker pause' ? tools.workerFault(target, kind) : null;
+    const action = other?.action ?? (await stopForFault(target, false));
     faults.push({ at_ms: elapsed(), target: target.name, action });
     restarting.add(target);
+    if (other && !other.restart) {
+      pending.push(other.done.then(() => void restarting.delete(target)));
+      continue;
+    }
+    await other?.done;
     pending.push(
       (async () => {
         await sleep(300 + rand(1200));
@@ -758,14 +772,16 @@ async function main() {
     loop(until, 700, () => mcpTask(c.lb, until), inflight),
     pollStatuses(c.lb, () => [...tracked.values()].filter((t) => t.via === 'lmsp').map((t) => t.id), until),
     loop(until, 1400, () => legacyMcpTask(c.lb, until, legacyHooks), inflight),
+    loop(until, 600, () => tools.toolTask(c.lb, until), inflight),
     faultsDone,
   ]);
   // Every process back up before the checks: the system must finish what it acknowledged.
   for (const s of [...c.apis, ...c.schedulers, ...c.workers])
     if (!s.child || s.child.exitCode !== null || s.child.signalCode !== null) await s.start();
   await Promise.all(inflight);
-  const invariants = await checkInvariants(c);
+  const invariants = [...(await checkInvariants(c)), ...(await tools.checkToolTasks(c.store, c.lb))];
   invariants.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
+  invariants.push(requireMinimums(invariants, faults, tools.REQUIRED_FAULTS));
   const overloadResult = await overload(c);
   const report = {
     at: new Date().toISOString(),
@@ -782,6 +798,7 @@ async function main() {
       listeners: { ...listeners, violations: listeners.violations.length },
       mcp_input: mcpInput,
       mcp_2025: { ...legacyCounts, violations: legacyCounts.violations.length },
+      tool_tasks: tools.toolStats(),
     },
     faults: {
       total: faults.length,

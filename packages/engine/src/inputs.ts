@@ -1,0 +1,193 @@
+import type { Redis } from 'ioredis';
+import { schedulerKeys, taskKeys } from './keys.js';
+import { finalEvent, statusEvent } from './response.js';
+import type { ScriptReply, Scripts } from './scripts.js';
+import type { TaskStatus } from './states.js';
+import { problem, type TaskKind, type TaskRecord } from './store.js';
+
+/** What the input requests of a task need from its store (TaskStore passes its own parts). */
+export interface InputHost {
+  redis: Redis;
+  scripts: Scripts;
+  now(): number;
+  inputTimeoutMs: number;
+  taskRetentionMs: number;
+  eventRetentionMs: number;
+  require(id: string, tenant?: string): Promise<TaskRecord>;
+  check(id: string, reply: ScriptReply): void;
+  enqueue(
+    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq' | 'parent'>,
+    keepJournal?: boolean,
+  ): Promise<void>;
+  released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>): Promise<void>;
+  observe(kind: TaskKind, state: TaskStatus, createdAt: number): void;
+}
+
+/** By default an unanswered task fails after a day (TASKLINE_INPUT_TIMEOUT_S). */
+export const DEFAULT_INPUT_TIMEOUT_MS = 86_400_000;
+
+/**
+ * Asks the caller questions. Returns the answers already on record for keys asked before (a
+ * retried attempt replays them instead of asking again). When some are open the task is parked
+ * (`parked`): the asking attempt no longer holds it, and must stop; an answer resumes it under a
+ * new attempt. The parked index entry is written first (as the create journal is), so a crash
+ * between the two steps leaves an entry the deadline sweep drops, never a parked task no sweep sees.
+ */
+export async function requestInput(
+  h: InputHost,
+  id: string,
+  attempt: number,
+  requests: Record<string, unknown>,
+): Promise<{ waiting: boolean; parked: boolean; answers: Record<string, unknown> }> {
+  const keys = taskKeys(id);
+  const entries = Object.entries(requests);
+  const event = statusEvent('input_required', { input_requests: requests });
+  const deadline = h.now() + h.inputTimeoutMs;
+  const indexed = h.redis.zadd(schedulerKeys.parked, deadline, id);
+  const asked = h.scripts.request_input(
+    keys.task,
+    keys.events,
+    keys.channel,
+    keys.inputs,
+    h.now(),
+    attempt,
+    deadline,
+    JSON.stringify(entries.map(([k]) => k)),
+    entries.length,
+    ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
+    event.type,
+    JSON.stringify(event.data),
+  );
+  const [, reply] = await Promise.all([indexed, asked]);
+  if (reply[0] !== 'ok') {
+    await h.redis.zrem(schedulerKeys.parked, id);
+    if (reply[0] !== 'answered') h.check(id, reply);
+    return { waiting: false, parked: false, answers: await answers(h.redis, id) };
+  }
+  h.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
+  // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
+  const task = await h.require(id);
+  await h.released(task);
+  return { waiting: true, parked: true, answers: await answers(h.redis, id) };
+}
+
+/**
+ * The caller's answers; unknown and already answered keys are ignored, partial answers kept. The
+ * answer that closes the current ask resumes a parked task: it is queued (shown `running`) and
+ * offered for a new attempt. A
+ * journal entry (`intake`) goes first, in the same round trip, so a crash before the offer leaves
+ * the reconciler a task to offer.
+ */
+export async function provideInput(
+  h: InputHost,
+  id: string,
+  tenant: string,
+  given: Record<string, unknown>,
+): Promise<{ accepted: number; status: TaskStatus }> {
+  const before = await h.require(id, tenant);
+  const keys = taskKeys(id);
+  const entries = Object.entries(given);
+  const event = statusEvent('running', { input_received: true });
+  const journalled = before.parked ? h.redis.zadd(schedulerKeys.intake, h.now(), id) : null;
+  const [, reply] = await Promise.all([
+    journalled,
+    h.scripts.provide_input(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      h.now(),
+      entries.length,
+      ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
+      event.type,
+      JSON.stringify(event.data),
+    ),
+  ]);
+  if (reply[0] === 'terminal') {
+    if (journalled) await h.redis.zrem(schedulerKeys.intake, id);
+    return { accepted: 0, status: reply[1] as TaskStatus };
+  }
+  h.check(id, reply);
+  const status = reply[1] as TaskStatus;
+  if (reply[3] === 1) {
+    // Queued for a new attempt (shown running meanwhile).
+    h.observe(before.kind, 'queued', before.createdAt);
+    // Drops the journal entry in the same step; then the deadline no longer applies.
+    await h.enqueue({ ...before, attempt: Number(reply[4]), seq: Number(reply[5]) });
+    await h.redis.zrem(schedulerKeys.parked, id);
+  } else {
+    if (before.status === 'input_required' && status === 'running')
+      h.observe(before.kind, 'running', before.createdAt);
+    if (journalled) await h.redis.zrem(schedulerKeys.intake, id);
+  }
+  return { accepted: Number(reply[2]), status };
+}
+
+/** Questions still open: those of the current ask (every asked key for a task asked before that was kept) not yet answered. */
+export async function openInputRequests(redis: Redis, id: string): Promise<Record<string, unknown>> {
+  const [raw, current] = await Promise.all([
+    redis.hgetall(taskKeys(id).inputs),
+    redis.hget(taskKeys(id).task, 'input_keys'),
+  ]);
+  const asked = current
+    ? (JSON.parse(current) as string[])
+    : Object.keys(raw)
+        .filter((f) => f.startsWith('q:'))
+        .map((f) => f.slice(2));
+  const open: Record<string, unknown> = {};
+  for (const key of asked) {
+    const question = raw[`q:${key}`];
+    if (question !== undefined && raw[`a:${key}`] === undefined) open[key] = JSON.parse(question);
+  }
+  return open;
+}
+
+export async function answers(redis: Redis, id: string): Promise<Record<string, unknown>> {
+  const raw = await redis.hgetall(taskKeys(id).inputs);
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(raw))
+    if (field.startsWith('a:')) out[field.slice(2)] = JSON.parse(value);
+  return out;
+}
+
+/**
+ * Fails every parked task whose input deadline passed (`input_timeout`), and drops index entries
+ * of tasks no longer waiting. Returns the ids failed. Safe on any number of replicas at once.
+ */
+export async function sweepInputDeadlines(h: InputHost, limit = 500): Promise<string[]> {
+  const now = h.now();
+  const due = await h.redis.zrangebyscore(schedulerKeys.parked, '-inf', now, 'LIMIT', 0, limit);
+  const failed: string[] = [];
+  for (const id of due) {
+    const keys = taskKeys(id);
+    const error = problem(
+      'input_timeout',
+      `Nobody answered the task's input requests within ${Math.round(h.inputTimeoutMs / 1000)} s.`,
+      408,
+    );
+    const end = finalEvent('failed', null, 'tool', error);
+    const reply = await h.scripts.input_timeout(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      keys.tokens,
+      now,
+      h.taskRetentionMs,
+      h.eventRetentionMs,
+      JSON.stringify(error),
+      'null',
+      end.type,
+      JSON.stringify(end.data),
+    );
+    if (reply[0] === 'ok') {
+      failed.push(id);
+      h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));
+      const task = await h.redis.hmget(keys.task, 'tenant', 'parent');
+      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null });
+    }
+    // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
+    await h.scripts.lease_unindex(schedulerKeys.parked, id, now);
+  }
+  return failed;
+}

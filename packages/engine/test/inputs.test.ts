@@ -1,0 +1,140 @@
+/**
+ * Tasks waiting for their caller's input (MCP tool tasks): only the current attempt's questions
+ * count; a waiting task is parked (no lease, no place in the tenant's running set) and resumes
+ * under a new attempt once answered; an unanswered one fails at its input deadline.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { schedulerKeys, TasklineError, taskKeys } from '../src/index.js';
+import { harness, newTask, until, type Harness } from './helpers.js';
+
+let h: Harness;
+before(async () => (h = await harness({ inputTimeoutMs: 60_000 })));
+after(() => h.close());
+
+const code = (c: string) => (err: unknown) => err instanceof TasklineError && err.code === c;
+const CONFIRM = { method: 'elicitation/create', params: { message: 'Run it?' } };
+
+/** A tool task claimed and running under attempt 1, and listed where dispatch would list it. */
+async function runningTool(tenant = 'tenant-a') {
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model: 'tools', onRestart: 'retry' }));
+  // As dispatch.lua does: out of the ready index, into the tenant's running set.
+  await h.redis.zrem(schedulerKeys.ready(tenant, 'tools'), task.id);
+  await h.redis.zadd(schedulerKeys.running(tenant), Date.now(), task.id);
+  const claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  return claimed;
+}
+
+test('only the current attempt’s questions count: a leftover question keeps no task waiting', async () => {
+  const task = await runningTool();
+  // A question an earlier, lost attempt asked; this attempt never asks it again.
+  await h.redis.hset(taskKeys(task.id).inputs, 'q:old', JSON.stringify(CONFIRM));
+  const asked = await h.store.requestInput(task.id, task.attempt, { confirm: CONFIRM });
+  assert.equal(asked.waiting, true);
+  assert.deepEqual(Object.keys(await h.store.openInputRequests(task.id)), ['confirm']);
+  const { status } = await h.store.provideInput(task.id, 'tenant-a', { confirm: { action: 'accept' } });
+  assert.equal(status, 'running');
+});
+
+test('a task waiting for input is parked: no lease, out of the running set, its old attempt fenced', async () => {
+  const task = await runningTool();
+  const { waiting } = await h.store.requestInput(task.id, task.attempt, { confirm: CONFIRM });
+  assert.equal(waiting, true);
+  const parked = await h.store.get(task.id);
+  assert.equal(parked?.status, 'input_required');
+  assert.equal(parked?.leaseUntil, null);
+  assert.equal(parked?.leaseOwner, null);
+  assert.equal(await h.redis.zscore(schedulerKeys.running('tenant-a'), task.id), null);
+  assert.equal(await h.redis.zscore(schedulerKeys.leases, task.id), null);
+  assert.ok(Number(await h.redis.zscore(schedulerKeys.parked, task.id)) > Date.now());
+  assert.equal(await h.store.parkedCount(), 1);
+  // The attempt that asked holds the task no more: its renewals and writes are refused.
+  await assert.rejects(h.store.renew(task.id, task.attempt, 60_000), code('stale_attempt'));
+  await assert.rejects(h.store.progress(task.id, task.attempt, 'still here'), code('stale_attempt'));
+  // No lease: the recovery sweep has nothing to apply its on_restart policy to.
+  assert.equal(await h.store.recover(task.id, Date.now() + 3_600_000), null);
+
+  // The answer resumes it: `running` to readers at once, offered again, claimed by a new attempt.
+  const { status } = await h.store.provideInput(task.id, 'tenant-a', { confirm: { action: 'accept' } });
+  assert.equal(status, 'running');
+  assert.equal(await h.redis.zscore(schedulerKeys.parked, task.id), null);
+  assert.notEqual(await h.redis.zscore(schedulerKeys.ready('tenant-a', 'tools'), task.id), null);
+  // Queued for the next attempt: the one that asked may not write.
+  await assert.rejects(
+    h.store.append(task.id, task.attempt, [], [{ type: 'x', data: {} }]),
+    (err) => code('stale_attempt')(err) || code('illegal_transition')(err),
+  );
+  assert.equal((await h.store.get(task.id))?.shownStatus, 'running');
+  const resumed = await h.store.claim(task.id, 'w2', 60_000, { start: true });
+  assert.equal(resumed.attempt, task.attempt + 1);
+  assert.equal(resumed.status, 'running');
+  assert.equal(resumed.leaseOwner, 'w2');
+  // The new attempt replays the answer instead of asking again.
+  const again = await h.store.requestInput(task.id, resumed.attempt, { confirm: CONFIRM });
+  assert.deepEqual(again, { waiting: false, parked: false, answers: { confirm: { action: 'accept' } } });
+  const statuses = (await h.store.events(task.id, 0)).events.map(
+    (e) => (JSON.parse(e.data) as { task_status?: string }).task_status,
+  );
+  // The visible status never steps back: no `queued` or `loading` after the first claim, and the
+  // new attempt's claim writes no status event (its clients see it running since the answer).
+  assert.deepEqual(statuses, ['queued', 'loading', 'running', 'input_required', 'running']);
+});
+
+test('a partial answer keeps the task parked; the last one resumes it', async () => {
+  const task = await runningTool();
+  await h.store.requestInput(task.id, task.attempt, { a: CONFIRM, b: CONFIRM });
+  const partial = await h.store.provideInput(task.id, 'tenant-a', { a: 1 });
+  assert.deepEqual(partial, { accepted: 1, status: 'input_required' });
+  assert.deepEqual(Object.keys(await h.store.openInputRequests(task.id)), ['b']);
+  assert.equal(await h.redis.zscore(schedulerKeys.ready('tenant-a', 'tools'), task.id), null);
+  const last = await h.store.provideInput(task.id, 'tenant-a', { b: 2 });
+  assert.deepEqual(last, { accepted: 1, status: 'running' });
+  assert.notEqual(await h.redis.zscore(schedulerKeys.ready('tenant-a', 'tools'), task.id), null);
+});
+
+test('cancelling a parked task ends it at once: no worker holds it to acknowledge', async () => {
+  const task = await runningTool();
+  await h.store.requestInput(task.id, task.attempt, { confirm: CONFIRM });
+  const { outcome, task: after } = await h.store.cancel(task.id, 'tenant-a');
+  assert.equal(outcome, 'cancelled');
+  assert.equal(after.status, 'cancelled');
+  assert.equal(await h.redis.zscore(schedulerKeys.parked, task.id), null);
+});
+
+test('an unanswered task fails at its input deadline with input_timeout', async () => {
+  const short = await harness({ inputTimeoutMs: 150 });
+  try {
+    const task = await short.store.create(newTask({ kind: 'tool', model: 'tools' }));
+    const claimed = await short.store.claim(task.id, 'w1', 60_000, { start: true });
+    await short.store.requestInput(task.id, claimed.attempt, { confirm: CONFIRM });
+    assert.deepEqual(await short.store.sweepInputDeadlines(), []);
+    const failed = await until('the input deadline to pass', async () => {
+      const swept = await short.store.sweepInputDeadlines();
+      return swept.length ? swept : undefined;
+    });
+    assert.deepEqual(failed, [task.id]);
+    const ended = await short.store.get(task.id);
+    assert.equal(ended?.status, 'failed');
+    assert.equal(ended?.error?.code, 'input_timeout');
+    assert.equal(await short.store.parkedCount(), 0);
+    // An answer after the deadline changes nothing.
+    const late = await short.store.provideInput(task.id, 'tenant-a', { confirm: true });
+    assert.deepEqual(late, { accepted: 0, status: 'failed' });
+  } finally {
+    await short.close();
+  }
+});
+
+test('an answer that lands first wins over the input deadline', async () => {
+  const short = await harness({ inputTimeoutMs: 1 });
+  try {
+    const task = await short.store.create(newTask({ kind: 'tool', model: 'tools' }));
+    const claimed = await short.store.claim(task.id, 'w1', 60_000, { start: true });
+    await short.store.requestInput(task.id, claimed.attempt, { confirm: CONFIRM });
+    await short.store.provideInput(task.id, 'tenant-a', { confirm: true });
+    assert.deepEqual(await short.store.sweepInputDeadlines(), []);
+    assert.equal((await short.store.get(task.id))?.shownStatus, 'running');
+  } finally {
+    await short.close();
+  }
+});

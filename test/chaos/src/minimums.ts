@@ -1,0 +1,46 @@
+/**
+ * A chaos run that checked nothing proves nothing: every invariant must have checked at least its
+ * minimum, and every fault kind must have been injected, or the run fails.
+ */
+
+interface Invariant {
+  name: string;
+  checked: number;
+  violations: string[];
+}
+
+/** Minimum counts above 1 for some invariants (by name prefix); every other one needs 1. */
+const AT_LEAST: [string, number][] = [
+  ['acknowledged task exists', 20],
+  ['event stream is 1..N', 20],
+];
+
+/** Fault actions (target and action, as the report counts them) every run must have injected. */
+export function requireMinimums(
+  invariants: Invariant[],
+  faults: { target: string; action: string }[],
+  required: readonly string[],
+): Invariant {
+  const violations: string[] = [];
+  for (const i of invariants) {
+    const min = AT_LEAST.find(([prefix]) => i.name.startsWith(prefix))?.[1] ?? 1;
+    if (i.checked < min) violations.push(`"${i.name}" checked ${i.checked}, at least ${min} required`);
+  }
+  const seen = faults.map((f) => `${f.target.replace(/-\d+$/, '')} ${f.action}`);
+  for (const kind of ['redis SIGKILL', 'redis restart from AOF', ...required]) {
+    const [role] = kind.split(' ');
+    const n = seen.filter((f) => f.startsWith(`${role} `) && faultKind(f) === kind).length;
+    if (n === 0) violations.push(`fault "${kind}" never injected`);
+  }
+  return { name: 'minimum work per invariant and per fault kind', checked: invariants.length, violations };
+}
+
+/** The kind of an injected fault, from its report line ("worker SIGTERM (drain…)" → "worker drain"). */
+function faultKind(line: string): string {
+  if (line.startsWith('redis ')) return line;
+  const [role] = line.split(' ');
+  if (line.includes('SIGTERM')) return `${role} drain`;
+  if (line.includes('SIGSTOP')) return `${role} pause`;
+  if (line.includes('SIGKILL')) return `${role} SIGKILL`;
+  return line;
+}
