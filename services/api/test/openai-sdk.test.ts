@@ -92,6 +92,16 @@ describe('the openai SDK against two api replicas', () => {
     const task = await lmspTask(b, taskIdOf(response.id));
     assert.equal(task.status, 'succeeded');
     assert.equal(task.response_id, response.id);
+    // The conversation goes on with the previous output sent back as input, as SDK users do.
+    const next = await sdk(b).responses.create({
+      ...SHORT,
+      input: [
+        { role: 'user', content: 'Hello' },
+        ...(response.output as OpenAI.Responses.ResponseInputItem[]),
+        { role: 'user', content: 'And then?' },
+      ],
+    });
+    assert.ok(next.output_text.length > 0);
   });
 
   test('responses.create with stream: true: lifecycle events carry the response, deltas add up', async () => {
@@ -238,12 +248,10 @@ describe('the openai SDK against two api replicas', () => {
   });
 
   // Last: it kills replica a.
-  test('background stream: resumed with starting_after after a disconnect and a replica kill, every event once', async () => {
-    const created = await sdk(a).responses.create({ ...SLOW, background: true });
+  test('background stream: resumed with starting_after (retrieve) after a replica kill and a disconnect, every event once', async () => {
     const events: ResponseStreamEvent[] = [];
-
-    // Part 1 from replica a, which is killed mid-stream.
-    const first = await sdk(a).responses.retrieve(created.id, { stream: true });
+    // Part 1: created as a streamed background response on replica a, which is killed mid-stream.
+    const first = await sdk(a).responses.create({ ...SLOW, background: true, stream: true });
     try {
       for await (const event of first) {
         events.push(event);
@@ -255,6 +263,9 @@ describe('the openai SDK against two api replicas', () => {
     }
     await a.exited;
     assert.ok(events.length >= 6);
+    assert.equal(events[0]?.type, 'response.created');
+    const created = (events[0] as OpenAI.Responses.ResponseCreatedEvent).response;
+    assert.equal(created.status, 'queued');
 
     // Part 2 from replica b, left by the reader (a disconnect).
     const second = await sdk(b).responses.retrieve(created.id, {
