@@ -24,7 +24,13 @@ export function sendProblem(
   status?: number,
 ): void {
   const base = problem(code, detail, status ?? new TasklineError(code, '').status);
-  const body: Problem & Record<string, unknown> = { ...base, ...extra, error: openAiError(base, extra) };
+  const error = openAiError(base, extra);
+  const body: Problem & Record<string, unknown> = {
+    ...base,
+    ...extra,
+    ...(error.param === null ? {} : { param: error.param }),
+    error,
+  };
   res.status(body.status).type(PROBLEM_TYPE).send(JSON.stringify(body));
 }
 

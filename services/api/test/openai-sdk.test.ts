@@ -240,6 +240,7 @@ describe('the openai SDK against two api replicas', () => {
     const problem = (await res.json()) as Record<string, unknown>;
     assert.equal(problem.code, 'model_not_found');
     assert.equal(problem.status, 404);
+    assert.equal(problem.param, 'model');
     const doc = await fetch(`${b.base}/lmsp/v1/openapi.json`);
     assert.equal(doc.status, 200);
     const paths = ((await doc.json()) as { paths: Record<string, unknown> }).paths;
