@@ -53,10 +53,7 @@ const deltas = (events: ResponseStreamEvent[]) =>
 before(async () => {
   cluster = await Cluster.start();
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20' });
-  [a, b] = await Promise.all([
-    spawnApi(cluster.redis.url, { TASKLINE_METRICS_PORT: '0' }),
-    spawnApi(cluster.redis.url, { TASKLINE_METRICS_PORT: '0' }),
-  ]);
+  [a, b] = await Promise.all([spawnApi(cluster.redis.url), spawnApi(cluster.redis.url)]);
 });
 after(async () => {
   for (const api of [a, b]) {
