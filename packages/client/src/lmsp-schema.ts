@@ -88,6 +88,40 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/lmsp/v1/responses/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The response as it stands (its task’s state), or with `stream=true` its events: missed ones from the resume point, then live ones (LMSP 7.4). */
+    get: operations['getResponse'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/lmsp/v1/responses/{id}/cancel': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Cancel the response’s task (LMSP 7.3): queued ends at once, a running one is `in_progress` until it stops. */
+    post: operations['cancelResponse'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/lmsp/v1/capabilities': {
     parameters: {
       query?: never;
@@ -127,6 +161,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
+    /** @description Served without credentials. */
     get: operations['getOpenApi'];
     put?: never;
     post?: never;
@@ -178,7 +213,9 @@ export interface components {
         | string
         | {
             /** @constant */
-            type: 'message';
+            type?: 'message';
+            id?: string;
+            status?: string;
             /** @enum {string} */
             role: 'user' | 'assistant' | 'system' | 'developer';
             content:
@@ -187,6 +224,8 @@ export interface components {
                   /** @enum {string} */
                   type: 'input_text' | 'output_text';
                   text: string;
+                  annotations?: unknown[];
+                  logprobs?: unknown[];
                 }[];
           }[];
       instructions?: string | null;
@@ -198,6 +237,33 @@ export interface components {
         [key: string]: string;
       } | null;
       stream?: boolean | null;
+      background?: boolean | null;
+      store?: boolean | null;
+      user?: string | null;
+      safety_identifier?: string | null;
+      prompt_cache_key?: string | null;
+      service_tier?: ('auto' | 'default' | 'flex' | 'scale' | 'priority') | null;
+      parallel_tool_calls?: boolean | null;
+      max_tool_calls?: number | null;
+      tools?: unknown[] | null;
+      tool_choice?: ('none' | 'auto') | null;
+      include?: unknown[] | null;
+      stream_options?: {
+        include_obfuscation?: boolean | null;
+      } | null;
+      text?: {
+        format?: {
+          /** @constant */
+          type: 'text';
+        } | null;
+        verbosity?: unknown | null;
+      } | null;
+      truncation?: 'disabled' | null;
+      top_logprobs?: 0 | null;
+      reasoning?: unknown | null;
+      previous_response_id?: unknown | null;
+      conversation?: unknown | null;
+      prompt?: unknown | null;
     };
     CreateTaskRequest: {
       /** @constant */
@@ -208,7 +274,9 @@ export interface components {
           | string
           | {
               /** @constant */
-              type: 'message';
+              type?: 'message';
+              id?: string;
+              status?: string;
               /** @enum {string} */
               role: 'user' | 'assistant' | 'system' | 'developer';
               content:
@@ -217,6 +285,8 @@ export interface components {
                     /** @enum {string} */
                     type: 'input_text' | 'output_text';
                     text: string;
+                    annotations?: unknown[];
+                    logprobs?: unknown[];
                   }[];
             }[];
         instructions?: string | null;
@@ -229,6 +299,33 @@ export interface components {
         } | null;
         /** @description Ignored: a task always streams its events. */
         stream?: unknown;
+        background?: boolean | null;
+        store?: boolean | null;
+        user?: string | null;
+        safety_identifier?: string | null;
+        prompt_cache_key?: string | null;
+        service_tier?: ('auto' | 'default' | 'flex' | 'scale' | 'priority') | null;
+        parallel_tool_calls?: boolean | null;
+        max_tool_calls?: number | null;
+        tools?: unknown[] | null;
+        tool_choice?: ('none' | 'auto') | null;
+        include?: unknown[] | null;
+        stream_options?: {
+          include_obfuscation?: boolean | null;
+        } | null;
+        text?: {
+          format?: {
+            /** @constant */
+            type: 'text';
+          } | null;
+          verbosity?: unknown | null;
+        } | null;
+        truncation?: 'disabled' | null;
+        top_logprobs?: 0 | null;
+        reasoning?: unknown | null;
+        previous_response_id?: unknown | null;
+        conversation?: unknown | null;
+        prompt?: unknown | null;
       };
       on_restart?: ('fail' | 'retry' | 'resume') | null;
     };
@@ -275,6 +372,15 @@ export interface components {
         | 'noreplicas'
         | 'tryagain'
         | 'clusterdown';
+      /** @description The request parameter at fault. */
+      param?: string;
+      /** @description The same error as OpenAI SDKs read it (`detail` as `message`). */
+      error?: {
+        message: string;
+        type: string;
+        code: string;
+        param: string | null;
+      };
     };
     Task: {
       id: string;
@@ -325,7 +431,7 @@ export interface components {
         text: string;
       }[];
     };
-    /** @description LMSP 1.0 section 6.3. Exactly one final event ends a stream: response.completed, response.incomplete, response.failed, response.cancelled. `task_status` is the status clients see; it only moves along LMSP 1.0 section 7.2's table (a new attempt of a running task stays `running`). `response.restarted` (Taskline): a task with `on_restart: "retry"` was interrupted (`reason`) and runs again from the start. Sent once per restart. Discard everything assembled from the events before it (output items, content parts, text deltas) and start again from its `response` (empty, `in_progress`): the events after it are the new attempt's, and they alone add up to the final response. A `resume` restart is a `response.in_progress` with `reason` and `resumed_from_tokens`: the text before it stays, the deltas after it continue it. */
+    /** @description LMSP 1.0 section 6.3. Exactly one final event ends a stream: response.completed, response.incomplete, response.failed, response.cancelled. `task_status` is the status clients see; it only moves along LMSP 1.0 section 7.2's table (a new attempt of a running task stays `running`). `response.restarted` (Taskline): a task with `on_restart: "retry"` was interrupted (`reason`) and runs again from the start. Sent once per restart. Discard everything assembled from the events before it (output items, content parts, text deltas) and start again from its `response` (empty, `in_progress`): the events after it are the new attempt's, and they alone add up to the final response. Lifecycle events (`response.created`, `response.in_progress`, the final events) carry the `response` they stand for, as OpenAI SDK stream helpers expect. A `resume` restart is a `response.in_progress` with `reason` and `resumed_from_tokens`: the text before it stays, the deltas after it continue it. */
     StreamEvent: {
       type: string;
       sequence_number: number;
@@ -427,6 +533,9 @@ export interface components {
     TaskId: string;
     IdempotencyKey: string;
     LastEventId: string;
+    ResponseId: string;
+    /** @description `true`: the response’s events (as the task’s event stream) instead of the object. */
+    Stream: 'true' | 'false';
     StartingAfter: number;
   };
   requestBodies: never;
@@ -891,6 +1000,17 @@ export interface operations {
           'text/event-stream': string;
         };
       };
+      /** @description `background: true` without `stream`: the response, queued, persisted as a task (`resp_<x>` is produced by `task_<x>`); follow it at `/lmsp/v1/responses/{id}` or as a task. */
+      202: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Location?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Response'];
+        };
+      };
       /** @description `invalid_request` (malformed JSON, wrong types, unknown fields, bad headers) or `unsupported_capability`. */
       400: {
         headers: {
@@ -955,6 +1075,217 @@ export interface operations {
       };
       /** @description `idempotency_key_reused`: this key was used with a different body. */
       422: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  getResponse: {
+    parameters: {
+      query?: {
+        /** @description `true`: the response’s events (as the task’s event stream) instead of the object. */
+        stream?: components['parameters']['Stream'];
+        starting_after?: components['parameters']['StartingAfter'];
+      };
+      header?: {
+        'Last-Event-ID'?: components['parameters']['LastEventId'];
+      };
+      path: {
+        id: components['parameters']['ResponseId'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The response, or its events with `stream=true`. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Response'];
+          'text/event-stream': string;
+        };
+      };
+      /** @description `invalid_request`: a malformed `stream`, or a malformed or future resume point. */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `task_not_found`: no such response for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `event_history_expired`: events after the resume point are no longer kept. */
+      410: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  cancelResponse: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: components['parameters']['ResponseId'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The response after the request. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Response'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `task_not_found`: no such response for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `task_not_cancelable`: the response already ended, not cancelled. */
+      409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
@@ -1166,54 +1497,11 @@ export interface operations {
           'application/json': Record<string, never>;
         };
       };
-      /** @description `unauthorized`: missing or invalid bearer token. */
-      401: {
-        headers: {
-          'X-Request-Id': components['headers']['RequestId'];
-          'WWW-Authenticate'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
       /** @description `invalid_request`: the path does not take this method. */
       405: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           Allow?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
-      429: {
-        headers: {
-          'X-Request-Id': components['headers']['RequestId'];
-          'Retry-After': number;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description `internal_error`. */
-      500: {
-        headers: {
-          'X-Request-Id': components['headers']['RequestId'];
-          [name: string]: unknown;
-        };
-        content: {
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
-      503: {
-        headers: {
-          'X-Request-Id': components['headers']['RequestId'];
-          'Retry-After': number;
           [name: string]: unknown;
         };
         content: {

@@ -38,6 +38,7 @@ import {
   storedRequest,
   taskObject,
 } from './lmsp/schema.js';
+import { answerInBackground, mountResponseRoutes } from './openai/routes.js';
 import { errorHandler, methodNotAllowed, routeNotFound, sendProblem } from './problem.js';
 import { StreamRegistry, streamTaskEvents } from './sse.js';
 
@@ -216,8 +217,7 @@ export function createApp(deps: AppDeps): TasklineApi {
   };
 
   /** The caller's task, or the one `404 task_not_found` that a missing, expired or foreign id all get. */
-  const findTask = async (req: Request): Promise<TaskRecord> => {
-    const id = String(req.params.id);
+  const findTask = async (req: Request, id = String(req.params.id)): Promise<TaskRecord> => {
     const task = isWellFormedId(id, 'task') ? await store.get(id, tenantOf(req)) : null;
     // MCP tool tasks live in the same store; LMSP shows only its own kind.
     if (!task || task.kind !== 'response') throw notFound();
@@ -373,6 +373,7 @@ export function createApp(deps: AppDeps): TasklineApi {
     .post(countCreate, requireJson, async (req, res) => {
       const body = parseBody(ResponseRequest, req.body);
       const { task } = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
+      if (body.background) return answerInBackground(req, res, task, body.stream, followTask);
       // A caller that leaves first cancels its response, unless it sent an Idempotency-Key: then
       // it will retry with it, and the retry gets the finished response (or the whole stream).
       const retried = idempotencyKeyOf(req.headers['idempotency-key']) !== null;
@@ -411,6 +412,8 @@ export function createApp(deps: AppDeps): TasklineApi {
       res.json(responseObject(ended));
     })
     .all(methodNotAllowed(['POST']));
+
+  mountResponseRoutes(lmsp, { store, findTask, followTask });
 
   lmsp
     .route('/capabilities')
@@ -454,8 +457,9 @@ export function createApp(deps: AppDeps): TasklineApi {
     })
     .all(methodNotAllowed(['GET']));
 
-  lmsp
-    .route('/openapi.json')
+  // Without credentials: API explorers and client generators fetch the document anonymously.
+  app
+    .route(`${API_PREFIX}/openapi.json`)
     .get((_req, res) => {
       res.json(openapi);
     })

@@ -8,10 +8,14 @@ import {
   type RedisUnavailableReason,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
+import { openAiError } from './openai/errors.js';
 
 export const PROBLEM_TYPE = 'application/problem+json';
 
-/** Writes an RFC 9457 problem with the stable code; `status` overrides the code's own (404/405 routes). */
+/**
+ * Writes an RFC 9457 problem with the stable code; `status` overrides the code's own (404/405
+ * routes). The body also carries the OpenAI-style `error` member (`openai/errors.ts`).
+ */
 export function sendProblem(
   res: Response,
   code: ErrorCode,
@@ -19,9 +23,13 @@ export function sendProblem(
   extra: Record<string, unknown> = {},
   status?: number,
 ): void {
+  const base = problem(code, detail, status ?? new TasklineError(code, '').status);
+  const error = openAiError(base, extra);
   const body: Problem & Record<string, unknown> = {
-    ...problem(code, detail, status ?? new TasklineError(code, '').status),
+    ...base,
     ...extra,
+    ...(error.param === null ? {} : { param: error.param }),
+    error,
   };
   res.status(body.status).type(PROBLEM_TYPE).send(JSON.stringify(body));
 }
@@ -31,6 +39,7 @@ function extensions(err: TasklineError): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (Array.isArray(err.details.errors)) out.errors = err.details.errors;
   if (typeof err.details.status === 'string') out.task_status = err.details.status;
+  if (typeof err.details.param === 'string') out.param = err.details.param;
   return out;
 }
 

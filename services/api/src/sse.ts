@@ -1,6 +1,5 @@
 import type { Request, Response } from 'express';
 import {
-  eventJson,
   isFinalEventType,
   isTerminal,
   type EventHub,
@@ -11,6 +10,7 @@ import {
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import type { TenantLimits } from './limits.js';
+import { servedEventJson } from './openai/events.js';
 
 /**
  * Frames already rendered, by event: the hub hands one event object to every reader of a task,
@@ -18,11 +18,15 @@ import type { TenantLimits } from './limits.js';
  */
 const frames = new WeakMap<StoredEvent, string>();
 
-/** One SSE event as LMSP-GAPS 6.3 frames it: `id` is the sequence number, `data` repeats it. */
-export const formatEvent = (event: StoredEvent): string => {
+/**
+ * One SSE event as LMSP 1.0 section 6.3 frames it: `id` is the sequence number, `data` repeats
+ * it; lifecycle events carry their `response` (`openai/events.ts`). The hub hands one event
+ * object per task, so the cache by event holds for the task too.
+ */
+export const formatEvent = (event: StoredEvent, task: TaskRecord): string => {
   let frame = frames.get(event);
   if (frame === undefined) {
-    frame = `event: ${event.type}\nid: ${event.seq}\ndata: ${eventJson(event)}\n\n`;
+    frame = `event: ${event.type}\nid: ${event.seq}\ndata: ${servedEventJson(event, task)}\n\n`;
     frames.set(event, frame);
   }
   return frame;
@@ -97,7 +101,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   };
   const write = (event: StoredEvent) => {
     if (done) return;
-    res.write(formatEvent(event));
+    res.write(formatEvent(event, o.task));
     o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
     // Live events only: a replayed one measures how late its reader came, not delivery.
     if (event.writtenAt)

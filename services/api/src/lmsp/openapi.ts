@@ -112,6 +112,14 @@ export function buildOpenApi(): Schema {
       required: false,
       schema: { type: 'string', pattern: '^[0-9]+$' },
     },
+    ResponseId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+    Stream: {
+      name: 'stream',
+      in: 'query',
+      required: false,
+      schema: { enum: ['true', 'false'] },
+      description: '`true`: the response’s events (as the task’s event stream) instead of the object.',
+    },
     StartingAfter: {
       name: 'starting_after',
       in: 'query',
@@ -132,7 +140,7 @@ export function buildOpenApi(): Schema {
       title: 'Taskline LMSP API',
       version: LMSP_VERSION,
       description:
-        'LMSP 1.0 responses, durable tasks and resumable event streams (LMSP 1.0 sections 6, 7 and 9). Every error is application/problem+json with a stable `code`. Prometheus metrics are not served on this port: each replica serves `/metrics` on its own metrics listener (`TASKLINE_METRICS_PORT`), for the scraper only.',
+        'LMSP 1.0 responses, durable tasks and resumable event streams (LMSP 1.0 sections 6, 7 and 9), also usable through the official OpenAI SDKs (background responses are tasks). Every error is application/problem+json with a stable `code`, and carries the OpenAI-style `error` member (`message`, `type`, `code`, `param`) that those SDKs read. Prometheus metrics are not served on this port: each replica serves `/metrics` on its own metrics listener (`TASKLINE_METRICS_PORT`), for the scraper only.',
     },
     security: [{ bearer: [] }],
     paths: {
@@ -209,7 +217,51 @@ export function buildOpenApi(): Schema {
                 'text/event-stream': { schema: { type: 'string' }, 'x-event-schema': ref('StreamEvent') },
               },
             },
+            '202': jsonResponse(
+              '`background: true` without `stream`: the response, queued, persisted as a task (`resp_<x>` is produced by `task_<x>`); follow it at `/lmsp/v1/responses/{id}` or as a task.',
+              ref('Response'),
+              { Location: { schema: { type: 'string' } } },
+            ),
             ...bodyErrors,
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/responses/{id}': {
+        get: {
+          operationId: 'getResponse',
+          summary:
+            'The response as it stands (its task’s state), or with `stream=true` its events: missed ones from the resume point, then live ones (LMSP 7.4).',
+          parameters: [p('ResponseId'), p('Stream'), p('LastEventId'), p('StartingAfter')],
+          responses: {
+            '200': {
+              ...jsonResponse('The response, or its events with `stream=true`.', ref('Response')),
+              content: {
+                'application/json': { schema: ref('Response') },
+                'text/event-stream': { schema: { type: 'string' }, 'x-event-schema': ref('StreamEvent') },
+              },
+            },
+            '400': problemResponse(
+              '`invalid_request`: a malformed `stream`, or a malformed or future resume point.',
+            ),
+            '404': problemResponse('`task_not_found`: no such response for this tenant.'),
+            '410': problemResponse(
+              '`event_history_expired`: events after the resume point are no longer kept.',
+            ),
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/responses/{id}/cancel': {
+        post: {
+          operationId: 'cancelResponse',
+          summary:
+            'Cancel the response’s task (LMSP 7.3): queued ends at once, a running one is `in_progress` until it stops.',
+          parameters: [p('ResponseId')],
+          responses: {
+            '200': jsonResponse('The response after the request.', ref('Response')),
+            '404': problemResponse('`task_not_found`: no such response for this tenant.'),
+            '409': problemResponse('`task_not_cancelable`: the response already ended, not cancelled.'),
             ...common,
           },
         },
@@ -232,7 +284,9 @@ export function buildOpenApi(): Schema {
       '/lmsp/v1/openapi.json': {
         get: {
           operationId: 'getOpenApi',
-          responses: { '200': jsonResponse('This document.', { type: 'object' }), ...common },
+          security: [],
+          description: 'Served without credentials.',
+          responses: { '200': jsonResponse('This document.', { type: 'object' }), '405': common['405'] },
         },
       },
       '/healthz': {
@@ -291,6 +345,16 @@ export function buildOpenApi(): Schema {
             errors: { type: 'array', items: obj({ path: { type: 'string' }, message: { type: 'string' } }) },
             task_status: { type: 'string' },
             reason: { enum: [...REDIS_UNAVAILABLE_REASONS] },
+            param: { type: 'string', description: 'The request parameter at fault.' },
+            error: {
+              ...obj({
+                message: { type: 'string' },
+                type: { type: 'string' },
+                code: { type: 'string' },
+                param: nullable({ type: 'string' }),
+              }),
+              description: 'The same error as OpenAI SDKs read it (`detail` as `message`).',
+            },
           },
           ['type', 'title', 'status', 'detail', 'code'],
         ),
@@ -358,6 +422,7 @@ export function buildOpenApi(): Schema {
             `LMSP 1.0 section 6.3. Exactly one final event ends a stream: ${FINAL_EVENT_TYPES.join(', ')}.`,
             `\`task_status\` is the status clients see; it only moves along LMSP 1.0 section 7.2's table (a new attempt of a running task stays \`running\`).`,
             `\`${RESTART_EVENT_TYPE}\` (Taskline): a task with \`on_restart: "retry"\` was interrupted (\`reason\`) and runs again from the start. Sent once per restart. Discard everything assembled from the events before it (output items, content parts, text deltas) and start again from its \`response\` (empty, \`in_progress\`): the events after it are the new attempt's, and they alone add up to the final response.`,
+            `Lifecycle events (\`response.created\`, \`response.in_progress\`, the final events) carry the \`response\` they stand for, as OpenAI SDK stream helpers expect.`,
             `A \`resume\` restart is a \`response.in_progress\` with \`reason\` and \`resumed_from_tokens\`: the text before it stays, the deltas after it continue it.`,
           ].join(' '),
         },

@@ -17,16 +17,27 @@ import {
   type TaskRecord,
   type TaskStatus,
 } from '@taskline/engine';
+import { openAiFields, withoutOpenAiFields } from '../openai/params.js';
 
 export const API_PREFIX = '/lmsp/v1';
 export const LMSP_VERSION = '1.0';
 
 const text = z.string().max(1_000_000);
 
-const ContentPart = z.strictObject({ type: z.enum(['input_text', 'output_text']), text });
+// `annotations`, `logprobs`, an item's `id` and `status`: what an output item carries when a
+// client sends a previous response's output back as input (OpenAI SDKs do); they are ignored.
+const ContentPart = z.strictObject({
+  type: z.enum(['input_text', 'output_text']),
+  text,
+  annotations: z.array(z.unknown()).optional(),
+  logprobs: z.array(z.unknown()).optional(),
+});
 
+/** A message; `type` may be left out, as the OpenAI Responses API allows (`{ role, content }`). */
 const MessageItem = z.strictObject({
-  type: z.literal('message'),
+  type: z.literal('message').optional(),
+  id: z.string().max(256).optional(),
+  status: z.string().max(64).optional(),
   role: z.enum(['user', 'assistant', 'system', 'developer']),
   content: z.union([text, z.array(ContentPart).min(1).max(256)]),
 });
@@ -34,7 +45,10 @@ const MessageItem = z.strictObject({
 /** An optional field: absent, or sent as `null`, which counts as absent (LMSP 1.0 section 7.1). */
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 
-/** A response request (LMSP 1.0 section 6): the body of `POST /responses` and a task's `input`. */
+/**
+ * A response request (LMSP 1.0 section 6): the body of `POST /responses` and a task's `input`, with
+ * the OpenAI Responses API parameters LMSP does not forbid (`../openai/params.ts`).
+ */
 export const ResponseRequest = z.strictObject({
   model: z.string().min(1).max(256),
   input: z.union([text, z.array(MessageItem).min(1).max(1024)]),
@@ -45,6 +59,7 @@ export const ResponseRequest = z.strictObject({
   seed: optional(z.int().min(0).max(Number.MAX_SAFE_INTEGER)),
   metadata: optional(z.record(z.string().min(1).max(64), z.string().max(512))),
   stream: optional(z.boolean()),
+  ...openAiFields(optional),
 });
 export type ResponseRequest = z.infer<typeof ResponseRequest>;
 
@@ -70,12 +85,30 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
     );
   const parsed = schema.safeParse(body);
   if (parsed.success) return parsed.data;
-  const errors = parsed.error.issues.map((i) => ({
-    path: i.path.map(String).join('.') || '(body)',
-    message: i.message,
-  }));
+  const issues = parsed.error.issues.flatMap((i) => leafIssues(i, []));
+  const errors = issues.map((i) => ({ path: i.path.map(String).join('.') || '(body)', message: i.message }));
   const detail = errors.map((e) => `${e.path}: ${e.message}`).join('; ');
-  throw new TasklineError('invalid_request', detail, { errors });
+  // The parameter to name (OpenAI's `param`): the first bad field, an unknown key itself.
+  const first = issues[0]!;
+  const param = [...first.path, ...(first.code === 'unrecognized_keys' ? first.keys.slice(0, 1) : [])]
+    .map(String)
+    .join('.');
+  throw new TasklineError('invalid_request', detail, { errors, ...(param ? { param } : {}) });
+}
+
+/**
+ * A failed union (`input`: a string or a list of items) as what is wrong inside the value: the
+ * issues of the alternative that got furthest into it, rather than "Invalid input" at the top.
+ */
+function leafIssues(issue: z.core.$ZodIssue, prefix: PropertyKey[]): z.core.$ZodIssue[] {
+  const path = [...prefix, ...issue.path];
+  if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+    const depth = (branch: z.core.$ZodIssue[]) => Math.max(0, ...branch.map((i) => i.path.length));
+    const branches = issue.errors.map((branch) => branch.flatMap((i) => leafIssues(i, path)));
+    const best = branches.reduce((x, y) => (depth(y) > depth(x) ? y : x));
+    if (best.length > 0) return best;
+  }
+  return [{ ...issue, path }];
 }
 
 /** The request a worker runs, as stored on the task (`stream` is the HTTP layer's business only). */
@@ -83,7 +116,7 @@ export function storedRequest(
   req: Omit<ResponseRequest, 'stream'> & { stream?: unknown },
   served: ServedModels,
 ): Omit<ResponseRequest, 'stream'> {
-  const { stream: _stream, ...rest } = req;
+  const { stream: _stream, ...rest } = withoutOpenAiFields(req);
   return { ...rest, max_output_tokens: outputTokens(served, rest.max_output_tokens) };
 }
 

@@ -1,0 +1,47 @@
+/**
+ * The OpenAI error shape inside every problem+json body. OpenAI SDKs build their typed errors
+ * (`BadRequestError`, `NotFoundError`, ...) from the body's `error` member (`message`, `type`,
+ * `code`, `param`) whatever the media type, and show "400 status code (no body)" without it. So
+ * every problem carries that member too, an RFC 9457 extension: LMSP clients read the problem,
+ * OpenAI SDKs read `error`, one body and one media type for both (LMSP 1.0 section 9.3 stays whole).
+ */
+
+export interface OpenAiError {
+  message: string;
+  type: string;
+  code: string;
+  param: string | null;
+}
+
+/** OpenAI's error `type` by HTTP status. */
+function typeOf(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 409) return 'conflict_error';
+  if (status === 422) return 'unprocessable_entity_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}
+
+/** The parameter at fault: named by the validation, or implied by the code. */
+function paramOf(code: string, extra: Record<string, unknown>): string | null {
+  if (typeof extra.param === 'string') return extra.param;
+  if (code === 'model_not_found') return 'model';
+  const errors = extra.errors as { path?: unknown }[] | undefined;
+  const path = Array.isArray(errors) ? errors[0]?.path : undefined;
+  return typeof path === 'string' && path !== '(body)' ? path : null;
+}
+
+export function openAiError(
+  problem: { status: number; detail: string; code: string },
+  extra: Record<string, unknown>,
+): OpenAiError {
+  return {
+    message: problem.detail,
+    type: typeOf(problem.status),
+    code: problem.code,
+    param: paramOf(problem.code, extra),
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * The OpenAI Responses API parameters a response request may carry besides LMSP's own, so that
+ * clients built on the official `openai` SDKs work unchanged. Each is either honoured
+ * (`background`), accepted and ignored because it has no effect here (documented in
+ * README.md, "OpenAI SDKs"), or accepted only in the value that asks for nothing Taskline
+ * cannot do; any other value is `invalid_request` naming the parameter.
+ */
+import { z } from 'zod';
+
+const refused = (param: string, why: string) => `${param} is not supported by Taskline: ${why}`;
+
+/** LMSP's optional field (`../lmsp/schema.ts`): absent, or `null`, which counts as absent. */
+type Optional = <T extends z.ZodType>(
+  schema: T,
+) => z.ZodType<z.output<T> | undefined, z.input<T> | null | undefined>;
+
+/** The fields, made optional the way LMSP's own are. */
+export function openAiFields(optional: Optional) {
+  /** An empty list, or absent: lists of tools or extra outputs are things no model here runs. */
+  const emptyList = (param: string, why: string) =>
+    optional(z.array(z.unknown()).max(0, refused(param, why)));
+  /** Absent (or `null`): a feature that exists only as "off" here. */
+  const off = (param: string, why: string) => optional(z.never({ error: refused(param, why) }));
+  return {
+    /** Honoured: a durable task, answered at once with the queued response. */
+    background: optional(z.boolean()),
+    /** Ignored: every response is stored durably as a task, for the retention of its tenant's tasks. */
+    store: optional(z.boolean()),
+    /** Ignored: end-user identifiers for abuse monitoring and prompt caching. */
+    user: optional(z.string().max(256)),
+    safety_identifier: optional(z.string().max(256)),
+    prompt_cache_key: optional(z.string().max(256)),
+    /** Ignored: billing and latency tiers have no meaning here. */
+    service_tier: optional(z.enum(['auto', 'default', 'flex', 'scale', 'priority'])),
+    /** Ignored: no tools run in a response, so there is nothing to run in parallel or to count. */
+    parallel_tool_calls: optional(z.boolean()),
+    max_tool_calls: optional(z.int().min(0)),
+    tools: emptyList('tools', 'responses here cannot call tools (MCP tools run through /mcp).'),
+    tool_choice: optional(
+      z.enum(['none', 'auto'], { error: refused('tool_choice', 'only "none" or "auto" (without tools).') }),
+    ),
+    include: emptyList('include', 'no extra output data is produced.'),
+    /** Ignored: the options of a stream's obfuscation padding, which Taskline does not add. */
+    stream_options: optional(z.strictObject({ include_obfuscation: optional(z.boolean()) })),
+    /** Only plain text output. */
+    text: optional(
+      z.strictObject({
+        format: optional(
+          z.strictObject({
+            type: z.literal('text', { error: refused('text.format', 'only plain text output ("text").') }),
+          }),
+        ),
+        verbosity: off('text.verbosity', 'the models here have no verbosity control.'),
+      }),
+    ),
+    /** `disabled` (the default): an input longer than the model's context fails; nothing is dropped. */
+    truncation: optional(
+      z.literal('disabled', { error: refused('truncation', 'only "disabled"; input is never dropped.') }),
+    ),
+    top_logprobs: optional(
+      z.literal(0, { error: refused('top_logprobs', 'log probabilities are not returned.') }),
+    ),
+    reasoning: off('reasoning', 'the models here do not reason.'),
+    previous_response_id: off('previous_response_id', 'send the whole conversation in input instead.'),
+    conversation: off('conversation', 'send the whole conversation in input instead.'),
+    prompt: off('prompt', 'stored prompt templates do not exist here.'),
+  };
+}
+
+/** The names of those fields. */
+const NAMES = Object.keys(openAiFields((schema) => schema.optional()));
+
+/** What a worker never needs: the stored request keeps only what changes the generation. */
+export function withoutOpenAiFields<T extends Record<string, unknown>>(request: T): T {
+  const out: Record<string, unknown> = { ...request };
+  for (const key of NAMES) delete out[key];
+  return out as T;
+}

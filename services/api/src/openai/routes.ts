@@ -1,0 +1,71 @@
+/**
+ * The response routes of OpenAI's background mode, on the same tasks as LMSP 1.0 section 7: a
+ * response `resp_<x>` is produced by the task `task_<x>`, so `GET /responses/{id}`,
+ * `POST /responses/{id}/cancel` and the resumable `GET /responses/{id}?stream=true` are the task
+ * routes seen through the response (LMSP 7.1, 7.3, 7.4), on any replica.
+ */
+import type { Request, Response, Router } from 'express';
+import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
+import { API_PREFIX, responseObject } from '../lmsp/schema.js';
+import type { TasklineApi } from '../app.js';
+import { methodNotAllowed } from '../problem.js';
+
+export interface ResponseRouteDeps {
+  store: TaskStore;
+  /** The caller's response task by task id, or `404 task_not_found`. */
+  findTask(req: Request, taskId: string): Promise<TaskRecord>;
+  /** Serves a task's events from the request's resume point (the task event stream's handler). */
+  followTask: TasklineApi['followTask'];
+}
+
+/** The task that produces response `id`; an id this service could not have made is unknown at once. */
+export function taskIdOf(responseId: string): string | null {
+  return isWellFormedId(responseId, 'resp') ? `task_${responseId.slice('resp_'.length)}` : null;
+}
+
+/**
+ * A background response (OpenAI's mode, a task under another name): the queued response at once
+ * (`202`), or with `stream` its events, which the reader may leave and resume; it runs on either way.
+ */
+export function answerInBackground(
+  req: Request,
+  res: Response,
+  task: TaskRecord,
+  stream: boolean | undefined,
+  followTask: ResponseRouteDeps['followTask'],
+): Promise<void> | void {
+  if (stream) return followTask(req, res, () => Promise.resolve(task), tenantOf);
+  res.status(202).location(`${API_PREFIX}/responses/${task.responseId}`).json(responseObject(task));
+}
+
+/** A tenant's streams count against its own cap. */
+const tenantOf = (task: TaskRecord) => task.tenant;
+
+export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): void {
+  const find = (req: Request) => {
+    const id = taskIdOf(String(req.params.id));
+    if (!id) return Promise.reject(notFound());
+    return deps.findTask(req, id);
+  };
+
+  router
+    .route('/responses/:id')
+    .get(async (req, res) => {
+      const stream = req.query.stream;
+      if (stream === 'true') return deps.followTask(req, res, () => find(req), tenantOf);
+      if (stream !== undefined && stream !== 'false') {
+        throw new TasklineError('invalid_request', 'stream: true or false.', { param: 'stream' });
+      }
+      res.json(responseObject(await find(req)));
+    })
+    .all(methodNotAllowed(['GET']));
+
+  router
+    .route('/responses/:id/cancel')
+    .post(async (req, res) => {
+      const task = await find(req);
+      const { task: after } = await deps.store.cancel(task.id, task.tenant);
+      res.json(responseObject(after));
+    })
+    .all(methodNotAllowed(['POST']));
+}
