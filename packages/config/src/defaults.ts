@@ -28,7 +28,7 @@ export const DEFAULTS = {
   TASKLINE_TASK_RETENTION_S: String(24 * 3600),
   /** Event history of a terminal task; never longer than the task itself. */
   TASKLINE_EVENT_RETENTION_S: String(24 * 3600),
-  /** LMSP-GAPS 9.2: idempotency keys are kept at least 24 h. */
+  /** LMSP 1.0 section 9.2 (docs/lmsp.md): idempotency keys are kept at least 24 h. */
   TASKLINE_IDEMPOTENCY_TTL_S: String(24 * 3600),
   /** How long a half-finished create holds its idempotency key before another request may take over. */
   TASKLINE_IDEMPOTENCY_PENDING_MS: '30000',

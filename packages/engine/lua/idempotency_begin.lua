@@ -1,5 +1,5 @@
 --[[
-  Reserve an Idempotency-Key for a create (LMSP-GAPS 9.2), scoped by the key name to one tenant.
+  Reserve an Idempotency-Key for a create (LMSP 1.0 section 9.2), scoped by the key name to one tenant.
   The record names the task id chosen for the first request, so a retry after a crash anywhere in
   the create path finds that same task rather than making a second one.
 

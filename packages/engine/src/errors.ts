@@ -1,5 +1,5 @@
 /**
- * Stable error codes (LMSP-GAPS 9.3). Every layer throws TasklineError with one of these; the
+ * Stable error codes (LMSP 1.0 section 9.3; docs/lmsp.md). Every layer throws TasklineError with one of these; the
  * HTTP layer maps it to problem+json, the MCP layer to a JSON-RPC error.
  */
 export const ERROR_CODES = {

@@ -1,5 +1,5 @@
 /**
- * The LMSP response object (LMSP-GAPS section 6) and the lifecycle events every transition writes.
+ * The LMSP response object (LMSP 1.0 section 6; docs/lmsp.md) and the lifecycle events every transition writes.
  * Every event carries `task_status`, so any reader of the stream (SSE clients, MCP notifications)
  * learns each state change from the same log.
  */
@@ -20,7 +20,7 @@ export interface ResponseObject {
   incomplete_details: { reason: string } | null;
 }
 
-/** RFC 9457 problem details with the stable `code` of LMSP-GAPS 9.3. */
+/** RFC 9457 problem details with the stable `code` of LMSP 1.0 section 9.3. */
 export interface Problem {
   type: string;
   title: string;
@@ -63,7 +63,7 @@ export function emptyResponse(
   };
 }
 
-/** A progress event for a state change that has no response event of its own (LMSP-GAPS 6.3). */
+/** A progress event for a state change that has no response event of its own (LMSP 1.0 section 6.3). */
 export function statusEvent(status: TaskStatus, extra: Record<string, unknown> = {}): EventInput {
   return { type: 'response.in_progress', data: { task_status: status, ...extra } };
 }

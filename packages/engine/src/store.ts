@@ -930,7 +930,7 @@ function parseTask(raw: Record<string, string>): TaskRecord {
   };
 }
 
-/** Renders a stored event as the JSON object clients receive (LMSP-GAPS 6.3). */
+/** Renders a stored event as the JSON object clients receive (LMSP 1.0 section 6.3). */
 export function eventObject(event: StoredEvent): Record<string, unknown> {
   return { type: event.type, sequence_number: event.seq, ...(JSON.parse(event.data) as object) };
 }

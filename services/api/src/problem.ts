@@ -121,7 +121,7 @@ export function errorHandler(
   };
 }
 
-/** Unknown routes: 404 as problem+json. LMSP-GAPS 9.3 has no route code, so it is `invalid_request`. */
+/** Unknown routes: 404 as problem+json. LMSP 1.0 section 9.3 has no route code, so it is `invalid_request`. */
 export const routeNotFound: RequestHandler = (req, res) => {
   sendProblem(res, 'invalid_request', `No route ${req.method} ${req.path}.`, {}, 404);
 };

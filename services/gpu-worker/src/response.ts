@@ -8,7 +8,7 @@ import {
 } from '@taskline/engine';
 import type { ChatMessage, ModelBackend } from '@taskline/inference';
 
-/** The LMSP response request a `response` task holds (LMSP-GAPS section 6). */
+/** The LMSP response request a `response` task holds (LMSP 1.0 section 6). */
 export interface ResponseRequest {
   model: string;
   input: string | InputItem[];

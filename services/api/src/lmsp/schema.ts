@@ -1,7 +1,7 @@
 /**
  * LMSP 1.0 in one place: request validation and the task and response objects clients see.
- * Everything here follows the seed (section 7) and LMSP-GAPS; when the full specification text
- * arrives, this module and `openapi.ts` are what change.
+ * It follows LMSP 1.0 section 7 and Taskline's reading of the sections it refers to (docs/lmsp.md);
+ * where the specification's full text differs, this module and `openapi.ts` are what change.
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
@@ -120,7 +120,7 @@ export function storedRequest(
   return { ...rest, max_output_tokens: outputTokens(served, rest.max_output_tokens) };
 }
 
-/** `Idempotency-Key`: 1-255 visible ASCII characters (LMSP-GAPS 9.2). */
+/** `Idempotency-Key`: 1-255 visible ASCII characters (LMSP 1.0 section 9.2). */
 export function idempotencyKeyOf(header: string | string[] | undefined): string | null {
   if (header === undefined) return null;
   if (typeof header !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(header)) {
