@@ -364,6 +364,7 @@ export interface components {
       /** @enum {unknown} */
       reason?:
         | 'connection'
+        | 'replication'
         | 'oom'
         | 'readonly'
         | 'busy'

@@ -3,6 +3,8 @@
  * 503 with Retry-After (LMSP `unavailable`, the matching JSON-RPC error on MCP) instead of 500.
  * Each has a reason, a bounded label for `taskline_redis_unavailable_total`.
  */
+import { TasklineError } from './errors.js';
+
 const TRY_AGAIN_REPLIES = {
   /** maxmemory reached under `noeviction`: writes are refused until memory is freed. */
   OOM: 'oom',
@@ -24,11 +26,14 @@ const TRY_AGAIN_REPLIES = {
 export type RedisUnavailableReason =
   | (typeof TRY_AGAIN_REPLIES)[keyof typeof TRY_AGAIN_REPLIES]
   /** The connection is down or dropped mid-command. */
-  | 'connection';
+  | 'connection'
+  /** A write did not reach every connected replica in time (`replication_timeout`). */
+  | 'replication';
 
 /** Every reason, for documents and dashboards. */
 export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
   'connection',
+  'replication',
   ...Object.values(TRY_AGAIN_REPLIES),
 ];
 
@@ -38,6 +43,8 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EP
 export function redisUnavailableReason(err: unknown): RedisUnavailableReason | null {
   const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
   if (!e) return null;
+  // LMSP answers it with its own code; surfaces without one (MCP) answer it as "try again".
+  if (err instanceof TasklineError && err.code === 'replication_timeout') return 'replication';
   if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
   if (typeof e.code === 'string' && CONNECTION_CODES.has(e.code)) return 'connection';
   // A Redis error reply starts with its code, inside a script too (Redis 7 keeps it in front).

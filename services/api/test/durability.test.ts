@@ -3,7 +3,17 @@ import { after, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { connectRedis, taskKeys } from '@taskline/engine';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
-import { call, spawnApi, startApi, startStack, TASK_BODY, type InProcessApi, type Stack } from './helpers.js';
+import {
+  assertMcpUnavailable,
+  call,
+  mcpCall,
+  spawnApi,
+  startApi,
+  startStack,
+  TASK_BODY,
+  type InProcessApi,
+  type Stack,
+} from './helpers.js';
 
 /** The api's start-up refusal (its stderr); an api that starts anyway is stopped and fails the test. */
 async function refusedStart(redisUrl: string, env: Record<string, string> = {}): Promise<string> {
@@ -77,6 +87,22 @@ describe('a Redis with a replica', () => {
       assert.equal(await onReplica.hget(taskKeys(id).task, 'status'), 'queued');
     } finally {
       replica.resume();
+    }
+  });
+
+  test('on MCP a tool task the replica does not confirm is a retryable -32006, not a failed call', async () => {
+    const mcpApi = await spawnApi(stack.redisServer.url, { TASKLINE_REPLICA_ACK_TIMEOUT_MS: '400' });
+    replica.pause();
+    try {
+      const res = await mcpCall(mcpApi.base, 'tools/call', {
+        name: 'generate',
+        arguments: { model: 'tiny-chat', input: 'Hi', max_output_tokens: 4 },
+      });
+      await assertMcpUnavailable(res, 'replication');
+    } finally {
+      replica.resume();
+      mcpApi.child.kill('SIGTERM');
+      await mcpApi.exited;
     }
   });
 

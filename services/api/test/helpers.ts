@@ -8,6 +8,7 @@ import { loadEnv } from '@taskline/config';
 import { connectRedis, TaskStore, type EventInput, type TaskRecord } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { UNAVAILABLE_CODE } from '@taskline/mcp';
 import { createApp, serve, type RunningServer, type TasklineApi } from '../src/app.js';
 import { checkResponse } from './openapi-check.js';
 
@@ -312,4 +313,46 @@ export async function nextQueued(redis: Redis, tenant = 'tenant-a'): Promise<str
   });
   await redis.zrem(`tl:{sched}:ready:tiny-chat:${tenant}`, id);
   return id;
+}
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+
+/** One 2026-07-28 MCP request (tenant A), declaring the Tasks extension. */
+export const mcpCall = (base: string, method: string, params: Record<string, unknown>) =>
+  fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${KEY_A}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-method': method,
+      'mcp-protocol-version': '2026-07-28',
+      ...(typeof (params.name ?? params.taskId) === 'string' && {
+        'mcp-name': String(params.name ?? params.taskId),
+      }),
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 41,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
+        },
+      },
+    }),
+  });
+
+/** What every "try again" must look like on MCP: HTTP 503, Retry-After and JSON-RPC -32006. */
+export async function assertMcpUnavailable(res: Response, reason: string): Promise<void> {
+  const text = await res.text();
+  assert.equal(res.status, 503, text);
+  assert.equal(res.headers.get('retry-after'), '1');
+  const message = JSON.parse(text) as { id: unknown; error: { code: number; data: Record<string, unknown> } };
+  assert.equal(message.id, 41);
+  assert.equal(message.error.code, UNAVAILABLE_CODE, text);
+  assert.deepEqual(message.error.data, { code: 'unavailable', reason, retryAfter: 1 });
 }

@@ -13,40 +13,19 @@ import { Redis } from 'ioredis';
 import { loadEnv } from '@taskline/config';
 import { connectRedis, EventHub, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
-import { createMcpRouter, UNAVAILABLE_CODE } from '@taskline/mcp';
+import { createMcpRouter } from '@taskline/mcp';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { TenantLimits } from '../src/app.js';
-import { BASE_ENV, call, KEY_A, spawnApi, TASK_BODY, type ApiProcess, type Reply } from './helpers.js';
-
-const TASKS = 'io.modelcontextprotocol/tasks';
-
-const mcpCall = (base: string, method: string, params: Record<string, unknown>) =>
-  fetch(`${base}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY_A}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-method': method,
-      'mcp-protocol-version': '2026-07-28',
-      ...(typeof (params.name ?? params.taskId) === 'string' && {
-        'mcp-name': String(params.name ?? params.taskId),
-      }),
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 41,
-      method,
-      params: {
-        ...params,
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
-          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
-        },
-      },
-    }),
-  });
+import {
+  assertMcpUnavailable,
+  BASE_ENV,
+  call,
+  mcpCall,
+  spawnApi,
+  TASK_BODY,
+  type ApiProcess,
+  type Reply,
+} from './helpers.js';
 
 /** What every "try again" must look like on LMSP. */
 function assertUnavailable(reply: Reply, reason: string): void {
@@ -55,17 +34,6 @@ function assertUnavailable(reply: Reply, reason: string): void {
   const body = reply.body as { code: string; reason: string };
   assert.equal(body.code, 'unavailable', reply.text);
   assert.equal(body.reason, reason, reply.text);
-}
-
-/** ... and on MCP. */
-async function assertMcpUnavailable(res: Response, reason: string): Promise<void> {
-  const text = await res.text();
-  assert.equal(res.status, 503, text);
-  assert.equal(res.headers.get('retry-after'), '1');
-  const message = JSON.parse(text) as { id: unknown; error: { code: number; data: Record<string, unknown> } };
-  assert.equal(message.id, 41);
-  assert.equal(message.error.code, UNAVAILABLE_CODE, text);
-  assert.deepEqual(message.error.data, { code: 'unavailable', reason, retryAfter: 1 });
 }
 
 const counted = async (api: ApiProcess, reason: string) =>
