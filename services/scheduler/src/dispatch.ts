@@ -27,6 +27,17 @@ export interface FairShareOptions {
 
 const source = readFileSync(new URL('../lua/dispatch.lua', import.meta.url), 'utf8');
 
+/**
+ * Defines `tl_dispatch` on a connection; call it once, before the connection's first rounds.
+ * ioredis copies a connection's commands into each auto-pipeline as it creates it: defined lazily,
+ * at the first round, the command was queued into a pipeline other traffic of the same tick had
+ * already opened, which lacks it, and the whole pipeline broke (an uncaught TypeError, the process
+ * down).
+ */
+export function defineDispatch(redis: Redis): void {
+  if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { numberOfKeys: 6, lua: source });
+}
+
 /** Parses `tenant:weight,...`. */
 export function parseWeights(spec: string): Map<string, number> {
   const weights = new Map<string, number>();
@@ -48,7 +59,6 @@ export async function pickFair(
   budget: number,
   options: FairShareOptions,
 ): Promise<Pick[] | null> {
-  if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { numberOfKeys: 6, lua: source });
   // A tenant's child generations (see queueTenant) have its weight.
   const weights = [...options.weights]
     .flatMap(([tenant, w]) => [

@@ -17,7 +17,7 @@ import {
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { dispatchKeys, pickFair, type FairShareOptions, type Pick } from './dispatch.js';
+import { defineDispatch, dispatchKeys, pickFair, type FairShareOptions, type Pick } from './dispatch.js';
 import { Leadership } from './leader.js';
 
 export interface SchedulerOptions {
@@ -110,6 +110,7 @@ export class Scheduler {
     });
     const address = o.advertise || `${o.controlHost}:${this.control.port}`;
     this.leadership = new Leadership(o.redis, address, o.leaderLeaseMs);
+    defineDispatch(o.redis);
     this.every(Math.max(50, Math.floor(o.leaderLeaseMs / 3)), 'leadership', () => this.lead());
     this.every(
       o.dispatchIntervalMs,

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { offeredState, schedulerKeys } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import { dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
+import { defineDispatch, dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -14,6 +14,7 @@ const MODEL = 'm';
 before(async () => {
   server = await startRedis();
   redis = new Redis(server.url);
+  defineDispatch(redis);
 });
 after(async () => {
   redis.disconnect();
@@ -153,4 +154,26 @@ test('a key of the wrong type refuses the round before anything is written', asy
   assert.deepEqual(await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1), before);
   assert.equal(await redis.exists(dispatchKeys.inflight), 0);
   assert.equal(await redis.exists(schedulerKeys.running('a')), 0);
+});
+
+test('the first dispatch on a connection that auto-pipelines other traffic in the same tick breaks nothing', async () => {
+  await redis.flushall();
+  await redis.set(LEADER_KEY, token);
+  await fill('a', 1);
+  // As the scheduler connects: auto-pipelining on, tl_dispatch defined before its first round.
+  const busy = new Redis(server.url, { enableAutoPipelining: true });
+  defineDispatch(busy);
+  try {
+    await busy.ping();
+    // A heartbeat or gauge read already waiting in this tick's pipeline when the first round runs.
+    const other = busy.get('unrelated');
+    const picks = await pickFair(busy, token, MODEL, 1, share);
+    assert.equal(await other, null);
+    assert.deepEqual(
+      picks?.map((p) => p.id),
+      ['task_a_m_0'],
+    );
+  } finally {
+    busy.disconnect();
+  }
 });
