@@ -63,9 +63,8 @@ const retryArgs = ['run', '--on-restart', 'retry', ...longArgs.slice(1)];
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'taskline-cli-'));
-  // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it. A long
-  // lease: a worker held with SIGSTOP while a CLI starts keeps its task rather than losing it.
-  stack = await startStack('60', { TASKLINE_LEASE_MS: '60000' });
+  // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it.
+  stack = await startStack('60');
 });
 after(async () => {
   await stack.stop();
@@ -134,6 +133,9 @@ describe('taskline CLI against a running stack', () => {
   });
 
   test('cancel says "cancellation requested" (exit 8) until the task stops; watch then exits 3', async () => {
+    // A long lease: the worker held with SIGSTOP below keeps its task while a CLI starts, rather
+    // than losing it to recovery (a worker of its own: the crash tests above need short leases).
+    await stack.replaceWorker({ TASKLINE_LEASE_MS: '60000' });
     const run = cli(longArgs);
     await until('the task to run', () => (run.stdout.length > 5 ? true : undefined));
     const id = /task (task_\S+)/.exec(run.stderr)![1]!;

@@ -33,6 +33,8 @@ export interface Stack {
    * fresh worker taking over each time (the last one becomes `worker`).
    */
   interrupt(id: string, times: number): Promise<void>;
+  /** Drains the worker (it must be idle) and starts another with `env` on top, as `worker`. */
+  replaceWorker(env: Record<string, string>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -40,8 +42,8 @@ export interface Stack {
 export async function startStack(stepMs = '20', env: Record<string, string> = {}): Promise<Stack> {
   const cluster = await Cluster.start({ env });
   // A short drain deadline: a SIGTERM (interrupt) cuts the running attempt almost at once.
-  const startWorker = () =>
-    cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: stepMs, TASKLINE_DRAIN_DEADLINE_MS: '100' });
+  const startWorker = (extra: Record<string, string> = {}) =>
+    cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: stepMs, TASKLINE_DRAIN_DEADLINE_MS: '100', ...extra });
   const worker = startWorker();
   const port = await freePort();
   const apiEnv = { TASKLINE_PORT: String(port), TASKLINE_HOST: '127.0.0.1', ...env };
@@ -69,6 +71,12 @@ export async function startStack(stepMs = '20', env: Record<string, string> = {}
         await exited(stopping);
         stack.worker = startWorker();
       }
+    },
+    async replaceWorker(env) {
+      const stopping = stack.worker;
+      stopping.kill('SIGTERM');
+      await exited(stopping);
+      stack.worker = startWorker(env);
     },
     async stop() {
       stack.api.child.kill('SIGKILL');
