@@ -12,8 +12,6 @@ mapfile -t files < <(find packages services test -path '*/node_modules' -prune -
 node --import tsx --test --test-concurrency=1 --test-timeout=300000 "${files[@]}"
 
 pnpm test:deploy
-# The three images built offline with podman and run together through the README's flow.
-pnpm test:images
 pnpm test:conformance
 # The benchmark harness at toy sizes: it must run and write a well-formed report (speed is not judged).
 pnpm bench:smoke
