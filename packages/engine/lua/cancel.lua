@@ -13,8 +13,9 @@
            holding it on ARGV[10] .. lease_owner (plain PUBLISH: a channel, not a key, so the script
            still touches only the task's slot)
 
-  A queued new attempt of a task its clients saw `loading` or `running` (field `shown`) ends at
-  once too, but through `cancelling` (its event first), so the status they see follows LMSP 7.2.
+  A queued new attempt of a task its clients saw `loading` or `running` (field `shown`), and a
+  task parked for its caller's input, end at once too, but through `cancelling` (its event first),
+  so the status their clients see follows LMSP 7.2 and the MCP view.
 
   Returns {'cancelled'|'cancelling'|'noop'|'not_cancelable', status} or {'missing'}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
@@ -29,7 +30,8 @@ if outcome == 'noop' or outcome == 'not_cancelable' or not outcome then
   return { outcome or 'not_cancelable', status }
 end
 -- A parked task (waiting for its caller's input) has no worker to acknowledge a cancel: it ends at once.
-if outcome ~= 'cancelled' and redis.call('HEXISTS', task, 'parked') == 1 then
+local parked = redis.call('HEXISTS', task, 'parked') == 1
+if outcome ~= 'cancelled' and parked then
   outcome = 'cancelled'
 end
 local unwritable = refuseUnwritable(task, KEYS[2])
@@ -40,7 +42,7 @@ local now = tonumber(ARGV[1])
 if outcome == 'cancelled' then
   redis.call('HSET', task, 'status', 'cancelled', 'updated_at', now, 'result', ARGV[5])
   redis.call('HDEL', task, 'lease_owner', 'lease_until', 'parked', 'input_deadline')
-  if status == 'queued' and (shown == 'loading' or shown == 'running') then
+  if parked or (status == 'queued' and (shown == 'loading' or shown == 'running')) then
     emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
   end
   emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])

@@ -5,7 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { schedulerKeys, TasklineError, taskKeys } from '../src/index.js';
+import {
+  schedulerKeys,
+  TasklineError,
+  taskKeys,
+  visibleStepViolation,
+  type TaskStatus,
+} from '../src/index.js';
 import { harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -99,6 +105,12 @@ test('cancelling a parked task ends it at once: no worker holds it to acknowledg
   assert.equal(outcome, 'cancelled');
   assert.equal(after.status, 'cancelled');
   assert.equal(await h.redis.zscore(schedulerKeys.parked, task.id), null);
+  // Its clients saw it input_required: they see it go through cancelling (LMSP 7.2, the MCP view).
+  const statuses = (await h.store.events(task.id, 0)).events
+    .map((e) => (JSON.parse(e.data) as { task_status?: TaskStatus }).task_status)
+    .filter((s): s is TaskStatus => s !== undefined);
+  assert.deepEqual(statuses.slice(-3), ['input_required', 'cancelling', 'cancelled']);
+  assert.equal(visibleStepViolation(statuses), null);
 });
 
 test('an unanswered task fails at its input deadline with input_timeout', async () => {
