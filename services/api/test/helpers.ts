@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { createParser } from 'eventsource-parser';
 import type { Redis } from 'ioredis';
@@ -76,6 +77,24 @@ export async function startApi(stack: Stack, env: Record<string, string> = {}): 
       redis.disconnect();
     },
   };
+}
+
+/**
+ * One stack and one in-process api for a whole test file: started before its first test, closed
+ * after its last; `use` receives them (the file keeps them in its own variables).
+ */
+export function useStackWithApi(use: (stack: Stack, api: InProcessApi) => void): void {
+  let stack: Stack | undefined;
+  let api: InProcessApi | undefined;
+  before(async () => {
+    stack = await startStack();
+    api = await startApi(stack);
+    use(stack, api);
+  });
+  after(async () => {
+    await api?.close();
+    await stack?.close();
+  });
 }
 
 // The built service, as deployed (`npx tsc -b` runs before the tests); tsx would add seconds per start.

@@ -3,29 +3,21 @@
  * stored, how lifecycle events are served, the response routes' errors and their OpenAI member.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import {
   call,
   checkSse,
   KEY_B,
   openSse,
-  startApi,
-  startStack,
   type InProcessApi,
   type Reply,
   type Stack,
+  useStackWithApi,
 } from './helpers.js';
 
 let stack: Stack;
 let api: InProcessApi;
-before(async () => {
-  stack = await startStack();
-  api = await startApi(stack);
-});
-after(async () => {
-  await api.close();
-  await stack.close();
-});
+useStackWithApi((s, a) => ([stack, api] = [s, a]));
 
 const taskIdOf = (responseId: string) => `task_${responseId.slice('resp_'.length)}`;
 const background = async (extra: Record<string, unknown> = {}) => {

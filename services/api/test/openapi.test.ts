@@ -1,19 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { buildOpenApi } from '../src/lmsp/openapi.js';
-import { call, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
+import { call, type InProcessApi, useStackWithApi } from './helpers.js';
 import { openapiDoc, validateDocument } from './openapi-check.js';
 
-let stack: Stack;
 let api: InProcessApi;
-before(async () => {
-  stack = await startStack();
-  api = await startApi(stack);
-});
-after(async () => {
-  await api.close();
-  await stack.close();
-});
+useStackWithApi((_stack, a) => (api = a));
 
 test('the committed openapi.json is a valid OpenAPI 3.1 document', async () => {
   await validateDocument();

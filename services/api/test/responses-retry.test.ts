@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { until } from '@taskline/testing';
 import {
   call,
@@ -13,22 +13,14 @@ import {
   nextQueued,
   openSse,
   runWorker,
-  startApi,
-  startStack,
   type InProcessApi,
   type Stack,
+  useStackWithApi,
 } from './helpers.js';
 
 let stack: Stack;
 let api: InProcessApi;
-before(async () => {
-  stack = await startStack();
-  api = await startApi(stack);
-});
-after(async () => {
-  await api.close();
-  await stack.close();
-});
+useStackWithApi((s, a) => ([stack, api] = [s, a]));
 
 const body = { model: 'tiny-chat', input: 'Say hi.' };
 

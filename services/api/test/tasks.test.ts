@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { createParser } from 'eventsource-parser';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { beforeEach, describe, test } from 'node:test';
 import { taskKeys } from '@taskline/engine';
 import { until } from '@taskline/testing';
 import {
@@ -15,22 +15,15 @@ import {
   openSse,
   runWorker,
   startApi,
-  startStack,
   TASK_BODY,
   type InProcessApi,
   type Stack,
+  useStackWithApi,
 } from './helpers.js';
 
 let stack: Stack;
 let api: InProcessApi;
-before(async () => {
-  stack = await startStack();
-  api = await startApi(stack);
-});
-after(async () => {
-  await api.close();
-  await stack.close();
-});
+useStackWithApi((s, a) => ([stack, api] = [s, a]));
 
 type Task = {
   id: string;
