@@ -293,8 +293,10 @@ export class GpuWorker {
             { model },
             Math.max(0, (Date.now() - task.createdAt) / 1000),
           ),
+        // Counted as made, not at the attempt's end: a long generation shows as a steady rate.
+        onTokens: (count) =>
+          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, count),
         onGenerated: (tokens, secondsAfterFirst) => {
-          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, tokens);
           if (tokens > 1 && secondsAfterFirst > 0)
             metrics.outputTokensPerSecond.observe({ model }, (tokens - 1) / secondsAfterFirst);
         },
