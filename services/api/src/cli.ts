@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { ApiKeyStore } from '@taskline/auth';
 import { loadEnv } from '@taskline/config';
-import { connectRedis } from '@taskline/engine';
+import { connectRedis, redisTargetFromEnv } from '@taskline/engine';
 import { buildOpenApi } from './lmsp/openapi.js';
 
 const USAGE = `usage:
@@ -21,7 +21,7 @@ async function keys(args: string[]): Promise<number> {
     options: { tenant: { type: 'string' }, name: { type: 'string' } },
   });
   const [command, ...rest] = positionals;
-  const redis = connectRedis(loadEnv().REDIS_URL, 'taskline-cli');
+  const redis = connectRedis(redisTargetFromEnv(loadEnv()), 'taskline-cli');
   // Failures surface as the command's own error; no event spam on stderr.
   redis.on('error', () => undefined);
   const store = new ApiKeyStore(redis);
