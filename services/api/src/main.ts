@@ -1,5 +1,11 @@
 import { loadEnv } from '@taskline/config';
-import { checkDurability, connectRedis, durabilityFromEnv, timeRedisCommands } from '@taskline/engine';
+import {
+  checkDurability,
+  connectRedis,
+  durabilityFromEnv,
+  redisTargetFromEnv,
+  timeRedisCommands,
+} from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { createApp } from './app.js';
@@ -9,7 +15,7 @@ import { serve } from './server.js';
 async function main(): Promise<void> {
   const env = loadEnv();
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
-  const redis = connectRedis(env.REDIS_URL, 'taskline-api');
+  const redis = connectRedis(redisTargetFromEnv(env), 'taskline-api');
   redis.on('error', (err) => logger.warn('redis connection error', { err }));
   logger.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), logger));
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
