@@ -1,4 +1,4 @@
 export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
 export { freePort } from './ports.js';
-export { until } from './wait.js';
+export { bounded, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';

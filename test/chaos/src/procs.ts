@@ -50,7 +50,8 @@ export class Service {
       child.once('exit', (code, signal) =>
         reject(new Error(`${this.name} exited (${code ?? signal}) before ready`)),
       );
-      setTimeout(() => reject(new Error(`${this.name} not ready after 60 s`)), 60_000).unref();
+      // Generous: six services compiling their sources at once on a loaded CI machine take a while.
+      setTimeout(() => reject(new Error(`${this.name} not ready after 120 s`)), 120_000).unref();
     });
     this.up.catch(() => undefined);
     return this.up;
@@ -120,6 +121,9 @@ export async function startHaproxy(
     },
     stdio: ['ignore', 'ignore', 'ignore'],
   });
+  // A missing binary is an 'error' event, which would otherwise end the run with its processes left running.
+  let failed: Error | null = null;
+  child.once('error', (err) => (failed = err));
   const lb = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     const status = await fetch(`${lb}/healthz`).then(
@@ -127,6 +131,7 @@ export async function startHaproxy(
       () => 0,
     );
     if (status === 200) break;
+    if (failed) throw new Error(`HAProxy did not start (${String(failed)}); \`pnpm setup\` installs it`);
     if (i > 100 || child.exitCode !== null) {
       child.kill('SIGKILL');
       throw new Error(`HAProxy did not come up on ${lb}`);

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createParser } from 'eventsource-parser';
 import { connectRedis, isFinalEventType, isTerminal, TaskStore, type TaskRecord } from '@taskline/engine';
-import { freePort, startRedis, type RedisServer } from '@taskline/testing';
+import { bounded, freePort, startRedis, type RedisServer } from '@taskline/testing';
 import {
   API_KEYS,
   jsonHeaders,
@@ -112,6 +112,9 @@ async function call(
   }
 }
 
+/** A fault's own step (a kill, a drain, Redis's restart): past it, the run stops and says which. */
+const FAULT_BOUND_MS = 30_000;
+
 const retryDelay = (r: Reply | null) =>
   Math.min(2000, Number(r?.headers['retry-after'] ?? 0) * 1000 || 200 + rand(300));
 
@@ -193,8 +196,18 @@ async function startCluster(): Promise<Cluster> {
   const apis = await Promise.all(
     [1, 2].map((i) => apiService(`api-${i}`, apiEnv, join(LOG_DIR, `api-${i}.log`))),
   );
-  await Promise.all([...schedulers, ...workers, ...apis].map((s) => s.start()));
-  const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port]);
+  const services = [...schedulers, ...workers, ...apis];
+  let proxy: Awaited<ReturnType<typeof startHaproxy>>;
+  try {
+    await Promise.all(services.map((s) => s.start()));
+    proxy = await startHaproxy([apis[0]!.port, apis[1]!.port]);
+  } catch (err) {
+    // A cluster that did not come up is stopped here: no process may outlive the run.
+    await Promise.all(services.map((s) => s.stop()));
+    await redis.stop();
+    throw err;
+  }
+  const { child: haproxy, lb } = proxy;
   const store = new TaskStore(connectRedis(redis.url, 'chaos-inspect'), {
     taskRetentionMs: 3_600_000,
     eventRetentionMs: 3_600_000,
@@ -223,9 +236,9 @@ async function faultLoop(c: Cluster, until: number): Promise<void> {
       const w = { from: Date.now(), to: Infinity };
       redisDown.push(w);
       faults.push({ at_ms: elapsed(), target: 'redis', action: 'SIGKILL' });
-      await c.redis.kill();
+      await bounded('the Redis kill', FAULT_BOUND_MS, c.redis.kill());
       await sleep(2000);
-      await c.redis.restart();
+      await bounded('the Redis restart from its AOF', FAULT_BOUND_MS, c.redis.restart());
       w.to = Date.now();
       faults.push({ at_ms: elapsed(), target: 'redis', action: 'restart from AOF' });
       continue;
@@ -244,14 +257,16 @@ async function faultLoop(c: Cluster, until: number): Promise<void> {
     if (isApi) apiDown.push(w);
     // A worker drain and pause are tool-chaos kinds of their own (tools.ts); every other kind is a SIGKILL.
     const other = kind === 'worker drain' || kind === 'worker pause' ? tools.workerFault(target, kind) : null;
-    const action = other?.action ?? (await stopForFault(target, false));
+    const action =
+      other?.action ??
+      (await bounded(`${kind} of ${target.name}`, FAULT_BOUND_MS, stopForFault(target, false)));
     faults.push({ at_ms: elapsed(), target: target.name, action });
     restarting.add(target);
     if (other && !other.restart) {
       pending.push(other.done.then(() => void restarting.delete(target)));
       continue;
     }
-    await other?.done;
+    if (other) await bounded(`${kind} of ${target.name}`, FAULT_BOUND_MS, other.done);
     pending.push(
       (async () => {
         await sleep(300 + rand(1200));
@@ -265,7 +280,8 @@ async function faultLoop(c: Cluster, until: number): Promise<void> {
       })(),
     );
   }
-  await Promise.all(pending);
+  // Each restart gives up after 120 s (Service.start) and records the failure.
+  await bounded('the restarts of killed processes', 150_000, Promise.all(pending));
 }
 
 // ---------- load: LMSP ----------
@@ -761,11 +777,13 @@ async function overload(c: Cluster) {
 
 async function main() {
   process.stdout.write(`chaos: ${SECONDS} s of load and faults; logs in ${LOG_DIR}\n`);
+  // Every service start gives up after 120 s (Service.start), HAProxy's after 10 s.
   const c = await startCluster();
+  running = c;
   const until = Date.now() + SECONDS * 1000;
   const inflight: Promise<void>[] = [];
   const faultsDone = faultLoop(c, until);
-  await Promise.all([
+  const load = Promise.all([
     loop(until, 250, () => createTask(c.lb, until), inflight),
     loop(until, 250, () => createTask(c.lb, until), inflight),
     loop(until, 1500, () => respond(c.lb, until), inflight),
@@ -775,14 +793,21 @@ async function main() {
     loop(until, 600, () => tools.toolTask(c.lb, until), inflight),
     faultsDone,
   ]);
+  await bounded('the load and the faults', SECONDS * 1000 + 120_000, load);
   // Every process back up before the checks: the system must finish what it acknowledged.
   for (const s of [...c.apis, ...c.schedulers, ...c.workers])
-    if (!s.child || s.child.exitCode !== null || s.child.signalCode !== null) await s.start();
-  await Promise.all(inflight);
-  const invariants = [...(await checkInvariants(c)), ...(await tools.checkToolTasks(c.store, c.lb))];
-  invariants.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
+    if (!s.child || s.child.exitCode !== null || s.child.signalCode !== null)
+      await bounded(`the restart of ${s.name}`, 150_000, s.start());
+  // Every request has its own timeout and every reader its deadline (the terminal bound).
+  await bounded("the load's last requests", TERMINAL_BOUND_MS + 60_000, Promise.all(inflight));
+  const checks = async () => {
+    const found = [...(await checkInvariants(c)), ...(await tools.checkToolTasks(c.store, c.lb))];
+    found.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
+    return found;
+  };
+  const invariants = await bounded('the invariant checks', 2 * TERMINAL_BOUND_MS + 60_000, checks());
   invariants.push(requireMinimums(invariants, faults, tools.REQUIRED_FAULTS));
-  const overloadResult = await overload(c);
+  const overloadResult = await bounded('the overload', SECONDS * 100 + 120_000, overload(c));
   const report = {
     at: new Date().toISOString(),
     seconds: SECONDS,
@@ -820,10 +845,7 @@ async function main() {
   writeFileSync(join(REPORT_DIR, 'latest.json'), JSON.stringify(report, null, 2) + '\n');
   writeFileSync(join(REPORT_DIR, 'latest.md'), markdown(report));
   process.stdout.write(markdown(report));
-  for (const s of [...c.apis, ...c.schedulers, ...c.workers]) await s.stop();
-  c.haproxy.kill('SIGKILL');
-  c.store.redis.disconnect();
-  await c.redis.stop();
+  await stopCluster(c);
   const broken = report.invariants.some((i) => !i.held) || overloadResult.violations.length > 0;
   process.exit(broken ? 1 : 0);
 }
@@ -876,7 +898,18 @@ function markdown(r: {
   return lines.join('\n');
 }
 
-main().catch((err: unknown) => {
+/** The cluster once started: a run that fails stops it too, so no process outlives the run. */
+let running: Cluster | null = null;
+
+async function stopCluster(c: Cluster): Promise<void> {
+  c.haproxy.kill('SIGKILL');
+  c.store.redis.disconnect();
+  await Promise.all([...c.apis, ...c.schedulers, ...c.workers].map((s) => s.stop()));
+  await c.redis.stop();
+}
+
+main().catch(async (err: unknown) => {
   process.stderr.write(`chaos run failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  if (running) await bounded('stopping the cluster', 30_000, stopCluster(running)).catch(() => undefined);
   process.exit(2);
 });
