@@ -2,3 +2,14 @@ export { startRedis, type RedisServer, type RedisServerOptions } from './redis.j
 export { freePort } from './ports.js';
 export { bounded, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';
+export { ROOT, Service, type ServiceKind, type ServiceOptions } from './service.js';
+export {
+  ApiService,
+  Stack,
+  startStack,
+  type RedisSource,
+  type StackOptions,
+  type StartOptions,
+} from './stack.js';
+export { startHaproxy, type LoadBalancer } from './haproxy.js';
+export { LONG } from './fixtures.js';
