@@ -160,6 +160,9 @@ export class GpuWorker {
       connectionName: name ? `${name}-cancels` : undefined,
       enableReadyCheck: false,
       enableAutoPipelining: false,
+      // No retry limit: ioredis re-subscribes on its own after a reconnect, with no caller to catch
+      // a MaxRetriesPerRequestError should Redis drop again first (it would end the process).
+      maxRetriesPerRequest: null,
     });
     this.cancels = sub;
     sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses

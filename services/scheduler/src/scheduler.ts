@@ -179,7 +179,9 @@ export class Scheduler {
    * (a lost message).
    */
   private async listen(): Promise<void> {
-    const sub = this.o.redis.duplicate({ enableAutoPipelining: false });
+    // No retry limit: after a reconnect ioredis re-subscribes on its own, with no caller to catch a
+    // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
+    const sub = this.o.redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
     this.wakeup = sub;
     sub.on('message', (_channel: string, model: string) => {
       this.wakes++;
