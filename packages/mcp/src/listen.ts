@@ -7,7 +7,7 @@ import {
   type Subscription,
   type TaskStore,
 } from '@taskline/engine';
-import type { McpLimits, McpObserver, McpStreamSlot } from './router.js';
+import type { McpLimits, McpObserver, McpStreamSlot } from './ports.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 

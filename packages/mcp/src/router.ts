@@ -24,6 +24,7 @@ import {
 import type { Logger } from '@taskline/log';
 import { builtinTools, modelChoice, type ToolRegistry, type ToolDefinition } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
+import type { McpLimits, McpObserver, McpTaskReservation } from './ports.js';
 import { serveTaskListen } from './listen.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { awaitToolResult, createToolTask } from './toolTasks.js';
@@ -66,41 +67,6 @@ export interface McpRouterDeps {
   observe?: McpObserver;
   /** The tenant's request rate and unfinished-task cap: the api passes its `TenantLimits`, shared with LMSP. */
   limits?: McpLimits;
-}
-
-/**
- * Per-tenant limits, in the shape of the api's `TenantLimits`, so this package stays free of
- * `services/api`. Refusals throw a `TasklineError` `rate_limited` with `details.retryAfterS`.
- */
-export interface McpLimits {
-  /** Takes one request from the tenant's rate. */
-  takeRequest(tenant: string): Promise<void>;
-  /** A create's request: one from the rate and a place under the unfinished-task cap, checked by `admit`. */
-  takeCreate(tenant: string): Promise<McpTaskReservation>;
-  /** A slot under the tenant's open-stream cap (shared with LMSP event streams), for a listen. */
-  openStream(tenant: string): Promise<McpStreamSlot>;
-}
-
-export interface McpStreamSlot {
-  /** Extends the slot's lease; called on every heartbeat. */
-  renew(): Promise<void>;
-  release(): Promise<void>;
-}
-
-export interface McpTaskReservation {
-  /** Refuses (and frees the place) when the tenant is over its cap. */
-  admit(): Promise<void>;
-  /** Swaps the place for the task id, or frees it (null); a later null does nothing, a task id still lands. */
-  commit(taskId: string | null): Promise<void>;
-}
-
-export interface McpObserver {
-  /** A tool call became a task of `tenant`. */
-  taskCreated(tenant: string): void;
-  /** A `notifications/tasks` listener stream opened (+1) or closed (-1). */
-  listener(delta: 1 | -1): void;
-  /** A request answered 503 because Redis said "try again" (or was unreachable). */
-  unavailable?(reason: RedisUnavailableReason): void;
 }
 
 /**

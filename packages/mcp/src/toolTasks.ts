@@ -1,6 +1,6 @@
 import { isTerminal, newId, type EventHub, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { TOOLS_MODEL, waitFor, type ToolResult } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from './router.js';
+import type { McpObserver, McpTaskReservation } from './ports.js';
 
 /** A tenant's MCP tool tasks, both eras: the index `tasks/list` (MCP 2025-11-25) pages through. */
 const indexKey = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;

@@ -1,7 +1,6 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Redis } from 'ioredis';
-import { authenticator, type Authenticator } from '@taskline/auth';
-import type { ConsoleDeps } from '@taskline/console';
+import { authenticator } from '@taskline/auth';
 import type { Env } from '@taskline/config';
 import {
   DURABILITY_LOSS,
@@ -15,7 +14,6 @@ import {
   storeOptionsFromEnv,
   TaskStore,
   TasklineError,
-  type ModelInfo,
   type NewTask,
   type OnRestart,
   type TaskRecord,
@@ -39,6 +37,7 @@ import {
   taskObject,
 } from './lmsp/schema.js';
 import { answerInBackground, mountResponseRoutes } from './openai/routes.js';
+import type { TasklineApi } from './types.js';
 import { errorHandler, methodNotAllowed, routeNotFound, sendProblem } from './problem.js';
 import { StreamRegistry, streamTaskEvents } from './sse.js';
 
@@ -65,24 +64,6 @@ export interface AppDeps {
   metrics?: TasklineMetrics;
   /** Mounts other surfaces on the same app, after auth is built and before the final 404 (MCP at `/mcp`). */
   mountExtra?: (app: Express, api: Omit<TasklineApi, 'app'>) => void;
-}
-
-export interface TasklineApi {
-  app: Express;
-  store: TaskStore;
-  hub: EventHub;
-  auth: Authenticator;
-  limits: TenantLimits;
-  streams: StreamRegistry;
-  models: ReadonlyMap<string, ModelInfo>;
-  /** Shutdown: readiness fails, responses ask clients to close their connection. */
-  startDraining(): void;
-  /** Requests being served now (streams included). */
-  readonly inFlight: number;
-  /** Settles once every cancel that a departed client caused has been written. */
-  settled(): Promise<void>;
-  /** Serves a task's events as the LMSP events route does; open streams count under `streamsOf`. */
-  followTask: ConsoleDeps['followTask'];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -511,3 +492,4 @@ export { StreamRegistry } from './sse.js';
 export { TenantLimits, type LimitSettings } from './limits.js';
 export { buildOpenApi } from './lmsp/openapi.js';
 export { serve, type RunningServer } from './server.js';
+export type { TasklineApi } from './types.js';

@@ -4,7 +4,7 @@ import { isLegacyRequest } from '@modelcontextprotocol/server';
 import type { EventHub, ServedModels, TaskStore } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { ToolRegistry } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from '../router.js';
+import type { McpObserver, McpTaskReservation } from '../ports.js';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';

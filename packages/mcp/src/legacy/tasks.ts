@@ -9,7 +9,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from '../router.js';
+import type { McpObserver, McpTaskReservation } from '../ports.js';
 import { awaitToolResult, createToolTask, listToolTasks } from '../toolTasks.js';
 import { rpcError } from '../rpc.js';
 import { legacyTask, RELATED_TASK } from './wire.js';

@@ -7,7 +7,7 @@
 import type { Request, Response, Router } from 'express';
 import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { API_PREFIX, responseObject } from '../lmsp/schema.js';
-import type { TasklineApi } from '../app.js';
+import type { TasklineApi } from '../types.js';
 import { methodNotAllowed } from '../problem.js';
 
 export interface ResponseRouteDeps {
