@@ -26,7 +26,11 @@ export const idempotencyKey = (tenant: string, keyHash: string) => `tl:idem:{${t
  * The scheduler's index: small (ids only), in one slot `{sched}` so dispatch can pick fairly across
  * tenants in one script. `intake` is the create journal the reconciler repairs from.
  */
+const SCHED = 'tl:{sched}:';
+
 export const schedulerKeys = {
+  /** What every key below starts with (dispatch.lua derives the per-tenant keys from it). */
+  prefix: SCHED,
   intake: 'tl:{sched}:intake',
   /**
    * Ready work is kept per model (a task's model is its queue; MCP tool tasks are stored with the
@@ -53,7 +57,11 @@ export const schedulerKeys = {
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
-  running: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  active: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  /** The round-robin cursor of one model's dispatch (dispatch.lua). */
+  rr: (model: string) => `tl:{sched}:rr:${model}`,
+  /** Picks handed to BullMQ whose job is not queued yet, by pick time: what the reconciler repairs. */
+  inflight: 'tl:{sched}:inflight',
   /**
    * Pub/sub channel `enqueue` publishes the offered task's model on, so the leader dispatches at
    * once (visiting that model) instead of at its next poll.

@@ -4,13 +4,13 @@ import {
   checkDurability,
   durabilityFromEnv,
   connectRedis,
+  parseWeights,
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
 } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
-import { parseWeights } from './dispatch.js';
 import { Scheduler } from './scheduler.js';
 
 const env = loadEnv();

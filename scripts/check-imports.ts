@@ -1,6 +1,8 @@
 // Fails (exit 1) on any import circle in the workspace: between two files, or through the face of
 // a workspace package (`@taskline/x` is its `exports` entry's source file). Type-only imports
-// count too: a circle of types still ties the files together. Run by `pnpm lint`.
+// count too: a circle of types still ties the files together. Also fails when a package's or a
+// service's own code (`src/`) imports `@taskline/engine/keys`: that key layout is for tests and
+// tools that inspect Redis; services reach it through the engine's operations. Run by `pnpm lint`.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,11 +58,15 @@ function resolveImport(from, spec) {
   return faces.get(spec) ?? null;
 }
 
+const INTERNAL = '@taskline/engine/keys';
+const leaks = [];
 const graph = new Map();
 for (const file of files) {
   const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
   const targets = new Set();
   for (const { fileName } of importedFiles) {
+    const where = relative(root, file);
+    if (fileName === INTERNAL && /^(packages|services)\/[^/]+\/src\//.test(where)) leaks.push(where);
     const target = resolveImport(file, fileName);
     if (target && target !== file) targets.add(target);
   }
@@ -96,12 +102,12 @@ function visit(v) {
 }
 for (const file of graph.keys()) if (!state.has(file)) visit(file);
 
-if (circles.length === 0) {
-  console.log(`check-cycles: no import circle among ${files.length} files`);
-} else {
-  for (const component of circles) {
-    console.error('import circle:');
-    for (const file of component.sort()) console.error(`  ${relative(root, file)}`);
-  }
-  process.exit(1);
+for (const component of circles) {
+  console.error('import circle:');
+  for (const file of component.sort()) console.error(`  ${relative(root, file)}`);
 }
+for (const file of leaks) console.error(`${file}: imports ${INTERNAL}; use the engine's operations`);
+if (circles.length > 0 || leaks.length > 0) process.exit(1);
+console.log(
+  `check-imports: no import circle among ${files.length} files, no service reaching into engine keys`,
+);
