@@ -44,9 +44,7 @@ export function timeRedisCommands(redis: Redis, observe: (command: string, secon
 }
 
 function commandLabel(command: Command): string {
-  if (command.name === 'evalsha' || command.name === 'eval') {
-    const sha = command.name === 'evalsha' ? String(command.args[0]) : '';
-    return scriptLabel(sha) ?? command.name;
-  }
+  if (command.name === 'evalsha' || command.name === 'eval')
+    return scriptLabel(command.name, String(command.args[0])) ?? command.name;
   return command.name;
 }

@@ -38,8 +38,9 @@ export function keyCount(name: string, text: string): number {
   return count;
 }
 
-/** Every script read so far, by the SHA1 EVALSHA sends: what `scriptLabel` names. */
+/** Every script read so far, by the SHA1 EVALSHA sends and by the source EVAL sends. */
 const bySha = new Map<string, string>();
+const bySource = new Map<string, string>();
 
 const read = new Map<string, LuaScript>();
 
@@ -54,14 +55,19 @@ export function readScript(dir: URL, name: string, options: ScriptOptions = {}):
   const source = `-- ${command}\n${prelude}${text}`;
   const sha = createHash('sha1').update(source).digest('hex');
   bySha.set(sha, command);
+  bySource.set(source, command);
   const script = { name, command, numberOfKeys: keyCount(name, text), source, sha };
   read.set(id, script);
   return script;
 }
 
-/** `tl_<name>` of a script loaded in this process, by its SHA1; undefined for any other. */
-export function scriptLabel(sha: string): string | undefined {
-  return bySha.get(sha);
+/**
+ * `tl_<name>` of a script loaded in this process, from what EVALSHA (its SHA1) or EVAL (its
+ * source: the first run on a connection, or after Redis lost its script cache) sends; undefined
+ * for any other.
+ */
+export function scriptLabel(command: 'evalsha' | 'eval', first: string): string | undefined {
+  return (command === 'evalsha' ? bySha : bySource).get(first);
 }
 
 /**
