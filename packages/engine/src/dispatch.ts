@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { childrenQueue, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
+import { indexTenant, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
 import { loadSchedulerScripts } from './scripts.js';
 
 /**
@@ -51,29 +51,26 @@ export async function pickFair(
   budget: number,
   options: FairShareOptions,
 ): Promise<Pick[] | null> {
-  // A tenant's child generations (see queueTenant) have its weight.
-  const weights = [...options.weights]
-    .flatMap(([tenant, w]) => [
-      [tenant, w],
-      [childrenQueue(tenant), w],
-    ])
-    .flat();
+  // Every key the script touches goes in KEYS: the model's tenants are read first, and each
+  // one's ready index and running set are passed. A tenant's child generations (see queueTenant)
+  // have its weight.
+  const tenants = await redis.smembers(schedulerKeys.tenants(model));
   const reply = await loadSchedulerScripts(redis).dispatch(
+    6 + 2 * tenants.length,
     schedulerKeys.leader,
     schedulerKeys.tenants(model),
     schedulerKeys.rr(model),
     schedulerKeys.inflight,
     schedulerKeys.models,
     schedulerKeys.offered,
+    ...tenants.flatMap((tenant) => [schedulerKeys.ready(tenant, model), schedulerKeys.active(tenant)]),
     token,
     Date.now(),
     budget,
     options.quantum,
     options.maxRunning,
-    schedulerKeys.prefix,
     model,
-    weights.length / 2,
-    ...weights,
+    ...tenants.flatMap((tenant) => [tenant, options.weights.get(indexTenant(tenant)) ?? 1]),
   );
   if (reply[0] === 'corrupt') throw new Error(`dispatch refused: ${reply[1]} has the wrong type`);
   if (reply[0] !== 'ok') return null;

@@ -79,7 +79,16 @@ export {
   type WorkerSnapshot,
 } from './operator.js';
 export { defineScripts, type ScriptOptions, type ScriptReply, type ScriptRunner } from './scripts.js';
-export { connectRedis, isRedisUnavailable, timeRedisCommands } from './redis.js';
+export {
+  connectRedis,
+  connectQueueRedis,
+  redisTargetFromEnv,
+  isCluster,
+  isRedisUnavailable,
+  timeRedisCommands,
+  type RedisTarget,
+  type ClusterTarget,
+} from './redis.js';
 export {
   redisUnavailableReason,
   REDIS_UNAVAILABLE_REASONS,

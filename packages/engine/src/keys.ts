@@ -26,11 +26,7 @@ export const idempotencyKey = (tenant: string, keyHash: string) => `tl:idem:{${t
  * The scheduler's index: small (ids only), in one slot `{sched}` so dispatch can pick fairly across
  * tenants in one script. `intake` is the create journal the reconciler repairs from.
  */
-const SCHED = 'tl:{sched}:';
-
 export const schedulerKeys = {
-  /** What every key below starts with (dispatch.lua derives the per-tenant keys from it). */
-  prefix: SCHED,
   intake: 'tl:{sched}:intake',
   /**
    * Ready work is kept per model (a task's model is its queue; MCP tool tasks are stored with the

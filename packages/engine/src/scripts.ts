@@ -1,7 +1,9 @@
 /**
  * The one Lua loader of every package. A script is one file `<name>.lua` whose header comment
  * (`--[[ ... ]]`, first thing in the file) lists its keys as `KEYS[n]` and its arguments as
- * `ARGV[n]`: the number of keys it takes is read from there, never kept a second time. Each is
+ * `ARGV[n]`: the number of keys it takes is read from there, never kept a second time (a script
+ * whose header ends its keys with an open `KEYS[n ..]` takes a number that varies, which its
+ * caller passes first, before the keys). Each is
  * registered as the command `tl_<name>`, so ioredis sends EVALSHA (EVAL after a Redis restart
  * emptied the script cache) and metrics name the script rather than `evalsha`.
  */
@@ -16,7 +18,8 @@ export interface LuaScript {
   name: string;
   /** `tl_<name>`: the command it is defined as, and its label in metrics. */
   command: string;
-  numberOfKeys: number;
+  /** Null for a script whose caller passes the number first (`KEYS[n ..]` in its header). */
+  numberOfKeys: number | null;
   /** What Redis runs: a line naming the script, the prelude if any, then the file. */
   source: string;
   sha: string;
@@ -29,10 +32,11 @@ export interface ScriptOptions {
 
 const HEADER = /^--\[\[([\s\S]*?)\]\]/;
 
-/** The number of keys a script takes: the highest `KEYS[n]` its header names. */
-export function keyCount(name: string, text: string): number {
+/** The number of keys a script takes: the highest `KEYS[n]` its header names; null for `KEYS[n ..]`. */
+export function keyCount(name: string, text: string): number | null {
   const header = HEADER.exec(text);
   if (!header) throw new Error(`${name}.lua: no header comment (--[[ KEYS[n] ... ARGV[n] ... ]]) at its top`);
+  if (/KEYS\[\d+ *\.\.\]/.test(header[1]!)) return null;
   let count = 0;
   for (const [, n] of header[1]!.matchAll(/KEYS\[(\d+)\]/g)) count = Math.max(count, Number(n));
   return count;
@@ -87,7 +91,10 @@ export function defineScripts<N extends string, R = ScriptReply>(
   for (const name of names) {
     const script = readScript(dir, name, options);
     if (!(script.command in redis))
-      redis.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.source });
+      redis.defineCommand(script.command, {
+        ...(script.numberOfKeys === null ? {} : { numberOfKeys: script.numberOfKeys }),
+        lua: script.source,
+      });
     out[name] = (redis as unknown as Record<string, ScriptRunner<R>>)[script.command]!.bind(redis);
   }
   return out;

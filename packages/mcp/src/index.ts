@@ -5,6 +5,6 @@ export {
   type McpRouterDeps,
   type McpEnv,
 } from './router.js';
-export type { McpLimits, McpTaskReservation, McpStreamSlot, McpObserver } from './ports.js';
+export type { McpObserver } from './observe.js';
 export { TASKS_EXTENSION, taskFields, detailedTask, declaresTasks } from './view.js';
 export { RATE_LIMITED_CODE } from './rpc.js';

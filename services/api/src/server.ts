@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { Logger } from '@taskline/log';
-import type { TasklineApi } from './types.js';
+import type { TasklineApi } from './app.js';
 
 export interface RunningServer {
   server: Server;

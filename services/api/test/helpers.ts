@@ -10,7 +10,7 @@ import { connectRedis, TaskStore, type EventInput, type TaskRecord } from '@task
 import { createLogger } from '@taskline/log';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { UNAVAILABLE_CODE } from '@taskline/mcp';
-import { createApp, serve, type RunningServer, type TasklineApi } from '../src/app.js';
+import { createApp, serve, type RunningServer, type TasklineApi } from '../src/index.js';
 import { checkResponse } from './openapi-check.js';
 
 export const KEY_A = 'key-a-0123456789';

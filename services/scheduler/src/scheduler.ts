@@ -4,10 +4,12 @@ import {
   startControlServer,
   dispatchJobId,
   modelQueueName,
+  queuePrefix,
   type ControlServer,
   type DispatchJob,
 } from '@taskline/control';
 import {
+  connectQueueRedis,
   defineDispatch,
   handedOver,
   indexTenant,
@@ -20,6 +22,7 @@ import {
   writeWorkerSnapshot,
   type FairShareOptions,
   type Pick,
+  type RedisTarget,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
@@ -28,7 +31,8 @@ import type { TasklineMetrics } from '@taskline/metrics';
 export interface SchedulerOptions {
   id: string;
   redis: Redis;
-  redisUrl: string;
+  /** Where Redis is, for the BullMQ connections (one per queue). */
+  redisTarget: RedisTarget;
   store: TaskStore;
   log: Logger;
   metrics: TasklineMetrics;
@@ -57,7 +61,7 @@ export class Scheduler {
   private exportedLeader = false;
   /** Models whose queue gauges this replica has set, to clear when it stands by. */
   private readonly gaugedModels = new Set<string>();
-  private readonly queues = new Map<string, Queue>();
+  private readonly queues = new Map<string, { queue: Queue; connection: Redis }>();
   private readonly timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private busy = new Set<string>();
@@ -218,12 +222,17 @@ export class Scheduler {
   private queue(model: string): Queue {
     let q = this.queues.get(model);
     if (!q) {
-      q = new Queue(modelQueueName(model), {
-        connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
-      });
+      const connection = connectQueueRedis(this.o.redisTarget, `${this.o.id}-queue`);
+      q = {
+        queue: new Queue(modelQueueName(model), {
+          connection: connection as never,
+          prefix: queuePrefix(model),
+        }),
+        connection,
+      };
       this.queues.set(model, q);
     }
-    return q;
+    return q.queue;
   }
 
   /**
@@ -363,8 +372,8 @@ export class Scheduler {
       waits.set(owner, Math.max(waits.get(owner) ?? 0, (now - oldestAt) / 1000));
       wait.set(model, waits);
     }
-    for (const [model, q] of this.queues) {
-      for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
+    for (const [model, { queue }] of this.queues) {
+      for (const job of await queue.getJobs(['waiting', 'prioritized'], 0, 999))
         add(model, indexTenant((job.data as DispatchJob).tenant), 1);
     }
     // Leadership may have gone while the counts were read: a standby exports no queue.
@@ -384,7 +393,12 @@ export class Scheduler {
     this.wakeup?.disconnect();
     await this.leadership?.release().catch(() => undefined);
     await this.control.close();
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    await Promise.all(
+      [...this.queues.values()].map(async (q) => {
+        await q.queue.close();
+        q.connection.disconnect();
+      }),
+    );
   }
 
   /** Tells workers to drain (all of them when `workerId` is null). */

@@ -1,10 +1,11 @@
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isLegacyRequest } from '@modelcontextprotocol/server';
+import type { Admission, TaskReservation } from '@taskline/admission';
 import type { EventHub, ServedModels, TaskStore } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { ToolRegistry } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from '../ports.js';
+import type { McpObserver } from '../observe.js';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
@@ -15,6 +16,7 @@ import { rpcError } from '../rpc.js';
 export interface LegacyDeps {
   store: TaskStore;
   hub: EventHub;
+  admission: Admission;
   tools: ToolRegistry;
   poll: number;
   served: ServedModels;
@@ -53,7 +55,7 @@ export async function serveLegacy(
   req: Request,
   res: Response,
   tenant: string,
-  reservation?: McpTaskReservation,
+  reservation?: TaskReservation,
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
