@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { isTerminal, isTaskStatus, taskKeys, TasklineError } from '@taskline/engine';
+import { isTerminal, taskStatuses, TasklineError } from '@taskline/engine';
 import { loadLimitScripts, type LimitScripts } from './scripts.js';
 
 const keys = {
@@ -139,13 +139,11 @@ export class TenantLimits {
       if (!member.startsWith('r:')) ids.push(member);
       else if (Number(members[i + 1]) < now - RESERVATION_MS) gone.push(member);
     }
-    const pipeline = this.redis.pipeline();
     // An expired task is gone from Redis (its own clock): no deadline compared with ours.
-    for (const id of ids) pipeline.hget(taskKeys(id).task, 'status');
-    const states = (await pipeline.exec()) ?? [];
+    const states = await taskStatuses(this.redis, ids);
     ids.forEach((id, i) => {
-      const status = (states[i]?.[1] ?? null) as string | null;
-      if (!isTaskStatus(status) || isTerminal(status)) gone.push(id);
+      const status = states[i];
+      if (!status || isTerminal(status)) gone.push(id);
     });
     if (gone.length > 0) await this.redis.zrem(key, ...gone);
     return members.length / 2 - gone.length;

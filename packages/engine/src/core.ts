@@ -122,7 +122,7 @@ export class StoreCore {
     const tenant = queueTenant(task);
     const reply = await this.scripts.enqueue(
       schedulerKeys.ready(tenant, task.model),
-      schedulerKeys.running(tenant),
+      schedulerKeys.active(tenant),
       schedulerKeys.tenants(task.model),
       schedulerKeys.models,
       schedulerKeys.intake,
@@ -180,7 +180,7 @@ export class StoreCore {
     // Two independent removals, sent in one write (no MULTI: neither needs the other).
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, task.id),
-      this.redis.zrem(schedulerKeys.running(queueTenant(task)), task.id),
+      this.redis.zrem(schedulerKeys.active(queueTenant(task)), task.id),
       countEnded(this.redis, this.now()),
     ]);
   }

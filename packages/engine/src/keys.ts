@@ -53,7 +53,11 @@ export const schedulerKeys = {
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
-  running: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  active: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  /** The round-robin cursor of one model's dispatch (dispatch.lua). */
+  rr: (model: string) => `tl:{sched}:rr:${model}`,
+  /** Picks handed to BullMQ whose job is not queued yet, by pick time: what the reconciler repairs. */
+  inflight: 'tl:{sched}:inflight',
   /**
    * Pub/sub channel `enqueue` publishes the offered task's model on, so the leader dispatches at
    * once (visiting that model) instead of at its next poll.

@@ -107,7 +107,7 @@ export class OperatorView {
   /** Dispatched, unfinished tasks per tenant (the scheduler's running sets). */
   async dispatched(tenants: string[]): Promise<Map<string, number>> {
     const p = this.redis.pipeline();
-    for (const t of tenants) p.zcard(schedulerKeys.running(t));
+    for (const t of tenants) p.zcard(schedulerKeys.active(t));
     const rows = (await p.exec()) ?? [];
     return new Map(tenants.map((t, i) => [t, Number(rows[i]?.[1] ?? 0)]));
   }

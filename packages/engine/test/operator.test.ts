@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { OperatorView, operatorKeys, TasklineError, taskKeys } from '../src/index.js';
+import { OperatorView, TasklineError } from '../src/index.js';
+import { operatorKeys, taskKeys } from '../src/keys.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;

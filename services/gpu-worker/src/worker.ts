@@ -21,8 +21,8 @@ import {
   type TaskRecord,
   type TaskRunner,
   type TaskStore,
-  taskKeys,
-  workerCancelChannel,
+  subscribeCancels,
+  taskStatuses,
 } from '@taskline/engine';
 import type { Redis } from 'ioredis';
 import type { ModelBackend, ModelLease } from '@taskline/inference';
@@ -168,14 +168,16 @@ export class GpuWorker {
     sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses
     sub.on('message', (_channel: string, taskId: string) => this.running.get(taskId)?.stop('cancel'));
     sub.on('ready', () => {
-      for (const [id, r] of this.running) {
-        this.o.store.redis.hget(taskKeys(id).task, 'status').then(
-          (status) => status === 'cancelling' && r.stop('cancel'),
-          () => undefined,
-        );
-      }
+      const held = [...this.running];
+      taskStatuses(
+        this.o.store.redis,
+        held.map(([id]) => id),
+      ).then(
+        (statuses) => held.forEach(([, r], i) => statuses[i] === 'cancelling' && r.stop('cancel')),
+        () => undefined,
+      );
     });
-    await sub.subscribe(workerCancelChannel(this.o.id));
+    await subscribeCancels(sub, this.o.id);
   }
 
   /**
