@@ -146,6 +146,10 @@ try {
     const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), {
       id: 'tiny-chat',
       intraOpThreads: Number(BENCH_ENV.TASKLINE_INTRA_OP_THREADS) || undefined,
+      // bench/gpu-check.sh: the bare side runs on the worker's execution provider too.
+      ...(BENCH_ENV.TASKLINE_EXECUTION_PROVIDER === 'cuda' && {
+        executionProviders: ['cuda', 'cpu'] as const,
+      }),
     });
     try {
       await model.generate(same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).bare);
