@@ -56,7 +56,7 @@ export function validateReport(r: Report): void {
   if (problems.length) throw new Error(`malformed report: ${problems.join('; ')}`);
 }
 
-const fmt = (n: number) =>
+export const fmt = (n: number) =>
   Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
 
 export function toMarkdown(r: Report, tables: string[]): string {
