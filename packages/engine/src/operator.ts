@@ -1,69 +1,11 @@
 import type { Redis } from 'ioredis';
-import { schedulerKeys, taskKeys } from './keys.js';
+import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
+import { minuteOf } from './operator-index.js';
+import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
 import { isTaskStatus, type TaskStatus } from './states.js';
-import { notFound, type TaskKind, type TaskRecord, type TaskStore } from './store.js';
-import { TasklineError } from './errors.js';
-
-/**
- * The operator index: what the console lists, never shown to tenants. It holds ids and times
- * only; every row is read from the task record itself, so an expired task drops out of the
- * listing the moment its record expires (and its index entry is dropped on that read).
- */
-export const operatorKeys = {
-  /**
-   * A tenant's tasks by creation time (zset id -> created ms). Tagged `{<tenant>}`, not
-   * `{<taskId>}`: create.lua touches only the task's slot, so the entry is a separate command in
-   * the create's round trip. Bounded to `TASKLINE_OPERATOR_INDEX_MAX` newest entries; the key
-   * lives the task retention after the tenant's last create.
-   */
-  tasks: (tenant: string) => `tl:ops:{${tenant}}:tasks`,
-  /** Tenants by their last create (zset tenant -> ms): the console's tenant list, no SCAN. */
-  tenants: 'tl:{ops}:tenants',
-  /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
-  created: (minute: number) => `tl:{ops}:created:${minute}`,
-  ended: (minute: number) => `tl:{ops}:ended:${minute}`,
-  /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
-  workers: 'tl:{sched}:workers',
-} as const;
-
-const minuteOf = (ms: number) => Math.floor(ms / 60_000);
-const COUNTER_TTL_S = 3600;
-
-export interface OperatorIndexOptions {
-  /** Newest entries kept per tenant. */
-  max: number;
-  /** The tenant's index expires this long after its last create (the task retention). */
-  retentionMs: number;
-}
-
-/**
- * The operator index entries of a new task, sent in the create's round trip (not awaited on
- * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
- * retried create's first time.
- */
-export function indexCreated(
-  redis: Redis,
-  task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
-  o: OperatorIndexOptions,
-): Promise<unknown> {
-  const key = operatorKeys.tasks(task.tenant);
-  const counter = operatorKeys.created(minuteOf(task.createdAt));
-  return Promise.all([
-    redis.zadd(key, 'NX', task.createdAt, task.id),
-    redis.zremrangebyrank(key, 0, -(o.max + 1)),
-    redis.pexpire(key, o.retentionMs),
-    redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
-    redis.incr(counter),
-    redis.expire(counter, COUNTER_TTL_S),
-  ]);
-}
-
-/** Counts one ended task for the throughput chart (beside the ending step, in its round trip). */
-export function countEnded(redis: Redis, now: number): Promise<unknown> {
-  const counter = operatorKeys.ended(minuteOf(now));
-  return Promise.all([redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)]);
-}
+import type { TaskStore } from './store.js';
+import { notFound, TasklineError } from './errors.js';
 
 export interface WorkerSnapshot {
   scheduler: string;

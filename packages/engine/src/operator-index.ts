@@ -1,0 +1,45 @@
+/**
+ * The operator index's writes, beside the create and the end of a task (see `operatorKeys`). Apart
+ * from the console's reads (operator.ts) so that the store, which writes them, needs nothing of it.
+ */
+import type { Redis } from 'ioredis';
+import { operatorKeys } from './keys.js';
+import type { TaskRecord } from './records.js';
+
+export const minuteOf = (ms: number) => Math.floor(ms / 60_000);
+const COUNTER_TTL_S = 3600;
+
+export interface OperatorIndexOptions {
+  /** Newest entries kept per tenant. */
+  max: number;
+  /** The tenant's index expires this long after its last create (the task retention). */
+  retentionMs: number;
+}
+
+/**
+ * The operator index entries of a new task, sent in the create's round trip (not awaited on
+ * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
+ * retried create's first time.
+ */
+export function indexCreated(
+  redis: Redis,
+  task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
+  o: OperatorIndexOptions,
+): Promise<unknown> {
+  const key = operatorKeys.tasks(task.tenant);
+  const counter = operatorKeys.created(minuteOf(task.createdAt));
+  return Promise.all([
+    redis.zadd(key, 'NX', task.createdAt, task.id),
+    redis.zremrangebyrank(key, 0, -(o.max + 1)),
+    redis.pexpire(key, o.retentionMs),
+    redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
+    redis.incr(counter),
+    redis.expire(counter, COUNTER_TTL_S),
+  ]);
+}
+
+/** Counts one ended task for the throughput chart (beside the ending step, in its round trip). */
+export function countEnded(redis: Redis, now: number): Promise<unknown> {
+  const counter = operatorKeys.ended(minuteOf(now));
+  return Promise.all([redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)]);
+}
