@@ -72,6 +72,27 @@ export function cpuMsOf(pid: number | 'self'): number {
   }
 }
 
+/** Starts watching the whole host's CPU (/proc/stat); `percent()` is the share left idle since. */
+export function hostIdle(): { percent(): number } {
+  const read = () => {
+    const fields = readFileSync('/proc/stat', 'utf8')
+      .split('\n')[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    // user nice system idle iowait irq softirq steal: idle and iowait are time nobody ran.
+    return { idle: fields[3]! + (fields[4] ?? 0), total: fields.slice(0, 8).reduce((a, b) => a + b, 0) };
+  };
+  const before = read();
+  return {
+    percent() {
+      const now = read();
+      return Math.round(((now.idle - before.idle) / Math.max(1, now.total - before.total)) * 100);
+    },
+  };
+}
+
 /** Processes to meter by name: a pid, or this benchmark process. */
 export type Procs = Record<string, number | 'self'>;
 
