@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { schedulerKeys, taskKeys } from './keys.js';
 import { finalEvent, statusEvent } from './response.js';
+import type { TaskEnd } from './operator.js';
 import type { ScriptReply, Scripts } from './scripts.js';
 import type { TaskStatus } from './states.js';
 import { problem, type TaskKind, type TaskRecord } from './store.js';
@@ -19,7 +20,7 @@ export interface InputHost {
     task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq' | 'parent'>,
     keepJournal?: boolean,
   ): Promise<void>;
-  released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>): Promise<void>;
+  released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void>;
   observe(kind: TaskKind, state: TaskStatus, createdAt: number): void;
 }
 
@@ -67,7 +68,7 @@ export async function requestInput(
   h.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
   const task = await h.require(id);
-  await h.released(task);
+  await h.released(task, 'parked');
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 
@@ -184,7 +185,7 @@ export async function sweepInputDeadlines(h: InputHost, limit = 500): Promise<st
       failed.push(id);
       h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));
       const task = await h.redis.hmget(keys.task, 'tenant', 'parent');
-      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null });
+      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null }, { failure: error.code });
     }
     // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
     await h.scripts.lease_unindex(schedulerKeys.parked, id, now);

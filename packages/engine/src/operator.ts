@@ -1,9 +1,10 @@
 import type { Redis } from 'ioredis';
 import { schedulerKeys, taskKeys } from './keys.js';
 import { statusEvent } from './response.js';
-import { isTaskStatus, type TaskStatus } from './states.js';
+import { isTaskStatus, isTerminal, type TaskStatus } from './states.js';
 import { notFound, type TaskKind, type TaskRecord, type TaskStore } from './store.js';
 import { TasklineError } from './errors.js';
+import { isWellFormedId } from './ids.js';
 
 /**
  * The operator index: what the console lists, never shown to tenants. It holds ids and times
@@ -23,12 +24,21 @@ export const operatorKeys = {
   /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
   created: (minute: number) => `tl:{ops}:created:${minute}`,
   ended: (minute: number) => `tl:{ops}:ended:${minute}`,
+  /**
+   * A tenant's failed tasks by error code (hash code -> count) ended in one 5-minute bucket, kept
+   * an hour: the console's recent failures. Beside the tenant's index, in its `{<tenant>}` slot.
+   */
+  failed: (tenant: string, bucket: number) => `tl:ops:{${tenant}}:failed:${bucket}`,
   /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
   workers: 'tl:{sched}:workers',
 } as const;
 
 const minuteOf = (ms: number) => Math.floor(ms / 60_000);
 const COUNTER_TTL_S = 3600;
+/** Failures are counted per 5 minutes; the console sums the last hour's twelve buckets. */
+const FAILURE_BUCKET_MS = 5 * 60_000;
+const FAILURE_BUCKETS = 12;
+const bucketOf = (ms: number) => Math.floor(ms / FAILURE_BUCKET_MS);
 
 export interface OperatorIndexOptions {
   /** Newest entries kept per tenant. */
@@ -59,10 +69,21 @@ export function indexCreated(
   ]);
 }
 
-/** Counts one ended task for the throughput chart (beside the ending step, in its round trip). */
-export function countEnded(redis: Redis, now: number): Promise<unknown> {
+/** How a released task left its worker: it ended (`failure`: the code of a `failed` end), or it parked for input. */
+export type TaskEnd = { failure?: string } | 'parked';
+
+/**
+ * Counts one ended task for the throughput chart and, when it failed, its tenant's failures by
+ * code (beside the ending step, in its round trip: a crash in between loses one count, nothing else).
+ */
+export function countEnded(redis: Redis, now: number, tenant: string, failure?: string): Promise<unknown> {
   const counter = operatorKeys.ended(minuteOf(now));
-  return Promise.all([redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)]);
+  const writes: Promise<unknown>[] = [redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)];
+  if (failure !== undefined) {
+    const failed = operatorKeys.failed(tenant, bucketOf(now));
+    writes.push(redis.hincrby(failed, failure, 1), redis.expire(failed, COUNTER_TTL_S + 300));
+  }
+  return Promise.all(writes);
 }
 
 export interface WorkerSnapshot {
@@ -73,6 +94,8 @@ export interface WorkerSnapshot {
     models: { model: string; slots: number; free: number }[];
     draining: boolean;
     lastSeen: number;
+    /** Leases the worker renewed since it started (its heartbeat's count); absent from older schedulers. */
+    leaseRenewals?: number;
   }[];
 }
 
@@ -223,20 +246,30 @@ export class OperatorView {
     return { rows, next: exhausted || score === Infinity ? null : `${score}:${skip}` };
   }
 
-  /** Status counts and failure codes over a tenant's `sample` newest tasks. */
-  async summary(
+  /**
+   * A tenant's unfinished tasks by status, read from every one of `unfinished` (the ids its
+   * unfinished-task cap holds: every task not yet ended, so the counts are exact, and at most
+   * the cap, so the read is bounded; ended ones and create reservations are skipped), and its
+   * failures by code over the last hour's counters.
+   */
+  async tenantCounts(
     tenant: string,
-    sample: number,
+    unfinished: string[],
   ): Promise<{ statuses: Partial<Record<TaskStatus, number>>; failures: Record<string, number> }> {
-    const ids = await this.redis.zrevrange(operatorKeys.tasks(tenant), 0, sample - 1);
+    const last = bucketOf(this.now());
+    const buckets = this.redis.pipeline();
+    for (let b = last - FAILURE_BUCKETS + 1; b <= last; b++) buckets.hgetall(operatorKeys.failed(tenant, b));
+    const [rows, counted] = await Promise.all([
+      this.rowsOf(unfinished.filter((id) => isWellFormedId(id, 'task'))),
+      buckets.exec(),
+    ]);
     const statuses: Partial<Record<TaskStatus, number>> = {};
+    for (const row of rows)
+      if (row && !isTerminal(row.status)) statuses[row.status] = (statuses[row.status] ?? 0) + 1;
     const failures: Record<string, number> = {};
-    for (const row of await this.rowsOf(ids)) {
-      if (!row) continue;
-      statuses[row.status] = (statuses[row.status] ?? 0) + 1;
-      if (row.status === 'failed')
-        failures[row.errorCode ?? 'unknown'] = (failures[row.errorCode ?? 'unknown'] ?? 0) + 1;
-    }
+    for (const [, value] of counted ?? [])
+      for (const [code, n] of Object.entries((value ?? {}) as Record<string, string>))
+        failures[code] = (failures[code] ?? 0) + Number(n);
     return { statuses, failures };
   }
 

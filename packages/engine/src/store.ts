@@ -20,7 +20,7 @@ import {
   type Problem,
   type ResponseObject,
 } from './response.js';
-import { countEnded, indexCreated } from './operator.js';
+import { countEnded, indexCreated, type TaskEnd } from './operator.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
 import { loadScripts, type ScriptReply, type Scripts } from './scripts.js';
 import {
@@ -77,6 +77,11 @@ export interface TaskRecord {
   inputDeadline: number | null;
   /** The tool task a child generation runs for: it is dispatched under its parent's place. */
   parent: string | null;
+  /**
+   * The Idempotency-Key its create carried, as the tenant sent it (at most 255 characters): shown
+   * to operators only. The idempotency record itself keeps only the key's hash.
+   */
+  idempotencyKey: string | null;
 }
 
 export interface NewTask {
@@ -89,6 +94,8 @@ export interface NewTask {
   id?: string;
   /** The tool task this generation runs for (see TaskRecord.parent). */
   parent?: string;
+  /** Set by `createIdempotent`: the key is kept on the record for operators (TaskRecord.idempotencyKey). */
+  idempotencyKey?: string;
 }
 
 export interface StoredEvent {
@@ -188,7 +195,7 @@ export class TaskStore {
       require: (id, tenant) => this.require(id, tenant),
       check,
       enqueue: (task, keepJournal) => this.enqueue(task, keepJournal),
-      released: (task) => this.released(task),
+      released: (task, end) => this.released(task, end),
       observe: (kind, state, createdAt) => this.observe(kind, state, createdAt),
     };
   }
@@ -224,6 +231,7 @@ export class TaskStore {
       response_id: responseId,
       request: JSON.stringify(input.request),
       ...(input.parent !== undefined && { parent: input.parent }),
+      ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
     };
     const created = statusEvent('queued', {
       response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
@@ -385,7 +393,7 @@ export class TaskStore {
         .zrem(schedulerKeys.running(queueTenant(task)), id)
         .zrem(schedulerKeys.parked, id)
         .exec();
-      await countEnded(this.redis, this.now());
+      await countEnded(this.redis, this.now(), task.tenant);
     }
     return { outcome: outcome as CancelOutcome, task: await this.require(id, tenant ?? undefined) };
   }
@@ -499,21 +507,22 @@ export class TaskStore {
       fields,
       events: [...(finish.events ?? []), finalEvent(finish.status, result, task.kind, error)],
     });
-    await this.released(task);
+    await this.released(task, { failure: error?.code });
     return seq;
   }
 
   /**
    * Drops an ended task from the lease index and its tenant's running set, so the scheduler's
    * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
-   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop.
+   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. A
+   * parked task is released too, but has not ended: only an end is counted for the console.
    */
-  private async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>): Promise<void> {
+  private async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
     // Two independent removals, sent in one write (no MULTI: neither needs the other).
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, task.id),
       this.redis.zrem(schedulerKeys.running(queueTenant(task)), task.id),
-      countEnded(this.redis, this.now()),
+      end === 'parked' ? null : countEnded(this.redis, this.now(), task.tenant, end.failure),
     ]);
   }
 
@@ -664,7 +673,10 @@ export class TaskStore {
         events: plan.events,
       });
       if (plan.to === 'queued') await this.enqueue({ ...task, seq });
-      else await this.released(task);
+      else
+        await this.released(task, {
+          failure: plan.fields.error ? (JSON.parse(plan.fields.error) as Problem).code : undefined,
+        });
       return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
     } catch (err) {
       if (
@@ -773,13 +785,16 @@ export class TaskStore {
     key: string,
     fingerprint: string,
   ): Promise<{ task: TaskRecord; replayed: boolean }> {
+    // The key lands on the record (for operators): bounded as LMSP's Idempotency-Key header is.
+    if (key.length > 255)
+      throw new TasklineError('invalid_request', 'An idempotency key is at most 255 characters.');
     const begun = await this.beginIdempotent(input.tenant, key, fingerprint);
     // A replay may answer a retry of a create whose first answer was replication_timeout.
     if (begun.replay) {
       await this.replicated();
       return { task: begun.replay, replayed: true };
     }
-    const task = await this.create({ ...input, id: begun.taskId });
+    const task = await this.create({ ...input, id: begun.taskId, idempotencyKey: key });
     await this.finishIdempotent(begun.recordKey, task.id);
     return { task, replayed: false };
   }
@@ -927,6 +942,7 @@ function parseTask(raw: Record<string, string>): TaskRecord {
     parked: raw.parked !== undefined,
     inputDeadline: num(raw.input_deadline),
     parent: raw.parent ?? null,
+    idempotencyKey: raw.idempotency_key ?? null,
   };
 }
 

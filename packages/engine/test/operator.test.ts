@@ -111,3 +111,25 @@ test("an operator's cancel is recorded in the task's events", async () => {
   assert.equal(final.operator_action.operator, 'jwt:alice');
   assert.equal(await h.redis.exists(taskKeys(task.id).task), 1);
 });
+
+test('an end is counted when a task ends, not when it parks for input; failures by tenant and code', async () => {
+  clock = 5_000_000;
+  const minute = Math.floor(clock / 60_000);
+  const ended = async () => Number(await h.redis.get(operatorKeys.ended(minute)));
+  const tool = await h.store.create(
+    newTask({ tenant: 'counts', kind: 'tool', model: 'tools', onRestart: 'retry' }),
+  );
+  const claimed = await h.store.claim(tool.id, 'w1', 60_000, { start: true });
+  const confirm = { method: 'elicitation/create', params: { message: 'Run it?' } };
+  await h.store.requestInput(tool.id, claimed.attempt, { confirm });
+  assert.equal(await ended(), 0, 'a parked task has not ended');
+  const failing = await h.store.create(newTask({ tenant: 'counts' }));
+  const run = await h.store.claim(failing.id, 'w1', 60_000, { start: true });
+  const error = { type: 'about:blank', title: 'Boom', status: 500, detail: 'boom', code: 'model_error' };
+  await h.store.finish(failing.id, run.attempt, { status: 'failed', error });
+  assert.equal(await ended(), 1);
+  const counts = await view().tenantCounts('counts', [tool.id, failing.id, 'r:reservation']);
+  assert.deepEqual(counts.statuses, { input_required: 1 });
+  assert.deepEqual(counts.failures, { model_error: 1 });
+  assert.deepEqual((await view().tenantCounts('other-tenant', [])).failures, {});
+});
