@@ -11,6 +11,24 @@ export function adminOpenApi(): Record<string, unknown> {
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
   const refused = { '401': problem, '403': problem };
+  const feed = (what: string, event: string) => ({
+    get: {
+      summary:
+        `${what} as SSE: an \`${event}\` event (the JSON route's body) now and every 2 s, \`id:\` its time in ms; ` +
+        'heartbeat comments; resume with Last-Event-ID or starting_after (only newer snapshots follow). ' +
+        "Counts against the operator's open-stream cap (429); ended with a `retry:` hint on shutdown.",
+      parameters: [q('starting_after', { type: 'integer', minimum: 0 }, 'Resume after this snapshot id.')],
+      responses: {
+        '200': {
+          description: 'text/event-stream',
+          content: { 'text/event-stream': { schema: { type: 'string' } } },
+        },
+        '400': problem,
+        '429': problem,
+        ...refused,
+      },
+    },
+  });
   const id = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^task_' } };
   const q = (name: string, schema: Record<string, unknown>, description: string) => ({
     name,
@@ -39,10 +57,11 @@ export function adminOpenApi(): Record<string, unknown> {
           responses: { '200': json('The overview.'), ...refused },
         },
       },
+      '/overview/events': feed('The overview', 'overview'),
       '/tenants': {
         get: {
           summary:
-            'Tenants active within the task retention, busiest first (queued + dispatched), paginated.',
+            'Tenants active within the task retention, busiest first (queued + dispatched), paginated; each with every unfinished task counted by status (`unfinished`), failures by code in the last hour (`failures_last_hour`) and limit usage.',
           parameters: [
             q('q', { type: 'string' }, 'Only tenants whose id contains this.'),
             q('offset', { type: 'integer', minimum: 0 }, 'Rows to skip.'),
@@ -77,7 +96,7 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tasks/{id}': {
         get: {
           summary:
-            'A task: record (attempt, lease owner and expiry, on_restart, times), timeline of its states, open input requests.',
+            'A task: record (attempt, lease owner and expiry, on_restart, times, the Idempotency-Key its create carried), timeline of its states, open input requests.',
           parameters: [id],
           responses: { '200': json('The task.'), '404': problem, ...refused },
         },
@@ -122,10 +141,11 @@ export function adminOpenApi(): Record<string, unknown> {
       '/workers': {
         get: {
           summary:
-            "Workers as the leader scheduler knows them (models, slots, draining, last heartbeat) and the leader's address.",
+            "Workers as the leader scheduler knows them (models, slots, draining, lease renewals, last heartbeat) and the leader's address.",
           responses: { '200': json('Workers and leader.'), ...refused },
         },
       },
+      '/workers/events': feed('Workers and leader', 'workers'),
       '/slo': {
         get: {
           summary: 'SLO burn rates from Prometheus (TASKLINE_PROMETHEUS_URL), or `configured: false`.',

@@ -1,4 +1,4 @@
-import { api } from './client.js';
+import { api, follow } from './client.js';
 import { lineChart } from './charts.js';
 
 type Attrs = Record<string, string | number | boolean | ((e: Event) => void)>;
@@ -63,7 +63,8 @@ interface TenantRow {
   tenant: string;
   queued: number;
   dispatched: number;
-  recent: { sample: number; statuses: Record<string, number>; failures: Record<string, number> };
+  unfinished: Record<string, number>;
+  failures_last_hour: Record<string, number>;
   limits: {
     active_tasks: number;
     max_active_tasks: number;
@@ -107,13 +108,13 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
     );
     tenants.replaceChildren(
       table(
-        `Busiest first; statuses and failures over each tenant's ${page.data[0]?.recent.sample ?? 100} newest tasks`,
+        'Busiest first; every unfinished task by status; failures by code in the last hour',
         [
           'Tenant',
           'Queued',
           'Dispatched',
-          'Recent statuses',
-          'Recent failures',
+          'Unfinished by status',
+          'Failures, last hour',
           'Unfinished / cap',
           'Streams / cap',
           'Request tokens',
@@ -122,8 +123,8 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
           h('a', { href: `#/tenants/${encodeURIComponent(t.tenant)}` }, t.tenant),
           t.queued,
           t.dispatched,
-          counts(t.recent.statuses),
-          counts(t.recent.failures),
+          h('span', { 'data-unfinished': t.tenant }, counts(t.unfinished)),
+          counts(t.failures_last_hour),
           `${t.limits.active_tasks} / ${t.limits.max_active_tasks}`,
           `${t.limits.open_streams} / ${t.limits.max_streams}`,
           `${t.limits.request_tokens} / ${t.limits.request_burst}`,
@@ -155,8 +156,7 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
     );
   };
   search.addEventListener('input', () => ((offset = 0), void loadTenants()));
-  await every(2000, signal, async () => {
-    const o = await api<Overview>('/overview');
+  const draw = (o: Overview) => {
     const queued = o.models.reduce((n, m) => n + m.queued, 0);
     depthHistory.push({
       at: Date.now(),
@@ -209,7 +209,23 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
               (o.slo.slos ?? []).map((s) => [s.slo, s.namespace ?? '', s.window, s.burn_rate.toFixed(2)]),
             ),
     );
-    await loadTenants();
+  };
+  // A refused key signs out here, before any stream opens.
+  await loadTenants();
+  // The overview is pushed (SSE, resumed with Last-Event-ID); the tenant table is read again with each.
+  void follow(
+    '/overview/events',
+    (type, _id, data) => {
+      if (type !== 'overview') return;
+      draw(data as unknown as Overview);
+      void loadTenants().catch(() => undefined);
+    },
+    signal,
+  ).then((refused) => {
+    if (refused)
+      models.replaceChildren(
+        h('p', { class: 'error', role: 'alert' }, `Not following the overview: ${refused}`),
+      );
   });
 }
 
@@ -297,14 +313,14 @@ interface Workers {
     models: { model: string; slots: number; free: number }[];
     draining: boolean;
     last_heartbeat_at: number;
+    lease_renewals: number;
   }[];
 }
 
 export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Promise<void> {
   const body = h('div');
   view.replaceChildren(h('h1', {}, 'Workers and schedulers'), body);
-  await every(2000, signal, async () => {
-    const w = await api<Workers>('/workers');
+  const draw = (w: Workers) =>
     body.replaceChildren(
       h(
         'p',
@@ -315,14 +331,23 @@ export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Pro
       ),
       table(
         `As the leader reported them at ${time(w.reported_at)}`,
-        ['Worker', 'Models (busy / slots)', 'Draining', 'Last heartbeat'],
+        ['Worker', 'Models (busy / slots)', 'Draining', 'Lease renewals', 'Last heartbeat'],
         w.workers.map((x) => [
           x.worker_id,
           x.models.map((m) => `${m.model} ${m.slots - m.free} / ${m.slots}`).join(', '),
           x.draining ? 'yes' : 'no',
+          h('span', { 'data-renewals': x.worker_id }, x.lease_renewals),
           time(x.last_heartbeat_at),
         ]),
       ),
     );
+  // The first state comes from the JSON route (a refused key signs out), then the stream pushes.
+  draw(await api<Workers>('/workers'));
+  void follow(
+    '/workers/events',
+    (type, _id, data) => void (type === 'workers' && draw(data as unknown as Workers)),
+    signal,
+  ).then((refused) => {
+    if (refused) body.prepend(h('p', { class: 'error', role: 'alert' }, `Not following workers: ${refused}`));
   });
 }

@@ -25,13 +25,22 @@ async function main(): Promise<void> {
     redis,
     logger,
     metrics,
-    mountExtra: (app, { store, hub, auth, limits, models, followTask }) => {
+    mountExtra: (app, { store, hub, auth, limits, models, followTask, streams }) => {
       // The operator console at /console and /admin/v1: operators only, never a tenant credential.
       mountConsole(app, {
         store,
         operators: operatorAuthenticator(env),
         models: [...models.keys()],
         followTask,
+        // The overview's stream: counted, capped and ended on shutdown as task streams are.
+        live: {
+          openStream: (name) => limits.openStream(name),
+          register: (stream) => streams.add(stream),
+          heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+          retryMs: env.TASKLINE_SSE_RETRY_MS,
+          maxBufferBytes: env.TASKLINE_SSE_MAX_BUFFER_BYTES,
+          opened: (delta) => metrics.sseStreamsOpen.inc({ protocol: 'console' }, delta),
+        },
         usage: (tenants) => limits.usage(tenants),
         limits: {
           maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
