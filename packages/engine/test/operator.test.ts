@@ -133,3 +133,23 @@ test('an end is counted when a task ends, not when it parks for input; failures 
   assert.deepEqual(counts.failures, { model_error: 1 });
   assert.deepEqual((await view().tenantCounts('other-tenant', [])).failures, {});
 });
+
+test("a task the recovery sweep fails counts under its tenant's failures by code", async () => {
+  clock = 6_000_000;
+  const task = await h.store.create(newTask({ tenant: 'recovered', onRestart: 'fail' }));
+  await h.store.claim(task.id, 'w1', 1000, { start: true });
+  clock += 2000; // the worker died: its lease lapsed
+  await h.store.sweepLeases();
+  assert.equal((await h.store.get(task.id))?.status, 'failed');
+  assert.deepEqual((await view().tenantCounts('recovered', [task.id])).failures, { server_restarted: 1 });
+});
+
+test('an idempotent create keeps its key on the record for operators; a key over 255 characters is refused', async () => {
+  const { task } = await h.store.createIdempotent(newTask({ tenant: 'idem' }), 'order-42', 'fp');
+  assert.equal((await h.store.get(task.id))?.idempotencyKey, 'order-42');
+  assert.equal((await h.store.create(newTask({ tenant: 'idem' }))).idempotencyKey, null);
+  await assert.rejects(
+    h.store.createIdempotent(newTask({ tenant: 'idem' }), 'k'.repeat(256), 'fp'),
+    (e) => e instanceof TasklineError && e.code === 'invalid_request',
+  );
+});

@@ -342,4 +342,15 @@ describe('operator console in a real browser', () => {
     assert.equal(body.data.length, 2);
     assert.ok(body.next_cursor);
   });
+
+  it('ends an open overview stream with a retry hint when the api shuts down', async () => {
+    const res = await fetch(`${api.base}/admin/v1/overview/events`, { headers: ADMIN });
+    const frames = sseFrames(res);
+    await nextFrame(frames, (f) => f.event === 'overview');
+    api.child.kill('SIGTERM');
+    // The reader is told when to come back (to another replica), as task streams are.
+    const hint = await nextFrame(frames, (f) => f.retry !== undefined);
+    assert.ok(Number(hint.retry) > 0);
+    assert.equal((await frames.next()).done, true);
+  });
 });
