@@ -38,7 +38,7 @@ export interface ConsoleDeps extends OverviewDeps {
 
 /** Tenants the overview ranks at most (the most recently active): a bounded read however many exist. */
 const TENANT_RANK_LIMIT = 1000;
-/** How often the overview and workers streams send a snapshot. */
+/** How often the overview, workers and task list streams send a snapshot. */
 const OVERVIEW_INTERVAL_MS = 2000;
 /** Events a task page's timeline reads at most. */
 const TIMELINE_READ = 2000;
@@ -138,7 +138,8 @@ export function adminRouter(deps: ConsoleDeps): Router {
     });
   });
 
-  router.get('/tenants/:tenant/tasks', async (req, res) => {
+  /** A page of a tenant's tasks as the query asks; `since` is taken when it is read. */
+  const taskQuery = (req: Request) => {
     const tenant = strParam(req.params.tenant, 'tenant', /^[A-Za-z0-9._-]{1,64}$/)!;
     const status = req.query.status;
     if (status !== undefined && status !== '' && !isTaskStatus(status))
@@ -148,25 +149,49 @@ export function adminRouter(deps: ConsoleDeps): Router {
     const maxAge = intParam(req.query.max_age_s, 'max_age_s', 1, 365 * 86400, 0);
     const limit = intParam(req.query.limit, 'limit', 1, 200, 50);
     const cursor = strParam(req.query.cursor, 'cursor', /^\d{1,16}:\d{1,9}$/);
-    const filter: TaskFilter = {
-      ...(status ? { status } : {}),
-      ...(kind ? { kind } : {}),
-      ...(model ? { model } : {}),
-      ...(maxAge ? { since: Date.now() - maxAge * 1000 } : {}),
+    const key = JSON.stringify([tenant, status, kind, model, maxAge, limit]);
+    const read = async () => {
+      const filter: TaskFilter = {
+        ...(status ? { status } : {}),
+        ...(kind ? { kind } : {}),
+        ...(model ? { model } : {}),
+        ...(maxAge ? { since: Date.now() - maxAge * 1000 } : {}),
+      };
+      const page = await view.tasks(tenant, filter, limit, cursor);
+      return {
+        at: Date.now(),
+        data: page.rows.map((r) => ({
+          id: r.id,
+          type: r.kind,
+          status: r.status,
+          model: r.model,
+          created_at: r.createdAt,
+          updated_at: r.updatedAt,
+          error_code: r.errorCode,
+        })),
+        next_cursor: page.next,
+      };
     };
-    const page = await view.tasks(tenant, filter, limit, cursor);
-    res.json({
-      data: page.rows.map((r) => ({
-        id: r.id,
-        type: r.kind,
-        status: r.status,
-        model: r.model,
-        created_at: r.createdAt,
-        updated_at: r.updatedAt,
-        error_code: r.errorCode,
-      })),
-      next_cursor: page.next,
-    });
+    return { key, read };
+  };
+  router.get('/tenants/:tenant/tasks', async (req, res) => {
+    res.json(await taskQuery(req).read());
+  });
+  // The first page, pushed as it changes: one feed per distinct query, shared by its readers and
+  // dropped with its last one (so there are never more feeds than open streams).
+  const taskFeeds = new Map<string, SnapshotFeed>();
+  router.get('/tenants/:tenant/tasks/events', async (req, res) => {
+    if (req.query.cursor !== undefined)
+      throw new TasklineError('invalid_request', 'The task list stream follows the first page: no cursor.');
+    const { key, read } = taskQuery(req);
+    let feed = taskFeeds.get(key);
+    if (!feed) {
+      const created: SnapshotFeed = new SnapshotFeed('tasks', read, OVERVIEW_INTERVAL_MS, () => {
+        if (taskFeeds.get(key) === created) taskFeeds.delete(key);
+      });
+      taskFeeds.set(key, (feed = created));
+    }
+    await serveFeed(req, res, feed, deps.live, streamsOf(req));
   });
 
   router.get('/tasks/:id', async (req, res) => {

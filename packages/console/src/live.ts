@@ -39,6 +39,8 @@ export class SnapshotFeed {
     private readonly event: string,
     private readonly read: () => Promise<{ at: number }>,
     private readonly intervalMs: number,
+    /** Called when its last reader leaves. */
+    private readonly onIdle?: () => void,
   ) {}
 
   /** Calls `fn` with each new snapshot (the latest one first, if it is newer than `after`). */
@@ -53,6 +55,7 @@ export class SnapshotFeed {
       if (this.listeners.size === 0) {
         clearTimeout(this.timer);
         this.timer = undefined;
+        this.onIdle?.();
       }
     };
   }

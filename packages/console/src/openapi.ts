@@ -11,13 +11,31 @@ export function adminOpenApi(): Record<string, unknown> {
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
   const refused = { '401': problem, '403': problem };
-  const feed = (what: string, event: string) => ({
+  const q = (name: string, schema: Record<string, unknown>, description: string) => ({
+    name,
+    in: 'query',
+    required: false,
+    schema,
+    description,
+  });
+  const taskParams = [
+    { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
+    q('status', { $ref: '#/components/schemas/TaskStatus' }, 'Only this status.'),
+    q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
+    q('model', { type: 'string' }, 'Only this model.'),
+    q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
+    q('limit', { type: 'integer', minimum: 1, maximum: 200 }, 'Rows per page (50).'),
+  ];
+  const feed = (what: string, event: string, parameters: Record<string, unknown>[] = []) => ({
     get: {
       summary:
         `${what} as SSE: an \`${event}\` event (the JSON route's body) now and every 2 s, \`id:\` its time in ms; ` +
         'heartbeat comments; resume with Last-Event-ID or starting_after (only newer snapshots follow). ' +
         "Counts against the operator's open-stream cap (429); ended with a `retry:` hint on shutdown.",
-      parameters: [q('starting_after', { type: 'integer', minimum: 0 }, 'Resume after this snapshot id.')],
+      parameters: [
+        ...parameters,
+        q('starting_after', { type: 'integer', minimum: 0 }, 'Resume after this snapshot id.'),
+      ],
       responses: {
         '200': {
           description: 'text/event-stream',
@@ -30,13 +48,6 @@ export function adminOpenApi(): Record<string, unknown> {
     },
   });
   const id = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^task_' } };
-  const q = (name: string, schema: Record<string, unknown>, description: string) => ({
-    name,
-    in: 'query',
-    required: false,
-    schema,
-    description,
-  });
   return {
     openapi: '3.1.0',
     info: {
@@ -77,15 +88,7 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tenants/{tenant}/tasks': {
         get: {
           summary: "A tenant's recent tasks from the operator index, newest first.",
-          parameters: [
-            { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
-            q('status', { $ref: '#/components/schemas/TaskStatus' }, 'Only this status.'),
-            q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
-            q('model', { type: 'string' }, 'Only this model.'),
-            q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
-            q('limit', { type: 'integer', minimum: 1, maximum: 200 }, 'Rows per page (50).'),
-            q('cursor', { type: 'string' }, '`next_cursor` of the previous page.'),
-          ],
+          parameters: [...taskParams, q('cursor', { type: 'string' }, '`next_cursor` of the previous page.')],
           responses: {
             '200': json('A page of tasks and `next_cursor` (null at the end).'),
             '400': problem,
@@ -93,6 +96,11 @@ export function adminOpenApi(): Record<string, unknown> {
           },
         },
       },
+      '/tenants/{tenant}/tasks/events': feed(
+        "The first page of a tenant's tasks (the same query parameters but `cursor`)",
+        'tasks',
+        taskParams,
+      ),
       '/tasks/{id}': {
         get: {
           summary:

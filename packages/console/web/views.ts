@@ -31,13 +31,6 @@ const counts = (o: Record<string, number>) =>
     .map(([k, v]) => `${k} ${v}`)
     .join(', ') || '—';
 
-/** Runs `fn` now and every `ms` until `signal` aborts. */
-async function every(ms: number, signal: AbortSignal, fn: () => Promise<void>): Promise<void> {
-  await fn();
-  const timer = setInterval(() => void fn().catch(() => undefined), ms);
-  signal.addEventListener('abort', () => clearInterval(timer));
-}
-
 /** Queue depth samples while the overview is open (the last 10 minutes at most). */
 const depthHistory: { at: number; depth: number; running: number }[] = [];
 
@@ -263,8 +256,9 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
   const more = h('div');
   view.replaceChildren(h('h1', {}, `Tenant ${tenant}`), form, list, more);
   const value = (id: string) => (document.getElementById(id) as HTMLInputElement).value;
-  let extra = false;
-  const load = async (cursor: string | null) => {
+  type Page = { data: TaskRowJson[]; next_cursor: string | null };
+  const base = `/tenants/${encodeURIComponent(tenant)}/tasks`;
+  const query = (cursor: string | null) => {
     const q = new URLSearchParams({ limit: '50' });
     for (const [k, id] of [
       ['status', 'f-status'],
@@ -274,9 +268,9 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
     ] as const)
       if (value(id)) q.set(k, value(id));
     if (cursor) q.set('cursor', cursor);
-    const page = await api<{ data: TaskRowJson[]; next_cursor: string | null }>(
-      `/tenants/${encodeURIComponent(tenant)}/tasks?${q}`,
-    );
+    return String(q);
+  };
+  const show = (page: Page, older: boolean) => {
     const rows = page.data.map((t) => [
       h('a', { href: `#/tasks/${t.id}` }, t.id),
       status(t.status),
@@ -286,23 +280,42 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
       t.error_code ?? '',
     ]);
     const tbl = table('Newest first', ['Task', 'Status', 'Type', 'Model', 'Created', 'Error'], rows);
-    if (cursor) list.append(tbl);
+    if (older) list.append(tbl);
     else list.replaceChildren(tbl);
     more.replaceChildren(
       page.next_cursor
         ? h(
             'button',
-            { type: 'button', class: 'plain', click: () => ((extra = true), void load(page.next_cursor)) },
+            {
+              type: 'button',
+              class: 'plain',
+              // Paging back stops following: the rows would move under the operator's eyes.
+              click: () => {
+                following?.abort();
+                void api<Page>(`${base}?${query(page.next_cursor)}`).then((p) => show(p, true));
+              },
+            },
             'Older tasks',
           )
         : h('p', { class: 'muted' }, 'End of the list.'),
     );
   };
-  form.addEventListener('change', () => ((extra = false), void load(null)));
-  // The first page follows new tasks until the operator pages further back.
-  await every(2000, signal, async () => {
-    if (!extra) await load(null);
-  });
+  // The first page is pushed as it changes (SSE) until the operator pages back or filters again.
+  let following: AbortController | null = null;
+  signal.addEventListener('abort', () => following?.abort());
+  const followFirst = () => {
+    following?.abort();
+    following = new AbortController();
+    void follow(
+      `${base}/events?${query(null)}`,
+      (type, _id, data) => void (type === 'tasks' && show(data as unknown as Page, false)),
+      following.signal,
+    );
+  };
+  form.addEventListener('change', followFirst);
+  // The first read is plain JSON: a refused key signs out here.
+  show(await api<Page>(`${base}?${query(null)}`), false);
+  followFirst();
 }
 
 interface Workers {

@@ -52,6 +52,7 @@ const ROUTES: [string, string][] = [
   ['GET', '/admin/v1/overview/events'],
   ['GET', '/admin/v1/tenants'],
   ['GET', '/admin/v1/tenants/tenant-a/tasks'],
+  ['GET', '/admin/v1/tenants/tenant-a/tasks/events'],
   ['GET', '/admin/v1/tasks/TASK'],
   ['GET', '/admin/v1/tasks/TASK/events'],
   ['POST', '/admin/v1/tasks/TASK/cancel'],
@@ -129,9 +130,14 @@ describe('operator console in a real browser', () => {
   it("lists a created task in its tenant's list; its page shows the Idempotency-Key to operators only", async () => {
     const { page } = browser;
     const key = `order-${Date.now()}`;
-    const id = await createTask(undefined, { 'Idempotency-Key': key });
+    const urls: string[] = [];
+    page.on('request', (r) => urls.push(new URL(r.url()).pathname));
     await page.goto(`${api.base}/console#/tenants/tenant-a`);
+    await page.getByText('End of the list.').waitFor();
+    // Created while the list is open: the list's stream brings it.
+    const id = await createTask(undefined, { 'Idempotency-Key': key });
     await page.getByRole('link', { name: id }).waitFor();
+    assert.ok(urls.includes('/admin/v1/tenants/tenant-a/tasks/events'), 'the list follows its stream');
     await screenshot(page, 'tenant-tasks');
     await assertAccessible(page, 'tenant tasks');
     await page.getByRole('link', { name: id }).click();
