@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import { TasklineError } from './errors.js';
 import { taskKeys } from './keys.js';
-import type { StoredEvent, TaskStore } from './store.js';
+import type { StoredEvent } from './records.js';
+import type { TaskStore } from './store.js';
 
 export interface Subscription {
   /** Sequence number of the last event delivered. */

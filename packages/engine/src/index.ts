@@ -20,19 +20,19 @@ export {
 export {
   TaskStore,
   storeOptionsFromEnv,
+  type TaskStoreOptions,
+  type CancelOutcome,
+  type Finish,
+} from './store.js';
+export {
   eventObject,
   eventJson,
-  notFound,
-  problem,
   type TaskRecord,
   type TaskKind,
   type NewTask,
   type StoredEvent,
-  type TaskStoreOptions,
   type TransitionObserved,
-  type CancelOutcome,
-  type Finish,
-} from './store.js';
+} from './records.js';
 export {
   emptyResponse,
   statusEvent,
@@ -41,7 +41,6 @@ export {
   FINAL_EVENT_TYPES,
   type ResponseObject,
   type ResponseStatus,
-  type Problem,
   type EventInput,
 } from './response.js';
 export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
@@ -54,7 +53,7 @@ export {
   type ServedModels,
 } from './models.js';
 export type { RunContext, RunOutcome, TaskRunner } from './runner.js';
-export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
+export { TasklineError, ERROR_CODES, notFound, problem, type ErrorCode, type Problem } from './errors.js';
 export {
   taskKeys,
   schedulerKeys,
@@ -65,12 +64,12 @@ export {
   indexTenant,
   offeredState,
   parseOfferedState,
+  operatorKeys,
   type QueuedState,
 } from './keys.js';
 export { newId, isWellFormedId } from './ids.js';
 export {
   OperatorView,
-  operatorKeys,
   readyBacklog,
   writeWorkerSnapshot,
   type ReadyBacklog,
@@ -79,7 +78,16 @@ export {
   type WorkerSnapshot,
 } from './operator.js';
 export { scriptSource, type ScriptName } from './scripts.js';
-export { connectRedis, isRedisUnavailable, timeRedisCommands } from './redis.js';
+export {
+  connectRedis,
+  connectQueueRedis,
+  redisTargetFromEnv,
+  isCluster,
+  isRedisUnavailable,
+  timeRedisCommands,
+  type RedisTarget,
+  type ClusterTarget,
+} from './redis.js';
 export {
   redisUnavailableReason,
   REDIS_UNAVAILABLE_REASONS,

@@ -1,90 +1,12 @@
 import type { Redis } from 'ioredis';
-import { schedulerKeys, taskKeys } from './keys.js';
+import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
+import { bucketOf, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
+import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
 import { isTaskStatus, isTerminal, type TaskStatus } from './states.js';
-import { notFound, type TaskKind, type TaskRecord, type TaskStore } from './store.js';
-import { TasklineError } from './errors.js';
+import type { TaskStore } from './store.js';
+import { notFound, TasklineError } from './errors.js';
 import { isWellFormedId } from './ids.js';
-
-/**
- * The operator index: what the console lists, never shown to tenants. It holds ids and times
- * only; every row is read from the task record itself, so an expired task drops out of the
- * listing the moment its record expires (and its index entry is dropped on that read).
- */
-export const operatorKeys = {
-  /**
-   * A tenant's tasks by creation time (zset id -> created ms). Tagged `{<tenant>}`, not
-   * `{<taskId>}`: create.lua touches only the task's slot, so the entry is a separate command in
-   * the create's round trip. Bounded to `TASKLINE_OPERATOR_INDEX_MAX` newest entries; the key
-   * lives the task retention after the tenant's last create.
-   */
-  tasks: (tenant: string) => `tl:ops:{${tenant}}:tasks`,
-  /** Tenants by their last create (zset tenant -> ms): the console's tenant list, no SCAN. */
-  tenants: 'tl:{ops}:tenants',
-  /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
-  created: (minute: number) => `tl:{ops}:created:${minute}`,
-  ended: (minute: number) => `tl:{ops}:ended:${minute}`,
-  /**
-   * A tenant's failed tasks by error code (hash code -> count) ended in one 5-minute bucket, kept
-   * an hour: the console's recent failures. Beside the tenant's index, in its `{<tenant>}` slot.
-   */
-  failed: (tenant: string, bucket: number) => `tl:ops:{${tenant}}:failed:${bucket}`,
-  /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
-  workers: 'tl:{sched}:workers',
-} as const;
-
-const minuteOf = (ms: number) => Math.floor(ms / 60_000);
-const COUNTER_TTL_S = 3600;
-/** Failures are counted per 5 minutes; the console sums the last hour's twelve buckets. */
-const FAILURE_BUCKET_MS = 5 * 60_000;
-const FAILURE_BUCKETS = 12;
-const bucketOf = (ms: number) => Math.floor(ms / FAILURE_BUCKET_MS);
-
-export interface OperatorIndexOptions {
-  /** Newest entries kept per tenant. */
-  max: number;
-  /** The tenant's index expires this long after its last create (the task retention). */
-  retentionMs: number;
-}
-
-/**
- * The operator index entries of a new task, sent in the create's round trip (not awaited on
- * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
- * retried create's first time.
- */
-export function indexCreated(
-  redis: Redis,
-  task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
-  o: OperatorIndexOptions,
-): Promise<unknown> {
-  const key = operatorKeys.tasks(task.tenant);
-  const counter = operatorKeys.created(minuteOf(task.createdAt));
-  return Promise.all([
-    redis.zadd(key, 'NX', task.createdAt, task.id),
-    redis.zremrangebyrank(key, 0, -(o.max + 1)),
-    redis.pexpire(key, o.retentionMs),
-    redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
-    redis.incr(counter),
-    redis.expire(counter, COUNTER_TTL_S),
-  ]);
-}
-
-/** How a released task left its worker: it ended (`failure`: the code of a `failed` end), or it parked for input. */
-export type TaskEnd = { failure?: string } | 'parked';
-
-/**
- * Counts one ended task for the throughput chart and, when it failed, its tenant's failures by
- * code (beside the ending step, in its round trip: a crash in between loses one count, nothing else).
- */
-export function countEnded(redis: Redis, now: number, tenant: string, failure?: string): Promise<unknown> {
-  const counter = operatorKeys.ended(minuteOf(now));
-  const writes: Promise<unknown>[] = [redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)];
-  if (failure !== undefined) {
-    const failed = operatorKeys.failed(tenant, bucketOf(now));
-    writes.push(redis.hincrby(failed, failure, 1), redis.expire(failed, COUNTER_TTL_S + 300));
-  }
-  return Promise.all(writes);
-}
 
 export interface WorkerSnapshot {
   scheduler: string;

@@ -96,7 +96,7 @@ function defineMetrics(registry: Registry) {
     }),
     outputTokensTotal: new Counter({
       name: 'taskline_task_output_tokens_total',
-      help: 'Output tokens generated, by model and tenant.',
+      help: 'Output tokens generated, by model and tenant, counted as the model makes them.',
       labelNames: ['model', 'tenant'] as const,
       registers,
     }),

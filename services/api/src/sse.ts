@@ -9,7 +9,7 @@ import {
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import type { TenantLimits } from './limits.js';
+import type { TenantLimits } from '@taskline/admission';
 import { servedEventJson } from './openai/events.js';
 
 /**
@@ -73,8 +73,6 @@ export interface StreamOptions {
   after: number;
   kind: 'events' | 'response';
   metrics?: TasklineMetrics;
-  /** Called when the client leaves before the final event (a `stream: true` response cancels). */
-  onClientGone?: () => void;
 }
 
 /**
@@ -134,14 +132,9 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   res.flushHeaders();
   o.metrics?.sseStreamsOpen.inc({ protocol: 'lmsp' });
   unregister = o.streams.add({ kind: o.kind, end: finish });
-  const onClose = () => {
-    if (done) return;
-    finish();
-    o.onClientGone?.();
-  };
-  res.on('close', onClose);
+  res.on('close', () => finish());
   // The client may have left while the history was being read: its 'close' has passed already.
-  if (req.socket.destroyed) onClose();
+  if (req.socket.destroyed) finish();
   heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));

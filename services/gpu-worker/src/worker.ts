@@ -2,18 +2,21 @@ import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
   modelQueueName,
+  queuePrefix,
   TOOLS_MODEL,
   type ControlClient,
   type DispatchJob,
   type ModelSlots,
 } from '@taskline/control';
 import {
+  connectQueueRedis,
   emptyResponse,
   problem,
   TasklineError,
   type EventInput,
   type Finish,
   type RunContext,
+  type RedisTarget,
   type RunOutcome,
   type TaskRecord,
   type TaskRunner,
@@ -29,7 +32,8 @@ import { createResponseRunner, FlushClock } from './response.js';
 
 export interface GpuWorkerOptions {
   id: string;
-  redisUrl: string;
+  /** Where Redis is, for the BullMQ connections (one per BullMQ worker). */
+  redisTarget: RedisTarget;
   store: TaskStore;
   log: Logger;
   metrics: TasklineMetrics;
@@ -80,6 +84,8 @@ interface Running {
  */
 export class GpuWorker {
   private readonly workers: Worker[] = [];
+  /** The BullMQ workers' connections, closed after them (BullMQ leaves a connection it was given open). */
+  private readonly queueConnections: Redis[] = [];
   private readonly running = new Map<string, Running>();
   private readonly busy = new Map<string, number>();
   private control: ControlClient | null = null;
@@ -108,6 +114,12 @@ export class GpuWorker {
     }));
   }
 
+  private queueConnection(): Redis {
+    const connection = connectQueueRedis(this.o.redisTarget, `${this.o.id}-queue`);
+    this.queueConnections.push(connection);
+    return connection;
+  }
+
   /** Listens for cancels of the tasks it will hold, then starts taking jobs. */
   async start(): Promise<void> {
     await this.listenForCancels();
@@ -116,7 +128,8 @@ export class GpuWorker {
       // before the last could start); its share of the slots goes to each of several instead.
       for (const concurrency of shareSlots(this.o.slots, this.o.fetchers ?? 1)) {
         const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
-          connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
+          connection: this.queueConnection() as never,
+          prefix: queuePrefix(model),
           concurrency,
           // Leases, not BullMQ locks, decide who runs a task: a dead worker's job is just dropped.
           maxStalledCount: 0,
@@ -150,6 +163,9 @@ export class GpuWorker {
       connectionName: name ? `${name}-cancels` : undefined,
       enableReadyCheck: false,
       enableAutoPipelining: false,
+      // No retry limit: ioredis re-subscribes on its own after a reconnect, with no caller to catch
+      // a MaxRetriesPerRequestError should Redis drop again first (it would end the process).
+      maxRetriesPerRequest: null,
     });
     this.cancels = sub;
     sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses
@@ -299,8 +315,10 @@ export class GpuWorker {
             { model },
             Math.max(0, (Date.now() - task.createdAt) / 1000),
           ),
+        // Counted as made, not at the attempt's end: a long generation shows as a steady rate.
+        onTokens: (count) =>
+          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, count),
         onGenerated: (tokens, secondsAfterFirst) => {
-          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, tokens);
           if (tokens > 1 && secondsAfterFirst > 0)
             metrics.outputTokensPerSecond.observe({ model }, (tokens - 1) / secondsAfterFirst);
         },
@@ -376,6 +394,7 @@ export class GpuWorker {
     this.draining = (async () => {
       this.reportSlots();
       await Promise.all(this.workers.map((w) => w.close()));
+      for (const connection of this.queueConnections) connection.disconnect();
       clearTimeout(timer);
       this.control?.close();
       this.cancels?.disconnect();

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
-import { childrenQueue, parseOfferedState, schedulerKeys, type QueuedState } from '@taskline/engine';
+import { indexTenant, parseOfferedState, schedulerKeys, type QueuedState } from '@taskline/engine';
 import { LEADER_KEY } from './leader.js';
 
 /** The scheduler's own keys, next to the engine's index in the `{sched}` slot. */
@@ -35,7 +35,8 @@ const source = readFileSync(new URL('../lua/dispatch.lua', import.meta.url), 'ut
  * down).
  */
 export function defineDispatch(redis: Redis): void {
-  if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { numberOfKeys: 6, lua: source });
+  // The number of keys varies with the model's tenants: each call passes it first.
+  if (!('tl_dispatch' in redis)) redis.defineCommand('tl_dispatch', { lua: source });
 }
 
 /** Parses `tenant:weight,...`. */
@@ -59,31 +60,28 @@ export async function pickFair(
   budget: number,
   options: FairShareOptions,
 ): Promise<Pick[] | null> {
-  // A tenant's child generations (see queueTenant) have its weight.
-  const weights = [...options.weights]
-    .flatMap(([tenant, w]) => [
-      [tenant, w],
-      [childrenQueue(tenant), w],
-    ])
-    .flat();
+  // Every key the script touches goes in KEYS: the model's tenants are read first, and each
+  // one's ready index and running set are passed. A tenant's child generations (see queueTenant)
+  // have its weight.
+  const tenants = await redis.smembers(schedulerKeys.tenants(model));
   const reply = (await (
     redis as Redis & { tl_dispatch(...a: (string | number)[]): Promise<string[]> }
   ).tl_dispatch(
+    6 + 2 * tenants.length,
     LEADER_KEY,
     schedulerKeys.tenants(model),
     dispatchKeys.state(model),
     dispatchKeys.inflight,
     schedulerKeys.models,
     schedulerKeys.offered,
+    ...tenants.flatMap((tenant) => [schedulerKeys.ready(tenant, model), dispatchKeys.active(tenant)]),
     token,
     Date.now(),
     budget,
     options.quantum,
     options.maxRunning,
-    SCHED_PREFIX,
     model,
-    weights.length / 2,
-    ...weights,
+    ...tenants.flatMap((tenant) => [tenant, options.weights.get(indexTenant(tenant)) ?? 1]),
   )) as string[];
   if (reply[0] === 'corrupt') throw new Error(`dispatch refused: ${reply[1]} has the wrong type`);
   if (reply[0] !== 'ok') return null;

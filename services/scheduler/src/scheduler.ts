@@ -4,15 +4,18 @@ import {
   startControlServer,
   dispatchJobId,
   modelQueueName,
+  queuePrefix,
   type ControlServer,
   type DispatchJob,
 } from '@taskline/control';
 import {
+  connectQueueRedis,
   indexTenant,
   isTerminal,
   readyBacklog,
   schedulerKeys,
   writeWorkerSnapshot,
+  type RedisTarget,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
@@ -23,7 +26,8 @@ import { Leadership } from './leader.js';
 export interface SchedulerOptions {
   id: string;
   redis: Redis;
-  redisUrl: string;
+  /** Where Redis is, for the BullMQ connections (one per queue). */
+  redisTarget: RedisTarget;
   store: TaskStore;
   log: Logger;
   metrics: TasklineMetrics;
@@ -52,7 +56,7 @@ export class Scheduler {
   private exportedLeader = false;
   /** Models whose queue gauges this replica has set, to clear when it stands by. */
   private readonly gaugedModels = new Set<string>();
-  private readonly queues = new Map<string, Queue>();
+  private readonly queues = new Map<string, { queue: Queue; connection: Redis }>();
   private readonly timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private busy = new Set<string>();
@@ -175,7 +179,9 @@ export class Scheduler {
    * (a lost message).
    */
   private async listen(): Promise<void> {
-    const sub = this.o.redis.duplicate({ enableAutoPipelining: false });
+    // No retry limit: after a reconnect ioredis re-subscribes on its own, with no caller to catch a
+    // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
+    const sub = this.o.redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
     this.wakeup = sub;
     sub.on('message', (_channel: string, model: string) => {
       this.wakes++;
@@ -216,12 +222,17 @@ export class Scheduler {
   private queue(model: string): Queue {
     let q = this.queues.get(model);
     if (!q) {
-      q = new Queue(modelQueueName(model), {
-        connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
-      });
+      const connection = connectQueueRedis(this.o.redisTarget, `${this.o.id}-queue`);
+      q = {
+        queue: new Queue(modelQueueName(model), {
+          connection: connection as never,
+          prefix: queuePrefix(model),
+        }),
+        connection,
+      };
       this.queues.set(model, q);
     }
-    return q;
+    return q.queue;
   }
 
   /**
@@ -409,8 +420,8 @@ export class Scheduler {
       waits.set(owner, Math.max(waits.get(owner) ?? 0, (now - oldestAt) / 1000));
       wait.set(model, waits);
     }
-    for (const [model, q] of this.queues) {
-      for (const job of await q.getJobs(['waiting', 'prioritized'], 0, 999))
+    for (const [model, { queue }] of this.queues) {
+      for (const job of await queue.getJobs(['waiting', 'prioritized'], 0, 999))
         add(model, indexTenant((job.data as DispatchJob).tenant), 1);
     }
     // Leadership may have gone while the counts were read: a standby exports no queue.
@@ -430,7 +441,12 @@ export class Scheduler {
     this.wakeup?.disconnect();
     await this.leadership?.release().catch(() => undefined);
     await this.control.close();
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    await Promise.all(
+      [...this.queues.values()].map(async (q) => {
+        await q.queue.close();
+        q.connection.disconnect();
+      }),
+    );
   }
 
   /** Tells workers to drain (all of them when `workerId` is null). */
