@@ -13,7 +13,7 @@ export interface ModelSlots {
 
 export type WorkerMessage =
   | { body: 'register'; register: { worker_id: string; models: ModelSlots[] } }
-  | { body: 'heartbeat'; heartbeat: { models: ModelSlots[]; draining: boolean } };
+  | { body: 'heartbeat'; heartbeat: { models: ModelSlots[]; draining: boolean; lease_renewals: number } };
 
 export type SchedulerMessage =
   | { body: 'welcome'; welcome: { scheduler_id: string; heartbeat_ms: number } }

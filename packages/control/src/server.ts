@@ -13,6 +13,8 @@ export interface WorkerState {
   models: ModelSlots[];
   draining: boolean;
   lastSeen: number;
+  /** Leases the worker renewed since it started, as of its last heartbeat. */
+  leaseRenewals: number;
 }
 
 export interface ControlServerOptions {
@@ -64,7 +66,7 @@ export async function startControlServer(options: ControlServerOptions): Promise
         workerId = msg.register.worker_id;
         streams.get(workerId)?.stream.end();
         streams.set(workerId, {
-          state: { workerId, models: msg.register.models, draining: false, lastSeen: now },
+          state: { workerId, models: msg.register.models, draining: false, lastSeen: now, leaseRenewals: 0 },
           stream,
         });
         stream.write({
@@ -82,6 +84,7 @@ export async function startControlServer(options: ControlServerOptions): Promise
         entry.state.models = msg.heartbeat.models;
         entry.state.draining = msg.heartbeat.draining;
         entry.state.lastSeen = now;
+        entry.state.leaseRenewals = msg.heartbeat.lease_renewals;
         if (freed && !msg.heartbeat.draining) options.onCapacity?.();
       }
     });

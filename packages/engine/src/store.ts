@@ -136,7 +136,7 @@ export class TaskStore {
         .zrem(schedulerKeys.active(queueTenant(task)), id)
         .zrem(schedulerKeys.parked, id)
         .exec();
-      await countEnded(this.redis, this.now());
+      await countEnded(this.redis, this.now(), task.tenant);
     }
     return { outcome: outcome as CancelOutcome, task: await this.core.require(id, tenant ?? undefined) };
   }
@@ -250,7 +250,7 @@ export class TaskStore {
       fields,
       events: [...(finish.events ?? []), finalEvent(finish.status, result, task.kind, error)],
     });
-    await this.core.released(task);
+    await this.core.released(task, { failure: error?.code });
     return seq;
   }
 
