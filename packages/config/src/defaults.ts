@@ -5,6 +5,17 @@
 export const DEFAULTS = {
   /** Where the services find Redis. The local stack (`pnpm start`) starts its own with AOF. */
   REDIS_URL: 'redis://127.0.0.1:6390',
+  /**
+   * A Redis Cluster instead: `host:port` seed nodes, comma separated (the client learns the rest).
+   * When set, `REDIS_URL` is not used. `REDIS_URL` may name a cluster too, by one seed:
+   * `redis-cluster://[user:password@]host:port` (`rediss-cluster://` with TLS).
+   */
+  TASKLINE_REDIS_CLUSTER_NODES: '',
+  /** The cluster's ACL user and password (managed clusters); empty for none. */
+  TASKLINE_REDIS_USERNAME: '',
+  TASKLINE_REDIS_PASSWORD: '',
+  /** TLS to every cluster node (managed clusters usually require it). */
+  TASKLINE_REDIS_TLS: 'false',
   /** Refuse to start against a Redis without AOF: an acknowledged task must survive a crash. */
   TASKLINE_REQUIRE_AOF: 'true',
   /**

@@ -7,7 +7,19 @@ const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' |
 const int = (min: number) => z.coerce.number().int().min(min);
 
 const schema = z.object({
-  REDIS_URL: z.string().url(),
+  REDIS_URL: z
+    .string()
+    .url()
+    .regex(
+      /^(redis|rediss|redis-cluster|rediss-cluster):\/\//,
+      'redis://, rediss://, redis-cluster:// or rediss-cluster://',
+    ),
+  TASKLINE_REDIS_CLUSTER_NODES: z
+    .string()
+    .regex(/^([^,\s]+:\d+(,[^,\s]+:\d+)*)?$/, 'comma separated host:port seed nodes, or empty'),
+  TASKLINE_REDIS_USERNAME: z.string(),
+  TASKLINE_REDIS_PASSWORD: z.string(),
+  TASKLINE_REDIS_TLS: bool,
   TASKLINE_REQUIRE_AOF: bool,
   TASKLINE_DURABILITY: z.enum(['always', 'everysec']),
   TASKLINE_REPLICA_ACK_TIMEOUT_MS: int(1).max(60_000),

@@ -9,6 +9,8 @@ export interface ControlClientOptions {
   /** The worker's slots per model right now. */
   slots: () => ModelSlots[];
   draining: () => boolean;
+  /** Leases renewed since the worker started, reported in every heartbeat. */
+  leaseRenewals?: () => number;
   /** The scheduler asked this worker to drain within `deadlineMs`. */
   onDrain: (deadlineMs: number) => void;
   onEvent?: (event: string, fields: Record<string, unknown>) => void;
@@ -43,7 +45,14 @@ export function connectControl(options: ControlClientOptions): ControlClient {
   let retry: NodeJS.Timeout | undefined;
 
   const heartbeat = () =>
-    call?.write({ body: 'heartbeat', heartbeat: { models: options.slots(), draining: options.draining() } });
+    call?.write({
+      body: 'heartbeat',
+      heartbeat: {
+        models: options.slots(),
+        draining: options.draining(),
+        lease_renewals: options.leaseRenewals?.() ?? 0,
+      },
+    });
 
   const next = (delay: number) => {
     clearInterval(timer);

@@ -7,4 +7,4 @@ export {
   type WorkerState,
 } from './server.js';
 export { connectControl, type ControlClient, type ControlClientOptions } from './client.js';
-export { TOOLS_MODEL, modelQueueName, dispatchJobId, type DispatchJob } from './queues.js';
+export { TOOLS_MODEL, modelQueueName, queuePrefix, dispatchJobId, type DispatchJob } from './queues.js';

@@ -9,6 +9,13 @@ export const TOOLS_MODEL = 'tools';
 export const modelQueueName = (model: string) =>
   `tl-model-${encodeURIComponent(model).replace(/%3A/gi, '%3a')}`;
 
+/**
+ * The prefix of a model's BullMQ keys, hash-tagged by the queue: every key of one queue shares a
+ * slot, as BullMQ's scripts need on Redis Cluster (the default prefix `bull` has no tag: CROSSSLOT),
+ * while different models' queues spread over the cluster's shards.
+ */
+export const queuePrefix = (model: string) => `bull:{${modelQueueName(model)}}`;
+
 export interface DispatchJob {
   taskId: string;
   tenant: string;

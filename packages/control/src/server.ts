@@ -14,6 +14,8 @@ export interface WorkerState {
   models: ModelSlots[];
   draining: boolean;
   lastSeen: number;
+  /** Leases the worker renewed since it started, as of its last heartbeat. */
+  leaseRenewals: number;
 }
 
 export interface ControlServerOptions {
@@ -65,7 +67,7 @@ export async function startControlServer(options: ControlServerOptions): Promise
         workerId = register.worker_id;
         streams.get(workerId)?.stream.end();
         streams.set(workerId, {
-          state: { workerId, models: register.models, draining: false, lastSeen: now },
+          state: { workerId, models: register.models, draining: false, lastSeen: now, leaseRenewals: 0 },
           stream,
         });
         stream.write({
@@ -83,6 +85,7 @@ export async function startControlServer(options: ControlServerOptions): Promise
         entry.state.models = heartbeat.models;
         entry.state.draining = heartbeat.draining;
         entry.state.lastSeen = now;
+        entry.state.leaseRenewals = heartbeat.lease_renewals;
         if (freed && !heartbeat.draining) options.onCapacity?.();
       }
     });

@@ -1,21 +1,113 @@
-import { Redis, type Command } from 'ioredis';
-import { SCRIPT_BY_SHA } from './scripts.js';
+import { Cluster, Redis, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
+import { scriptLabel } from './scripts.js';
 import { redisUnavailableReason } from './unavailable.js';
 
 /**
- * A connection for Taskline's commands. Commands issued while Redis is down fail fast instead of
- * queueing without bound, so callers can answer 503 and clients retry. Commands issued in the same
- * tick go out as one write (auto-pipelining): with `appendfsync always`, Redis then answers them
- * after one fsync instead of one each, and a busy process makes one syscall instead of dozens.
+ * Where Taskline's Redis is: a URL (`redis://`, `rediss://` with TLS) for one Redis, or a Redis
+ * Cluster, by seed nodes (`TASKLINE_REDIS_CLUSTER_NODES`) or by one seed as a URL
+ * (`redis-cluster://[user:password@]host:port`, `rediss-cluster://` with TLS; the client learns
+ * the other nodes from it).
  */
-export function connectRedis(url: string, name: string): Redis {
-  return new Redis(url, {
+export type RedisTarget = string | ClusterTarget;
+
+export interface ClusterTarget {
+  nodes: { host: string; port: number }[];
+  username?: string;
+  password?: string;
+  /** TLS to every node (managed clusters); `servername` is each node's host. */
+  tls: boolean;
+}
+
+/** The target the validated environment names: the cluster's seed nodes when set, else `REDIS_URL`. */
+export function redisTargetFromEnv(env: {
+  REDIS_URL: string;
+  TASKLINE_REDIS_CLUSTER_NODES: string;
+  TASKLINE_REDIS_USERNAME: string;
+  TASKLINE_REDIS_PASSWORD: string;
+  TASKLINE_REDIS_TLS: boolean;
+}): RedisTarget {
+  if (!env.TASKLINE_REDIS_CLUSTER_NODES) return env.REDIS_URL;
+  return {
+    nodes: env.TASKLINE_REDIS_CLUSTER_NODES.split(',').map((hostPort) => {
+      const at = hostPort.lastIndexOf(':');
+      return { host: hostPort.slice(0, at), port: Number(hostPort.slice(at + 1)) };
+    }),
+    username: env.TASKLINE_REDIS_USERNAME || undefined,
+    password: env.TASKLINE_REDIS_PASSWORD || undefined,
+    tls: env.TASKLINE_REDIS_TLS,
+  };
+}
+
+/** The cluster a target names, or null for one Redis. */
+function clusterTarget(target: RedisTarget): ClusterTarget | null {
+  if (typeof target !== 'string') return target;
+  const url = new URL(target);
+  if (url.protocol !== 'redis-cluster:' && url.protocol !== 'rediss-cluster:') return null;
+  return {
+    nodes: [{ host: url.hostname, port: Number(url.port || 6379) }],
+    username: decodeURIComponent(url.username) || undefined,
+    password: decodeURIComponent(url.password) || undefined,
+    tls: url.protocol === 'rediss-cluster:',
+  };
+}
+
+/** A Redis Cluster connection (ioredis `Cluster`), which Taskline's code holds as a `Redis`. */
+export function isCluster(redis: Redis): boolean {
+  return (redis as unknown as { isCluster?: boolean }).isCluster === true;
+}
+
+/** The same command interface: the rest of Taskline is written once for both (see `isCluster`). */
+const asRedis = (cluster: Cluster) => cluster as unknown as Redis;
+
+/**
+ * The one connection factory of every service. Commands issued while Redis is down fail fast
+ * instead of queueing without bound, so callers can answer 503 and clients retry. Commands issued
+ * in the same tick go out as one write per node (auto-pipelining): with `appendfsync always`,
+ * Redis then answers them after one fsync instead of one each, and a busy process makes one
+ * syscall instead of dozens. On a cluster, commands go to the primary that owns their slot and
+ * follow it through slot moves and failovers (MOVED, ASK, CLUSTERDOWN are retried).
+ */
+export function connectRedis(target: RedisTarget, name: string, extra: RedisOptions = {}): Redis {
+  const options: RedisOptions = {
     connectionName: name,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: true,
     enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(50 * times, 1000),
-  });
+    ...extra,
+  };
+  const cluster = clusterTarget(target);
+  if (!cluster) return new Redis(target as string, options);
+  const { enableAutoPipelining, enableOfflineQueue, ...nodeOptions } = options;
+  return asRedis(
+    new Cluster(cluster.nodes as ClusterNode[], {
+      enableAutoPipelining,
+      enableOfflineQueue,
+      scaleReads: 'master',
+      clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+      // A failover takes the cluster's node timeout and an election: commands wait for it
+      // rather than fail at once (each retry re-reads the slot table).
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 200,
+      retryDelayOnTryAgain: 100,
+      // Managed clusters announce nodes by name behind TLS: connect to the names as announced.
+      ...(cluster.tls && { dnsLookup: (address, callback) => callback(null, address) }),
+      redisOptions: {
+        ...nodeOptions,
+        username: cluster.username,
+        password: cluster.password,
+        ...(cluster.tls && { tls: {} }),
+      },
+    }),
+  );
+}
+
+/**
+ * A connection for BullMQ (one per queue or worker): BullMQ's blocking commands need
+ * `maxRetriesPerRequest: null`, and it pipelines itself.
+ */
+export function connectQueueRedis(target: RedisTarget, name: string): Redis {
+  return connectRedis(target, name, { maxRetriesPerRequest: null, enableAutoPipelining: false });
 }
 
 /** True for a failure that means "retry shortly" (see `redisUnavailableReason`): 503, not 500. */
@@ -44,9 +136,7 @@ export function timeRedisCommands(redis: Redis, observe: (command: string, secon
 }
 
 function commandLabel(command: Command): string {
-  if (command.name === 'evalsha' || command.name === 'eval') {
-    const sha = command.name === 'evalsha' ? String(command.args[0]) : '';
-    return SCRIPT_BY_SHA.get(sha) ?? command.name;
-  }
+  if (command.name === 'evalsha' || command.name === 'eval')
+    return scriptLabel(command.name, String(command.args[0])) ?? command.name;
   return command.name;
 }

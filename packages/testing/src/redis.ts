@@ -108,22 +108,37 @@ async function launch(dir: string, port: number, appendfsync: string, args: stri
 async function waitForPort(port: number, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
-    if (await ping(port)) return;
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`redis-server on port ${port} exited with ${child.exitCode ?? child.signalCode}`);
+    if (await answers(port, child.pid!)) return;
     await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error(`redis-server did not answer on port ${port}`);
+  child.kill('SIGKILL');
+  throw new Error(`redis-server did not answer on port ${port} within 10 s`);
 }
 
-/** True once the server answers PING with PONG (it refuses commands while loading the AOF). */
-function ping(port: number): Promise<boolean> {
+/**
+ * True once the server on `port` is the process `pid` and done loading its AOF. The port, free
+ * when picked, may since have gone to another program: it must neither pass for our server nor
+ * hang the wait by never answering.
+ */
+function answers(port: number, pid: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host: '127.0.0.1' });
-    socket.once('error', () => resolve(false));
-    socket.once('connect', () => socket.write('PING\r\n'));
-    socket.once('data', (data) => {
+    let reply = '';
+    const done = (ok: boolean) => {
       socket.destroy();
-      resolve(data.toString().startsWith('+PONG'));
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('connect', () => socket.write('INFO server persistence\r\n'));
+    socket.on('data', (data) => {
+      reply += data.toString('latin1');
+      if (!reply.startsWith('$')) return done(false);
+      const id = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
+      const loading = /\r\nloading:(\d)\r\n/.exec(reply);
+      if (id && loading) done(Number(id[1]) === pid && loading[1] === '0');
     });
   });
 }

@@ -5,6 +5,7 @@ import {
   checkDurability,
   durabilityFromEnv,
   connectRedis,
+  redisTargetFromEnv,
   EventHub,
   servedModelsFromEnv,
   storeOptionsFromEnv,
@@ -29,7 +30,8 @@ const INSTANT_MODEL = 'instant';
 const env = loadEnv();
 const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
-const redis = connectRedis(env.REDIS_URL, id);
+const redisTarget = redisTargetFromEnv(env);
+const redis = connectRedis(redisTarget, id);
 log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
 const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
@@ -88,7 +90,7 @@ const exit = async () => {
 
 const worker = new GpuWorker({
   id,
-  redisUrl: env.REDIS_URL,
+  redisTarget,
   store,
   log,
   metrics,

@@ -2,24 +2,27 @@ import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
   modelQueueName,
+  queuePrefix,
   TOOLS_MODEL,
   type ControlClient,
   type DispatchJob,
   type ModelSlots,
 } from '@taskline/control';
 import {
+  connectQueueRedis,
   emptyResponse,
   problem,
   TasklineError,
   type EventInput,
   type Finish,
   type RunContext,
+  type RedisTarget,
   type RunOutcome,
   type TaskRecord,
   type TaskRunner,
   type TaskStore,
-  taskKeys,
-  workerCancelChannel,
+  subscribeCancels,
+  taskStatuses,
 } from '@taskline/engine';
 import type { Redis } from 'ioredis';
 import type { ModelBackend, ModelLease } from '@taskline/inference';
@@ -29,7 +32,8 @@ import { createResponseRunner, FlushClock } from './response.js';
 
 export interface GpuWorkerOptions {
   id: string;
-  redisUrl: string;
+  /** Where Redis is, for the BullMQ connections (one per BullMQ worker). */
+  redisTarget: RedisTarget;
   store: TaskStore;
   log: Logger;
   metrics: TasklineMetrics;
@@ -80,12 +84,16 @@ interface Running {
  */
 export class GpuWorker {
   private readonly workers: Worker[] = [];
+  /** The BullMQ workers' connections, closed after them (BullMQ leaves a connection it was given open). */
+  private readonly queueConnections: Redis[] = [];
   private readonly running = new Map<string, Running>();
   private readonly busy = new Map<string, number>();
   private control: ControlClient | null = null;
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
   private reportDue = false;
+  /** Leases renewed since start, reported in heartbeats (the operator console shows it); wraps at 2^32. */
+  private leaseRenewals = 0;
 
   /** One flush timer for every generation this worker streams. */
   private readonly flushClock: FlushClock;
@@ -106,6 +114,12 @@ export class GpuWorker {
     }));
   }
 
+  private queueConnection(): Redis {
+    const connection = connectQueueRedis(this.o.redisTarget, `${this.o.id}-queue`);
+    this.queueConnections.push(connection);
+    return connection;
+  }
+
   /** Listens for cancels of the tasks it will hold, then starts taking jobs. */
   async start(): Promise<void> {
     await this.listenForCancels();
@@ -114,7 +128,8 @@ export class GpuWorker {
       // before the last could start); its share of the slots goes to each of several instead.
       for (const concurrency of shareSlots(this.o.slots, this.o.fetchers ?? 1)) {
         const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
-          connection: { url: this.o.redisUrl, maxRetriesPerRequest: null } as never,
+          connection: this.queueConnection() as never,
+          prefix: queuePrefix(model),
           concurrency,
           // Leases, not BullMQ locks, decide who runs a task: a dead worker's job is just dropped.
           maxStalledCount: 0,
@@ -130,6 +145,7 @@ export class GpuWorker {
       workerId: this.o.id,
       slots: () => this.slots(),
       draining: () => this.draining !== null,
+      leaseRenewals: () => this.leaseRenewals,
       onDrain: (deadlineMs) => void this.drain(deadlineMs),
       onEvent: (event, fields) => this.o.log.info(event, fields),
     });
@@ -147,19 +163,24 @@ export class GpuWorker {
       connectionName: name ? `${name}-cancels` : undefined,
       enableReadyCheck: false,
       enableAutoPipelining: false,
+      // No retry limit: ioredis re-subscribes on its own after a reconnect, with no caller to catch
+      // a MaxRetriesPerRequestError should Redis drop again first (it would end the process).
+      maxRetriesPerRequest: null,
     });
     this.cancels = sub;
     sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses
     sub.on('message', (_channel: string, taskId: string) => this.running.get(taskId)?.stop('cancel'));
     sub.on('ready', () => {
-      for (const [id, r] of this.running) {
-        this.o.store.redis.hget(taskKeys(id).task, 'status').then(
-          (status) => status === 'cancelling' && r.stop('cancel'),
-          () => undefined,
-        );
-      }
+      const held = [...this.running];
+      taskStatuses(
+        this.o.store.redis,
+        held.map(([id]) => id),
+      ).then(
+        (statuses) => held.forEach(([, r], i) => statuses[i] === 'cancelling' && r.stop('cancel')),
+        () => undefined,
+      );
     });
-    await sub.subscribe(workerCancelChannel(this.o.id));
+    await subscribeCancels(sub, this.o.id);
   }
 
   /**
@@ -232,7 +253,10 @@ export class GpuWorker {
     const renew = setInterval(
       () => {
         store.renew(taskId, attempt, leaseMs).then(
-          (status) => status === 'cancelling' && stop('cancel'),
+          (status) => {
+            this.leaseRenewals = (this.leaseRenewals + 1) >>> 0;
+            if (status === 'cancelling') stop('cancel');
+          },
           (err: unknown) => {
             if (err instanceof TasklineError) stop('lost');
             else tlog.warn('renew_failed', { error: err });
@@ -372,6 +396,7 @@ export class GpuWorker {
     this.draining = (async () => {
       this.reportSlots();
       await Promise.all(this.workers.map((w) => w.close()));
+      for (const connection of this.queueConnections) connection.disconnect();
       clearTimeout(timer);
       this.control?.close();
       this.cancels?.disconnect();

@@ -4,19 +4,21 @@ import {
   checkDurability,
   durabilityFromEnv,
   connectRedis,
+  parseWeights,
+  redisTargetFromEnv,
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
 } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
-import { parseWeights } from './dispatch.js';
 import { Scheduler } from './scheduler.js';
 
 const env = loadEnv();
 const id = `sched-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
-const redis = connectRedis(env.REDIS_URL, id);
+const redisTarget = redisTargetFromEnv(env);
+const redis = connectRedis(redisTarget, id);
 log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
 const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
@@ -30,7 +32,7 @@ const metricsServer = await startMetricsServer({
 const scheduler = new Scheduler({
   id,
   redis,
-  redisUrl: env.REDIS_URL,
+  redisTarget,
   store,
   log,
   metrics,

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { schedulerKeys } from '@taskline/engine';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis } from '@taskline/testing';
 import { Cluster } from '../../gpu-worker/test/helpers.js';
 
@@ -68,7 +68,7 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
     if (args[0]?.toLowerCase() !== 'evalsha') return;
     if (args.includes(schedulerKeys.ready('t1', 'instant')))
       seen.push(`offer ${args[args.indexOf(schedulerKeys.offered) + 1]}`);
-    else if (args.includes('prioritized') && args.some((a) => a.startsWith('bull:tl-model-instant')))
+    else if (args.includes('prioritized') && args.some((a) => a.startsWith('bull:{tl-model-instant}')))
       seen.push('count');
     else if (args.includes(schedulerKeys.tenants('instant'))) seen.push('pick');
   });

@@ -11,14 +11,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { modelQueueName } from '@taskline/control';
-import { schedulerKeys } from '@taskline/engine';
+import { modelQueueName, queuePrefix } from '@taskline/control';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis, type RedisMonitor } from '@taskline/testing';
 import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 
 const MODEL = 'instant';
-const WAIT_LIST = `bull:${modelQueueName(MODEL)}:wait`;
-const ACTIVE_PREFIX = schedulerKeys.running('');
+const WAIT_LIST = `${queuePrefix(MODEL)}:${modelQueueName(MODEL)}:wait`;
+const ACTIVE_PREFIX = schedulerKeys.active('');
 const READY_PREFIX = schedulerKeys.ready('', MODEL);
 const TASK_KEY = /^tl:\{(task_[^}]+)\}:task$/;
 

@@ -5,9 +5,17 @@ import type { ModelSlots as _taskline_control_v1_ModelSlots, ModelSlots__Output 
 export interface Heartbeat {
   'models'?: (_taskline_control_v1_ModelSlots)[];
   'draining'?: (boolean);
+  /**
+   * Task leases this worker has renewed since it started (wraps at 2^32): the operator console's count.
+   */
+  'lease_renewals'?: (number);
 }
 
 export interface Heartbeat__Output {
   'models': (_taskline_control_v1_ModelSlots__Output)[];
   'draining': (boolean);
+  /**
+   * Task leases this worker has renewed since it started (wraps at 2^32): the operator console's count.
+   */
+  'lease_renewals': (number);
 }

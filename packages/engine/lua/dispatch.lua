@@ -1,15 +1,25 @@
--- One dispatch round share for one model, atomically over the {sched} slot: weighted round robin
--- across the tenants that have ready tasks for the model, so a tenant with a long backlog gets
--- `quantum * weight` tasks per turn and every other tenant gets its turn in between. A turn may
--- span calls: capacity often frees one slot at a time, and a turn cut short by the budget goes on
--- in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
--- (counted over all models) or out of tasks ends its turn.
--- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
--- and each comes with the queued state it was offered in ('' when it was offered without one).
--- KEYS: leader, tenants (of the model), state (of the model), inflight, models, offered
--- ARGV: token, now, budget, quantum, max_running, prefix, model, n_weights, tenant, weight, ...
--- Returns {'not_leader'} | {'corrupt', key} (a key of the wrong type; nothing written)
---       | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
+--[[
+  One dispatch round share for one model, atomically over the {sched} slot: weighted round robin
+  across the tenants that have ready tasks for the model, so a tenant with a long backlog gets
+  `quantum * weight` tasks per turn and every other tenant gets its turn in between. A turn may
+  span calls: capacity often frees one slot at a time, and a turn cut short by the budget goes on
+  in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
+  (counted over all models) or out of tasks ends its turn.
+  Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
+  and each comes with the queued state it was offered in ('' for an entry without one).
+  The caller read the model's tenant set just before and passes each tenant's keys: a tenant that
+  joined since waits for the next round (its offer woke the scheduler for one).
+
+  KEYS[1] leader lease  KEYS[2] tenants with ready tasks (of the model)
+  KEYS[3] round-robin state (of the model)  KEYS[4] inflight  KEYS[5] models  KEYS[6] offered states
+  KEYS[7 ..] per tenant: its ready index for the model, its active set (so the caller passes the
+             number of keys first)
+  ARGV[1] token  ARGV[2] now (ms)  ARGV[3] budget  ARGV[4] quantum  ARGV[5] max running per tenant
+  ARGV[6] model  ARGV[7 ..] tenant, weight, ... (tenants in the order of their keys)
+
+  Returns {'not_leader'} | {'corrupt', key} (a key of the wrong type; nothing written)
+        | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
+]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
 -- Redis does not roll a script back: every key written below is checked first, so a key of the
 -- wrong type refuses the round ({'corrupt', key}) instead of failing it half-way.
@@ -20,26 +30,27 @@ end
 for i, want in ipairs({ 'set', 'hash', 'zset', 'set', 'hash' }) do
   if wrongType(KEYS[i + 1], want) then return {'corrupt', KEYS[i + 1]} end
 end
-for _, tenant in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  for _, key in ipairs({ ARGV[6] .. 'ready:' .. ARGV[7] .. ':' .. tenant, ARGV[6] .. 'active:' .. tenant }) do
-    if wrongType(key, 'zset') then return {'corrupt', key} end
-  end
+for i = 7, #KEYS do
+  if wrongType(KEYS[i], 'zset') then return {'corrupt', KEYS[i]} end
 end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
 local quantum = tonumber(ARGV[4])
 local max_running = tonumber(ARGV[5])
-local prefix = ARGV[6]
-local model = ARGV[7]
-local weights = {}
-for i = 1, tonumber(ARGV[8]) do weights[ARGV[7 + 2 * i]] = tonumber(ARGV[8 + 2 * i]) end
-
-local tenants = redis.call('SMEMBERS', KEYS[2])
+local model = ARGV[6]
+-- Tenant name -> {ready key, active key, weight}, in name order (names are stable; indexes are not).
+local tenants = {}
+local keys = {}
+for i = 1, (#KEYS - 6) / 2 do
+  local tenant = ARGV[5 + 2 * i]
+  table.insert(tenants, tenant)
+  keys[tenant] = { KEYS[5 + 2 * i], KEYS[6 + 2 * i], tonumber(ARGV[6 + 2 * i]) }
+end
 table.sort(tenants)
 local n = #tenants
 local out = {'ok'}
 if n == 0 then
-  redis.call('SREM', KEYS[5], model)
+  if redis.call('SCARD', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], model) end
   return out
 end
 if remaining <= 0 then return out end
@@ -69,14 +80,14 @@ while remaining > 0 and progress do
   for k = 0, n - 1 do
     if remaining <= 0 then break end
     local tenant = tenants[(pos - 1 + k) % n + 1]
-    local ready = prefix .. 'ready:' .. model .. ':' .. tenant
+    local ready = keys[tenant][1]
     local size = redis.call('ZCARD', ready)
     if size == 0 then
       redis.call('SREM', KEYS[2], tenant)
     else
-      local active = prefix .. 'active:' .. tenant
+      local active = keys[tenant][2]
       local room = max_running - redis.call('ZCARD', active)
-      local allow = quantum * (weights[tenant] or 1)
+      local allow = quantum * keys[tenant][3]
       if carry then allow = left end
       local budget = remaining
       local take = math.min(allow, room, budget, size)
