@@ -15,6 +15,7 @@ import {
   type Service,
   type Stack,
 } from '@taskline/testing';
+import { FIXTURE_ENTRIES } from '../../conformance/entries.js';
 import { API_KEYS } from './client.js';
 import { LOG_DIR } from './observed.js';
 import * as tools from './tools.js';
@@ -40,9 +41,10 @@ export async function startCluster(): Promise<Cluster> {
     logDir: LOG_DIR,
     env: {
       TASKLINE_LEASE_MS: '1500',
-      TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
       ...tools.TOOL_CHAOS_ENV,
     },
+    // The MCP load calls the conformance suite's fixture tools (slow_compute, confirm_delete).
+    entries: FIXTURE_ENTRIES,
   });
   try {
     for (let i = 1; i <= 2; i++)
