@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { isTerminal, isTaskStatus, taskKeys, TasklineError } from '@taskline/engine';
+import { isTerminal, taskStatuses, TasklineError } from '@taskline/engine';
 import { loadLimitScripts, type LimitScripts } from './scripts.js';
 
 const keys = {
@@ -139,13 +139,11 @@ export class TenantLimits {
       if (!member.startsWith('r:')) ids.push(member);
       else if (Number(members[i + 1]) < now - RESERVATION_MS) gone.push(member);
     }
-    const pipeline = this.redis.pipeline();
     // An expired task is gone from Redis (its own clock): no deadline compared with ours.
-    for (const id of ids) pipeline.hget(taskKeys(id).task, 'status');
-    const states = (await pipeline.exec()) ?? [];
+    const states = await taskStatuses(this.redis, ids);
     ids.forEach((id, i) => {
-      const status = (states[i]?.[1] ?? null) as string | null;
-      if (!isTaskStatus(status) || isTerminal(status)) gone.push(id);
+      const status = states[i];
+      if (!status || isTerminal(status)) gone.push(id);
     });
     if (gone.length > 0) await this.redis.zrem(key, ...gone);
     return members.length / 2 - gone.length;
@@ -153,14 +151,18 @@ export class TenantLimits {
 
   /**
    * What each tenant uses of its limits now, for the operator console: unfinished tasks and
-   * open streams (as counted, before pruning) and the request tokens left in its bucket.
+   * open streams (as counted, before pruning) and the request tokens left in its bucket. The
+   * unfinished entries come as read (task ids and reservations): every task not yet ended holds
+   * one, and pruning keeps them near the cap, so the console counts statuses from them.
    */
   async usage(
     tenants: string[],
-  ): Promise<Map<string, { activeTasks: number; streams: number; rateTokens: number }>> {
+  ): Promise<
+    Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
+  > {
     const p = this.redis.pipeline();
     for (const t of tenants)
-      p.zcard(keys.active(t)).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
+      p.zrange(keys.active(t), 0, -1).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
     const rows = (await p.exec()) ?? [];
     const now = Date.now();
     const { ratePerS, burst } = this.settings;
@@ -170,10 +172,12 @@ export class TenantLimits {
         // The bucket refills between requests; its stored count is as of its last request.
         const left =
           tokens == null ? burst : Math.min(burst, Number(tokens) + ((now - Number(ts)) / 1000) * ratePerS);
+        const unfinished = (rows[3 * i]?.[1] ?? []) as string[];
         return [
           t,
           {
-            activeTasks: Number(rows[3 * i]?.[1] ?? 0),
+            activeTasks: unfinished.length,
+            unfinished,
             streams: Number(rows[3 * i + 1]?.[1] ?? 0),
             rateTokens: Math.floor(left),
           },

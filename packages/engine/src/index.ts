@@ -54,19 +54,20 @@ export {
 } from './models.js';
 export type { RunContext, RunOutcome, TaskRunner } from './runner.js';
 export { TasklineError, ERROR_CODES, notFound, problem, type ErrorCode, type Problem } from './errors.js';
+export { indexTenant } from './keys.js';
+export { taskStatuses, subscribeCancels } from './lookups.js';
+export { Leadership } from './leader.js';
 export {
-  taskKeys,
-  schedulerKeys,
-  idempotencyKey,
-  workerCancelChannel,
-  queueTenant,
-  childrenQueue,
-  indexTenant,
-  offeredState,
-  parseOfferedState,
-  operatorKeys,
-  type QueuedState,
-} from './keys.js';
+  defineDispatch,
+  pickFair,
+  parseWeights,
+  handedOver,
+  readyModels,
+  readyModelCount,
+  listenForOffers,
+  type Pick,
+  type FairShareOptions,
+} from './dispatch.js';
 export { newId, isWellFormedId } from './ids.js';
 export {
   OperatorView,
@@ -77,7 +78,7 @@ export {
   type TaskRow,
   type WorkerSnapshot,
 } from './operator.js';
-export { scriptSource, type ScriptName } from './scripts.js';
+export { defineScripts, type ScriptOptions, type ScriptReply, type ScriptRunner } from './scripts.js';
 export {
   connectRedis,
   connectQueueRedis,

@@ -53,7 +53,11 @@ export const schedulerKeys = {
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
-  running: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  active: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  /** The round-robin cursor of one model's dispatch (dispatch.lua). */
+  rr: (model: string) => `tl:{sched}:rr:${model}`,
+  /** Picks handed to BullMQ whose job is not queued yet, by pick time: what the reconciler repairs. */
+  inflight: 'tl:{sched}:inflight',
   /**
    * Pub/sub channel `enqueue` publishes the offered task's model on, so the leader dispatches at
    * once (visiting that model) instead of at its next poll.
@@ -113,6 +117,11 @@ export const operatorKeys = {
   /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
   created: (minute: number) => `tl:{ops}:created:${minute}`,
   ended: (minute: number) => `tl:{ops}:ended:${minute}`,
+  /**
+   * A tenant's failed tasks by error code (hash code -> count) ended in one 5-minute bucket, kept
+   * an hour: the console's recent failures. Beside the tenant's index, in its `{<tenant>}` slot.
+   */
+  failed: (tenant: string, bucket: number) => `tl:ops:{${tenant}}:failed:${bucket}`,
   /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
   workers: 'tl:{sched}:workers',
 } as const;

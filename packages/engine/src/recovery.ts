@@ -3,10 +3,11 @@
  * 7.5, planned in restart.ts), and the create journal is reconciled with the ready index.
  */
 import type { StoreCore } from './core.js';
-import { problem, TasklineError } from './errors.js';
+import { problem, TasklineError, type Problem } from './errors.js';
 import { schedulerKeys } from './keys.js';
 import type { TaskRecord } from './records.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
+import { isTerminal } from './states.js';
 
 /** Applies LMSP 7.5 to a task whose lease lapsed before `deadline`; null when there was nothing to do. */
 export async function recoverTask(core: StoreCore, id: string, deadline: number): Promise<Recovered | null> {
@@ -54,7 +55,10 @@ async function restartTask(
       events: plan.events,
     });
     if (plan.to === 'queued') await core.enqueue({ ...task, seq });
-    else await core.released(task);
+    else
+      await core.released(task, {
+        failure: plan.fields.error ? (JSON.parse(plan.fields.error) as Problem).code : undefined,
+      });
     return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
   } catch (err) {
     if (
@@ -108,4 +112,69 @@ export async function reconcileIntake(core: StoreCore, olderThanMs: number, limi
     }
   }
   return queued;
+}
+
+/**
+ * Picks whose dispatch died between the pick and the BullMQ add (`inflight` entries older than
+ * `olderThanMs`): a task still queued is offered again, and the entry dropped. Returns their ids.
+ */
+export async function reconcileDispatches(
+  core: StoreCore,
+  olderThanMs: number,
+  limit = 500,
+): Promise<string[]> {
+  const stale = await core.redis.zrangebyscore(
+    schedulerKeys.inflight,
+    '-inf',
+    core.now() - olderThanMs,
+    'LIMIT',
+    0,
+    limit,
+  );
+  for (const id of stale) {
+    const task = await core.get(id);
+    if (task?.status === 'queued') await core.enqueue(task);
+    await core.redis.zrem(schedulerKeys.inflight, id);
+  }
+  return stale;
+}
+
+/**
+ * Drops running-set entries (what caps a tenant's concurrency) of tasks that ended or expired, or
+ * that wait parked for their caller's input, and offers again a task queued longer than
+ * `olderThanMs` that is neither ready nor has a job (`hasJob`: the dispatcher's queue, e.g. after
+ * a failed claim). Returns how many entries it dropped.
+ */
+export async function sweepActive(
+  core: StoreCore,
+  olderThanMs: number,
+  hasJob: (task: TaskRecord) => Promise<boolean>,
+): Promise<number> {
+  let dropped = 0;
+  const prefix = schedulerKeys.active('');
+  for (const key of await scan(core, `${prefix}*`)) {
+    const tenant = key.slice(prefix.length);
+    for (const id of await core.redis.zrange(key, 0, -1)) {
+      const task = await core.get(id);
+      if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
+        await core.redis.zrem(key, id);
+        dropped++;
+      } else if (task.status === 'queued' && task.updatedAt < core.now() - olderThanMs) {
+        const waiting = await core.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
+        if (waiting === null && !(await hasJob(task))) await core.enqueue(task);
+      }
+    }
+  }
+  return dropped;
+}
+
+async function scan(core: StoreCore, pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await core.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== '0');
+  return keys;
 }

@@ -1,5 +1,5 @@
 import { Cluster, Redis, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
-import { SCRIPT_BY_SHA } from './scripts.js';
+import { scriptLabel } from './scripts.js';
 import { redisUnavailableReason } from './unavailable.js';
 
 /**
@@ -136,9 +136,7 @@ export function timeRedisCommands(redis: Redis, observe: (command: string, secon
 }
 
 function commandLabel(command: Command): string {
-  if (command.name === 'evalsha' || command.name === 'eval') {
-    const sha = command.name === 'evalsha' ? String(command.args[0]) : '';
-    return SCRIPT_BY_SHA.get(sha) ?? command.name;
-  }
+  if (command.name === 'evalsha' || command.name === 'eval')
+    return scriptLabel(command.name, String(command.args[0])) ?? command.name;
   return command.name;
 }

@@ -1,14 +1,13 @@
 import type { Redis } from 'ioredis';
 import { StoreCore, flattenEvents, type TaskStoreOptions, type TransitionOptions } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
+import { persist } from './create.js';
 import * as idempotency from './idempotency.js';
-import { newId } from './ids.js';
 import * as inputs from './inputs.js';
 import { queueTenant, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
-import { countEnded, indexCreated } from './operator-index.js';
+import { countEnded } from './operator-index.js';
 import {
   check,
-  createdFields,
   parseEntry,
   parseTask,
   type NewTask,
@@ -67,93 +66,8 @@ export class TaskStore {
    * they have the task too.
    */
   async create(input: NewTask): Promise<TaskRecord> {
-    const task = await this.persist(input);
+    const task = await persist(this.core, input, this.indexOptions);
     await this.core.replicated();
-    return task;
-  }
-
-  private async persist(input: NewTask): Promise<TaskRecord> {
-    const id = input.id ?? newId('task');
-    const now = this.now();
-    const responseId = `resp_${id.slice('task_'.length)}`;
-    const keys = taskKeys(id);
-    const fields: Record<string, string> = {
-      id,
-      tenant: input.tenant,
-      kind: input.kind,
-      model: input.model,
-      on_restart: input.onRestart,
-      response_id: responseId,
-      request: JSON.stringify(input.request),
-      ...(input.parent !== undefined && { parent: input.parent }),
-    };
-    const created = statusEvent('queued', {
-      response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
-    });
-    // Journal and record in one round trip: both are sent before either reply is read, and Redis
-    // runs (and, with appendfsync always, logs) them in the order sent, so no record is on disk
-    // without its journal entry before it.
-    const journalled = this.redis.zadd(schedulerKeys.intake, now, id);
-    const written = this.scripts.create(
-      keys.task,
-      keys.events,
-      keys.channel,
-      keys.inputs,
-      keys.tokens,
-      now,
-      Object.keys(fields).length,
-      ...Object.entries(fields).flat(),
-      'response.created',
-      JSON.stringify(created.data),
-    );
-    // A fresh id cannot exist yet, so its enqueue goes out in the same round trip, behind the
-    // record (Redis runs them in order): the scheduler hears of the task one round trip sooner.
-    // Its queued state is known too: attempt 0, and the one event above is number 1.
-    // The journal entry stays until the record is known written: were the record late (its
-    // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
-    // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
-    const fresh = input.id === undefined;
-    // The operator index (another slot) rides in the same round trip; a lost entry costs only the listing.
-    indexCreated(this.redis, { id, tenant: input.tenant, createdAt: now }, this.indexOptions).catch(
-      () => undefined,
-    );
-    const queued = fresh
-      ? this.enqueue(
-          {
-            id,
-            tenant: input.tenant,
-            createdAt: now,
-            model: input.model,
-            attempt: 0,
-            seq: 1,
-            parent: input.parent ?? null,
-          },
-          true,
-        )
-      : null;
-    const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued]);
-    if (reply.status === 'rejected') throw reply.reason;
-    // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
-    const task =
-      reply.value[0] === 'ok'
-        ? parseTask({ ...fields, ...createdFields(now, Number(reply.value[1])) })
-        : await this.get(id);
-    if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply.value[0]}`);
-    if (task.tenant !== input.tenant)
-      throw new TasklineError('internal_error', 'task id collision across tenants');
-    if (reply.value[0] === 'ok') this.core.observe(task.kind, 'queued', task.createdAt);
-    // A fresh id's enqueue went with the record. Otherwise it is not awaited: the record and its
-    // journal entry are on disk, which is what the caller may acknowledge; a lost enqueue leaves
-    // the journal entry the reconciler queues from. It is sent before this returns, so this
-    // connection's later commands see the task queued. Without a journal entry (its write
-    // failed) nothing would repair a lost enqueue: wait for it.
-    if (task.status !== 'queued') await this.redis.zrem(schedulerKeys.intake, id);
-    else if (fresh && enqueued.status === 'fulfilled') {
-      // Not awaited: a journal entry left behind only makes the reconciler look at a dispatched task.
-      this.redis.zrem(schedulerKeys.intake, id).catch(() => undefined);
-      return task;
-    } else if (journal.status === 'rejected') await this.enqueue(task);
-    else this.enqueue(task).catch(() => undefined);
     return task;
   }
 
@@ -219,10 +133,10 @@ export class TaskStore {
         .multi()
         .zrem(schedulerKeys.ready(queueTenant(task), task.model), id)
         .hdel(schedulerKeys.offered, id)
-        .zrem(schedulerKeys.running(queueTenant(task)), id)
+        .zrem(schedulerKeys.active(queueTenant(task)), id)
         .zrem(schedulerKeys.parked, id)
         .exec();
-      await countEnded(this.redis, this.now());
+      await countEnded(this.redis, this.now(), task.tenant);
     }
     return { outcome: outcome as CancelOutcome, task: await this.core.require(id, tenant ?? undefined) };
   }
@@ -336,7 +250,7 @@ export class TaskStore {
       fields,
       events: [...(finish.events ?? []), finalEvent(finish.status, result, task.kind, error)],
     });
-    await this.core.released(task);
+    await this.core.released(task, { failure: error?.code });
     return seq;
   }
 
@@ -419,6 +333,16 @@ export class TaskStore {
   /** Queues journalled creates older than `olderThanMs` that never reached the ready index. */
   reconcileIntake(olderThanMs: number, limit?: number): Promise<string[]> {
     return recovery.reconcileIntake(this.core, olderThanMs, limit);
+  }
+
+  /** Offers again the tasks of dispatches that died before their job was queued (see recovery.ts). */
+  reconcileDispatches(olderThanMs: number, limit?: number): Promise<string[]> {
+    return recovery.reconcileDispatches(this.core, olderThanMs, limit);
+  }
+
+  /** Repairs the tenants' running sets (see recovery.ts); returns how many entries it dropped. */
+  sweepActive(olderThanMs: number, hasJob: (task: TaskRecord) => Promise<boolean>): Promise<number> {
+    return recovery.sweepActive(this.core, olderThanMs, hasJob);
   }
 
   /**

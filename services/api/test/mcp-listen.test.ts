@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { taskKeys } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { until } from '@taskline/testing';
 import { call, KEY_A, openSse, spawnApi, startStack, type ApiProcess, type Stack } from './helpers.js';
 import { roundTripProxy } from './round-trips.js';

@@ -10,7 +10,8 @@
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { idempotencyKey, isTerminal, type TaskStore } from '@taskline/engine';
+import { isTerminal, type TaskStore } from '@taskline/engine';
+import { idempotencyKey } from '@taskline/engine/keys';
 import { KEYS, mcp, TENANTS } from './client.js';
 import type { Service } from '@taskline/testing';
 
