@@ -193,9 +193,12 @@ export class TaskStore {
     };
   }
 
-  /** Resolves once what this store wrote is on every connected replica (`replication_timeout` if not). */
-  private async replicated(): Promise<void> {
-    await this.replicaAck?.wait();
+  /**
+   * Resolves once what this store wrote for task `id` (its record, the scheduler's index, and any
+   * `also` keys) is on every connected replica of the nodes that hold it (`replication_timeout` if not).
+   */
+  private async replicated(id: string, ...also: string[]): Promise<void> {
+    await this.replicaAck?.wait([taskKeys(id).task, schedulerKeys.intake, ...also]);
   }
 
   /**
@@ -206,7 +209,7 @@ export class TaskStore {
    */
   async create(input: NewTask): Promise<TaskRecord> {
     const task = await this.persist(input);
-    await this.replicated();
+    await this.replicated(task.id);
     return task;
   }
 
@@ -374,7 +377,7 @@ export class TaskStore {
     if (outcome === 'not_cancelable') {
       throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
     }
-    await this.replicated();
+    await this.replicated(id);
     if (outcome === 'cancelled' || outcome === 'cancelling') this.observe(task.kind, outcome, task.createdAt);
     if (outcome === 'cancelled') {
       // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
@@ -587,7 +590,7 @@ export class TaskStore {
     answers: Record<string, unknown>,
   ): Promise<{ accepted: number; status: TaskStatus }> {
     const result = await inputs.provideInput(this.inputs, id, tenant, answers);
-    await this.replicated();
+    await this.replicated(id);
     return result;
   }
 
@@ -776,10 +779,13 @@ export class TaskStore {
     const begun = await this.beginIdempotent(input.tenant, key, fingerprint);
     // A replay may answer a retry of a create whose first answer was replication_timeout.
     if (begun.replay) {
-      await this.replicated();
+      await this.replicated(begun.replay.id, begun.recordKey);
       return { task: begun.replay, replayed: true };
     }
-    const task = await this.create({ ...input, id: begun.taskId });
+    // The record that names the task must survive a failover as the task does, or a retry
+    // after one would create a second task.
+    const task = await this.persist({ ...input, id: begun.taskId });
+    await this.replicated(task.id, begun.recordKey);
     await this.finishIdempotent(begun.recordKey, task.id);
     return { task, replayed: false };
   }

@@ -55,6 +55,11 @@ test('readers attaching together all see an event written while they attach', as
   }
 });
 
+/** The hub's subscriber connection (on one Redis), to slow it down or cut it as a network fault would. */
+const subscriberOf = (of: EventHub) =>
+  (of as unknown as { links: { links: Map<string, { conn: import('ioredis').Redis }> } }).links.links.get('')!
+    .conn;
+
 test('an event published after the history read, before the channel is live, still arrives', async () => {
   const task = await h.store.create(newTask());
   // The history read answers before the subscription does, and the task moves in between.
@@ -72,8 +77,7 @@ test('an event published after the history read, before the channel is live, sti
     return history;
   };
   const slow = new EventHub(store);
-  const subscriber = (slow as unknown as { subscriber: { ssubscribe(...a: string[]): Promise<unknown> } })
-    .subscriber;
+  const subscriber = subscriberOf(slow) as unknown as { ssubscribe(...a: string[]): Promise<unknown> };
   const ssubscribe = subscriber.ssubscribe.bind(subscriber);
   subscriber.ssubscribe = async (...channels) => {
     await gate;
@@ -182,9 +186,6 @@ test('readers keep receiving, and new readers can attach, after Redis restarts f
   s.close();
   s2.close();
 });
-
-/** The hub's subscriber connection, to cut it as a network fault would. */
-const subscriberOf = (of: EventHub) => (of as unknown as { subscriber: import('ioredis').Redis }).subscriber;
 
 test('a reader attaching while the connection is down, its history read before the final event, still gets it', async () => {
   const task = await h.store.create(newTask());
