@@ -32,7 +32,45 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
+/**
+ * A `redis-server` of the test's own. With `TASKLINE_TEST_REDIS=cluster` in the environment (what
+ * `pnpm test:cluster` sets), a plain start gives a Redis Cluster instead (3 primaries, 3 replicas:
+ * see `startRedisCluster`), named by a `redis-cluster://` URL that every Taskline connection
+ * accepts; kill, restart, pause and resume then act on every node. Starts that ask for a folder,
+ * a port or arguments (a replica, a restart from an AOF) stay one Redis.
+ */
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const plain = options.dir === undefined && options.port === undefined && options.args === undefined;
+  if (plain && process.env.TASKLINE_TEST_REDIS === 'cluster') return clusterAsServer(options);
+  return startOne(options);
+}
+
+async function clusterAsServer(options: RedisServerOptions): Promise<RedisServer> {
+  // Imported here: redis-cluster.ts builds on startRedis.
+  const { startRedisCluster } = await import('./redis-cluster.js');
+  const cluster = await startRedisCluster({ appendfsync: options.appendfsync });
+  const seed = cluster.nodes[0]!;
+  return {
+    url: cluster.url,
+    port: seed.port,
+    dir: seed.dir,
+    get pid() {
+      return seed.pid;
+    },
+    pause: () => cluster.nodes.forEach((n) => n.pause()),
+    resume: () => cluster.nodes.forEach((n) => n.resume()),
+    async kill() {
+      await Promise.all(cluster.nodes.map((n) => n.kill()));
+    },
+    async restart() {
+      await Promise.all(cluster.nodes.map((n) => n.restart()));
+      await cluster.healthy();
+    },
+    stop: () => cluster.stop(),
+  };
+}
+
+async function startOne(options: RedisServerOptions): Promise<RedisServer> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'taskline-redis-')));
   const port = options.port ?? (await freePort());
   const appendfsync = options.appendfsync ?? 'always';
