@@ -213,7 +213,10 @@ class NodeReplicas {
     this.reading ??= this.node
       .info('replication')
       .then((info) => {
-        this.replicas = Number(infoFields(info).connected_slaves ?? 0);
+        // Replicas still in their first sync cannot acknowledge yet (nor be promoted with the data).
+        this.replicas = Object.entries(infoFields(info)).filter(
+          ([field, value]) => /^slave\d+$/.test(field) && value.includes('state=online'),
+        ).length;
         this.readAt = Date.now();
         return this.replicas;
       })

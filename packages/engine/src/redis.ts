@@ -79,27 +79,33 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
   const cluster = clusterTarget(target);
   if (!cluster) return new Redis(target as string, options);
   const { enableAutoPipelining, enableOfflineQueue, ...nodeOptions } = options;
-  return asRedis(
-    new Cluster(cluster.nodes as ClusterNode[], {
-      enableAutoPipelining,
-      enableOfflineQueue,
-      scaleReads: 'master',
-      clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
-      // A failover takes the cluster's node timeout and an election: commands wait for it
-      // rather than fail at once (each retry re-reads the slot table).
-      retryDelayOnFailover: 200,
-      retryDelayOnClusterDown: 200,
-      retryDelayOnTryAgain: 100,
-      // Managed clusters announce nodes by name behind TLS: connect to the names as announced.
-      ...(cluster.tls && { dnsLookup: (address, callback) => callback(null, address) }),
-      redisOptions: {
-        ...nodeOptions,
-        username: cluster.username,
-        password: cluster.password,
-        ...(cluster.tls && { tls: {} }),
-      },
-    }),
-  );
+  const connection = new Cluster(cluster.nodes as ClusterNode[], {
+    enableAutoPipelining,
+    enableOfflineQueue,
+    scaleReads: 'master',
+    clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+    // A failover takes the cluster's node timeout and an election: commands wait for it
+    // rather than fail at once (each retry re-reads the slot table).
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 200,
+    retryDelayOnTryAgain: 100,
+    // Managed clusters announce nodes by name behind TLS: connect to the names as announced.
+    ...(cluster.tls && { dnsLookup: (address, callback) => callback(null, address) }),
+    redisOptions: {
+      ...nodeOptions,
+      username: cluster.username,
+      password: cluster.password,
+      ...(cluster.tls && { tls: {} }),
+    },
+  });
+  // Commands wait for the first connection; after it, a cluster that is down refuses them at
+  // once (503, retried by clients) instead of queueing without bound, as `maxRetriesPerRequest`
+  // does for one Redis. A failover is no outage of the cluster: commands for the failed
+  // primary's slots wait for its replica (`retryDelayOnFailover`). BullMQ's blocking connections
+  // keep their queue.
+  if (options.maxRetriesPerRequest !== null)
+    connection.once('ready', () => (connection.options.enableOfflineQueue = false));
+  return asRedis(connection);
 }
 
 /**
