@@ -83,6 +83,9 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
     enableAutoPipelining,
     enableOfflineQueue,
     scaleReads: 'master',
+    // The slot table read (CLUSTER SLOTS) gets more than the default second: on a busy host a
+    // slow answer would otherwise fail the whole connection (ClusterAllFailedError).
+    slotsRefreshTimeout: 5000,
     clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
     // A failover takes the cluster's node timeout and an election: commands wait for it
     // rather than fail at once (each retry re-reads the slot table).
@@ -98,14 +101,35 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
       ...(cluster.tls && { tls: {} }),
     },
   });
-  // Commands wait for the first connection; after it, a cluster that is down refuses them at
-  // once (503, retried by clients) instead of queueing without bound, as `maxRetriesPerRequest`
-  // does for one Redis. A failover is no outage of the cluster: commands for the failed
-  // primary's slots wait for its replica (`retryDelayOnFailover`). BullMQ's blocking connections
-  // keep their queue.
-  if (options.maxRetriesPerRequest !== null)
-    connection.once('ready', () => (connection.options.enableOfflineQueue = false));
-  return asRedis(connection);
+  return asRedis(options.maxRetriesPerRequest === null ? connection : failFastOnceReady(connection));
+}
+
+/**
+ * Commands wait for the cluster's first connection; after it, a cluster that is down refuses them
+ * at once (503, retried by clients) instead of queueing without bound, as `maxRetriesPerRequest`
+ * does for one Redis. A failover is no outage of the cluster: commands for the failed primary's
+ * slots wait for its replica (`retryDelayOnFailover`). BullMQ's blocking connections keep their
+ * queue. A duplicate (a subscriber) starts over, waiting for its own first connection; it takes
+ * options as `Redis#duplicate` does, which Taskline's callers pass.
+ */
+function failFastOnceReady(cluster: Cluster): Cluster {
+  const duplicate = cluster.duplicate.bind(cluster);
+  cluster.duplicate = (nodes?: unknown, override?: unknown) => {
+    const options = (Array.isArray(nodes) ? override : nodes) as Record<string, unknown> | undefined;
+    const { connectionName, ...rest } = options ?? {};
+    return failFastOnceReady(
+      duplicate(Array.isArray(nodes) ? nodes : [], {
+        ...rest,
+        enableOfflineQueue: true,
+        redisOptions: {
+          ...cluster.options.redisOptions,
+          ...(typeof connectionName === 'string' && { connectionName }),
+        },
+      }),
+    );
+  };
+  cluster.once('ready', () => (cluster.options.enableOfflineQueue = false));
+  return cluster;
 }
 
 /**
