@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
 import { TasklineError } from './errors.js';
-import { isCluster } from './redis.js';
-import { keySlot } from './slots.js';
+import { isCluster, nodeOf } from './redis.js';
 
 /**
  * What an acknowledged write survives (`TASKLINE_DURABILITY`). `always`: it is on disk before Redis
@@ -168,10 +167,7 @@ export class ReplicaAck {
 
   /** The connections that wrote `keys`: the one Redis, or each owning primary of a cluster. */
   private writers(keys: readonly string[]): Redis[] {
-    if (!isCluster(this.redis)) return [this.redis];
-    const cluster = this.redis as unknown as ClusterView;
-    const owners = new Set(keys.map((key) => cluster.slots[keySlot(key)]?.[0]));
-    return cluster.nodes('master').filter((node) => owners.has(`${node.options.host}:${node.options.port}`));
+    return [...new Set(keys.map((key) => nodeOf(this.redis, key)))];
   }
 
   private async waitOn(node: Redis): Promise<void> {
@@ -191,13 +187,6 @@ export class ReplicaAck {
       { retryAfterS: 1 },
     );
   }
-}
-
-/** What an ioredis Cluster exposes of its slot table and node connections. */
-interface ClusterView {
-  /** Slot -> `host:port` of its primary, then its replicas. */
-  slots: string[][];
-  nodes(role: 'master'): Redis[];
 }
 
 /** The replicas one Redis (one cluster primary) reports connected, read at most once a second. */

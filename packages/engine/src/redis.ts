@@ -1,5 +1,7 @@
 import { Cluster, Redis, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
+import { TasklineError } from './errors.js';
 import { SCRIPT_BY_SHA } from './scripts.js';
+import { keySlot } from './slots.js';
 import { redisUnavailableReason } from './unavailable.js';
 
 /**
@@ -54,6 +56,20 @@ function clusterTarget(target: RedisTarget): ClusterTarget | null {
 /** A Redis Cluster connection (ioredis `Cluster`), which Taskline's code holds as a `Redis`. */
 export function isCluster(redis: Redis): boolean {
   return (redis as unknown as { isCluster?: boolean }).isCluster === true;
+}
+
+/**
+ * The connection that serves `key`: the one Redis, or the cluster primary that owns its slot now.
+ * For what a cluster does not route by key: `SCAN` of one slot's keys, `WAIT` after its writes.
+ */
+export function nodeOf(redis: Redis, key: string): Redis {
+  if (!isCluster(redis)) return redis;
+  const cluster = redis as unknown as { slots: string[][]; nodes(role: 'master'): Redis[] };
+  const owner = cluster.slots[keySlot(key)]?.[0];
+  const node = cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+  if (!node)
+    throw new TasklineError('internal_error', `no primary known for ${key}: the slot table is not read yet`);
+  return node;
 }
 
 /** The same command interface: the rest of Taskline is written once for both (see `isCluster`). */
@@ -154,15 +170,17 @@ export function isRedisUnavailable(err: unknown): boolean {
 export function timeRedisCommands(redis: Redis, observe: (command: string, seconds: number) => void): void {
   const send = redis.sendCommand.bind(redis);
   const timed = new WeakSet<Command>();
-  redis.sendCommand = (command: Command, stream?: Parameters<Redis['sendCommand']>[1]) => {
+  // Every argument passed on: a cluster's sendCommand takes a third, the node a retry goes to.
+  const timedSend = (command: Command, ...rest: unknown[]) => {
     if (!timed.has(command)) {
       timed.add(command);
       const started = process.hrtime.bigint();
       const done = () => observe(commandLabel(command), Number(process.hrtime.bigint() - started) / 1e9);
       command.promise.then(done, done);
     }
-    return send(command, stream);
+    return (send as (command: Command, ...rest: unknown[]) => unknown)(command, ...rest);
   };
+  redis.sendCommand = timedSend as Redis['sendCommand'];
 }
 
 function commandLabel(command: Command): string {

@@ -12,6 +12,7 @@ import {
   connectQueueRedis,
   indexTenant,
   isTerminal,
+  nodeOf,
   readyBacklog,
   schedulerKeys,
   writeWorkerSnapshot,
@@ -389,7 +390,8 @@ export class Scheduler {
     const keys: string[] = [];
     let cursor = '0';
     do {
-      const [next, batch] = await this.o.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+      // On a cluster, SCAN reads one node: the one that owns the `{sched}` slot of every key it looks for.
+      const [next, batch] = await nodeOf(this.o.redis, pattern).scan(cursor, 'MATCH', pattern, 'COUNT', 500);
       cursor = next;
       keys.push(...batch);
     } while (cursor !== '0');
