@@ -10,6 +10,7 @@ import {
   connectRedis,
   EventHub,
   isCluster,
+  redisTargetFromEnv,
   schedulerKeys,
   taskKeys,
   TaskStore,
@@ -36,6 +37,20 @@ after(async () => {
 
 test('the connection is a cluster client, and tasks spread over every primary', async () => {
   assert.ok(isCluster(redis));
+  // The operators' form: seed nodes, REDIS_URL unused.
+  const seeded = connectRedis(
+    redisTargetFromEnv({
+      REDIS_URL: 'redis://127.0.0.1:1',
+      TASKLINE_REDIS_CLUSTER_NODES: cluster.seeds,
+      TASKLINE_REDIS_USERNAME: '',
+      TASKLINE_REDIS_PASSWORD: '',
+      TASKLINE_REDIS_TLS: false,
+    }),
+    'seeded',
+  );
+  assert.ok(isCluster(seeded));
+  assert.equal(await seeded.set('tl:{probe}:x', '1'), 'OK');
+  seeded.disconnect();
   const owners = new Set<number>();
   for (let i = 0; i < 30; i++)
     owners.add((await cluster.primaryOf(taskKeys((await store.create(newTask())).id).task)).port);
