@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { taskKeys } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { createMany, waitEnded } from './taskline.js';
 import { commandCalls, diffCalls, keyBytes, usedMemory } from './redis-cost.js';
 import { createTask } from './http.js';

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { taskKeys } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { createTask } from './http.js';
 import { sleep } from './stats.js';
 

@@ -11,6 +11,7 @@ import {
 } from '@taskline/client';
 import { resolveConfig, UsageError, type CliConfig } from './config.js';
 import { describeError, EXIT, exitForStatus } from './exit.js';
+import type { CliIo } from './io.js';
 import { runKeys } from './keys.js';
 import { SqliteTaskIdStore } from './sqlite-store.js';
 
@@ -41,15 +42,6 @@ options:
 exit codes: 0 ok/succeeded, 1 task failed, 2 usage, 3 task cancelled, 4 not found,
   5 auth refused, 6 request refused, 7 server unreachable, 8 cancel requested (not yet stopped),
   70 internal error, 130 interrupted (the task keeps running; use tasks resume)`;
-
-export interface CliIo {
-  stdout: NodeJS.WritableStream;
-  stderr: NodeJS.WritableStream & { isTTY?: boolean };
-  stdin: NodeJS.ReadableStream;
-  env: NodeJS.ProcessEnv;
-  /** Fires on Ctrl-C. */
-  signal?: AbortSignal;
-}
 
 const OPTIONS = {
   url: { type: 'string' },

@@ -1,4 +1,5 @@
-export { runCli, USAGE, type CliIo } from './cli.js';
+export { runCli, USAGE } from './cli.js';
+export type { CliIo } from './io.js';
 export { EXIT, exitForStatus } from './exit.js';
 export { resolveConfig, UsageError, type CliConfig } from './config.js';
 export { SqliteTaskIdStore } from './sqlite-store.js';

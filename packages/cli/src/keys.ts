@@ -3,7 +3,7 @@ import { connectRedis, TasklineError } from '@taskline/engine';
 import { TasklineClientError } from '@taskline/client';
 import { UsageError, type CliConfig } from './config.js';
 import { EXIT } from './exit.js';
-import type { CliIo } from './cli.js';
+import type { CliIo } from './io.js';
 
 /**
  * Operator commands on API keys, through `@taskline/auth`'s ApiKeyStore (the same hashing and

@@ -1,6 +1,8 @@
 import type { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { TasklineError } from './errors.js';
 import { isCluster, nodeOf } from './redis.js';
+import { redisUnavailableReason } from './unavailable.js';
 
 /**
  * What an acknowledged write survives (`TASKLINE_DURABILITY`). `always`: it is on disk before Redis
@@ -66,6 +68,24 @@ export async function checkDurability(
   check: DurabilityCheck,
   log: Warn,
 ): Promise<DurabilityReport> {
+  // A service (re)started while Redis is down or still loading waits for it: exiting would turn
+  // a Redis restart into a crash loop of every service started meanwhile.
+  for (;;) {
+    try {
+      return await readDurability(redis, check, log);
+    } catch (err) {
+      const reason = redisUnavailableReason(err);
+      if (reason === null) throw err;
+      log.warn('redis_unavailable', { reason, retry_ms: START_RETRY_MS });
+      await sleep(START_RETRY_MS);
+    }
+  }
+}
+
+/** How often the start-up check tries again while Redis cannot answer. */
+const START_RETRY_MS = 500;
+
+async function readDurability(redis: Redis, check: DurabilityCheck, log: Warn): Promise<DurabilityReport> {
   if (!isCluster(redis)) return checkNode(redis, check, log);
   // Every node of a cluster, replicas too: a failover makes any replica the primary of its slots.
   await redis.ping();

@@ -43,3 +43,26 @@ export class TasklineError extends Error {
     return ERROR_CODES[this.code];
   }
 }
+
+/** RFC 9457 problem details with the stable `code` of LMSP 1.0 section 9.3. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+}
+
+export function problem(code: string, detail: string, status = 500): Problem {
+  return {
+    type: `https://taskline.dev/problems/${code}`,
+    title: code.replace(/_/g, ' '),
+    status,
+    detail,
+    code,
+  };
+}
+
+export function notFound(): TasklineError {
+  return new TasklineError('task_not_found', 'No task with this id exists.');
+}

@@ -20,19 +20,19 @@ export {
 export {
   TaskStore,
   storeOptionsFromEnv,
+  type TaskStoreOptions,
+  type CancelOutcome,
+  type Finish,
+} from './store.js';
+export {
   eventObject,
   eventJson,
-  notFound,
-  problem,
   type TaskRecord,
   type TaskKind,
   type NewTask,
   type StoredEvent,
-  type TaskStoreOptions,
   type TransitionObserved,
-  type CancelOutcome,
-  type Finish,
-} from './store.js';
+} from './records.js';
 export {
   emptyResponse,
   statusEvent,
@@ -41,7 +41,6 @@ export {
   FINAL_EVENT_TYPES,
   type ResponseObject,
   type ResponseStatus,
-  type Problem,
   type EventInput,
 } from './response.js';
 export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
@@ -54,23 +53,24 @@ export {
   type ServedModels,
 } from './models.js';
 export type { RunContext, RunOutcome, TaskRunner } from './runner.js';
-export { TasklineError, ERROR_CODES, type ErrorCode } from './errors.js';
+export { TasklineError, ERROR_CODES, notFound, problem, type ErrorCode, type Problem } from './errors.js';
+export { indexTenant } from './keys.js';
+export { taskStatuses, subscribeCancels } from './lookups.js';
+export { Leadership } from './leader.js';
 export {
-  taskKeys,
-  schedulerKeys,
-  idempotencyKey,
-  workerCancelChannel,
-  queueTenant,
-  childrenQueue,
-  indexTenant,
-  offeredState,
-  parseOfferedState,
-  type QueuedState,
-} from './keys.js';
+  defineDispatch,
+  pickFair,
+  parseWeights,
+  handedOver,
+  readyModels,
+  readyModelCount,
+  listenForOffers,
+  type Pick,
+  type FairShareOptions,
+} from './dispatch.js';
 export { newId, isWellFormedId } from './ids.js';
 export {
   OperatorView,
-  operatorKeys,
   readyBacklog,
   writeWorkerSnapshot,
   type ReadyBacklog,
@@ -78,7 +78,7 @@ export {
   type TaskRow,
   type WorkerSnapshot,
 } from './operator.js';
-export { scriptSource, type ScriptName } from './scripts.js';
+export { defineScripts, type ScriptOptions, type ScriptReply, type ScriptRunner } from './scripts.js';
 export {
   connectRedis,
   connectQueueRedis,

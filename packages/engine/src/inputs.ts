@@ -1,30 +1,10 @@
 import type { Redis } from 'ioredis';
+import type { StoreCore } from './core.js';
+import { problem } from './errors.js';
 import { schedulerKeys, taskKeys } from './keys.js';
+import { check, type TaskKind } from './records.js';
 import { finalEvent, statusEvent } from './response.js';
-import type { ScriptReply, Scripts } from './scripts.js';
 import type { TaskStatus } from './states.js';
-import { problem, type TaskKind, type TaskRecord } from './store.js';
-
-/** What the input requests of a task need from its store (TaskStore passes its own parts). */
-export interface InputHost {
-  redis: Redis;
-  scripts: Scripts;
-  now(): number;
-  inputTimeoutMs: number;
-  taskRetentionMs: number;
-  eventRetentionMs: number;
-  require(id: string, tenant?: string): Promise<TaskRecord>;
-  check(id: string, reply: ScriptReply): void;
-  enqueue(
-    task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt' | 'model' | 'attempt' | 'seq' | 'parent'>,
-    keepJournal?: boolean,
-  ): Promise<void>;
-  released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>): Promise<void>;
-  observe(kind: TaskKind, state: TaskStatus, createdAt: number): void;
-}
-
-/** By default an unanswered task fails after a day (TASKLINE_INPUT_TIMEOUT_S). */
-export const DEFAULT_INPUT_TIMEOUT_MS = 86_400_000;
 
 /**
  * Asks the caller questions. Returns the answers already on record for keys asked before (a
@@ -34,7 +14,7 @@ export const DEFAULT_INPUT_TIMEOUT_MS = 86_400_000;
  * between the two steps leaves an entry the deadline sweep drops, never a parked task no sweep sees.
  */
 export async function requestInput(
-  h: InputHost,
+  h: StoreCore,
   id: string,
   attempt: number,
   requests: Record<string, unknown>,
@@ -61,13 +41,13 @@ export async function requestInput(
   const [, reply] = await Promise.all([indexed, asked]);
   if (reply[0] !== 'ok') {
     await h.redis.zrem(schedulerKeys.parked, id);
-    if (reply[0] !== 'answered') h.check(id, reply);
+    if (reply[0] !== 'answered') check(id, reply);
     return { waiting: false, parked: false, answers: await answers(h.redis, id) };
   }
   h.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
   const task = await h.require(id);
-  await h.released(task);
+  await h.released(task, 'parked');
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 
@@ -79,7 +59,7 @@ export async function requestInput(
  * the reconciler a task to offer.
  */
 export async function provideInput(
-  h: InputHost,
+  h: StoreCore,
   id: string,
   tenant: string,
   given: Record<string, unknown>,
@@ -107,7 +87,7 @@ export async function provideInput(
     if (journalled) await h.redis.zrem(schedulerKeys.intake, id);
     return { accepted: 0, status: reply[1] as TaskStatus };
   }
-  h.check(id, reply);
+  check(id, reply);
   const status = reply[1] as TaskStatus;
   if (reply[3] === 1) {
     // Queued for a new attempt (shown running meanwhile).
@@ -154,7 +134,7 @@ export async function answers(redis: Redis, id: string): Promise<Record<string, 
  * Fails every parked task whose input deadline passed (`input_timeout`), and drops index entries
  * of tasks no longer waiting. Returns the ids failed. Safe on any number of replicas at once.
  */
-export async function sweepInputDeadlines(h: InputHost, limit = 500): Promise<string[]> {
+export async function sweepInputDeadlines(h: StoreCore, limit = 500): Promise<string[]> {
   const now = h.now();
   const due = await h.redis.zrangebyscore(schedulerKeys.parked, '-inf', now, 'LIMIT', 0, limit);
   const failed: string[] = [];
@@ -173,8 +153,8 @@ export async function sweepInputDeadlines(h: InputHost, limit = 500): Promise<st
       keys.inputs,
       keys.tokens,
       now,
-      h.taskRetentionMs,
-      h.eventRetentionMs,
+      h.options.taskRetentionMs,
+      h.options.eventRetentionMs,
       JSON.stringify(error),
       'null',
       end.type,
@@ -184,7 +164,7 @@ export async function sweepInputDeadlines(h: InputHost, limit = 500): Promise<st
       failed.push(id);
       h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));
       const task = await h.redis.hmget(keys.task, 'tenant', 'parent');
-      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null });
+      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null }, { failure: error.code });
     }
     // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
     await h.scripts.lease_unindex(schedulerKeys.parked, id, now);

@@ -53,7 +53,11 @@ export const schedulerKeys = {
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
    * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
    */
-  running: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  active: (tenant: string) => `tl:{sched}:active:${tenant}`,
+  /** The round-robin cursor of one model's dispatch (dispatch.lua). */
+  rr: (model: string) => `tl:{sched}:rr:${model}`,
+  /** Picks handed to BullMQ whose job is not queued yet, by pick time: what the reconciler repairs. */
+  inflight: 'tl:{sched}:inflight',
   /**
    * Pub/sub channel `enqueue` publishes the offered task's model on, so the leader dispatches at
    * once (visiting that model) instead of at its next poll.
@@ -94,3 +98,30 @@ export function parseOfferedState(value: string): QueuedState | null {
   if (at < 0) return null;
   return { attempt: Number(value.slice(0, at)), seq: Number(value.slice(at + 1)) };
 }
+
+/**
+ * The operator index: what the console lists, never shown to tenants. It holds ids and times
+ * only; every row is read from the task record itself, so an expired task drops out of the
+ * listing the moment its record expires (and its index entry is dropped on that read).
+ */
+export const operatorKeys = {
+  /**
+   * A tenant's tasks by creation time (zset id -> created ms). Tagged `{<tenant>}`, not
+   * `{<taskId>}`: create.lua touches only the task's slot, so the entry is a separate command in
+   * the create's round trip. Bounded to `TASKLINE_OPERATOR_INDEX_MAX` newest entries; the key
+   * lives the task retention after the tenant's last create.
+   */
+  tasks: (tenant: string) => `tl:ops:{${tenant}}:tasks`,
+  /** Tenants by their last create (zset tenant -> ms): the console's tenant list, no SCAN. */
+  tenants: 'tl:{ops}:tenants',
+  /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
+  created: (minute: number) => `tl:{ops}:created:${minute}`,
+  ended: (minute: number) => `tl:{ops}:ended:${minute}`,
+  /**
+   * A tenant's failed tasks by error code (hash code -> count) ended in one 5-minute bucket, kept
+   * an hour: the console's recent failures. Beside the tenant's index, in its `{<tenant>}` slot.
+   */
+  failed: (tenant: string, bucket: number) => `tl:ops:{${tenant}}:failed:${bucket}`,
+  /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
+  workers: 'tl:{sched}:workers',
+} as const;

@@ -1,69 +1,12 @@
 import type { Redis } from 'ioredis';
-import { schedulerKeys, taskKeys } from './keys.js';
+import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
+import { bucketOf, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
+import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
-import { isTaskStatus, type TaskStatus } from './states.js';
-import { notFound, type TaskKind, type TaskRecord, type TaskStore } from './store.js';
-import { TasklineError } from './errors.js';
-
-/**
- * The operator index: what the console lists, never shown to tenants. It holds ids and times
- * only; every row is read from the task record itself, so an expired task drops out of the
- * listing the moment its record expires (and its index entry is dropped on that read).
- */
-export const operatorKeys = {
-  /**
-   * A tenant's tasks by creation time (zset id -> created ms). Tagged `{<tenant>}`, not
-   * `{<taskId>}`: create.lua touches only the task's slot, so the entry is a separate command in
-   * the create's round trip. Bounded to `TASKLINE_OPERATOR_INDEX_MAX` newest entries; the key
-   * lives the task retention after the tenant's last create.
-   */
-  tasks: (tenant: string) => `tl:ops:{${tenant}}:tasks`,
-  /** Tenants by their last create (zset tenant -> ms): the console's tenant list, no SCAN. */
-  tenants: 'tl:{ops}:tenants',
-  /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
-  created: (minute: number) => `tl:{ops}:created:${minute}`,
-  ended: (minute: number) => `tl:{ops}:ended:${minute}`,
-  /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
-  workers: 'tl:{sched}:workers',
-} as const;
-
-const minuteOf = (ms: number) => Math.floor(ms / 60_000);
-const COUNTER_TTL_S = 3600;
-
-export interface OperatorIndexOptions {
-  /** Newest entries kept per tenant. */
-  max: number;
-  /** The tenant's index expires this long after its last create (the task retention). */
-  retentionMs: number;
-}
-
-/**
- * The operator index entries of a new task, sent in the create's round trip (not awaited on
- * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
- * retried create's first time.
- */
-export function indexCreated(
-  redis: Redis,
-  task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
-  o: OperatorIndexOptions,
-): Promise<unknown> {
-  const key = operatorKeys.tasks(task.tenant);
-  const counter = operatorKeys.created(minuteOf(task.createdAt));
-  return Promise.all([
-    redis.zadd(key, 'NX', task.createdAt, task.id),
-    redis.zremrangebyrank(key, 0, -(o.max + 1)),
-    redis.pexpire(key, o.retentionMs),
-    redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
-    redis.incr(counter),
-    redis.expire(counter, COUNTER_TTL_S),
-  ]);
-}
-
-/** Counts one ended task for the throughput chart (beside the ending step, in its round trip). */
-export function countEnded(redis: Redis, now: number): Promise<unknown> {
-  const counter = operatorKeys.ended(minuteOf(now));
-  return Promise.all([redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)]);
-}
+import { isTaskStatus, isTerminal, type TaskStatus } from './states.js';
+import type { TaskStore } from './store.js';
+import { notFound, TasklineError } from './errors.js';
+import { isWellFormedId } from './ids.js';
 
 export interface WorkerSnapshot {
   scheduler: string;
@@ -73,6 +16,8 @@ export interface WorkerSnapshot {
     models: { model: string; slots: number; free: number }[];
     draining: boolean;
     lastSeen: number;
+    /** Leases the worker renewed since it started (its heartbeat's count); absent from older schedulers. */
+    leaseRenewals?: number;
   }[];
 }
 
@@ -168,7 +113,7 @@ export class OperatorView {
 
   /** Dispatched, unfinished tasks per tenant (the scheduler's running sets). */
   async dispatched(tenants: string[]): Promise<Map<string, number>> {
-    const rows = await Promise.all(tenants.map((t) => this.redis.zcard(schedulerKeys.running(t))));
+    const rows = await Promise.all(tenants.map((t) => this.redis.zcard(schedulerKeys.active(t))));
     return new Map(tenants.map((t, i) => [t, rows[i]!]));
   }
 
@@ -225,20 +170,30 @@ export class OperatorView {
     return { rows, next: exhausted || score === Infinity ? null : `${score}:${skip}` };
   }
 
-  /** Status counts and failure codes over a tenant's `sample` newest tasks. */
-  async summary(
+  /**
+   * A tenant's unfinished tasks by status, read from every one of `unfinished` (the ids its
+   * unfinished-task cap holds: every task not yet ended, so the counts are exact, and at most
+   * the cap, so the read is bounded; ended ones and create reservations are skipped), and its
+   * failures by code over the last hour's counters.
+   */
+  async tenantCounts(
     tenant: string,
-    sample: number,
+    unfinished: string[],
   ): Promise<{ statuses: Partial<Record<TaskStatus, number>>; failures: Record<string, number> }> {
-    const ids = await this.redis.zrevrange(operatorKeys.tasks(tenant), 0, sample - 1);
+    const last = bucketOf(this.now());
+    const buckets = this.redis.pipeline();
+    for (let b = last - FAILURE_BUCKETS + 1; b <= last; b++) buckets.hgetall(operatorKeys.failed(tenant, b));
+    const [rows, counted] = await Promise.all([
+      this.rowsOf(unfinished.filter((id) => isWellFormedId(id, 'task'))),
+      buckets.exec(),
+    ]);
     const statuses: Partial<Record<TaskStatus, number>> = {};
+    for (const row of rows)
+      if (row && !isTerminal(row.status)) statuses[row.status] = (statuses[row.status] ?? 0) + 1;
     const failures: Record<string, number> = {};
-    for (const row of await this.rowsOf(ids)) {
-      if (!row) continue;
-      statuses[row.status] = (statuses[row.status] ?? 0) + 1;
-      if (row.status === 'failed')
-        failures[row.errorCode ?? 'unknown'] = (failures[row.errorCode ?? 'unknown'] ?? 0) + 1;
-    }
+    for (const [, value] of counted ?? [])
+      for (const [code, n] of Object.entries((value ?? {}) as Record<string, string>))
+        failures[code] = (failures[code] ?? 0) + Number(n);
     return { statuses, failures };
   }
 

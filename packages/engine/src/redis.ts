@@ -1,6 +1,6 @@
 import { Cluster, Redis, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
 import { TasklineError } from './errors.js';
-import { SCRIPT_BY_SHA } from './scripts.js';
+import { scriptLabel } from './scripts.js';
 import { keySlot } from './slots.js';
 import { redisUnavailableReason } from './unavailable.js';
 
@@ -184,9 +184,7 @@ export function timeRedisCommands(redis: Redis, observe: (command: string, secon
 }
 
 function commandLabel(command: Command): string {
-  if (command.name === 'evalsha' || command.name === 'eval') {
-    const sha = command.name === 'evalsha' ? String(command.args[0]) : '';
-    return SCRIPT_BY_SHA.get(sha) ?? command.name;
-  }
+  if (command.name === 'evalsha' || command.name === 'eval')
+    return scriptLabel(command.name, String(command.args[0])) ?? command.name;
   return command.name;
 }

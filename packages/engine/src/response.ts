@@ -3,7 +3,8 @@
  * Every event carries `task_status`, so any reader of the stream (SSE clients, MCP notifications)
  * learns each state change from the same log.
  */
-import type { TaskKind, TaskRecord } from './store.js';
+import type { Problem } from './errors.js';
+import type { TaskKind, TaskRecord } from './records.js';
 import type { TaskStatus } from './states.js';
 
 export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
@@ -18,15 +19,6 @@ export interface ResponseObject {
   usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
   error: Problem | null;
   incomplete_details: { reason: string } | null;
-}
-
-/** RFC 9457 problem details with the stable `code` of LMSP 1.0 section 9.3. */
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  code: string;
 }
 
 export interface EventInput {

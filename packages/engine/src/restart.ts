@@ -6,7 +6,7 @@
  */
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import { recoveryTarget, shownAfterRestart, type OnRestart, type TaskStatus } from './states.js';
-import type { TaskKind, TaskRecord } from './store.js';
+import type { TaskKind, TaskRecord } from './records.js';
 
 export type RestartReason = 'worker_lost' | 'worker_draining';
 

@@ -1,4 +1,5 @@
-import type { Finish, TaskRecord, TaskStore } from './store.js';
+import type { TaskRecord } from './records.js';
+import type { Finish, TaskStore } from './store.js';
 
 /** What a worker gives the code that runs one attempt of a task. */
 export interface RunContext {

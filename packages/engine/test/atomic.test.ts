@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { TasklineError, taskKeys, type TaskStore } from '../src/index.js';
+import { TasklineError, type TaskStore } from '../src/index.js';
+import { taskKeys } from '../src/keys.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 // Redis does not roll a script back: writes made before a failing command stay. Every script must

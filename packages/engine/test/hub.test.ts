@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { EventHub, TasklineError, taskKeys, type StoredEvent } from '../src/index.js';
+import { EventHub, TasklineError, type StoredEvent } from '../src/index.js';
+import { taskKeys } from '../src/keys.js';
 import { harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;

@@ -5,13 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import {
-  schedulerKeys,
-  TasklineError,
-  taskKeys,
-  visibleStepViolation,
-  type TaskStatus,
-} from '../src/index.js';
+import { TasklineError, visibleStepViolation, type TaskStatus } from '../src/index.js';
+import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -26,7 +21,7 @@ async function runningTool(tenant = 'tenant-a') {
   const task = await h.store.create(newTask({ tenant, kind: 'tool', model: 'tools', onRestart: 'retry' }));
   // As dispatch.lua does: out of the ready index, into the tenant's running set.
   await h.redis.zrem(schedulerKeys.ready(tenant, 'tools'), task.id);
-  await h.redis.zadd(schedulerKeys.running(tenant), Date.now(), task.id);
+  await h.redis.zadd(schedulerKeys.active(tenant), Date.now(), task.id);
   const claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true });
   return claimed;
 }
@@ -50,7 +45,7 @@ test('a task waiting for input is parked: no lease, out of the running set, its 
   assert.equal(parked?.status, 'input_required');
   assert.equal(parked?.leaseUntil, null);
   assert.equal(parked?.leaseOwner, null);
-  assert.equal(await h.redis.zscore(schedulerKeys.running('tenant-a'), task.id), null);
+  assert.equal(await h.redis.zscore(schedulerKeys.active('tenant-a'), task.id), null);
   assert.equal(await h.redis.zscore(schedulerKeys.leases, task.id), null);
   assert.ok(Number(await h.redis.zscore(schedulerKeys.parked, task.id)) > Date.now());
   assert.equal(await h.store.parkedCount(), 1);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { scriptSource } from '../src/index.js';
+import { scriptSource } from '../src/scripts.js';
 import { harness, type Harness } from './helpers.js';
 
 // The scripts on their own, through plain EVAL: the header comments are their contract.

@@ -1,14 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import {
-  eventJson,
-  eventObject,
-  isWellFormedId,
-  schedulerKeys,
-  TasklineError,
-  TaskStore,
-  taskKeys,
-} from '../src/index.js';
+import { eventJson, eventObject, isWellFormedId, TasklineError, TaskStore } from '../src/index.js';
+import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -181,7 +174,7 @@ test('cancel: queued ends at once, running asks to stop, repeats are idempotent'
 });
 
 test('every ending leaves the tenant running set the scheduler caps on', async () => {
-  const running = schedulerKeys.running('tenant-a');
+  const running = schedulerKeys.active('tenant-a');
   // What dispatch.lua does for each task it picks.
   const dispatched = async () => {
     const task = await h.store.create(newTask());

@@ -7,7 +7,8 @@ import {
   type Subscription,
   type TaskStore,
 } from '@taskline/engine';
-import type { McpLimits, McpObserver, McpStreamSlot } from './router.js';
+import type { StreamSlot, TenantLimits } from '@taskline/admission';
+import type { McpObserver } from './observe.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
@@ -21,7 +22,7 @@ interface ListenArgs {
   /** Distinct task ids one listen may follow (TASKLINE_MCP_LISTEN_MAX_TASKS). */
   maxTaskIds: number;
   /** The tenant's open-stream cap (TASKLINE_MAX_STREAMS), shared with LMSP event streams. */
-  limits?: Pick<McpLimits, 'openStream'>;
+  limits: Pick<TenantLimits, 'openStream'>;
   tenant: string;
   id: unknown;
   params: Record<string, unknown>;
@@ -69,7 +70,7 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   }
   // The slot and the records together: one round trip for all records (auto-pipelined gets).
   const [slotted, found] = await Promise.allSettled([
-    args.limits?.openStream(tenant) ?? Promise.resolve(null),
+    args.limits.openStream(tenant),
     Promise.all(
       requested.map((taskId) =>
         // Unknown and other tenants' ids are left out of the acknowledged filter, never revealed.
@@ -78,12 +79,12 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     ),
   ]);
   if (slotted.status === 'rejected' || found.status === 'rejected') {
-    if (slotted.status === 'fulfilled') await slotted.value?.release().catch(() => undefined);
+    if (slotted.status === 'fulfilled') await slotted.value.release().catch(() => undefined);
     const err = slotted.status === 'rejected' ? slotted.reason : (found as PromiseRejectedResult).reason;
     if (err instanceof TasklineError && err.code === 'rate_limited') return void rateLimited(res, id, err);
     throw err;
   }
-  const slot: McpStreamSlot | null = slotted.value;
+  const slot: StreamSlot = slotted.value;
   const tasks = found.value.filter((t) => t !== null);
   res.writeHead(200, {
     'content-type': 'text/event-stream',
@@ -93,11 +94,11 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   args.observe?.listener(1);
   const heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
-    slot?.renew().catch(() => undefined);
+    slot.renew().catch(() => undefined);
   }, args.heartbeatMs);
   res.once('close', () => {
     clearInterval(heartbeat);
-    void slot?.release().catch(() => undefined);
+    void slot.release().catch(() => undefined);
     args.observe?.listener(-1);
   });
   const send = (message: object) =>

@@ -1,15 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
-import { z } from 'zod';
-import {
-  createMcpHandler,
-  inputRequired,
-  McpServer,
-  MissingRequiredClientCapabilityError,
-  ProtocolError,
-  type ServerContext,
-} from '@modelcontextprotocol/server';
+import { createMcpHandler, MissingRequiredClientCapabilityError } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
+import type { Admission, TaskReservation } from '@taskline/admission';
 import type { Env } from '@taskline/config';
 import {
   redisUnavailableReason,
@@ -17,24 +10,18 @@ import {
   TasklineError,
   type EventHub,
   type RedisUnavailableReason,
-  type ServedModels,
-  type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import { builtinTools, modelChoice, type ToolRegistry, type ToolDefinition } from '@taskline/tools';
-import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
+import { builtinTools, modelChoice, type ToolRegistry } from '@taskline/tools';
+import { CLIENT_CAPABILITIES_KEY, declaresTasks } from './view.js';
 import { serveTaskListen } from './listen.js';
 import { rateLimited, rpcError } from './rpc.js';
-import { awaitToolResult, createToolTask } from './toolTasks.js';
-import { inlineContext } from './inline.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
 import { LegacySessions } from './legacy/session.js';
-import {
-  FIXTURE_REQUIRED_CAPABILITIES,
-  fixtureRequestStateVerify,
-  registerConformanceFixtures,
-} from './fixtures.js';
+import { FIXTURE_REQUIRED_CAPABILITIES } from './fixtures.js';
+import type { McpObserver, RequestOutcome } from './observe.js';
+import { buildServer, missingTasks } from './server.js';
 
 export type McpEnv = Pick<
   Env,
@@ -64,64 +51,15 @@ export interface McpRouterDeps {
   tools?: ToolRegistry;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
   observe?: McpObserver;
-  /** The tenant's request rate and unfinished-task cap: the api passes its `TenantLimits`, shared with LMSP. */
-  limits?: McpLimits;
-}
-
-/**
- * Per-tenant limits, in the shape of the api's `TenantLimits`, so this package stays free of
- * `services/api`. Refusals throw a `TasklineError` `rate_limited` with `details.retryAfterS`.
- */
-export interface McpLimits {
-  /** Takes one request from the tenant's rate. */
-  takeRequest(tenant: string): Promise<void>;
-  /** A create's request: one from the rate and a place under the unfinished-task cap, checked by `admit`. */
-  takeCreate(tenant: string): Promise<McpTaskReservation>;
-  /** A slot under the tenant's open-stream cap (shared with LMSP event streams), for a listen. */
-  openStream(tenant: string): Promise<McpStreamSlot>;
-}
-
-export interface McpStreamSlot {
-  /** Extends the slot's lease; called on every heartbeat. */
-  renew(): Promise<void>;
-  release(): Promise<void>;
-}
-
-export interface McpTaskReservation {
-  /** Refuses (and frees the place) when the tenant is over its cap. */
-  admit(): Promise<void>;
-  /** Swaps the place for the task id, or frees it (null); a later null does nothing, a task id still lands. */
-  commit(taskId: string | null): Promise<void>;
-}
-
-export interface McpObserver {
-  /** A tool call became a task of `tenant`. */
-  taskCreated(tenant: string): void;
-  /** A `notifications/tasks` listener stream opened (+1) or closed (-1). */
-  listener(delta: 1 | -1): void;
-  /** A request answered 503 because Redis said "try again" (or was unreachable). */
-  unavailable?(reason: RedisUnavailableReason): void;
-}
-
-/**
- * One request's record of a Redis "try again" met inside the SDK, which would otherwise turn it
- * into a failed tool result (or -32603 with HTTP 200): the router answers 503 instead.
- */
-interface RequestOutcome {
-  id: unknown;
-  unavailable?: RedisUnavailableReason;
+  /**
+   * The one admission path (`@taskline/admission`), shared with LMSP: the tenant's request rate,
+   * unfinished-task cap and open-stream cap, task creation, and waiting for a task's end.
+   */
+  admission: Admission;
 }
 
 /** The one tenant of the local no-auth mode. */
 export const LOCAL_TENANT = 'local';
-
-const missingTasks = () =>
-  new MissingRequiredClientCapabilityError(
-    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
-    'This request needs the io.modelcontextprotocol/tasks extension.',
-  );
-/** Unknown, expired and other tenants' tasks all read the same. */
-const unknownTask = () => new ProtocolError(-32602, 'Unknown or expired taskId');
 
 /**
  * JSON-RPC error of a request the task store cannot take now (Redis unreachable, or answering
@@ -146,7 +84,7 @@ const unavailableError = (id: unknown, reason: RedisUnavailableReason) => ({
  * SDK serves the protocol; a thin layer in front of it adds what the SDK cannot do yet (SDK issue
  * #2569): -32021 for tools that need a task, and `notifications/tasks` on `subscriptions/listen`.
  *
- * With `limits`, every authenticated request takes one from the tenant's request rate
+ * Every authenticated request takes one from the tenant's request rate
  * (TASKLINE_RATE_LIMIT_*, the bucket LMSP uses), and a `tools/call` of a tool that runs as a task
  * also needs a place under the tenant's unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS, counted
  * with its LMSP tasks). Over either: HTTP 429 with `Retry-After`, JSON-RPC error -32005
@@ -185,11 +123,11 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     (ctx) =>
       buildServer({
         store,
-        hub,
+        admission: deps.admission,
         tools,
         poll,
         tenant: ctx.authInfo?.clientId ?? '',
-        reservation: ctx.authInfo?.extra?.reservation as McpTaskReservation | undefined,
+        reservation: ctx.authInfo?.extra?.reservation as TaskReservation | undefined,
         outcome: ctx.authInfo?.extra?.outcome as RequestOutcome | undefined,
         served,
         fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
@@ -222,6 +160,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   const legacy: LegacyDeps = {
     store,
     hub,
+    admission: deps.admission,
     tools,
     poll,
     served,
@@ -260,18 +199,9 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       const tenant = env.TASKLINE_MCP_LOCAL_NO_AUTH
         ? LOCAL_TENANT
         : (await deps.authenticate!(req.headers)).id;
-      let reservation: McpTaskReservation | undefined;
-      if (deps.limits && createsTask(req)) {
-        const taking = deps.limits.takeCreate(tenant);
-        // Freed when the call made no task (asked for input, refused, cut short); `callTool` commits
-        // first. Listened for before the place is held, or a caller gone by then leaves it for 60 s.
-        res.once('close', () => void taking.then((slot) => slot.commit(null)).catch(() => undefined));
-        const slot = await taking;
-        await slot.admit();
-        reservation = slot;
-      } else if (deps.limits) {
-        await deps.limits.takeRequest(tenant);
-      }
+      // The admission step: a `tools/call` that runs as a task needs its place under the cap now.
+      const reservation = await deps.admission.admit(tenant, res, createsTask(req));
+      await reservation?.admit();
       const outcome: RequestOutcome = { id: (req.body as { id?: unknown } | undefined)?.id };
       (req as Request & { auth?: unknown }).auth = {
         token: '',
@@ -297,7 +227,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     const params = body?.params ?? {};
     const capabilities = (params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_KEY];
     const { auth } = req as Request & {
-      auth: { clientId: string; extra?: { reservation?: McpTaskReservation } };
+      auth: { clientId: string; extra?: { reservation?: TaskReservation } };
     };
     const tenant = auth.clientId;
     try {
@@ -317,7 +247,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           poll,
           heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
           maxTaskIds: env.TASKLINE_MCP_LISTEN_MAX_TASKS,
-          limits: deps.limits,
+          limits: deps.admission.limits,
           tenant,
           id: body.id,
           params,
@@ -376,118 +306,4 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
 function hasTaskFilter(params: Record<string, unknown>): boolean {
   const notifications = params.notifications as { taskIds?: unknown } | undefined;
   return Array.isArray(notifications?.taskIds);
-}
-
-interface ServerDeps {
-  store: TaskStore;
-  hub: EventHub;
-  tools: ToolRegistry;
-  poll: number;
-  tenant: string;
-  /** This call's place under the tenant's unfinished-task cap, when limits are on and it creates a task. */
-  reservation?: McpTaskReservation;
-  /** Where a handler notes a Redis "try again", so the router answers 503 (see RequestOutcome). */
-  outcome?: RequestOutcome;
-  /** The models and output cap a tool's `prepare` checks generations against. */
-  served: ServedModels;
-  /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
-  fixtures: boolean;
-  observe?: McpObserver;
-}
-
-function buildServer(deps: ServerDeps): McpServer {
-  const { store, tools, poll, tenant } = deps;
-  /** Runs a handler, noting a Redis "try again" it fails with before the SDK reshapes the error. */
-  const noting = async <T>(work: () => Promise<T>): Promise<T> => {
-    try {
-      return await work();
-    } catch (err) {
-      const reason = redisUnavailableReason(err);
-      if (reason && deps.outcome) deps.outcome.unavailable = reason;
-      throw err;
-    }
-  };
-  const server = new McpServer(
-    { name: 'taskline', version: '0.1.0' },
-    {
-      capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } },
-      ...(deps.fixtures && { requestState: { verify: fixtureRequestStateVerify } }),
-    },
-  );
-  if (deps.fixtures) registerConformanceFixtures(server);
-  for (const tool of tools.list()) {
-    server.registerTool(
-      tool.name,
-      { description: tool.description, inputSchema: tool.inputSchema },
-      (args: Record<string, unknown>, ctx: ServerContext) =>
-        noting(() => callTool(deps, tool, args, ctx)) as never,
-    );
-  }
-  const requireTasks = (ctx: ServerContext) => {
-    if (!declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) throw missingTasks();
-  };
-  const find = async (taskId: string): Promise<TaskRecord> => {
-    const task = await store.get(taskId, tenant);
-    if (!task) throw unknownTask();
-    return task;
-  };
-  const taskParams = { params: z.looseObject({ taskId: z.string() }) };
-  server.server.setRequestHandler('tasks/get', taskParams, async ({ taskId }, ctx) => {
-    requireTasks(ctx);
-    return (await noting(async () => detailedTask(store, await find(taskId), poll))) as never;
-  });
-  server.server.setRequestHandler('tasks/update', taskParams, ({ taskId }, ctx) =>
-    noting(() => updateTask(taskId, ctx)),
-  );
-  const updateTask = async (taskId: string, ctx: ServerContext) => {
-    requireTasks(ctx);
-    await find(taskId);
-    const answers = ctx.mcpReq.inputResponses ?? {};
-    try {
-      await store.provideInput(taskId, tenant, answers);
-    } catch (err) {
-      if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
-      throw err;
-    }
-    return {} as never;
-  };
-  server.server.setRequestHandler('tasks/cancel', taskParams, ({ taskId }, ctx) =>
-    noting(() => cancelTask(taskId, ctx)),
-  );
-  const cancelTask = async (taskId: string, ctx: ServerContext) => {
-    requireTasks(ctx);
-    try {
-      await store.cancel(taskId, tenant);
-    } catch (err) {
-      if (!(err instanceof TasklineError)) throw err;
-      if (err.code === 'task_not_found') throw unknownTask();
-      // Cancelling a finished task is acknowledged all the same: the ack promises nothing more.
-      if (err.code !== 'task_not_cancelable') throw err;
-    }
-    return {} as never;
-  };
-  return server;
-}
-
-async function callTool(
-  deps: ServerDeps,
-  tool: ToolDefinition,
-  rawArgs: Record<string, unknown>,
-  ctx: ServerContext,
-): Promise<unknown> {
-  const { store, hub, poll, tenant } = deps;
-  let args = rawArgs;
-  if (tool.prepare) {
-    const prepared = tool.prepare(args, ctx.mcpReq.inputResponses ?? {}, deps.served);
-    if ('ask' in prepared) return inputRequired({ inputRequests: prepared.ask as never });
-    args = prepared.args;
-  }
-  if (tool.taskSupport === 'forbidden') return tool.run(args, inlineContext(tenant, ctx.mcpReq.signal));
-  const task = await createToolTask(store, tenant, tool.name, args, deps);
-  // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
-  if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {
-    return { resultType: 'task', ...taskFields(task, poll) };
-  }
-  // A caller without the extension waits for the task: the work still runs durably on a worker.
-  return awaitToolResult(store, hub, task.id, tenant, ctx.mcpReq.signal);
 }

@@ -1,38 +1,48 @@
-import { isTerminal, newId, type EventHub, type TaskRecord, type TaskStore } from '@taskline/engine';
-import { TOOLS_MODEL, waitFor, type ToolResult } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from './router.js';
+import type { Admission, TaskReservation } from '@taskline/admission';
+import { newId, type TaskRecord, type TaskStore } from '@taskline/engine';
+import { TOOLS_MODEL, type ToolResult } from '@taskline/tools';
+import type { McpObserver } from './observe.js';
 
 /** A tenant's MCP tool tasks, both eras: the index `tasks/list` (MCP 2025-11-25) pages through. */
 const indexKey = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;
 /** Index members sort by creation time; the id keeps members unique and names the task. */
 const member = (createdAt: number, id: string) => `${String(createdAt).padStart(15, '0')}:${id}`;
 
+/** What creating a tool task runs with: the one admission path and this call's place under the cap. */
+export interface ToolTaskAdmission {
+  admission: Admission;
+  /** This call's place under the tenant's unfinished-task cap, taken by the router's admission step. */
+  reservation?: TaskReservation;
+  observe?: McpObserver;
+}
+
 /**
- * Creates an MCP tool task, from either protocol era. The id is chosen first and indexed before
- * the task exists, so a crash in between leaves an index entry without a task (skipped and
- * dropped by the listing), never a task missing from its tenant's list. The call's place under
- * the tenant's cap (`reservation`, taken by the admission step) becomes the task's.
+ * Creates an MCP tool task, from either protocol era, under the call's place (`Admission.create`).
+ * The id is chosen first and indexed before the task exists, so a crash in between leaves an
+ * index entry without a task (skipped and dropped by the listing), never a task missing from its
+ * tenant's list.
  */
 export async function createToolTask(
   store: TaskStore,
   tenant: string,
   tool: string,
   args: Record<string, unknown>,
-  admission: { reservation?: McpTaskReservation; observe?: McpObserver } = {},
+  deps: ToolTaskAdmission,
 ): Promise<TaskRecord> {
-  const id = newId('task');
-  await store.redis.zadd(indexKey(tenant), 0, member(Date.now(), id));
-  const task = await store.create({
-    id,
-    tenant,
-    kind: 'tool',
-    model: TOOLS_MODEL,
-    onRestart: 'retry',
-    request: { tool, arguments: args },
+  const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async () => {
+    const id = newId('task');
+    await store.redis.zadd(indexKey(tenant), 0, member(Date.now(), id));
+    const created = await store.create({
+      id,
+      tenant,
+      kind: 'tool',
+      model: TOOLS_MODEL,
+      onRestart: 'retry',
+      request: { tool, arguments: args },
+    });
+    return { task: created, replayed: false };
   });
-  // Not awaited, as on LMSP: until the swap lands the reservation counts in the task's place.
-  void admission.reservation?.commit(task.id).catch(() => undefined);
-  admission.observe?.taskCreated(tenant);
+  deps.observe?.taskCreated(tenant);
   return task;
 }
 
@@ -76,23 +86,17 @@ export async function listToolTasks(
  * (`signal`) cancels the task: nobody is left to read its result.
  */
 export async function awaitToolResult(
-  store: TaskStore,
-  hub: EventHub,
-  taskId: string,
-  tenant: string,
+  admission: Admission,
+  task: TaskRecord,
   signal: AbortSignal,
 ): Promise<ToolResult> {
-  const onAbort = () => void store.cancel(taskId, tenant).catch(() => undefined);
-  signal.addEventListener('abort', onAbort, { once: true });
+  const stop = admission.cancelOnLeave(task, signal);
+  let done: TaskRecord | null;
   try {
-    await waitFor(hub, taskId, 0, signal, async () => {
-      const now = await store.get(taskId);
-      return !now || isTerminal(now.status);
-    });
+    done = await admission.awaitEnd(task, signal);
   } finally {
-    signal.removeEventListener('abort', onAbort);
+    stop();
   }
-  const done = await store.get(taskId);
   if (done?.status === 'succeeded') return done.result as ToolResult;
   const reason =
     done?.status === 'cancelled'

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './ports.js';
-import { startRedis, type RedisServer } from './redis.js';
+import { startRedisServer, type RedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -51,7 +51,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       // The cluster bus gets a free port of its own: the default (port + 10000) may be taken or past 65535.
       const bus = await freePort();
       nodes.push(
-        await startRedis({
+        await startRedisServer({
           appendfsync: options.appendfsync,
           dir: await mkdtemp(join(root, `node${i}-`)),
           args: [

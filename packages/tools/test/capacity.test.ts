@@ -11,7 +11,7 @@
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { idempotencyKey, schedulerKeys } from '@taskline/engine';
+import { idempotencyKey, schedulerKeys } from '@taskline/engine/keys';
 import { startApi, startStack, type Replica } from '../../../test/conformance/stack.js';
 import { pollTask, rpc } from '../../mcp/test/helpers.js';
 
@@ -101,7 +101,7 @@ describe('tool tasks: worker slots and running places', () => {
       assert.equal(t.status, 'completed', JSON.stringify(t));
     }
     // Nothing is left counted against the tenant once they ended.
-    assert.equal(await stack.cluster.store.redis.zcard(schedulerKeys.running(TENANTS.c)), 0);
+    assert.equal(await stack.cluster.store.redis.zcard(schedulerKeys.active(TENANTS.c)), 0);
   });
 
   it('child generations are part of their tool call: the unfinished-task cap counts the call once', async () => {

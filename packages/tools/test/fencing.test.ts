@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
-import { connectRedis, idempotencyKey, TaskStore, type TaskRecord } from '@taskline/engine';
+import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
+import { idempotencyKey } from '@taskline/engine/keys';
 import { builtinTools, createToolRunner, TOOLS_MODEL, type ToolRunner } from '../src/index.js';
 
 const TENANT = 'tenant-f';

@@ -8,14 +8,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import {
-  connectRedis,
-  idempotencyKey,
-  servedModelsFromEnv,
-  TaskStore,
-  type Finish,
-  type TaskRecord,
-} from '@taskline/engine';
+import { connectRedis, servedModelsFromEnv, TaskStore, type Finish, type TaskRecord } from '@taskline/engine';
+import { idempotencyKey } from '@taskline/engine/keys';
 import { builtinTools, createToolRunner, TOOLS_MODEL, type ToolRunner } from '../src/index.js';
 
 const TENANT = 'tenant-r';

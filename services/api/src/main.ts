@@ -6,10 +6,7 @@ import {
   redisTargetFromEnv,
   timeRedisCommands,
 } from '@taskline/engine';
-import { operatorAuthenticator } from '@taskline/auth';
-import { mountConsole } from '@taskline/console';
 import { createLogger } from '@taskline/log';
-import { createMcpRouter } from '@taskline/mcp';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { createApp } from './app.js';
 import { serve } from './server.js';
@@ -26,55 +23,7 @@ async function main(): Promise<void> {
   }
   const metrics = createMetrics({ service: 'api', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
-  const api = createApp({
-    env,
-    redis,
-    logger,
-    metrics,
-    mountExtra: (app, { store, hub, auth, limits, models, followTask }) => {
-      // The operator console at /console and /admin/v1: operators only, never a tenant credential.
-      mountConsole(app, {
-        store,
-        operators: operatorAuthenticator(env),
-        models: [...models.keys()],
-        followTask,
-        usage: (tenants) => limits.usage(tenants),
-        limits: {
-          maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
-          maxStreams: env.TASKLINE_MAX_STREAMS,
-          requestBurst: env.TASKLINE_RATE_LIMIT_BURST,
-        },
-        prometheusUrl: env.TASKLINE_PROMETHEUS_URL,
-        retentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
-      });
-      // MCP at /mcp on the same engine, with the same authenticator (API keys, JWT) as LMSP.
-      app.use(
-        '/mcp',
-        createMcpRouter({
-          store,
-          hub,
-          env,
-          logger: logger.child({ surface: 'mcp' }),
-          authenticate: auth.authenticate,
-          // The same request rate and unfinished-task cap as LMSP, per tenant.
-          limits,
-          observe: {
-            taskCreated: (tenant) =>
-              metrics.taskCreatesTotal.inc({
-                protocol: 'mcp',
-                tenant: metrics.tenant(tenant),
-                outcome: 'accepted',
-              }),
-            listener: (delta) => {
-              metrics.mcpListenersOpen.inc(delta);
-              metrics.sseStreamsOpen.inc({ protocol: 'mcp' }, delta);
-            },
-            unavailable: (reason) => metrics.redisUnavailableTotal.inc({ reason }),
-          },
-        }),
-      );
-    },
-  });
+  const api = createApp({ env, redis, logger, metrics });
   // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
   // busiest tenants, so only the scraper may reach them, never the clients of the api port.
   const metricsServer = await startMetricsServer({

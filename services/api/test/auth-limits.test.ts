@@ -28,10 +28,11 @@ after(async () => {
   await stack.close();
 });
 
-const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+/** The one `keys` command: the `taskline` CLI of `@taskline/cli`, its machine-readable output. */
+const CLI = fileURLToPath(new URL('../../../packages/cli/bin/taskline.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const cli = async (...args: string[]) => {
-  const { stdout } = await promisify(execFile)(process.execPath, [CLI, ...args], {
+  const { stdout } = await promisify(execFile)(process.execPath, [CLI, '--json', ...args], {
     cwd: ROOT,
     env: { ...process.env, REDIS_URL: stack.redisServer.url },
   });
@@ -51,10 +52,7 @@ describe('API keys from the CLI', () => {
     const r = await call(api.base, 'POST', '/lmsp/v1/tasks', { key: created.key, body: TASK_BODY });
     assert.equal(r.status, 202);
     assert.equal((await stack.worker.get((r.body as { id: string }).id))?.tenant, 'tenant-cli');
-    const listed = (await cli('keys', 'list', '--tenant', 'tenant-cli'))
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { id: string });
+    const listed = JSON.parse(await cli('keys', 'list', '--tenant', 'tenant-cli')) as { id: string }[];
     assert.deepEqual(
       listed.map((k) => k.id),
       [created.id],

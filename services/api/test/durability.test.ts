@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
-import { connectRedis, taskKeys } from '@taskline/engine';
+import { connectRedis } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
 import {
   assertMcpUnavailable,

@@ -1,12 +1,15 @@
 /**
  * MCP `subscriptions/listen` is an open stream like any LMSP event stream: it counts under the
  * tenant's TASKLINE_MAX_STREAMS, sends heartbeats (which renew its slot), and takes at most
- * TASKLINE_MCP_LISTEN_MAX_TASKS task ids, a clear -32602 above that.
+ * TASKLINE_MCP_LISTEN_MAX_TASKS task ids, a clear -32602 above that; however many tasks it
+ * follows, it reads their records, and then their event logs, in one Redis round trip.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { taskKeys } from '@taskline/engine/keys';
 import { until } from '@taskline/testing';
 import { call, KEY_A, openSse, spawnApi, startStack, type ApiProcess, type Stack } from './helpers.js';
+import { roundTripProxy } from './round-trips.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
 const MAX_STREAMS = 2;
@@ -87,15 +90,11 @@ const admitted = (taskIds: unknown[]) =>
 let stack: Stack;
 let api: ApiProcess;
 const tasks: string[] = [];
-before(async () => {
-  stack = await startStack();
-  api = await spawnApi(stack.redisServer.url, {
-    TASKLINE_MAX_STREAMS: String(MAX_STREAMS),
-    TASKLINE_MCP_LISTEN_MAX_TASKS: String(MAX_TASK_IDS),
-    TASKLINE_SSE_HEARTBEAT_MS: '200',
-  });
-  // Unfinished tool tasks of tenant-a: a listen on them stays open.
-  for (let i = 0; i < MAX_TASK_IDS; i++) {
+
+/** `count` unfinished tool tasks of tenant-a (no worker runs them): a listen on them stays open. */
+async function openTasks(count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
     const task = await stack.worker.create({
       tenant: 'tenant-a',
       kind: 'tool',
@@ -103,8 +102,19 @@ before(async () => {
       onRestart: 'retry',
       request: { tool: 'slow_compute', arguments: { seconds: 60 } },
     });
-    tasks.push(task.id);
+    ids.push(task.id);
   }
+  return ids;
+}
+
+before(async () => {
+  stack = await startStack();
+  api = await spawnApi(stack.redisServer.url, {
+    TASKLINE_MAX_STREAMS: String(MAX_STREAMS),
+    TASKLINE_MCP_LISTEN_MAX_TASKS: String(MAX_TASK_IDS),
+    TASKLINE_SSE_HEARTBEAT_MS: '200',
+  });
+  tasks.push(...(await openTasks(MAX_TASK_IDS)));
 });
 after(async () => {
   api.child.kill('SIGKILL');
@@ -182,6 +192,48 @@ describe('subscriptions/listen', () => {
     } finally {
       l.close();
       await l.done;
+    }
+  });
+
+  test("reads its tasks' records in one Redis round trip, then their event logs in one", async () => {
+    // An api of its own behind the proxy (which slows it down; the cap tests above keep theirs
+    // direct), and tasks no listen has read yet: the first read of each is this listen's.
+    const proxy = await roundTripProxy(stack.redisServer.url);
+    const routed = await spawnApi(proxy.url, { TASKLINE_MCP_LISTEN_MAX_TASKS: String(MAX_TASK_IDS) });
+    const ids = await openTasks(MAX_TASK_IDS);
+    try {
+      const l = await listen(routed.base, ids);
+      assert.equal(l.status, 200, JSON.stringify(l.messages));
+      try {
+        await until('a notification for every task', () =>
+          l.messages.filter((m) => m.method === 'notifications/tasks').length >= ids.length
+            ? true
+            : undefined,
+        );
+      } finally {
+        l.close();
+        await l.done;
+      }
+    } finally {
+      routed.child.kill('SIGKILL');
+      await routed.exited;
+      await proxy.close();
+    }
+    const reads: [string, (id: string) => string][] = [
+      ['hgetall', (id) => taskKeys(id).task],
+      ['xrange', (id) => taskKeys(id).events],
+    ];
+    for (const [command, key] of reads) {
+      const first = ids.map((id) =>
+        proxy.turns.find((turn) => turn.commands.some((c) => c[0] === command && c[1] === key(id))),
+      );
+      assert.ok(
+        first.every((turn) => turn !== undefined),
+        `some task was never read with ${command}`,
+      );
+      // One read per task in one round trip each would spread them over MAX_TASK_IDS turns.
+      const trips = new Set(first.map((turn) => `${turn!.connection}:${turn!.index}`));
+      assert.equal(trips.size, 1, `the ${ids.length} tasks' ${command} reads took ${trips.size} round trips`);
     }
   });
 });

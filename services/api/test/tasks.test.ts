@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { createParser } from 'eventsource-parser';
 import { beforeEach, describe, test } from 'node:test';
-import { taskKeys } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { until } from '@taskline/testing';
 import {
   call,

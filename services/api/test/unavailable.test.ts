@@ -10,12 +10,12 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import express from 'express';
 import { Redis } from 'ioredis';
+import { Admission, TenantLimits } from '@taskline/admission';
 import { loadEnv } from '@taskline/config';
 import { connectRedis, EventHub, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMcpRouter } from '@taskline/mcp';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
-import { TenantLimits } from '../src/app.js';
 import {
   assertMcpUnavailable,
   BASE_ENV,
@@ -166,6 +166,7 @@ describe('MCP: a "try again" inside the SDK is a JSON-RPC error, not a failed to
       streamLeaseMs: 1000,
     });
     const reasons: string[] = [];
+    const logger = createLogger({ service: 'test' }, 'error', () => undefined);
     const app = express();
     app.use(
       '/mcp',
@@ -173,9 +174,9 @@ describe('MCP: a "try again" inside the SDK is a JSON-RPC error, not a failed to
         store,
         hub,
         env,
-        logger: createLogger({ service: 'test' }, 'error', () => undefined),
+        logger,
         authenticate: async () => ({ id: 'tenant-a' }),
-        limits,
+        admission: new Admission({ store, hub, limits, logger }),
         observe: {
           taskCreated: () => undefined,
           listener: () => undefined,

@@ -218,6 +218,8 @@ export interface ResponseRunnerOptions {
   clock?: FlushClock;
   /** The attempt's first output token was produced. */
   onFirstToken?: () => void;
+  /** The model made `count` tokens (counted as made, before they are appended or held back). */
+  onTokens?: (count: number) => void;
   /** The attempt ended (however): tokens it generated, seconds from its first token to its end. */
   onGenerated?: (tokens: number, secondsAfterFirst: number) => void;
 }
@@ -270,6 +272,7 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
           options.onFirstToken?.();
         }
         generated += step.tokens.length;
+        if (step.tokens.length > 0) options.onTokens?.(step.tokens.length);
         stream.push(step.text, step.tokens);
       };
       try {

@@ -21,8 +21,8 @@ import {
   type TaskRecord,
   type TaskRunner,
   type TaskStore,
-  taskKeys,
-  workerCancelChannel,
+  subscribeCancels,
+  taskStatuses,
 } from '@taskline/engine';
 import type { Redis } from 'ioredis';
 import type { ModelBackend, ModelLease } from '@taskline/inference';
@@ -92,6 +92,8 @@ export class GpuWorker {
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
   private reportDue = false;
+  /** Leases renewed since start, reported in heartbeats (the operator console shows it); wraps at 2^32. */
+  private leaseRenewals = 0;
 
   /** One flush timer for every generation this worker streams. */
   private readonly flushClock: FlushClock;
@@ -143,6 +145,7 @@ export class GpuWorker {
       workerId: this.o.id,
       slots: () => this.slots(),
       draining: () => this.draining !== null,
+      leaseRenewals: () => this.leaseRenewals,
       onDrain: (deadlineMs) => void this.drain(deadlineMs),
       onEvent: (event, fields) => this.o.log.info(event, fields),
     });
@@ -160,19 +163,24 @@ export class GpuWorker {
       connectionName: name ? `${name}-cancels` : undefined,
       enableReadyCheck: false,
       enableAutoPipelining: false,
+      // No retry limit: ioredis re-subscribes on its own after a reconnect, with no caller to catch
+      // a MaxRetriesPerRequestError should Redis drop again first (it would end the process).
+      maxRetriesPerRequest: null,
     });
     this.cancels = sub;
     sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses
     sub.on('message', (_channel: string, taskId: string) => this.running.get(taskId)?.stop('cancel'));
     sub.on('ready', () => {
-      for (const [id, r] of this.running) {
-        this.o.store.redis.hget(taskKeys(id).task, 'status').then(
-          (status) => status === 'cancelling' && r.stop('cancel'),
-          () => undefined,
-        );
-      }
+      const held = [...this.running];
+      taskStatuses(
+        this.o.store.redis,
+        held.map(([id]) => id),
+      ).then(
+        (statuses) => held.forEach(([, r], i) => statuses[i] === 'cancelling' && r.stop('cancel')),
+        () => undefined,
+      );
     });
-    await sub.subscribe(workerCancelChannel(this.o.id));
+    await subscribeCancels(sub, this.o.id);
   }
 
   /**
@@ -245,7 +253,10 @@ export class GpuWorker {
     const renew = setInterval(
       () => {
         store.renew(taskId, attempt, leaseMs).then(
-          (status) => status === 'cancelling' && stop('cancel'),
+          (status) => {
+            this.leaseRenewals = (this.leaseRenewals + 1) >>> 0;
+            if (status === 'cancelling') stop('cancel');
+          },
           (err: unknown) => {
             if (err instanceof TasklineError) stop('lost');
             else tlog.warn('renew_failed', { error: err });
@@ -306,8 +317,10 @@ export class GpuWorker {
             { model },
             Math.max(0, (Date.now() - task.createdAt) / 1000),
           ),
+        // Counted as made, not at the attempt's end: a long generation shows as a steady rate.
+        onTokens: (count) =>
+          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, count),
         onGenerated: (tokens, secondsAfterFirst) => {
-          metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, tokens);
           if (tokens > 1 && secondsAfterFirst > 0)
             metrics.outputTokensPerSecond.observe({ model }, (tokens - 1) / secondsAfterFirst);
         },

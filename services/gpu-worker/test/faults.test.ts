@@ -3,7 +3,8 @@ import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test, type TestContext } from 'node:test';
 import { RESTART_EVENT_TYPE, visibleStepViolation, type TaskRecord, type TaskStatus } from '@taskline/engine';
-import { Cluster, deltaText, exited, LONG, outputText, type ParsedEvent } from './helpers.js';
+import { freePort } from '@taskline/testing';
+import { Cluster, deltaText, exited, LONG, outputText, until, type ParsedEvent } from './helpers.js';
 
 const STEP_MS = '20';
 const FINAL = ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'];
@@ -116,10 +117,18 @@ test('cancel mid-generation: the worker stops at once and the task ends cancelle
 
 test('cancel while text waits for the next flush: it ends the stream with the cancel, marked cancelling', async (t) => {
   // A tick far away: after the first delta (sent at once) the model's text is held back.
-  worker(t, 'w-cancel-held', { TASKLINE_STREAM_FLUSH_MS: '1000' });
+  const metricsPort = await freePort();
+  worker(t, 'w-cancel-held', {
+    TASKLINE_STREAM_FLUSH_MS: '1000',
+    TASKLINE_METRICS_PORT: String(metricsPort),
+  });
   const { id } = await cluster.create(LONG);
-  await cluster.waitForTokens(id, 1);
-  await sleep(200); // about ten steps of STEP_MS, all held back
+  await until('the worker to hold back 5 tokens', async () => {
+    // Made first, stored second: stored only grows, so the difference never overstates what is held.
+    const made = await outputTokensCounted(metricsPort);
+    const stored = (await cluster.store.snapshot(id)).length;
+    return stored > 0 && made - stored >= 5 ? true : undefined;
+  });
   await cluster.store.cancel(id, 't1');
   const task = await cluster.waitForEnd(id);
   assert.equal(task.status, 'cancelled', JSON.stringify(task.error));
@@ -132,6 +141,16 @@ test('cancel while text waits for the next flush: it ends the stream with the ca
   assert.equal(deltaText(events), outputText(task.result));
   assert.deepEqual(new Set(statuses.slice(cancelling)), new Set(['cancelling', 'cancelled']));
 });
+
+/** The worker's `taskline_task_output_tokens_total` (every series): tokens its models made so far. */
+async function outputTokensCounted(port: number): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => undefined);
+  if (!res?.ok) return 0; // not listening yet
+  return (await res.text())
+    .split('\n')
+    .filter((line) => line.startsWith('taskline_task_output_tokens_total{'))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
 
 /** Starts a generation under `policy`, SIGKILLs its worker after 20 tokens, then starts another. */
 async function killMidGeneration(t: TestContext, policy: TaskRecord['onRestart']) {

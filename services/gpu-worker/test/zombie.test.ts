@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { taskKeys } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { Cluster, exited, LONG, until } from './helpers.js';
 
 let cluster: Cluster;

@@ -4,6 +4,7 @@ import {
   checkDurability,
   durabilityFromEnv,
   connectRedis,
+  parseWeights,
   redisTargetFromEnv,
   storeOptionsFromEnv,
   TaskStore,
@@ -11,7 +12,6 @@ import {
 } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
-import { parseWeights } from './dispatch.js';
 import { Scheduler } from './scheduler.js';
 
 const env = loadEnv();

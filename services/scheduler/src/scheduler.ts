@@ -10,19 +10,23 @@ import {
 } from '@taskline/control';
 import {
   connectQueueRedis,
+  defineDispatch,
+  handedOver,
   indexTenant,
-  isTerminal,
-  nodeOf,
+  Leadership,
+  listenForOffers,
+  pickFair,
   readyBacklog,
-  schedulerKeys,
+  readyModelCount,
+  readyModels,
   writeWorkerSnapshot,
+  type FairShareOptions,
+  type Pick,
   type RedisTarget,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { defineDispatch, dispatchKeys, pickFair, type FairShareOptions, type Pick } from './dispatch.js';
-import { Leadership } from './leader.js';
 
 export interface SchedulerOptions {
   id: string;
@@ -175,20 +179,17 @@ export class Scheduler {
   }
 
   /**
-   * Dispatch is event-driven: every enqueue publishes on `schedulerKeys.wake` and the leader runs a
+   * Dispatch is event-driven: every enqueue announces its model (`listenForOffers`) and the leader runs a
    * round at once, as it does when a worker reports freed slots; the interval stays as the safety net
    * (a lost message).
    */
   private async listen(): Promise<void> {
-    const sub = this.o.redis.duplicate({ enableAutoPipelining: false });
-    this.wakeup = sub;
-    sub.on('message', (_channel: string, model: string) => {
+    this.wakeup = await listenForOffers(this.o.redis, (model) => {
       this.wakes++;
       this.drained = false;
       this.offered.add(model);
       void this.run('dispatch', true);
     });
-    await sub.subscribe(schedulerKeys.wake);
   }
 
   private async lead(): Promise<void> {
@@ -272,7 +273,7 @@ export class Scheduler {
     // A task offered after this read wakes this replica, which runs the round again.
     const [budgets, waiting] = await Promise.all([
       this.available(full ? null : named, full),
-      full ? this.o.redis.smembers(schedulerKeys.models) : named,
+      full ? readyModels(this.o.redis) : named,
     ]);
     const ready = new Set(waiting);
     const counts = await Promise.all(
@@ -281,7 +282,7 @@ export class Scheduler {
         .map(([model, budget]) => this.dispatchModel(model, budget)),
     );
     // Read after the picks: a task offered since then has woken this replica (wakes moved on).
-    const left = await this.o.redis.scard(schedulerKeys.models);
+    const left = await readyModelCount(this.o.redis);
     this.drained = left === 0 && wakes === this.wakes;
     return counts.reduce((a, b) => a + b, 0);
   }
@@ -299,23 +300,12 @@ export class Scheduler {
   /**
    * Queues a pick's BullMQ job, named after the queued state it was offered in: a task cancelled
    * meanwhile gets a job all the same, and the worker's claim refuses it (cancel takes it out of
-   * the running set itself). Only an entry offered without its state costs a read of the task.
+   * the running set itself). A pick without a state stays in flight for the reconciler to offer
+   * again with one (see pickFair).
    */
   private async queuePick(model: string, pick: Pick): Promise<number> {
-    let state = pick.state;
-    if (!state) {
-      const task = await this.o.store.get(pick.id);
-      if (!task || task.status !== 'queued') {
-        // Cancelled or expired while waiting: nothing to run.
-        await this.o.redis
-          .multi()
-          .zrem(dispatchKeys.inflight, pick.id)
-          .zrem(dispatchKeys.active(pick.tenant), pick.id)
-          .exec();
-        return 0;
-      }
-      state = task;
-    }
+    const state = pick.state;
+    if (!state) return 0;
     const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt };
     await this.queue(model).add('run', job, {
       jobId: dispatchJobId({ id: pick.id, ...state }),
@@ -324,7 +314,7 @@ export class Scheduler {
     });
     const bound = this.waitingBound.get(model);
     if (bound !== undefined) this.waitingBound.set(model, bound + 1);
-    await this.o.redis.zrem(dispatchKeys.inflight, pick.id);
+    await handedOver(this.o.redis, pick.id);
     return 1;
   }
 
@@ -346,19 +336,7 @@ export class Scheduler {
   private async reconcile(): Promise<void> {
     const requeued = await this.o.store.reconcileIntake(this.o.reconcileAfterMs);
     if (requeued.length) this.o.log.info('intake_reconciled', { tasks: requeued });
-    const stale = await this.o.redis.zrangebyscore(
-      dispatchKeys.inflight,
-      '-inf',
-      Date.now() - this.o.reconcileAfterMs,
-      'LIMIT',
-      0,
-      500,
-    );
-    for (const id of stale) {
-      const task = await this.o.store.get(id);
-      if (task?.status === 'queued') await this.o.store.enqueue(task);
-      await this.o.redis.zrem(dispatchKeys.inflight, id);
-    }
+    await this.o.store.reconcileDispatches(this.o.reconcileAfterMs);
   }
 
   /**
@@ -367,35 +345,9 @@ export class Scheduler {
    * vanished (e.g. a failed claim).
    */
   async retention(): Promise<number> {
-    let dropped = 0;
-    const tenantKeys = await this.scan(`${dispatchKeys.active('')}*`);
-    for (const key of tenantKeys) {
-      const tenant = key.slice(dispatchKeys.active('').length);
-      for (const id of await this.o.redis.zrange(key, 0, -1)) {
-        const task = await this.o.store.get(id);
-        if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
-          await this.o.redis.zrem(key, id);
-          dropped++;
-        } else if (task.status === 'queued' && task.updatedAt < Date.now() - this.o.reconcileAfterMs) {
-          const waiting = await this.o.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
-          const job = await this.queue(task.model).getJob(dispatchJobId(task));
-          if (waiting === null && !job) await this.o.store.enqueue(task);
-        }
-      }
-    }
-    return dropped;
-  }
-
-  private async scan(pattern: string): Promise<string[]> {
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      // On a cluster, SCAN reads one node: the one that owns the `{sched}` slot of every key it looks for.
-      const [next, batch] = await nodeOf(this.o.redis, pattern).scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== '0');
-    return keys;
+    return this.o.store.sweepActive(this.o.reconcileAfterMs, async (task) =>
+      Boolean(await this.queue(task.model).getJob(dispatchJobId(task))),
+    );
   }
 
   /**

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { schedulerKeys } from '@taskline/engine';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis } from '@taskline/testing';
 import { Cluster } from '../../gpu-worker/test/helpers.js';
 

@@ -1,10 +1,10 @@
 /**
  * A pick becomes a BullMQ job named after the queued state its task was offered in, without a read
- * of the task; an entry offered without a state (by an api older than that) is read instead.
+ * of the task; an entry that lost its state stays in flight until the reconciler offers it again.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { schedulerKeys } from '@taskline/engine';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 
 let cluster: Cluster | undefined;
@@ -32,7 +32,7 @@ test('tasks offered with and without their queued state run; one cancelled while
   // The worker leaves the running set right after the end is written (another slot): wait for it.
   await until(
     't1 to leave the running set',
-    async () => ((await redis.zcard(schedulerKeys.running('t1'))) === 0 ? true : undefined),
+    async () => ((await redis.zcard(schedulerKeys.active('t1'))) === 0 ? true : undefined),
     10_000,
   );
 });

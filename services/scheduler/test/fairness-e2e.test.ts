@@ -12,13 +12,13 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { modelQueueName, queuePrefix } from '@taskline/control';
-import { schedulerKeys } from '@taskline/engine';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis, type RedisMonitor } from '@taskline/testing';
 import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 
 const MODEL = 'instant';
 const WAIT_LIST = `${queuePrefix(MODEL)}:${modelQueueName(MODEL)}:wait`;
-const ACTIVE_PREFIX = schedulerKeys.running('');
+const ACTIVE_PREFIX = schedulerKeys.active('');
 const READY_PREFIX = schedulerKeys.ready('', MODEL);
 const TASK_KEY = /^tl:\{(task_[^}]+)\}:task$/;
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { offeredState, schedulerKeys } from '@taskline/engine';
+import { offeredState, schedulerKeys } from '@taskline/engine/keys';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import { defineDispatch, dispatchKeys, LEADER_KEY, pickFair } from '../src/index.js';
+import { defineDispatch, pickFair } from '@taskline/engine';
 
 let server: RedisServer;
 let redis: Redis;
@@ -33,7 +33,7 @@ async function fill(tenant: string, count: number, from = 0, model = MODEL): Pro
 
 test('a tenant with 10,000 queued tasks delays another tenant by at most one round', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 10_000);
   // B's single task arrives last, after A's whole backlog.
   await fill('b', 1, 20_000);
@@ -54,20 +54,20 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
 
 test('picks go in queue order within a tenant and are recorded in flight', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 5);
   const picks = await pickFair(redis, token, MODEL, 3, share);
   assert.deepEqual(
     picks?.map((p) => p.id),
     ['task_a_m_0', 'task_a_m_1', 'task_a_m_2'],
   );
-  assert.equal(await redis.zcard(dispatchKeys.inflight), 3);
-  assert.equal(await redis.zcard(dispatchKeys.active('a')), 3);
+  assert.equal(await redis.zcard(schedulerKeys.inflight), 3);
+  assert.equal(await redis.zcard(schedulerKeys.active('a')), 3);
 });
 
 test('weights give a tenant more per round and caps bound its running tasks', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 50);
   await fill('b', 50);
   const weighted = await pickFair(redis, token, MODEL, 4, { ...share, weights: new Map([['a', 3]]) });
@@ -81,7 +81,7 @@ test('weights give a tenant more per round and caps bound its running tasks', as
 
 test('a pick hands on the queued state its task was offered in, once', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 2);
   await redis.hset(schedulerKeys.offered, 'task_a_m_0', offeredState({ attempt: 2, seq: 9 }));
   const picks = await pickFair(redis, token, MODEL, 2, share);
@@ -95,7 +95,7 @@ test('a pick hands on the queued state its task was offered in, once', async () 
 
 test('a replica that lost leadership cannot dispatch', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, 'someone-else 127.0.0.1:2');
+  await redis.set(schedulerKeys.leader, 'someone-else 127.0.0.1:2');
   await fill('a', 3);
   assert.equal(await pickFair(redis, token, MODEL, 3, share), null);
   assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 3);
@@ -103,7 +103,7 @@ test('a replica that lost leadership cannot dispatch', async () => {
 
 test('tenants with nothing ready leave the tenant set', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 1);
   await pickFair(redis, token, MODEL, 5, share);
   await pickFair(redis, token, MODEL, 5, share);
@@ -113,7 +113,7 @@ test('tenants with nothing ready leave the tenant set', async () => {
 
 test('a turn cut short by the budget goes on in the next call, so weights hold one slot at a time', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 50);
   await fill('b', 50);
   const order: string[] = [];
@@ -126,7 +126,7 @@ test('a turn cut short by the budget goes on in the next call, so weights hold o
 
 test('each model is dispatched from its own tasks: a model with no free slot holds back no other', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   // Tenant a's oldest tasks are for model x, which has no free worker in this round.
   await fill('a', 5, 0, 'x');
   await fill('a', 5, 100, 'y');
@@ -144,21 +144,21 @@ test('each model is dispatched from its own tasks: a model with no free slot hol
 
 test('a key of the wrong type refuses the round before anything is written', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 2);
   await fill('b', 2, 10);
   // Tenant b's running set is not a zset: the round would fail half-way, after a's picks.
-  await redis.set(schedulerKeys.running('b'), 'x');
+  await redis.set(schedulerKeys.active('b'), 'x');
   const before = await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1);
   await assert.rejects(pickFair(redis, token, MODEL, 4, share), /wrong type/);
   assert.deepEqual(await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1), before);
-  assert.equal(await redis.exists(dispatchKeys.inflight), 0);
-  assert.equal(await redis.exists(schedulerKeys.running('a')), 0);
+  assert.equal(await redis.exists(schedulerKeys.inflight), 0);
+  assert.equal(await redis.exists(schedulerKeys.active('a')), 0);
 });
 
 test('the first dispatch on a connection that auto-pipelines other traffic in the same tick breaks nothing', async () => {
   await redis.flushall();
-  await redis.set(LEADER_KEY, token);
+  await redis.set(schedulerKeys.leader, token);
   await fill('a', 1);
   // As the scheduler connects: auto-pipelining on, tl_dispatch defined before its first round.
   const busy = new Redis(server.url, { enableAutoPipelining: true });

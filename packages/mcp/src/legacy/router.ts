@@ -1,27 +1,20 @@
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isLegacyRequest } from '@modelcontextprotocol/server';
-import type { EventHub, ServedModels, TaskStore } from '@taskline/engine';
+import type { TaskReservation } from '@taskline/admission';
 import type { Logger } from '@taskline/log';
-import type { ToolRegistry } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from '../router.js';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
-import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod } from './tasks.js';
+import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod, type LegacyCall } from './tasks.js';
 import { negotiateVersion } from './wire.js';
 import { rpcError } from '../rpc.js';
 
-export interface LegacyDeps {
-  store: TaskStore;
-  hub: EventHub;
-  tools: ToolRegistry;
-  poll: number;
-  served: ServedModels;
+/** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
+export interface LegacyDeps extends Omit<LegacyCall, 'tenant' | 'res' | 'id' | 'reservation'> {
   sessions: LegacySessions;
   fixtures: boolean;
   logger: Logger;
-  observe?: McpObserver;
 }
 
 type Message = { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: Record<string, unknown> };
@@ -53,7 +46,7 @@ export async function serveLegacy(
   req: Request,
   res: Response,
   tenant: string,
-  reservation?: McpTaskReservation,
+  reservation?: TaskReservation,
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {

@@ -8,8 +8,9 @@ import {
   type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
+import { callerLeft, type Admission, type TaskReservation } from '@taskline/admission';
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
-import type { McpObserver, McpTaskReservation } from '../router.js';
+import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, listToolTasks } from '../toolTasks.js';
 import { rpcError } from '../rpc.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
@@ -18,6 +19,7 @@ import { legacyTask, RELATED_TASK } from './wire.js';
 export interface LegacyCall {
   store: TaskStore;
   hub: EventHub;
+  admission: Admission;
   tools: ToolRegistry;
   poll: number;
   served: ServedModels;
@@ -25,7 +27,7 @@ export interface LegacyCall {
   res: Response;
   id: unknown;
   /** This call's place under the tenant's unfinished-task cap (admission step), if it creates a task. */
-  reservation?: McpTaskReservation;
+  reservation?: TaskReservation;
   observe?: McpObserver;
 }
 
@@ -124,11 +126,7 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
   }
   const task = await createToolTask(call.store, call.tenant, tool.name, args, call);
   if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
-  const abort = new AbortController();
-  call.res.once('close', () => {
-    if (!call.res.writableFinished) abort.abort();
-  });
-  reply(call, await awaitToolResult(call.store, call.hub, task.id, call.tenant, abort.signal));
+  reply(call, await awaitToolResult(call.admission, task, callerLeft(call.res)));
 }
 
 async function listTasks(call: LegacyCall, cursor: unknown) {

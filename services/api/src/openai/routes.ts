@@ -7,7 +7,7 @@
 import type { Request, Response, Router } from 'express';
 import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { API_PREFIX, responseObject } from '../lmsp/schema.js';
-import type { TasklineApi } from '../app.js';
+import type { FollowTask } from '../lmsp/stream.js';
 import { methodNotAllowed } from '../problem.js';
 
 export interface ResponseRouteDeps {
@@ -15,7 +15,7 @@ export interface ResponseRouteDeps {
   /** The caller's response task by task id, or `404 task_not_found`. */
   findTask(req: Request, taskId: string): Promise<TaskRecord>;
   /** Serves a task's events from the request's resume point (the task event stream's handler). */
-  followTask: TasklineApi['followTask'];
+  followTask: FollowTask;
 }
 
 /** The task that produces response `id`; an id this service could not have made is unknown at once. */

@@ -1,11 +1,9 @@
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { schedulerKeys } from '@taskline/engine';
+import { schedulerKeys } from './keys.js';
+import { loadSchedulerScripts } from './scripts.js';
 
-export const LEADER_KEY = schedulerKeys.leader;
-
-const lua = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
+const LEADER_KEY = schedulerKeys.leader;
 
 /**
  * Leadership through one Redis key: `SET NX PX` takes it, a Lua renew extends it only for the
@@ -16,6 +14,7 @@ export class Leadership {
   readonly token: string;
   private leading = false;
   private leaseUntil = 0;
+  private readonly scripts: ReturnType<typeof loadSchedulerScripts>;
 
   constructor(
     private readonly redis: Redis,
@@ -23,8 +22,7 @@ export class Leadership {
     private readonly leaseMs: number,
   ) {
     this.token = `${randomUUID()} ${address}`;
-    redis.defineCommand('tl_leader_renew', { numberOfKeys: 1, lua: lua('leader_renew') });
-    redis.defineCommand('tl_leader_release', { numberOfKeys: 1, lua: lua('leader_release') });
+    this.scripts = loadSchedulerScripts(redis);
   }
 
   /** True while this replica holds the lease, by its own clock (it stops before the key expires). */
@@ -35,8 +33,7 @@ export class Leadership {
   /** Takes or renews the lease; returns whether this replica leads now. */
   async tick(): Promise<boolean> {
     const started = Date.now();
-    const r = this.redis as Redis & { tl_leader_renew(k: string, t: string, ms: number): Promise<number> };
-    let held = this.leading && (await r.tl_leader_renew(LEADER_KEY, this.token, this.leaseMs)) === 1;
+    let held = this.leading && (await this.scripts.leader_renew(LEADER_KEY, this.token, this.leaseMs)) === 1;
     if (!held) held = (await this.redis.set(LEADER_KEY, this.token, 'PX', this.leaseMs, 'NX')) === 'OK';
     this.leading = held;
     // Counted from before the call, so our view of the lease never outlives the key.
@@ -51,7 +48,6 @@ export class Leadership {
 
   async release(): Promise<void> {
     this.leading = false;
-    const r = this.redis as Redis & { tl_leader_release(k: string, t: string): Promise<number> };
-    await r.tl_leader_release(LEADER_KEY, this.token);
+    await this.scripts.leader_release(LEADER_KEY, this.token);
   }
 }

@@ -12,23 +12,15 @@
  *   a stream of a replica that died stops counting when its lease lapses.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
-import { isTerminal, isTaskStatus, taskKeys, TasklineError } from '@taskline/engine';
+import { isTerminal, taskStatuses, TasklineError } from '@taskline/engine';
+import { loadLimitScripts, type LimitScripts } from './scripts.js';
 
 const keys = {
   rate: (tenant: string) => `tl:api:rate:{${tenant}}`,
   active: (tenant: string) => `tl:api:active:{${tenant}}`,
   streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
 };
-
-/** The limit scripts (`services/api/lua/`, contracts in their header comments), loaded once. */
-const lua = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
-interface LimitScripts {
-  tl_token_bucket(...args: (string | number)[]): Promise<[number, number]>;
-  tl_stream_slot(...args: (string | number)[]): Promise<number>;
-  tl_reservation_commit(...args: (string | number)[]): Promise<number>;
-}
 
 /** How old a create reservation may get before it is taken for a crashed create. */
 const RESERVATION_MS = 60_000;
@@ -47,10 +39,17 @@ const rateLimited = (detail: string, retryAfterS: number) =>
 
 /** A held place under the tenant's unfinished-task cap. */
 export interface TaskReservation {
-  /** Throws `rate_limited` (and frees the place) when the tenant is over its cap. */
+  /** Throws `rate_limited` (and frees the place) when the tenant is over its cap; asked once, however often called. */
   admit(): Promise<void>;
   /** Swaps the place for the task id, or frees it (null); a later null does nothing, a task id still lands. */
   commit(taskId: string | null): Promise<void>;
+}
+
+/** A held slot under the tenant's open-stream cap (LMSP event streams and MCP listens alike). */
+export interface StreamSlot {
+  /** Extends the slot's lease; called on every heartbeat. */
+  renew(): Promise<void>;
+  release(): Promise<void>;
 }
 
 export class TenantLimits {
@@ -60,12 +59,7 @@ export class TenantLimits {
     private readonly redis: Redis,
     readonly settings: LimitSettings,
   ) {
-    if (!('tl_token_bucket' in redis)) {
-      redis.defineCommand('tl_token_bucket', { numberOfKeys: 2, lua: lua('token_bucket') });
-      redis.defineCommand('tl_stream_slot', { numberOfKeys: 1, lua: lua('stream_slot') });
-      redis.defineCommand('tl_reservation_commit', { numberOfKeys: 1, lua: lua('reservation_commit') });
-    }
-    this.scripts = redis as unknown as LimitScripts;
+    this.scripts = loadLimitScripts(redis);
   }
 
   /** Takes one request from the tenant's bucket, or throws `rate_limited` with the wait. */
@@ -86,27 +80,21 @@ export class TenantLimits {
   }
 
   /**
-   * Holds a place for one more unfinished task; `commit` swaps it for the task id (or frees it
-   * when the create made no new task). Throws `rate_limited` at the cap.
+   * Holds a place for one more unfinished task, without a request token (a create whose request
+   * took none); as with `takeCreate`, `admit` checks the cap and `commit` settles the place.
    */
   async reserveTask(tenant: string): Promise<TaskReservation> {
     const key = keys.active(tenant);
     const reservation = `r:${randomUUID()}`;
     const reply = await this.redis.multi().zadd(key, Date.now(), reservation).zcard(key).exec();
-    const slot = this.reservation(key, reservation, Number(reply?.[1]?.[1] ?? 0));
-    await slot.admit();
-    return slot;
+    return this.reservation(key, reservation, Number(reply?.[1]?.[1] ?? 0));
   }
 
   private async take(tenant: string, reservation: string | null): Promise<number> {
     const { ratePerS, burst } = this.settings;
     const args: (string | number)[] = [ratePerS, burst, Date.now()];
     if (reservation) args.push(reservation);
-    const [waitMs, count] = await this.scripts.tl_token_bucket(
-      keys.rate(tenant),
-      keys.active(tenant),
-      ...args,
-    );
+    const [waitMs, count] = await this.scripts.token_bucket(keys.rate(tenant), keys.active(tenant), ...args);
     if (waitMs > 0)
       throw rateLimited(
         'Too many requests for this tenant; retry after the indicated time.',
@@ -117,22 +105,25 @@ export class TenantLimits {
 
   private reservation(key: string, reservation: string, counted: number): TaskReservation {
     let settled = false;
+    const check = async () => {
+      let count = counted;
+      if (count > this.settings.maxActiveTasks) count = await this.prune(key);
+      if (count > this.settings.maxActiveTasks) {
+        settled = true;
+        await this.redis.zrem(key, reservation);
+        throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
+      }
+    };
+    // Asked once: a surface that checks the cap before its create (MCP) and the create itself share the answer.
+    let admitted: Promise<void> | undefined;
     return {
-      admit: async () => {
-        let count = counted;
-        if (count > this.settings.maxActiveTasks) count = await this.prune(key);
-        if (count > this.settings.maxActiveTasks) {
-          settled = true;
-          await this.redis.zrem(key, reservation);
-          throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
-        }
-      },
+      admit: () => (admitted ??= check()),
       commit: async (taskId) => {
         // A caller that leaves frees the place (commit(null)) while its create may still be
         // writing the task: the task, once written, must take a place all the same.
         if (settled && taskId === null) return;
         settled = true;
-        await this.scripts.tl_reservation_commit(key, reservation, taskId ?? '', Date.now());
+        await this.scripts.reservation_commit(key, reservation, taskId ?? '', Date.now());
       },
     };
   }
@@ -148,13 +139,11 @@ export class TenantLimits {
       if (!member.startsWith('r:')) ids.push(member);
       else if (Number(members[i + 1]) < now - RESERVATION_MS) gone.push(member);
     }
-    const pipeline = this.redis.pipeline();
     // An expired task is gone from Redis (its own clock): no deadline compared with ours.
-    for (const id of ids) pipeline.hget(taskKeys(id).task, 'status');
-    const states = (await pipeline.exec()) ?? [];
+    const states = await taskStatuses(this.redis, ids);
     ids.forEach((id, i) => {
-      const status = (states[i]?.[1] ?? null) as string | null;
-      if (!isTaskStatus(status) || isTerminal(status)) gone.push(id);
+      const status = states[i];
+      if (!status || isTerminal(status)) gone.push(id);
     });
     if (gone.length > 0) await this.redis.zrem(key, ...gone);
     return members.length / 2 - gone.length;
@@ -162,28 +151,40 @@ export class TenantLimits {
 
   /**
    * What each tenant uses of its limits now, for the operator console: unfinished tasks and
-   * open streams (as counted, before pruning) and the request tokens left in its bucket.
+   * open streams (as counted, before pruning) and the request tokens left in its bucket. The
+   * unfinished entries come as read (task ids and reservations): every task not yet ended holds
+   * one, and pruning keeps them near the cap, so the console counts statuses from them.
    */
   async usage(
     tenants: string[],
-  ): Promise<Map<string, { activeTasks: number; streams: number; rateTokens: number }>> {
-    const p = this.redis.pipeline();
-    for (const t of tenants)
-      p.zcard(keys.active(t)).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
-    const rows = (await p.exec()) ?? [];
+  ): Promise<
+    Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
+  > {
+    // Separate commands (one write all the same, auto-pipelined): each tenant is its own slot, and
+    // a pipeline on a Redis Cluster must stay on one node.
+    const rows = await Promise.all(
+      tenants.map((t) =>
+        Promise.all([
+          this.redis.zrange(keys.active(t), 0, -1),
+          this.redis.zcard(keys.streams(t)),
+          this.redis.hmget(keys.rate(t), 'tokens', 'ts'),
+        ]),
+      ),
+    );
     const now = Date.now();
     const { ratePerS, burst } = this.settings;
     return new Map(
       tenants.map((t, i) => {
-        const [tokens, ts] = (rows[3 * i + 2]?.[1] ?? []) as (string | null)[];
+        const [unfinished, streams, [tokens, ts]] = rows[i]!;
         // The bucket refills between requests; its stored count is as of its last request.
         const left =
           tokens == null ? burst : Math.min(burst, Number(tokens) + ((now - Number(ts)) / 1000) * ratePerS);
         return [
           t,
           {
-            activeTasks: Number(rows[3 * i]?.[1] ?? 0),
-            streams: Number(rows[3 * i + 1]?.[1] ?? 0),
+            activeTasks: unfinished.length,
+            unfinished,
+            streams,
             rateTokens: Math.floor(left),
           },
         ];
@@ -192,11 +193,11 @@ export class TenantLimits {
   }
 
   /** Opens a stream slot; `renew` on every heartbeat, `release` when the stream ends. */
-  async openStream(tenant: string): Promise<{ renew: () => Promise<void>; release: () => Promise<void> }> {
+  async openStream(tenant: string): Promise<StreamSlot> {
     const key = keys.streams(tenant);
     const id = randomUUID();
     const lease = () => Date.now() + this.settings.streamLeaseMs;
-    const ok = await this.scripts.tl_stream_slot(key, Date.now(), id, lease(), this.settings.maxStreams);
+    const ok = await this.scripts.stream_slot(key, Date.now(), id, lease(), this.settings.maxStreams);
     if (Number(ok) !== 1)
       throw rateLimited(`This tenant already has ${this.settings.maxStreams} open streams.`, 1);
     return {

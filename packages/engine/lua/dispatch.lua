@@ -1,19 +1,25 @@
--- One dispatch round share for one model, atomically over the {sched} slot: weighted round robin
--- across the tenants that have ready tasks for the model, so a tenant with a long backlog gets
--- `quantum * weight` tasks per turn and every other tenant gets its turn in between. A turn may
--- span calls: capacity often frees one slot at a time, and a turn cut short by the budget goes on
--- in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
--- (counted over all models) or out of tasks ends its turn.
--- Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
--- and each comes with the queued state it was offered in ('' when it was offered without one).
--- The caller read the model's tenant set just before and passes each tenant's keys: a tenant that
--- joined since waits for the next round (its offer woke the scheduler for one).
--- KEYS: leader, tenants (of the model), state (of the model), inflight, models, offered,
---       then per tenant: its ready index for the model, its active set
--- ARGV: token, now, budget, quantum, max_running, model, tenant, weight, tenant, weight, ...
---       (tenants in the order of their keys)
--- Returns {'not_leader'} | {'corrupt', key} (a key of the wrong type; nothing written)
---       | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
+--[[
+  One dispatch round share for one model, atomically over the {sched} slot: weighted round robin
+  across the tenants that have ready tasks for the model, so a tenant with a long backlog gets
+  `quantum * weight` tasks per turn and every other tenant gets its turn in between. A turn may
+  span calls: capacity often frees one slot at a time, and a turn cut short by the budget goes on
+  in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
+  (counted over all models) or out of tasks ends its turn.
+  Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
+  and each comes with the queued state it was offered in ('' for an entry without one).
+  The caller read the model's tenant set just before and passes each tenant's keys: a tenant that
+  joined since waits for the next round (its offer woke the scheduler for one).
+
+  KEYS[1] leader lease  KEYS[2] tenants with ready tasks (of the model)
+  KEYS[3] round-robin state (of the model)  KEYS[4] inflight  KEYS[5] models  KEYS[6] offered states
+  KEYS[7 ..] per tenant: its ready index for the model, its active set (so the caller passes the
+             number of keys first)
+  ARGV[1] token  ARGV[2] now (ms)  ARGV[3] budget  ARGV[4] quantum  ARGV[5] max running per tenant
+  ARGV[6] model  ARGV[7 ..] tenant, weight, ... (tenants in the order of their keys)
+
+  Returns {'not_leader'} | {'corrupt', key} (a key of the wrong type; nothing written)
+        | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
+]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
 -- Redis does not roll a script back: every key written below is checked first, so a key of the
 -- wrong type refuses the round ({'corrupt', key}) instead of failing it half-way.

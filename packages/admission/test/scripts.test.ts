@@ -1,4 +1,4 @@
-/** The api's limit scripts (`services/api/lua/`), run directly against a Redis of the test's own. */
+/** The admission package's limit scripts (`lua/`), run directly against a Redis of the test's own. */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, beforeEach, test } from 'node:test';

@@ -1,0 +1,2 @@
+export { Admission, callerLeft, type AdmissionDeps, type Created } from './admission.js';
+export { TenantLimits, type LimitSettings, type StreamSlot, type TaskReservation } from './limits.js';

@@ -1,0 +1,205 @@
+/**
+ * What every part of the task store shares: the connection and its scripts, the record read, one
+ * fenced transition, the scheduler offer and the release of an ended task. `TaskStore` is the
+ * face; lifecycle, idempotency, recovery and input requests are built on this.
+ */
+import type { Redis } from 'ioredis';
+import { ReplicaAck } from './durability.js';
+import { notFound } from './errors.js';
+import { offeredState, queueTenant, schedulerKeys, taskKeys } from './keys.js';
+import { countEnded, type TaskEnd } from './operator-index.js';
+import {
+  check,
+  parseTask,
+  type Offer,
+  type TaskKind,
+  type TaskRecord,
+  type TransitionObserved,
+} from './records.js';
+import type { EventInput } from './response.js';
+import { loadScripts, type Scripts } from './scripts.js';
+import { isTerminal, sourcesOf, type TaskStatus } from './states.js';
+
+export interface TaskStoreOptions {
+  taskRetentionMs: number;
+  eventRetentionMs: number;
+  idempotencyTtlS: number;
+  idempotencyPendingMs: number;
+  /** Newest tasks the operator index keeps per tenant (`TASKLINE_OPERATOR_INDEX_MAX`). */
+  operatorIndexMax?: number;
+  /** How long a task waits for its caller's input before it fails (`input_timeout`); default a day. */
+  inputTimeoutMs?: number;
+  now?: () => number;
+  /**
+   * Set where clients are answered (the api): creates, cancels and answers wait this long for
+   * every connected Redis replica to have them before they are acknowledged (`WAIT`).
+   */
+  replicaAckTimeoutMs?: number;
+  /** Told of every state change this store's process commits, after it committed. */
+  onTransition?: (change: TransitionObserved) => void;
+}
+
+/** The store's options from the validated environment (`@taskline/config`), the same for every service. */
+export function storeOptionsFromEnv(env: {
+  TASKLINE_TASK_RETENTION_S: number;
+  TASKLINE_EVENT_RETENTION_S: number;
+  TASKLINE_IDEMPOTENCY_TTL_S: number;
+  TASKLINE_IDEMPOTENCY_PENDING_MS: number;
+  TASKLINE_OPERATOR_INDEX_MAX?: number;
+  TASKLINE_INPUT_TIMEOUT_S: number;
+}): TaskStoreOptions {
+  return {
+    operatorIndexMax: env.TASKLINE_OPERATOR_INDEX_MAX,
+    inputTimeoutMs: env.TASKLINE_INPUT_TIMEOUT_S * 1000,
+    taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+    eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
+    idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
+    idempotencyPendingMs: env.TASKLINE_IDEMPOTENCY_PENDING_MS,
+  };
+}
+
+/** By default an unanswered task fails after a day (TASKLINE_INPUT_TIMEOUT_S). */
+const DEFAULT_INPUT_TIMEOUT_MS = 86_400_000;
+
+export interface TransitionOptions {
+  attempt?: number;
+  from?: TaskStatus[];
+  leaseExpiredBefore?: number;
+  /** Drop the resume snapshot in the same step (a `retry` runs again from the start). */
+  dropSnapshot?: boolean;
+  fields?: Record<string, string>;
+  events: EventInput[];
+}
+
+export class StoreCore {
+  readonly scripts: Scripts;
+  readonly inputTimeoutMs: number;
+  private readonly clock: () => number;
+  private readonly replicaAck: ReplicaAck | null;
+
+  constructor(
+    readonly redis: Redis,
+    readonly options: TaskStoreOptions,
+  ) {
+    this.scripts = loadScripts(redis);
+    this.clock = options.now ?? Date.now;
+    this.inputTimeoutMs = options.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
+    this.replicaAck = options.replicaAckTimeoutMs ? new ReplicaAck(redis, options.replicaAckTimeoutMs) : null;
+  }
+
+  now(): number {
+    return this.clock();
+  }
+
+  /**
+   * Resolves once what this store wrote for task `id` (its record, the scheduler's index, and any
+   * `also` keys) is on every connected replica of the nodes that hold it (`replication_timeout` if not).
+   */
+  async replicated(id: string, ...also: string[]): Promise<void> {
+    await this.replicaAck?.wait([taskKeys(id).task, schedulerKeys.intake, ...also]);
+  }
+
+  /** The task, or null when it never existed, expired, or belongs to another tenant. */
+  async get(id: string, tenant?: string): Promise<TaskRecord | null> {
+    const raw = await this.redis.hgetall(taskKeys(id).task);
+    if (!raw.id) return null;
+    const task = parseTask(raw);
+    if (tenant !== undefined && task.tenant !== tenant) return null;
+    // Expiry is Redis's, by its clock (the ending script PEXPIREs every key of the task): a task
+    // Redis still returns is kept. Comparing `expires_at`, a writer's clock, with this process's
+    // would read a kept task as gone whenever the two clocks disagree.
+    return task;
+  }
+
+  async require(id: string, tenant?: string): Promise<TaskRecord> {
+    const task = await this.get(id, tenant);
+    if (!task) throw notFound();
+    return task;
+  }
+
+  /**
+   * Offers a queued task to the scheduler (enqueue.lua); idempotent, so the reconciler may repeat
+   * it. Drops the task's create-journal entry in the same step unless `keepJournal`.
+   */
+  async enqueue(task: Offer, keepJournal = false): Promise<void> {
+    const tenant = queueTenant(task);
+    const reply = await this.scripts.enqueue(
+      schedulerKeys.ready(tenant, task.model),
+      schedulerKeys.active(tenant),
+      schedulerKeys.tenants(task.model),
+      schedulerKeys.models,
+      schedulerKeys.intake,
+      schedulerKeys.offered,
+      task.id,
+      task.createdAt,
+      tenant,
+      task.model,
+      schedulerKeys.wake,
+      keepJournal ? '0' : '1',
+      offeredState(task),
+    );
+    if (Array.isArray(reply)) check(task.id, reply);
+  }
+
+  /**
+   * One state change through transition.lua. `from` defaults to every legal source of `to` in the
+   * state table; `attempt` fences it to the caller's attempt.
+   */
+  async transition(id: string, to: TaskStatus, opts: TransitionOptions): Promise<number> {
+    const keys = taskKeys(id);
+    const fields = opts.fields ?? {};
+    const reply = await this.scripts.transition(
+      keys.task,
+      keys.events,
+      keys.channel,
+      keys.inputs,
+      keys.tokens,
+      this.now(),
+      to,
+      (opts.from ?? sourcesOf(to)).join(','),
+      opts.attempt ?? '',
+      opts.leaseExpiredBefore ?? '',
+      this.options.taskRetentionMs,
+      this.options.eventRetentionMs,
+      isTerminal(to) ? 1 : 0,
+      opts.dropSnapshot ? 1 : 0,
+      Object.keys(fields).length,
+      ...Object.entries(fields).flat(),
+      ...flattenEvents(opts.events),
+    );
+    check(id, reply);
+    // A progress message keeps the status: only a change of state is a transition.
+    if (!opts.from || opts.from.some((s) => s !== to))
+      this.observe(reply[3] as TaskKind, to, Number(reply[4]));
+    return Number(reply[2]);
+  }
+
+  /**
+   * Drops an ended task from the lease index and its tenant's running set, so the scheduler's
+   * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
+   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. A
+   * parked task is released too, but has not ended: only an end is counted for the console.
+   */
+  async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
+    // Two independent removals, sent in one write (no MULTI: neither needs the other).
+    await Promise.all([
+      this.redis.zrem(schedulerKeys.leases, task.id),
+      this.redis.zrem(schedulerKeys.active(queueTenant(task)), task.id),
+      end === 'parked' ? null : countEnded(this.redis, this.now(), task.tenant, end.failure),
+    ]);
+  }
+
+  /** Token ids the task's output events carried so far: where `resume` continues from. */
+  async snapshot(id: string): Promise<number[]> {
+    const raw = (await this.redis.get(taskKeys(id).tokens)) ?? '';
+    return raw === '' ? [] : raw.slice(0, -1).split(',').map(Number);
+  }
+
+  observe(kind: TaskKind, state: TaskStatus, createdAt: number): void {
+    this.options.onTransition?.({ kind, state, terminal: isTerminal(state), createdAt });
+  }
+}
+
+export function flattenEvents(events: EventInput[]): string[] {
+  return events.flatMap((e) => [e.type, JSON.stringify(e.data)]);
+}

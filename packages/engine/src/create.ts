@@ -1,0 +1,104 @@
+/**
+ * The create path: journal, record and offer in one round trip (ARCHITECTURE.md, "The flow of
+ * one task", steps 2 and 3).
+ */
+import type { StoreCore } from './core.js';
+import { TasklineError } from './errors.js';
+import { newId } from './ids.js';
+import { schedulerKeys, taskKeys } from './keys.js';
+import { indexCreated, type OperatorIndexOptions } from './operator-index.js';
+import { createdFields, parseTask, type NewTask, type TaskRecord } from './records.js';
+import { emptyResponse, statusEvent } from './response.js';
+
+/**
+ * Persists a task in `queued` with its `response.created` event, then queues it for dispatch.
+ * The create journal (`intake`) is written first, so a crash after the record is written but
+ * before it is queued leaves a trace the reconciler repairs.
+ */
+export async function persist(
+  core: StoreCore,
+  input: NewTask,
+  indexOptions: OperatorIndexOptions,
+): Promise<TaskRecord> {
+  const id = input.id ?? newId('task');
+  const now = core.now();
+  const responseId = `resp_${id.slice('task_'.length)}`;
+  const keys = taskKeys(id);
+  const fields: Record<string, string> = {
+    id,
+    tenant: input.tenant,
+    kind: input.kind,
+    model: input.model,
+    on_restart: input.onRestart,
+    response_id: responseId,
+    request: JSON.stringify(input.request),
+    ...(input.parent !== undefined && { parent: input.parent }),
+    ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
+  };
+  const created = statusEvent('queued', {
+    response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
+  });
+  // Journal and record in one round trip: both are sent before either reply is read, and Redis
+  // runs (and, with appendfsync always, logs) them in the order sent, so no record is on disk
+  // without its journal entry before it.
+  const journalled = core.redis.zadd(schedulerKeys.intake, now, id);
+  const written = core.scripts.create(
+    keys.task,
+    keys.events,
+    keys.channel,
+    keys.inputs,
+    keys.tokens,
+    now,
+    Object.keys(fields).length,
+    ...Object.entries(fields).flat(),
+    'response.created',
+    JSON.stringify(created.data),
+  );
+  // A fresh id cannot exist yet, so its enqueue goes out in the same round trip, behind the
+  // record (Redis runs them in order): the scheduler hears of the task one round trip sooner.
+  // Its queued state is known too: attempt 0, and the one event above is number 1.
+  // The journal entry stays until the record is known written: were the record late (its
+  // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
+  // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
+  const fresh = input.id === undefined;
+  // The operator index (another slot) rides in the same round trip; a lost entry costs only the listing.
+  indexCreated(core.redis, { id, tenant: input.tenant, createdAt: now }, indexOptions).catch(() => undefined);
+  const queued = fresh
+    ? core.enqueue(
+        {
+          id,
+          tenant: input.tenant,
+          createdAt: now,
+          model: input.model,
+          attempt: 0,
+          seq: 1,
+          parent: input.parent ?? null,
+        },
+        true,
+      )
+    : null;
+  const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued]);
+  if (reply.status === 'rejected') throw reply.reason;
+  // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
+  const task =
+    reply.value[0] === 'ok'
+      ? parseTask({ ...fields, ...createdFields(now, Number(reply.value[1])) })
+      : await core.get(id);
+  if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply.value[0]}`);
+  if (task.tenant !== input.tenant)
+    throw new TasklineError('internal_error', 'task id collision across tenants');
+  if (reply.value[0] === 'ok') core.observe(task.kind, 'queued', task.createdAt);
+  // A fresh id's enqueue went with the record. Otherwise it is not awaited: the record and its
+  // journal entry are on disk, which is what the caller may acknowledge; a lost enqueue leaves
+  // the journal entry the reconciler queues from. It is sent before this returns, so this
+  // connection's later commands see the task queued. Without a journal entry (its write
+  // failed) nothing would repair a lost enqueue: wait for it.
+  if (task.status !== 'queued') await core.redis.zrem(schedulerKeys.intake, id);
+  else if (fresh && enqueued.status === 'fulfilled') {
+    // Not awaited: a journal entry left behind only makes the reconciler look at a dispatched task.
+    core.redis.zrem(schedulerKeys.intake, id).catch(() => undefined);
+    return task;
+  } else if (journal.status === 'rejected') await core.enqueue(task);
+  else core.enqueue(task).catch(() => undefined);
+  return task;
+}

@@ -1,0 +1,109 @@
+import type { Redis } from 'ioredis';
+import { indexTenant, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
+import { loadSchedulerScripts } from './scripts.js';
+
+/**
+ * The dispatch side of the scheduler's `{sched}` index: the scheduler decides when to run a round
+ * and where its picks go (BullMQ); what it reads and writes here goes through these operations.
+ */
+export interface Pick {
+  tenant: string;
+  id: string;
+  /** The queued state the task was offered in; null for an entry without one (see `pickFair`). */
+  state: QueuedState | null;
+}
+
+export interface FairShareOptions {
+  quantum: number;
+  maxRunning: number;
+  weights: Map<string, number>;
+}
+
+/**
+ * Defines the dispatch and leadership scripts on a connection; call it once, before the
+ * connection's first rounds (see defineScripts: a command defined lazily breaks the auto-pipeline
+ * other traffic of the same tick had already opened, and the process with it).
+ */
+export function defineDispatch(redis: Redis): void {
+  loadSchedulerScripts(redis);
+}
+
+/** Parses `tenant:weight,...`. */
+export function parseWeights(spec: string): Map<string, number> {
+  const weights = new Map<string, number>();
+  for (const pair of spec.split(',').filter(Boolean)) {
+    const at = pair.lastIndexOf(':');
+    weights.set(pair.slice(0, at), Number(pair.slice(at + 1)));
+  }
+  return weights;
+}
+
+/**
+ * Takes up to `budget` ready tasks of `model` by weighted round robin across tenants
+ * (dispatch.lua), or null when `token` no longer holds leadership. Each pick stays in `inflight`
+ * until `handedOver`; one without a state (enqueue.lua always writes one) is left there for the
+ * reconciler, which offers its task again with it.
+ */
+export async function pickFair(
+  redis: Redis,
+  token: string,
+  model: string,
+  budget: number,
+  options: FairShareOptions,
+): Promise<Pick[] | null> {
+  // Every key the script touches goes in KEYS: the model's tenants are read first, and each
+  // one's ready index and running set are passed. A tenant's child generations (see queueTenant)
+  // have its weight.
+  const tenants = await redis.smembers(schedulerKeys.tenants(model));
+  const reply = await loadSchedulerScripts(redis).dispatch(
+    6 + 2 * tenants.length,
+    schedulerKeys.leader,
+    schedulerKeys.tenants(model),
+    schedulerKeys.rr(model),
+    schedulerKeys.inflight,
+    schedulerKeys.models,
+    schedulerKeys.offered,
+    ...tenants.flatMap((tenant) => [schedulerKeys.ready(tenant, model), schedulerKeys.active(tenant)]),
+    token,
+    Date.now(),
+    budget,
+    options.quantum,
+    options.maxRunning,
+    model,
+    ...tenants.flatMap((tenant) => [tenant, options.weights.get(indexTenant(tenant)) ?? 1]),
+  );
+  if (reply[0] === 'corrupt') throw new Error(`dispatch refused: ${reply[1]} has the wrong type`);
+  if (reply[0] !== 'ok') return null;
+  const picks: Pick[] = [];
+  for (let i = 1; i < reply.length; i += 3)
+    picks.push({ tenant: reply[i]!, id: reply[i + 1]!, state: parseOfferedState(reply[i + 2]!) });
+  return picks;
+}
+
+/** A pick's job is queued: it leaves `inflight` (the task stays in its tenant's running set). */
+export async function handedOver(redis: Redis, id: string): Promise<void> {
+  await redis.zrem(schedulerKeys.inflight, id);
+}
+
+/** Models with ready tasks: all that a dispatch round needs to visit. */
+export function readyModels(redis: Redis): Promise<string[]> {
+  return redis.smembers(schedulerKeys.models);
+}
+
+/** How many models have ready tasks (none: the ready index is empty). */
+export function readyModelCount(redis: Redis): Promise<number> {
+  return redis.scard(schedulerKeys.models);
+}
+
+/**
+ * Calls `onOffer` with the model of every task offered from now on (enqueue.lua publishes it), on
+ * a connection of its own; returns that connection, for the caller to close.
+ */
+export async function listenForOffers(redis: Redis, onOffer: (model: string) => void): Promise<Redis> {
+  // No retry limit: after a reconnect ioredis re-subscribes on its own, with no caller to catch a
+  // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
+  const sub = redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
+  sub.on('message', (_channel: string, model: string) => onOffer(model));
+  await sub.subscribe(schedulerKeys.wake);
+  return sub;
+}

@@ -1,0 +1,182 @@
+/**
+ * Recovery: lapsed leases and drained attempts get their `on_restart` policy (LMSP 1.0 section
+ * 7.5, planned in restart.ts), and the create journal is reconciled with the ready index.
+ */
+import type { StoreCore } from './core.js';
+import { problem, TasklineError, type Problem } from './errors.js';
+import { schedulerKeys } from './keys.js';
+import { nodeOf } from './redis.js';
+import type { TaskRecord } from './records.js';
+import { restartPlan, type Recovered, type RestartReason } from './restart.js';
+import { isTerminal } from './states.js';
+
+/** Applies LMSP 7.5 to a task whose lease lapsed before `deadline`; null when there was nothing to do. */
+export async function recoverTask(core: StoreCore, id: string, deadline: number): Promise<Recovered | null> {
+  const task = await core.get(id);
+  if (!task || task.leaseUntil === null || task.leaseUntil >= deadline) return null;
+  return restartTask(core, task, 'worker_lost', deadline);
+}
+
+/**
+ * Applies LMSP 7.5 to an attempt a draining worker still runs at its deadline, exactly as if
+ * the worker had crashed, fenced by that attempt. A task cancelled meanwhile ends `cancelled`.
+ */
+export async function restartAttempt(
+  core: StoreCore,
+  id: string,
+  attempt: number,
+): Promise<Recovered | null> {
+  // Two tries: a cancel may land between the read and the write (`illegal` from the old state).
+  for (let i = 0; i < 2; i++) {
+    const task = await core.get(id);
+    if (!task || task.attempt !== attempt || task.status === 'queued') return null;
+    const done = await restartTask(core, task, 'worker_draining');
+    if (done) return done;
+  }
+  return null;
+}
+
+/** One restart (see restart.ts): the transition, then the queue or the cleanup it needs. */
+async function restartTask(
+  core: StoreCore,
+  task: TaskRecord,
+  reason: RestartReason,
+  leaseExpiredBefore?: number,
+): Promise<Recovered | null> {
+  const snapshot = task.onRestart === 'resume' ? (await core.snapshot(task.id)).length : 0;
+  const plan = restartPlan(task, reason, snapshot, problem);
+  if (!plan) return null;
+  try {
+    const seq = await core.transition(task.id, plan.to, {
+      attempt: task.attempt,
+      from: [task.status],
+      leaseExpiredBefore,
+      dropSnapshot: plan.dropSnapshot,
+      fields: plan.fields,
+      events: plan.events,
+    });
+    if (plan.to === 'queued') await core.enqueue({ ...task, seq });
+    else
+      await core.released(task, {
+        failure: plan.fields.error ? (JSON.parse(plan.fields.error) as Problem).code : undefined,
+      });
+    return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
+  } catch (err) {
+    if (
+      err instanceof TasklineError &&
+      ['stale_attempt', 'task_terminal', 'illegal_transition'].includes(err.code)
+    ) {
+      return null;
+    }
+    throw err;
+  }
+}
+
+/**
+ * The recovery sweep: applies `recoverTask` to every task whose indexed lease lapsed, and drops
+ * index entries of tasks nobody holds any more. Safe on any number of replicas at once.
+ */
+export async function sweepLeases(core: StoreCore, limit = 500): Promise<Recovered[]> {
+  const now = core.now();
+  const due = await core.redis.zrangebyscore(schedulerKeys.leases, '-inf', now, 'LIMIT', 0, limit);
+  const recovered: Recovered[] = [];
+  for (const id of due) {
+    const done = await recoverTask(core, id, now);
+    if (done) recovered.push(done);
+    const task = await core.get(id);
+    if (!task || task.leaseUntil === null) await core.scripts.lease_unindex(schedulerKeys.leases, id, now);
+  }
+  return recovered;
+}
+
+/**
+ * The reconciler: every create journalled more than `olderThanMs` ago either made a task, which
+ * is queued now if it is still waiting, or failed before it was written, and is forgotten.
+ */
+export async function reconcileIntake(core: StoreCore, olderThanMs: number, limit = 500): Promise<string[]> {
+  const ids = await core.redis.zrangebyscore(
+    schedulerKeys.intake,
+    '-inf',
+    core.now() - olderThanMs,
+    'LIMIT',
+    0,
+    limit,
+  );
+  const queued: string[] = [];
+  for (const id of ids) {
+    const task = await core.get(id);
+    if (task?.status === 'queued') {
+      await core.enqueue(task);
+      queued.push(id);
+    } else {
+      await core.redis.zrem(schedulerKeys.intake, id);
+    }
+  }
+  return queued;
+}
+
+/**
+ * Picks whose dispatch died between the pick and the BullMQ add (`inflight` entries older than
+ * `olderThanMs`): a task still queued is offered again, and the entry dropped. Returns their ids.
+ */
+export async function reconcileDispatches(
+  core: StoreCore,
+  olderThanMs: number,
+  limit = 500,
+): Promise<string[]> {
+  const stale = await core.redis.zrangebyscore(
+    schedulerKeys.inflight,
+    '-inf',
+    core.now() - olderThanMs,
+    'LIMIT',
+    0,
+    limit,
+  );
+  for (const id of stale) {
+    const task = await core.get(id);
+    if (task?.status === 'queued') await core.enqueue(task);
+    await core.redis.zrem(schedulerKeys.inflight, id);
+  }
+  return stale;
+}
+
+/**
+ * Drops running-set entries (what caps a tenant's concurrency) of tasks that ended or expired, or
+ * that wait parked for their caller's input, and offers again a task queued longer than
+ * `olderThanMs` that is neither ready nor has a job (`hasJob`: the dispatcher's queue, e.g. after
+ * a failed claim). Returns how many entries it dropped.
+ */
+export async function sweepActive(
+  core: StoreCore,
+  olderThanMs: number,
+  hasJob: (task: TaskRecord) => Promise<boolean>,
+): Promise<number> {
+  let dropped = 0;
+  const prefix = schedulerKeys.active('');
+  for (const key of await scan(core, `${prefix}*`)) {
+    const tenant = key.slice(prefix.length);
+    for (const id of await core.redis.zrange(key, 0, -1)) {
+      const task = await core.get(id);
+      if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
+        await core.redis.zrem(key, id);
+        dropped++;
+      } else if (task.status === 'queued' && task.updatedAt < core.now() - olderThanMs) {
+        const waiting = await core.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
+        if (waiting === null && !(await hasJob(task))) await core.enqueue(task);
+      }
+    }
+  }
+  return dropped;
+}
+
+async function scan(core: StoreCore, pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    // On a cluster, SCAN reads one node: the one that owns the `{sched}` slot of every key it looks for.
+    const [next, batch] = await nodeOf(core.redis, pattern).scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== '0');
+  return keys;
+}

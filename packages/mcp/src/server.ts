@@ -1,0 +1,145 @@
+import { z } from 'zod';
+import {
+  inputRequired,
+  McpServer,
+  MissingRequiredClientCapabilityError,
+  ProtocolError,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+import type { Admission, TaskReservation } from '@taskline/admission';
+import {
+  redisUnavailableReason,
+  TasklineError,
+  type ServedModels,
+  type TaskRecord,
+  type TaskStore,
+} from '@taskline/engine';
+import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
+import { fixtureRequestStateVerify, registerConformanceFixtures } from './fixtures.js';
+import { inlineContext } from './inline.js';
+import type { McpObserver, RequestOutcome } from './observe.js';
+import { awaitToolResult, createToolTask } from './toolTasks.js';
+import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
+
+export const missingTasks = () =>
+  new MissingRequiredClientCapabilityError(
+    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+    'This request needs the io.modelcontextprotocol/tasks extension.',
+  );
+/** Unknown, expired and other tenants' tasks all read the same. */
+const unknownTask = () => new ProtocolError(-32602, 'Unknown or expired taskId');
+
+export interface ServerDeps {
+  store: TaskStore;
+  admission: Admission;
+  tools: ToolRegistry;
+  poll: number;
+  tenant: string;
+  /** This call's place under the tenant's unfinished-task cap, when it creates a task. */
+  reservation?: TaskReservation;
+  /** Where a handler notes a Redis "try again", so the router answers 503 (see RequestOutcome). */
+  outcome?: RequestOutcome;
+  /** The models and output cap a tool's `prepare` checks generations against. */
+  served: ServedModels;
+  /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
+  fixtures: boolean;
+  observe?: McpObserver;
+}
+
+/** The MCP 2026-07-28 server of one request: the tools, and the Tasks extension's methods over the engine's tasks. */
+export function buildServer(deps: ServerDeps): McpServer {
+  const { store, tools, poll, tenant } = deps;
+  /** Runs a handler, noting a Redis "try again" it fails with before the SDK reshapes the error. */
+  const noting = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (err) {
+      const reason = redisUnavailableReason(err);
+      if (reason && deps.outcome) deps.outcome.unavailable = reason;
+      throw err;
+    }
+  };
+  const server = new McpServer(
+    { name: 'taskline', version: '0.1.0' },
+    {
+      capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } },
+      ...(deps.fixtures && { requestState: { verify: fixtureRequestStateVerify } }),
+    },
+  );
+  if (deps.fixtures) registerConformanceFixtures(server);
+  for (const tool of tools.list()) {
+    server.registerTool(
+      tool.name,
+      { description: tool.description, inputSchema: tool.inputSchema },
+      (args: Record<string, unknown>, ctx: ServerContext) =>
+        noting(() => callTool(deps, tool, args, ctx)) as never,
+    );
+  }
+  const requireTasks = (ctx: ServerContext) => {
+    if (!declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) throw missingTasks();
+  };
+  const find = async (taskId: string): Promise<TaskRecord> => {
+    const task = await store.get(taskId, tenant);
+    if (!task) throw unknownTask();
+    return task;
+  };
+  const taskParams = { params: z.looseObject({ taskId: z.string() }) };
+  server.server.setRequestHandler('tasks/get', taskParams, async ({ taskId }, ctx) => {
+    requireTasks(ctx);
+    return (await noting(async () => detailedTask(store, await find(taskId), poll))) as never;
+  });
+  server.server.setRequestHandler('tasks/update', taskParams, ({ taskId }, ctx) =>
+    noting(() => updateTask(taskId, ctx)),
+  );
+  const updateTask = async (taskId: string, ctx: ServerContext) => {
+    requireTasks(ctx);
+    await find(taskId);
+    const answers = ctx.mcpReq.inputResponses ?? {};
+    try {
+      await store.provideInput(taskId, tenant, answers);
+    } catch (err) {
+      if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
+      throw err;
+    }
+    return {} as never;
+  };
+  server.server.setRequestHandler('tasks/cancel', taskParams, ({ taskId }, ctx) =>
+    noting(() => cancelTask(taskId, ctx)),
+  );
+  const cancelTask = async (taskId: string, ctx: ServerContext) => {
+    requireTasks(ctx);
+    try {
+      await store.cancel(taskId, tenant);
+    } catch (err) {
+      if (!(err instanceof TasklineError)) throw err;
+      if (err.code === 'task_not_found') throw unknownTask();
+      // Cancelling a finished task is acknowledged all the same: the ack promises nothing more.
+      if (err.code !== 'task_not_cancelable') throw err;
+    }
+    return {} as never;
+  };
+  return server;
+}
+
+async function callTool(
+  deps: ServerDeps,
+  tool: ToolDefinition,
+  rawArgs: Record<string, unknown>,
+  ctx: ServerContext,
+): Promise<unknown> {
+  const { store, poll, tenant } = deps;
+  let args = rawArgs;
+  if (tool.prepare) {
+    const prepared = tool.prepare(args, ctx.mcpReq.inputResponses ?? {}, deps.served);
+    if ('ask' in prepared) return inputRequired({ inputRequests: prepared.ask as never });
+    args = prepared.args;
+  }
+  if (tool.taskSupport === 'forbidden') return tool.run(args, inlineContext(tenant, ctx.mcpReq.signal));
+  const task = await createToolTask(store, tenant, tool.name, args, deps);
+  // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
+  if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {
+    return { resultType: 'task', ...taskFields(task, poll) };
+  }
+  // A caller without the extension waits for the task: the work still runs durably on a worker.
+  return awaitToolResult(deps.admission, task, ctx.mcpReq.signal);
+}

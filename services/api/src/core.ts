@@ -1,0 +1,66 @@
+import type { Redis } from 'ioredis';
+import { Admission, TenantLimits } from '@taskline/admission';
+import { authenticator, type Authenticator } from '@taskline/auth';
+import type { Env } from '@taskline/config';
+import {
+  EventHub,
+  servedModelsFromEnv,
+  storeOptionsFromEnv,
+  TaskStore,
+  type ServedModels,
+} from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import type { TasklineMetrics } from '@taskline/metrics';
+import { StreamRegistry } from './sse.js';
+
+export interface AppDeps {
+  env: Env;
+  /** Commands (tasks, keys, limits). */
+  redis: Redis;
+  logger: Logger;
+  /**
+   * Prometheus metrics (`@taskline/metrics`), counted here; they are served by the metrics
+   * listener of `main.ts` (`TASKLINE_METRICS_PORT`), never on the port clients reach: they name
+   * the busiest tenants.
+   */
+  metrics?: TasklineMetrics;
+}
+
+/** What every surface of the api is built on: the engine, the authenticator and the one admission path. */
+export interface ApiCore extends AppDeps {
+  store: TaskStore;
+  hub: EventHub;
+  auth: Authenticator;
+  limits: TenantLimits;
+  admission: Admission;
+  /** This process's open SSE streams, ended with a `retry:` hint on shutdown. */
+  streams: StreamRegistry;
+  served: ServedModels;
+}
+
+export function createCore(deps: AppDeps): ApiCore {
+  const { env, redis, logger } = deps;
+  const store = new TaskStore(redis, {
+    ...storeOptionsFromEnv(env),
+    replicaAckTimeoutMs: env.TASKLINE_REPLICA_ACK_TIMEOUT_MS,
+    onTransition: deps.metrics?.transitioned,
+  });
+  const hub = new EventHub(store);
+  const limits = new TenantLimits(redis, {
+    ratePerS: env.TASKLINE_RATE_LIMIT_PER_S,
+    burst: env.TASKLINE_RATE_LIMIT_BURST,
+    maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+    maxStreams: env.TASKLINE_MAX_STREAMS,
+    streamLeaseMs: env.TASKLINE_SSE_HEARTBEAT_MS * 3,
+  });
+  return {
+    ...deps,
+    store,
+    hub,
+    auth: authenticator(env, redis),
+    limits,
+    admission: new Admission({ store, hub, limits, logger }),
+    streams: new StreamRegistry(),
+    served: servedModelsFromEnv(env),
+  };
+}

@@ -1,0 +1,61 @@
+import type { Request, Response } from 'express';
+import type { ConsoleDeps } from '@taskline/console';
+import { TasklineError, type TaskRecord } from '@taskline/engine';
+import type { ApiCore } from '../core.js';
+import { streamTaskEvents, type StreamOptions } from '../sse.js';
+import { resumePoint } from './schema.js';
+
+/** Serves a task's events from the request's resume point; open streams count under `streamsOf`. */
+export type FollowTask = ConsoleDeps['followTask'];
+
+/** The SSE options of one of the request's task streams (LMSP events, or a `stream: true` response). */
+export function streamOptions(
+  core: ApiCore,
+  req: Request,
+  task: TaskRecord,
+  after: number,
+  kind: StreamOptions['kind'],
+): StreamOptions {
+  const { env } = core;
+  return {
+    hub: core.hub,
+    limits: core.limits,
+    streams: core.streams,
+    logger: core.logger.child({ request_id: req.id }),
+    heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+    maxBufferBytes: env.TASKLINE_SSE_MAX_BUFFER_BYTES,
+    retryMs: env.TASKLINE_SSE_RETRY_MS,
+    tenant: task.tenant,
+    task,
+    after,
+    kind,
+    metrics: core.metrics,
+  };
+}
+
+/**
+ * A task's event stream with LMSP's resume rules (Last-Event-ID or `starting_after`), for
+ * tenants and for the operator console, whose streams count against `streamsOf`'s cap. A task
+ * stream is never tied to its reader: a disconnect only ends the stream.
+ */
+export function followTaskOf(core: ApiCore): FollowTask {
+  return async function followTask(req: Request, res: Response, load, streamsOf) {
+    const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
+    const task = await load();
+    if (after > task.seq) {
+      throw new TasklineError(
+        'invalid_request',
+        `This task has no event ${after} yet; its last is ${task.seq}.`,
+      );
+    }
+    // HEAD (which Express routes here) answers the stream's headers without opening one.
+    if (req.method === 'HEAD') {
+      res.status(200).type('text/event-stream').end();
+      return;
+    }
+    await streamTaskEvents(req, res, {
+      ...streamOptions(core, req, task, after, 'events'),
+      tenant: streamsOf(task),
+    });
+  };
+}

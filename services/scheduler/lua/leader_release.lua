@@ -1,4 +1,0 @@
--- Steps down: deletes the lease only if this replica still holds it.
--- KEYS: leader   ARGV: token
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0

@@ -1,0 +1,59 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createInterface } from 'node:readline';
+import { freePort } from '@taskline/testing';
+import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+
+// Redis going away is an outage to ride out, not a reason to die: every loop, the wake-up
+// subscriber and the BullMQ queues see their commands fail while it is down, and a process that
+// let one of those failures go unhandled would exit and dispatch nothing once Redis is back.
+let cluster: Cluster | undefined;
+after(() => cluster?.stop());
+
+test('a scheduler stays up through Redis kills and dispatches again once Redis is back', async () => {
+  cluster = await Cluster.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '100' } });
+  const [scheduler] = [...cluster.schedulers.values()];
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant' });
+  const first = await cluster.run({ input: 'before' }, { model: 'instant' });
+  assert.equal(first.task.status, 'succeeded');
+
+  for (let i = 0; i < 5; i++) {
+    // Killed while tasks wait, so the dispatch and the sweeps have work whose commands fail.
+    await cluster.create({ input: `round ${i}` }, { model: 'instant' });
+    await cluster.redis.kill();
+    // Long enough for every loop and every connection's retries to give up at least once.
+    await sleep(2000);
+    await cluster.redis.restart();
+    assert.equal(scheduler!.exitCode, null, `the scheduler exited after Redis restart ${i + 1}`);
+    assert.equal(scheduler!.signalCode, null);
+  }
+
+  const after = await cluster.run({ input: 'after' }, { model: 'instant' });
+  assert.equal(after.task.status, 'succeeded');
+  assert.equal(scheduler!.exitCode, null, 'the scheduler exited');
+});
+
+test('a scheduler started while Redis is down waits for it, then dispatches', async () => {
+  await cluster?.stop();
+  cluster = await Cluster.start({ schedulers: 0 });
+  await cluster.redis.kill();
+  // A service restarted during an outage (a crash, a rolling update) must not crash-loop on it.
+  cluster.restartScheduler(await freePort());
+  const [scheduler] = [...cluster.schedulers.values()];
+  const logs: string[] = [];
+  createInterface({ input: scheduler!.stdout! }).on('line', (line) => logs.push(line));
+  const outcome = await until('the scheduler to wait for Redis or exit', () =>
+    scheduler!.exitCode !== null
+      ? `exited with ${scheduler!.exitCode}`
+      : logs.some((l) => l.includes('"msg":"redis_unavailable"'))
+        ? 'waiting'
+        : undefined,
+  );
+  assert.equal(outcome, 'waiting');
+  await cluster.redis.restart();
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant' });
+  const { task } = await cluster.run({ input: 'late' }, { model: 'instant' });
+  assert.equal(task.status, 'succeeded');
+  assert.equal(scheduler!.exitCode, null, 'the scheduler exited');
+});
