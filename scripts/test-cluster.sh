@@ -4,6 +4,8 @@
 # start one). Files that watch one Redis from outside (MONITOR, raw connections to a single node,
 # a replica of their own) stay on one Redis: their start asks for it explicitly or they are left
 # out below. `pnpm test` runs packages/engine/test/cluster.test.ts (failover, WAIT per node) always.
+# A file's timeout is longer than in `pnpm test`: six nodes per file, and a cluster costs more
+# round trips per task.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,11 +17,11 @@ files=(
   packages/mcp/test/*.test.ts
   packages/client/test/*.test.ts
   services/gpu-worker/test/*.test.ts
-  services/scheduler/test/fairness.test.ts
+  services/scheduler/test/dispatch.test.ts
   services/api/test/tasks.test.ts
   services/api/test/errors.test.ts
   services/api/test/responses-retry.test.ts
   services/api/test/openai-sdk.test.ts
   services/api/test/mcp-listen.test.ts
 )
-TASKLINE_TEST_REDIS=cluster node --import tsx --test --test-concurrency=1 --test-timeout=300000 "${files[@]}"
+TASKLINE_TEST_REDIS=cluster node --import tsx --test --test-concurrency=1 --test-timeout=900000 "${files[@]}"

@@ -11,12 +11,11 @@ import {
   EventHub,
   isCluster,
   redisTargetFromEnv,
-  schedulerKeys,
-  taskKeys,
   TaskStore,
   TasklineError,
   type TaskRecord,
 } from '../src/index.js';
+import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { defaults, newTask, until } from './helpers.js';
 
 let cluster: RedisCluster;
