@@ -160,25 +160,31 @@ export class TenantLimits {
   ): Promise<
     Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
   > {
-    const p = this.redis.pipeline();
-    for (const t of tenants)
-      p.zrange(keys.active(t), 0, -1).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
-    const rows = (await p.exec()) ?? [];
+    // Separate commands (one write all the same, auto-pipelined): each tenant is its own slot, and
+    // a pipeline on a Redis Cluster must stay on one node.
+    const rows = await Promise.all(
+      tenants.map((t) =>
+        Promise.all([
+          this.redis.zrange(keys.active(t), 0, -1),
+          this.redis.zcard(keys.streams(t)),
+          this.redis.hmget(keys.rate(t), 'tokens', 'ts'),
+        ]),
+      ),
+    );
     const now = Date.now();
     const { ratePerS, burst } = this.settings;
     return new Map(
       tenants.map((t, i) => {
-        const [tokens, ts] = (rows[3 * i + 2]?.[1] ?? []) as (string | null)[];
+        const [unfinished, streams, [tokens, ts]] = rows[i]!;
         // The bucket refills between requests; its stored count is as of its last request.
         const left =
           tokens == null ? burst : Math.min(burst, Number(tokens) + ((now - Number(ts)) / 1000) * ratePerS);
-        const unfinished = (rows[3 * i]?.[1] ?? []) as string[];
         return [
           t,
           {
             activeTasks: unfinished.length,
             unfinished,
-            streams: Number(rows[3 * i + 1]?.[1] ?? 0),
+            streams,
             rateTokens: Math.floor(left),
           },
         ];

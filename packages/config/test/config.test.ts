@@ -63,3 +63,18 @@ test('JWT auth needs its issuer and audience: start-up refuses a key or JWKS URL
   // Without JWT auth, neither is needed.
   assert.equal(loadEnv({}).TASKLINE_JWT_ISSUER, '');
 });
+
+test('Redis is one URL or a cluster: seed nodes as host:port, or a redis-cluster:// URL', () => {
+  const cluster = loadEnv({
+    TASKLINE_REDIS_CLUSTER_NODES: 'a.example:6379,10.0.0.2:7000',
+    TASKLINE_REDIS_TLS: 'true',
+  });
+  assert.equal(cluster.TASKLINE_REDIS_CLUSTER_NODES, 'a.example:6379,10.0.0.2:7000');
+  assert.equal(cluster.TASKLINE_REDIS_TLS, true);
+  assert.equal(
+    loadEnv({ REDIS_URL: 'rediss-cluster://u:p@h:6379' }).REDIS_URL,
+    'rediss-cluster://u:p@h:6379',
+  );
+  assert.throws(() => loadEnv({ TASKLINE_REDIS_CLUSTER_NODES: 'a.example' }), /TASKLINE_REDIS_CLUSTER_NODES/);
+  assert.throws(() => loadEnv({ REDIS_URL: 'http://h:6379' }), /REDIS_URL/);
+});

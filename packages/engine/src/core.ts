@@ -91,9 +91,12 @@ export class StoreCore {
     return this.clock();
   }
 
-  /** Resolves once what this store wrote is on every connected replica (`replication_timeout` if not). */
-  async replicated(): Promise<void> {
-    await this.replicaAck?.wait();
+  /**
+   * Resolves once what this store wrote for task `id` (its record, the scheduler's index, and any
+   * `also` keys) is on every connected replica of the nodes that hold it (`replication_timeout` if not).
+   */
+  async replicated(id: string, ...also: string[]): Promise<void> {
+    await this.replicaAck?.wait([taskKeys(id).task, schedulerKeys.intake, ...also]);
   }
 
   /** The task, or null when it never existed, expired, or belongs to another tenant. */

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TasklineError } from './errors.js';
+import { isCluster, nodeOf } from './redis.js';
 import { redisUnavailableReason } from './unavailable.js';
 
 /**
@@ -38,6 +39,8 @@ export type DurabilityReport = {
   /** Null where CONFIG is not allowed (managed Redis): the operator's setting is trusted. */
   appendfsync: string | null;
   maxmemoryPolicy: string | null;
+  /** On a Redis Cluster: how many nodes were checked (all of them, replicas included). */
+  nodes?: number;
 };
 
 /** The check's settings from the validated environment (`@taskline/config`), the same in every service. */
@@ -58,7 +61,7 @@ interface Warn {
  * record or stream breaks every script's all-or-nothing promise); `appendfsync` must keep
  * `TASKLINE_DURABILITY`'s promise. `appendfsync` is only readable through `CONFIG GET`, which
  * managed Redis services often block: there the setting is trusted and a warning says so, never a
- * refusal that would make the service crash-loop.
+ * refusal that would make the service crash-loop. On a Redis Cluster every node is checked.
  */
 export async function checkDurability(
   redis: Redis,
@@ -83,6 +86,15 @@ export async function checkDurability(
 const START_RETRY_MS = 500;
 
 async function readDurability(redis: Redis, check: DurabilityCheck, log: Warn): Promise<DurabilityReport> {
+  if (!isCluster(redis)) return checkNode(redis, check, log);
+  // Every node of a cluster, replicas too: a failover makes any replica the primary of its slots.
+  await redis.ping();
+  const nodes = (redis as unknown as { nodes(role: 'all'): Redis[] }).nodes('all');
+  const reports = await Promise.all(nodes.map((node) => checkNode(node, check, log)));
+  return { ...reports[0]!, nodes: nodes.length };
+}
+
+async function checkNode(redis: Redis, check: DurabilityCheck, log: Warn): Promise<DurabilityReport> {
   const persistence = infoFields(await redis.info('persistence'));
   const aofEnabled = persistence.aof_enabled === '1';
   if (!aofEnabled && check.requireAof) {
@@ -152,28 +164,42 @@ const REPLICA_COUNT_TTL_MS = 1000;
  * Waits, after an acknowledged write, for every replica Redis reports connected to have it
  * (`WAIT`), so a failover to a replica does not lose what a client was told. `WAIT` counts the
  * writes of the connection it is sent on: it must go on the connection that wrote, after the write.
+ * On a Redis Cluster that is the connection to the primary that owns each written key's slot (a
+ * create writes the task's slot and the scheduler's): one `WAIT` per such node, at once.
  * While it blocks, that connection's later commands wait behind it (replication normally answers
  * within a round trip). Without replicas it costs nothing: the count is read at most once a second.
  */
 export class ReplicaAck {
-  private replicas = 0;
-  private readAt = Number.NEGATIVE_INFINITY;
-  private reading: Promise<number> | null = null;
+  private readonly nodes = new WeakMap<Redis, NodeReplicas>();
 
   constructor(
     private readonly redis: Redis,
     private readonly timeoutMs: number,
   ) {}
 
-  /** Resolves once every connected replica has this connection's writes; else `replication_timeout`. */
-  async wait(): Promise<void> {
-    const replicas = await this.connected();
-    if (replicas === 0) return;
-    const acked = await this.redis.wait(replicas, this.timeoutMs);
-    if (acked >= replicas) return;
+  /**
+   * Resolves once every connected replica has this connection's writes to `keys` (on one Redis,
+   * all its writes); else `replication_timeout`.
+   */
+  async wait(keys: readonly string[]): Promise<void> {
+    await Promise.all(this.writers(keys).map((node) => this.waitOn(node)));
+  }
+
+  /** The connections that wrote `keys`: the one Redis, or each owning primary of a cluster. */
+  private writers(keys: readonly string[]): Redis[] {
+    return [...new Set(keys.map((key) => nodeOf(this.redis, key)))];
+  }
+
+  private async waitOn(node: Redis): Promise<void> {
+    let replicas = this.nodes.get(node);
+    if (!replicas) this.nodes.set(node, (replicas = new NodeReplicas(node)));
+    const count = await replicas.connected();
+    if (count === 0) return;
+    const acked = await node.wait(count, this.timeoutMs);
+    if (acked >= count) return;
     // A replica that left meanwhile no longer counts: read the count afresh before refusing.
-    this.readAt = Number.NEGATIVE_INFINITY;
-    const now = await this.connected();
+    replicas.readAt = Number.NEGATIVE_INFINITY;
+    const now = await replicas.connected();
     if (acked >= now) return;
     throw new TasklineError(
       'replication_timeout',
@@ -181,13 +207,25 @@ export class ReplicaAck {
       { retryAfterS: 1 },
     );
   }
+}
 
-  private connected(): Promise<number> {
+/** The replicas one Redis (one cluster primary) reports connected, read at most once a second. */
+class NodeReplicas {
+  private replicas = 0;
+  readAt = Number.NEGATIVE_INFINITY;
+  private reading: Promise<number> | null = null;
+
+  constructor(private readonly node: Redis) {}
+
+  connected(): Promise<number> {
     if (Date.now() - this.readAt < REPLICA_COUNT_TTL_MS) return Promise.resolve(this.replicas);
-    this.reading ??= this.redis
+    this.reading ??= this.node
       .info('replication')
       .then((info) => {
-        this.replicas = Number(infoFields(info).connected_slaves ?? 0);
+        // Replicas still in their first sync cannot acknowledge yet (nor be promoted with the data).
+        this.replicas = Object.entries(infoFields(info)).filter(
+          ([field, value]) => /^slave\d+$/.test(field) && value.includes('state=online'),
+        ).length;
         this.readAt = Date.now();
         return this.replicas;
       })

@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis';
 import { TasklineError } from './errors.js';
 import { taskKeys } from './keys.js';
 import type { StoredEvent } from './records.js';
+import { ShardLinks, type Link } from './shards.js';
 import type { TaskStore } from './store.js';
 
 export interface Subscription {
@@ -24,87 +24,156 @@ interface Tail {
   subscribed: Promise<unknown>;
   /**
    * The subscription is confirmed on the current connection: a history read sent now misses
-   * nothing that is published. False from a lost connection until the hub subscribed again.
+   * nothing that is published. False from a lost connection (or a move to another shard) until
+   * the hub subscribed again.
    */
   live: boolean;
+  /** The connection it is subscribed on: its slot's owner on a cluster. */
+  link: Link | null;
+}
+
+/** A link whose connection dropped: settles once its channels are subscribed again. */
+interface Down {
+  back: Promise<void>;
+  settle: () => void;
 }
 
 /** How long a failed catch-up read waits before it is tried again (the reader would stall). */
 const CATCH_UP_RETRY_MS = 500;
 
 /**
- * Live tails of task event logs for any number of readers over one Redis connection. Every
- * script announces each event on the task's sharded channel; the hub subscribes once per task
- * with readers, replays history from Redis, then hands live events on in order. A gap (a
- * message missed across a reconnect) is filled from the stream, so readers never skip or repeat.
+ * Live tails of task event logs for any number of readers. Every script announces each event on
+ * the task's sharded channel; the hub subscribes once per task with readers, replays history from
+ * Redis, then hands live events on in order. A gap (a message missed across a reconnect) is filled
+ * from the stream, so readers never skip or repeat. On one Redis it holds one subscriber
+ * connection; on a Redis Cluster one per primary that owns a subscribed channel's slot, and it
+ * moves channels to their new owner when a failover or a slot migration changes the slot table.
  */
 export class EventHub {
   private readonly tasks = new Map<string, Tail>();
-  private readonly subscriber: Redis;
-  /** Counts the resubscriptions after lost connections: a reader attaching across one catches up. */
+  private readonly links: ShardLinks;
+  /** Counts resubscriptions (after lost connections, moves): a reader attaching across one catches up. */
   private epoch = 0;
-  /** Settles when the channels are subscribed again after a lost connection. */
-  private back: Promise<void> = Promise.resolve();
-  private settleBack: (() => void) | null = null;
+  private readonly down = new Map<Link, Down>();
   private closed = false;
 
   /**
-   * Opens the hub's own subscriber connection beside the store's. Its ready check is off: after
-   * a Redis restart ioredis would send INFO on a connection it already restored to subscriber
-   * mode, which Redis refuses, and the hub would stay deaf. The hub subscribes again itself after
-   * a reconnect (not ioredis's auto-resubscribe, which announces 'ready' before the channels are
-   * subscribed): readers catch up only once the channels are live again, so an event published
-   * between their catch-up read and the resubscription cannot fall between the two.
+   * Opens the hub's own subscriber connections beside the store's (see `ShardLinks`). The hub
+   * subscribes again itself after a reconnect (not ioredis's auto-resubscribe, which announces
+   * 'ready' before the channels are subscribed): readers catch up only once the channels are live
+   * again, so an event published between their catch-up read and the resubscription cannot fall
+   * between the two.
    */
   constructor(private readonly store: TaskStore) {
-    const name = store.redis.options.connectionName;
-    const subscriber = store.redis.duplicate({
-      connectionName: name ? `${name}-events` : undefined,
-      enableReadyCheck: false,
-      enableAutoPipelining: false,
-      autoResubscribe: false,
+    this.links = new ShardLinks(store.redis, {
+      message: (channel, message) => this.onMessage(channel, message),
+      // Messages published while a connection is down are lost: none of its tails is live until resubscribed.
+      lost: (link) => this.lost(link),
+      back: (link) => void this.resubscribe(link),
+      moved: () => this.rehome(),
     });
-    subscriber.on('error', () => undefined); // reconnects on its own; readers catch up after it
-    this.subscriber = subscriber;
-    subscriber.on('smessage', (channel: string, message: string) => this.onMessage(channel, message));
-    // Messages published while the connection is down are lost: no tail is live until resubscribed.
-    subscriber.on('close', () => this.lost());
-    subscriber.on('ready', () => void this.resubscribe());
   }
 
-  private lost(): void {
-    if (this.closed || this.settleBack) return;
-    this.back = new Promise<void>((resolve) => (this.settleBack = resolve));
+  private lost(link: Link): void {
+    if (this.closed || this.down.has(link)) return;
+    let settle!: () => void;
+    const back = new Promise<void>((resolve) => (settle = resolve));
+    this.down.set(link, { back, settle });
     for (const tail of this.tasks.values()) {
+      if (tail.link !== link) continue;
       tail.live = false;
-      tail.subscribed = this.back;
+      tail.subscribed = back;
     }
   }
 
-  /** After a reconnect: every channel subscribed again, then every reader catches up from the log. */
-  private async resubscribe(): Promise<void> {
-    if (!this.settleBack) return; // the first connection: subscriptions are made as readers come
+  /** After a reconnect: the link's channels subscribed again, then their readers catch up from the log. */
+  private async resubscribe(link: Link): Promise<void> {
+    const down = this.down.get(link);
+    if (!down) return; // the first connection: subscriptions are made as readers come
+    const mine = [...this.tasks].filter(([, tail]) => tail.link === link);
     try {
-      await Promise.all([...this.tasks.keys()].map((id) => this.subscriber.ssubscribe(taskKeys(id).channel)));
-    } catch {
-      return; // lost again: the next 'ready' tries again
+      await Promise.all(mine.map(([id]) => link.conn.ssubscribe(taskKeys(id).channel)));
+    } catch (err) {
+      // The node came back without these slots (a failover demoted it): the table is read again
+      // and `rehome` moves its channels. Otherwise lost again: the next 'ready' tries again.
+      if (isMoved(err)) this.links.refresh();
+      return;
     }
+    if (this.down.get(link) !== down) return;
     this.epoch++;
-    const settle = this.settleBack;
-    this.settleBack = null;
-    for (const tail of this.tasks.values()) {
+    this.down.delete(link);
+    for (const [, tail] of mine) {
+      if (tail.link !== link) continue;
       tail.live = true;
       tail.subscribed = Promise.resolve();
     }
-    settle();
-    for (const [id, tail] of this.tasks) for (const l of tail.listeners) void this.catchUp(id, l);
+    down.settle();
+    for (const [id, tail] of mine) for (const l of tail.listeners) void this.catchUp(id, l);
   }
 
-  /** Closes the subscriber connection; readers get nothing more. */
+  /**
+   * The cluster's slot table changed: every channel whose slot has another owner now is
+   * subscribed there (and dropped where it was), and its readers catch up once it is live. A
+   * link left without channels (a failed primary's) is closed.
+   */
+  private rehome(): void {
+    if (this.closed) return;
+    const left = new Set<Link>();
+    for (const [id, tail] of this.tasks) {
+      const channel = taskKeys(id).channel;
+      if (!tail.link || this.links.ownerOf(channel) === tail.link.key) continue;
+      left.add(tail.link);
+      tail.link.conn.sunsubscribe(channel).catch(() => undefined);
+      this.attach(id, tail, true);
+    }
+    for (const link of left) {
+      if ([...this.tasks.values()].some((tail) => tail.link === link)) continue;
+      this.down.get(link)?.settle();
+      this.down.delete(link);
+      this.links.release(link);
+    }
+  }
+
+  /**
+   * Subscribes a tail's channel on its slot owner's link. A first subscription is confirmed for
+   * the readers that wait for it; a moved one also has every reader catch up, as after a reconnect.
+   */
+  private attach(id: string, tail: Tail, moved: boolean): void {
+    const channel = taskKeys(id).channel;
+    tail.live = false;
+    tail.subscribed = this.links.ready().then((): Promise<unknown> | undefined => {
+      if (this.tasks.get(id) !== tail) return;
+      const link = this.links.linkFor(channel);
+      tail.link = link;
+      const down = this.down.get(link);
+      const epoch = this.epoch;
+      const subscribing = link.conn.ssubscribe(channel).then(
+        () => {
+          // Confirmed on this connection only if no reconnect came in between (else resubscribe confirms it).
+          if (this.tasks.get(id) !== tail || tail.link !== link || this.down.has(link)) return;
+          if (!moved) {
+            tail.live ||= epoch === this.epoch;
+            return;
+          }
+          tail.live = true;
+          this.epoch++;
+          for (const l of tail.listeners) void this.catchUp(id, l);
+        },
+        (err: unknown) => {
+          // A stale slot table: read it again, and `rehome` subscribes where the slot is now.
+          if (!isMoved(err)) throw err;
+          this.links.refresh();
+        },
+      );
+      return down ? Promise.all([subscribing, down.back]) : subscribing;
+    });
+  }
+
+  /** Closes the subscriber connections; readers get nothing more. */
   close(): void {
     this.closed = true;
     this.tasks.clear();
-    this.subscriber.disconnect();
+    this.links.close();
   }
 
   /** Readers currently attached, for metrics. */
@@ -122,14 +191,9 @@ export class EventHub {
     const listener: Listener = { last: after, pending: [], deliver, closed: false };
     let tail = this.tasks.get(id);
     if (!tail) {
-      const created: Tail = { listeners: new Set(), subscribed: Promise.resolve(), live: false };
-      const epoch = this.epoch;
-      // Confirmed on this connection only if no reconnect came in between (else resubscribe confirms it).
-      created.subscribed = this.subscriber
-        .ssubscribe(taskKeys(id).channel)
-        .then(() => (created.live ||= epoch === this.epoch && !this.settleBack));
-      tail = created;
+      tail = { listeners: new Set(), subscribed: Promise.resolve(), live: false, link: null };
       this.tasks.set(id, tail);
+      this.attach(id, tail, false);
     }
     tail.listeners.add(listener);
     const close = () => {
@@ -139,7 +203,7 @@ export class EventHub {
       current?.listeners.delete(listener);
       if (current?.listeners.size === 0) {
         this.tasks.delete(id);
-        void this.subscriber.sunsubscribe(taskKeys(id).channel).catch(() => undefined);
+        void current.link?.conn.sunsubscribe(taskKeys(id).channel).catch(() => undefined);
       }
     };
     try {
@@ -208,6 +272,9 @@ export class EventHub {
     for (const event of events) this.push(listener, event);
   }
 }
+
+/** Redis Cluster's answer when a node does not own a slot (any more). */
+const isMoved = (err: unknown) => err instanceof Error && err.message.startsWith('MOVED');
 
 /**
  * The events of one script's message (see `_emit.lua`): "<seq>\n<at>\n<type>\n<data>" for one,

@@ -9,7 +9,8 @@ import { newId } from './ids.js';
 import { idempotencyKey } from './keys.js';
 import type { NewTask, TaskRecord } from './records.js';
 
-const recordKeyOf = (tenant: string, key: string) =>
+/** The record of a tenant's Idempotency-Key (`{<tenant>}` slot). */
+export const recordKeyOf = (tenant: string, key: string) =>
   idempotencyKey(tenant, createHash('sha256').update(key).digest('hex'));
 
 const reused = () =>
@@ -86,7 +87,7 @@ export async function createIdempotent(
   const begun = await beginIdempotent(core, input.tenant, key, fingerprint);
   // A replay may answer a retry of a create whose first answer was replication_timeout.
   if (begun.replay) {
-    await core.replicated();
+    await core.replicated(begun.replay.id, begun.recordKey);
     return { task: begun.replay, replayed: true };
   }
   const task = await create({ ...input, id: begun.taskId, idempotencyKey: key });

@@ -84,6 +84,7 @@ export {
   connectQueueRedis,
   redisTargetFromEnv,
   isCluster,
+  nodeOf,
   isRedisUnavailable,
   timeRedisCommands,
   type RedisTarget,

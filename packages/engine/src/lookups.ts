@@ -3,16 +3,13 @@ import type { Redis } from 'ioredis';
 import { taskKeys, workerCancelChannel } from './keys.js';
 import { isTaskStatus, type TaskStatus } from './states.js';
 
-/** Each task's status, null for one that is gone (expired, never written): one pipelined read. */
+/**
+ * Each task's status, null for one that is gone (expired, never written): one write of separate
+ * commands (auto-pipelined), not a pipeline, which on a Redis Cluster must stay on one node.
+ */
 export async function taskStatuses(redis: Redis, ids: readonly string[]): Promise<(TaskStatus | null)[]> {
-  if (ids.length === 0) return [];
-  const pipeline = redis.pipeline();
-  for (const id of ids) pipeline.hget(taskKeys(id).task, 'status');
-  const replies = (await pipeline.exec()) ?? [];
-  return ids.map((_, i) => {
-    const status = (replies[i]?.[1] ?? null) as string | null;
-    return isTaskStatus(status) ? status : null;
-  });
+  const replies = await Promise.all(ids.map((id) => redis.hget(taskKeys(id).task, 'status')));
+  return replies.map((status) => (isTaskStatus(status) ? status : null));
 }
 
 /**

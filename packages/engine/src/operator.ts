@@ -38,17 +38,21 @@ export interface ReadyBacklog {
 export async function readyBacklog(redis: Redis): Promise<ReadyBacklog[]> {
   const models = await redis.smembers(schedulerKeys.models);
   const tenantsOf = await Promise.all(models.map((m) => redis.smembers(schedulerKeys.tenants(m))));
-  const heads = redis.pipeline();
   const pairs = models.flatMap((model, i) => tenantsOf[i]!.map((tenant) => ({ model, tenant })));
-  for (const { model, tenant } of pairs) {
-    heads.zcard(schedulerKeys.ready(tenant, model));
-    heads.zrange(schedulerKeys.ready(tenant, model), 0, 0, 'WITHSCORES');
-  }
-  const rows = (await heads.exec()) ?? [];
+  // Separate commands, not a pipeline: auto-pipelining sends them in one write all the same, and
+  // on a Redis Cluster a pipeline must stay within one node.
+  const rows = await Promise.all(
+    pairs.map(({ model, tenant }) =>
+      Promise.all([
+        redis.zcard(schedulerKeys.ready(tenant, model)),
+        redis.zrange(schedulerKeys.ready(tenant, model), 0, 0, 'WITHSCORES'),
+      ]),
+    ),
+  );
   const out: ReadyBacklog[] = [];
   pairs.forEach(({ model, tenant }, i) => {
-    const depth = Number(rows[2 * i]?.[1] ?? 0);
-    const [, oldest] = (rows[2 * i + 1]?.[1] ?? []) as string[];
+    const depth = rows[i]![0];
+    const [, oldest] = rows[i]![1];
     if (depth > 0 && oldest !== undefined) out.push({ model, tenant, depth, oldestAt: Number(oldest) });
   });
   return out;
@@ -109,10 +113,8 @@ export class OperatorView {
 
   /** Dispatched, unfinished tasks per tenant (the scheduler's running sets). */
   async dispatched(tenants: string[]): Promise<Map<string, number>> {
-    const p = this.redis.pipeline();
-    for (const t of tenants) p.zcard(schedulerKeys.active(t));
-    const rows = (await p.exec()) ?? [];
-    return new Map(tenants.map((t, i) => [t, Number(rows[i]?.[1] ?? 0)]));
+    const rows = await Promise.all(tenants.map((t) => this.redis.zcard(schedulerKeys.active(t))));
+    return new Map(tenants.map((t, i) => [t, rows[i]!]));
   }
 
   /**
@@ -257,11 +259,10 @@ export class OperatorView {
 
   private async rowsOf(ids: string[]): Promise<(TaskRow | null)[]> {
     if (ids.length === 0) return [];
-    const p = this.redis.pipeline();
-    for (const id of ids) p.hmget(taskKeys(id).task, ...ROW_FIELDS);
-    const replies = (await p.exec()) ?? [];
+    // Each task is its own slot: separate commands (one write all the same, see readyBacklog).
+    const replies = await Promise.all(ids.map((id) => this.redis.hmget(taskKeys(id).task, ...ROW_FIELDS)));
     const now = this.now();
-    return replies.map(([, value]) => {
+    return replies.map((value) => {
       const [id, kind, status, model, created, updated, error, expires] = (value ?? []) as (string | null)[];
       if (!id || !isTaskStatus(status) || (expires && Number(expires) <= now)) return null;
       return {

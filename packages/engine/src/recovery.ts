@@ -5,6 +5,7 @@
 import type { StoreCore } from './core.js';
 import { problem, TasklineError, type Problem } from './errors.js';
 import { schedulerKeys } from './keys.js';
+import { nodeOf } from './redis.js';
 import type { TaskRecord } from './records.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
 import { isTerminal } from './states.js';
@@ -172,7 +173,8 @@ async function scan(core: StoreCore, pattern: string): Promise<string[]> {
   const keys: string[] = [];
   let cursor = '0';
   do {
-    const [next, batch] = await core.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+    // On a cluster, SCAN reads one node: the one that owns the `{sched}` slot of every key it looks for.
+    const [next, batch] = await nodeOf(core.redis, pattern).scan(cursor, 'MATCH', pattern, 'COUNT', 500);
     cursor = next;
     keys.push(...batch);
   } while (cursor !== '0');

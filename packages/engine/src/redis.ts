@@ -1,5 +1,7 @@
 import { Cluster, Redis, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
+import { TasklineError } from './errors.js';
 import { scriptLabel } from './scripts.js';
+import { keySlot } from './slots.js';
 import { redisUnavailableReason } from './unavailable.js';
 
 /**
@@ -56,6 +58,20 @@ export function isCluster(redis: Redis): boolean {
   return (redis as unknown as { isCluster?: boolean }).isCluster === true;
 }
 
+/**
+ * The connection that serves `key`: the one Redis, or the cluster primary that owns its slot now.
+ * For what a cluster does not route by key: `SCAN` of one slot's keys, `WAIT` after its writes.
+ */
+export function nodeOf(redis: Redis, key: string): Redis {
+  if (!isCluster(redis)) return redis;
+  const cluster = redis as unknown as { slots: string[][]; nodes(role: 'master'): Redis[] };
+  const owner = cluster.slots[keySlot(key)]?.[0];
+  const node = cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+  if (!node)
+    throw new TasklineError('internal_error', `no primary known for ${key}: the slot table is not read yet`);
+  return node;
+}
+
 /** The same command interface: the rest of Taskline is written once for both (see `isCluster`). */
 const asRedis = (cluster: Cluster) => cluster as unknown as Redis;
 
@@ -79,27 +95,57 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
   const cluster = clusterTarget(target);
   if (!cluster) return new Redis(target as string, options);
   const { enableAutoPipelining, enableOfflineQueue, ...nodeOptions } = options;
-  return asRedis(
-    new Cluster(cluster.nodes as ClusterNode[], {
-      enableAutoPipelining,
-      enableOfflineQueue,
-      scaleReads: 'master',
-      clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
-      // A failover takes the cluster's node timeout and an election: commands wait for it
-      // rather than fail at once (each retry re-reads the slot table).
-      retryDelayOnFailover: 200,
-      retryDelayOnClusterDown: 200,
-      retryDelayOnTryAgain: 100,
-      // Managed clusters announce nodes by name behind TLS: connect to the names as announced.
-      ...(cluster.tls && { dnsLookup: (address, callback) => callback(null, address) }),
-      redisOptions: {
-        ...nodeOptions,
-        username: cluster.username,
-        password: cluster.password,
-        ...(cluster.tls && { tls: {} }),
-      },
-    }),
-  );
+  const connection = new Cluster(cluster.nodes as ClusterNode[], {
+    enableAutoPipelining,
+    enableOfflineQueue,
+    scaleReads: 'master',
+    // The slot table read (CLUSTER SLOTS) gets more than the default second: on a busy host a
+    // slow answer would otherwise fail the whole connection (ClusterAllFailedError).
+    slotsRefreshTimeout: 5000,
+    clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+    // A failover takes the cluster's node timeout and an election: commands wait for it
+    // rather than fail at once (each retry re-reads the slot table).
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 200,
+    retryDelayOnTryAgain: 100,
+    // Managed clusters announce nodes by name behind TLS: connect to the names as announced.
+    ...(cluster.tls && { dnsLookup: (address, callback) => callback(null, address) }),
+    redisOptions: {
+      ...nodeOptions,
+      username: cluster.username,
+      password: cluster.password,
+      ...(cluster.tls && { tls: {} }),
+    },
+  });
+  return asRedis(options.maxRetriesPerRequest === null ? connection : failFastOnceReady(connection));
+}
+
+/**
+ * Commands wait for the cluster's first connection; after it, a cluster that is down refuses them
+ * at once (503, retried by clients) instead of queueing without bound, as `maxRetriesPerRequest`
+ * does for one Redis. A failover is no outage of the cluster: commands for the failed primary's
+ * slots wait for its replica (`retryDelayOnFailover`). BullMQ's blocking connections keep their
+ * queue. A duplicate (a subscriber) starts over, waiting for its own first connection; it takes
+ * options as `Redis#duplicate` does, which Taskline's callers pass.
+ */
+function failFastOnceReady(cluster: Cluster): Cluster {
+  const duplicate = cluster.duplicate.bind(cluster);
+  cluster.duplicate = (nodes?: unknown, override?: unknown) => {
+    const options = (Array.isArray(nodes) ? override : nodes) as Record<string, unknown> | undefined;
+    const { connectionName, ...rest } = options ?? {};
+    return failFastOnceReady(
+      duplicate(Array.isArray(nodes) ? nodes : [], {
+        ...rest,
+        enableOfflineQueue: true,
+        redisOptions: {
+          ...cluster.options.redisOptions,
+          ...(typeof connectionName === 'string' && { connectionName }),
+        },
+      }),
+    );
+  };
+  cluster.once('ready', () => (cluster.options.enableOfflineQueue = false));
+  return cluster;
 }
 
 /**
@@ -124,15 +170,17 @@ export function isRedisUnavailable(err: unknown): boolean {
 export function timeRedisCommands(redis: Redis, observe: (command: string, seconds: number) => void): void {
   const send = redis.sendCommand.bind(redis);
   const timed = new WeakSet<Command>();
-  redis.sendCommand = (command: Command, stream?: Parameters<Redis['sendCommand']>[1]) => {
+  // Every argument passed on: a cluster's sendCommand takes a third, the node a retry goes to.
+  const timedSend = (command: Command, ...rest: unknown[]) => {
     if (!timed.has(command)) {
       timed.add(command);
       const started = process.hrtime.bigint();
       const done = () => observe(commandLabel(command), Number(process.hrtime.bigint() - started) / 1e9);
       command.promise.then(done, done);
     }
-    return send(command, stream);
+    return (send as (command: Command, ...rest: unknown[]) => unknown)(command, ...rest);
   };
+  redis.sendCommand = timedSend as Redis['sendCommand'];
 }
 
 function commandLabel(command: Command): string {

@@ -67,7 +67,12 @@ export class TaskStore {
    */
   async create(input: NewTask): Promise<TaskRecord> {
     const task = await persist(this.core, input, this.indexOptions);
-    await this.core.replicated();
+    // The idempotency record names the task: it must survive a failover as the task does, or a
+    // retry after one would create a second task (on a cluster it is on its tenant's node).
+    await this.core.replicated(
+      task.id,
+      ...(input.idempotencyKey ? [idempotency.recordKeyOf(input.tenant, input.idempotencyKey)] : []),
+    );
     return task;
   }
 
@@ -124,7 +129,7 @@ export class TaskStore {
     if (outcome === 'not_cancelable') {
       throw new TasklineError('task_not_cancelable', `task ${id} already ${reply[1]}`, { status: reply[1] });
     }
-    await this.core.replicated();
+    await this.core.replicated(id);
     if (outcome === 'cancelled' || outcome === 'cancelling')
       this.core.observe(task.kind, outcome, task.createdAt);
     if (outcome === 'cancelled') {
@@ -281,7 +286,7 @@ export class TaskStore {
     answers: Record<string, unknown>,
   ): Promise<{ accepted: number; status: TaskStatus }> {
     const result = await inputs.provideInput(this.core, id, tenant, answers);
-    await this.core.replicated();
+    await this.core.replicated(id);
     return result;
   }
 

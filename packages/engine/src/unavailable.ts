@@ -38,6 +38,10 @@ export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
 ];
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+const CLUSTER_DOWN_MESSAGES = new Set([
+  "Cluster isn't ready and enableOfflineQueue options is false",
+  'None of startup nodes is available',
+]);
 
 /** Why `err` means "Redis cannot answer now, retry", or null for any other failure. */
 export function redisUnavailableReason(err: unknown): RedisUnavailableReason | null {
@@ -46,6 +50,9 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   // LMSP answers it with its own code; surfaces without one (MCP) answer it as "try again".
   if (err instanceof TasklineError && err.code === 'replication_timeout') return 'replication';
   if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
+  // Redis Cluster: every node unreachable, or the client reconnecting to them.
+  if (e.name === 'ClusterAllFailedError' || CLUSTER_DOWN_MESSAGES.has(e.message as string))
+    return 'connection';
   if (typeof e.code === 'string' && CONNECTION_CODES.has(e.code)) return 'connection';
   // A Redis error reply starts with its code, inside a script too (Redis 7 keeps it in front).
   if (e.name !== 'ReplyError' || typeof e.message !== 'string') return null;

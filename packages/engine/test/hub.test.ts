@@ -56,6 +56,20 @@ test('readers attaching together all see an event written while they attach', as
   }
 });
 
+/**
+ * The hub's subscriber connection for a task (the one Redis's, or the connection to the cluster
+ * primary that owns the task's slot), to slow it down or cut it as a network fault would.
+ */
+async function subscriberOf(of: EventHub, id: string): Promise<import('ioredis').Redis> {
+  const links = (
+    of as unknown as {
+      links: { ready(): Promise<void>; linkFor(channel: string): { conn: import('ioredis').Redis } };
+    }
+  ).links;
+  await links.ready();
+  return links.linkFor(taskKeys(id).channel).conn;
+}
+
 test('an event published after the history read, before the channel is live, still arrives', async () => {
   const task = await h.store.create(newTask());
   // The history read answers before the subscription does, and the task moves in between.
@@ -73,8 +87,9 @@ test('an event published after the history read, before the channel is live, sti
     return history;
   };
   const slow = new EventHub(store);
-  const subscriber = (slow as unknown as { subscriber: { ssubscribe(...a: string[]): Promise<unknown> } })
-    .subscriber;
+  const subscriber = (await subscriberOf(slow, task.id)) as unknown as {
+    ssubscribe(...a: string[]): Promise<unknown>;
+  };
   const ssubscribe = subscriber.ssubscribe.bind(subscriber);
   subscriber.ssubscribe = async (...channels) => {
     await gate;
@@ -184,9 +199,6 @@ test('readers keep receiving, and new readers can attach, after Redis restarts f
   s2.close();
 });
 
-/** The hub's subscriber connection, to cut it as a network fault would. */
-const subscriberOf = (of: EventHub) => (of as unknown as { subscriber: import('ioredis').Redis }).subscriber;
-
 test('a reader attaching while the connection is down, its history read before the final event, still gets it', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 60_000, { start: true });
@@ -214,7 +226,7 @@ test('a reader attaching while the connection is down, its history read before t
   const attaching = gapHub.subscribe(task.id, 0, (e) => second.push(e.seq));
   await read;
   // Cut the subscriber; the final event is published to no one.
-  subscriberOf(gapHub).stream.destroy();
+  (await subscriberOf(gapHub, task.id)).stream.destroy();
   await h.store.finish(task.id, 1, { status: 'succeeded', result: null });
   const total = (await h.store.get(task.id))!.seq;
   await until('the first reader to catch up after the reconnect', () => first.length === total || undefined);
@@ -234,7 +246,7 @@ test('an event written after the catch-up read of a reconnect, before the channe
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 60_000, { start: true });
   const gapHub = new EventHub(h.store);
-  const sub = subscriberOf(gapHub);
+  const sub = await subscriberOf(gapHub, task.id);
   const got: number[] = [];
   const s = await gapHub.subscribe(task.id, 0, (e) => got.push(e.seq));
   assert.deepEqual(got, [1, 2, 3]);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './ports.js';
-import { startRedis, type RedisServer } from './redis.js';
+import { startRedisServer, type RedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -38,7 +38,7 @@ export interface RedisCluster {
   killPrimary(primary: RedisServer): Promise<RedisServer>;
   /** `CLUSTER FAILOVER` on `primary`'s replica: a planned switch, nothing lost. Returns the new primary. */
   failover(primary: RedisServer): Promise<RedisServer>;
-  /** Resolves once every node reports `cluster_state:ok` and every slot is served. */
+  /** Resolves once every node reports `cluster_state:ok`, every slot is served and every replica is in sync. */
   healthy(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -51,7 +51,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       // The cluster bus gets a free port of its own: the default (port + 10000) may be taken or past 65535.
       const bus = await freePort();
       nodes.push(
-        await startRedis({
+        await startRedisServer({
           appendfsync: options.appendfsync,
           dir: await mkdtemp(join(root, `node${i}-`)),
           args: [
@@ -65,6 +65,9 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
             String(NODE_TIMEOUT_MS),
             // A replica that lost its primary long ago may still be promoted: tests kill on purpose.
             '--cluster-replica-validity-factor',
+            '0',
+            // Replicas sync at once, not after the default 5 s wait for more replicas.
+            '--repl-diskless-sync-delay',
             '0',
           ],
         }),
@@ -144,7 +147,14 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
             .sort()
             .join(','),
         );
-        return primaries.every((p) => p === primaries[0]) ? true : null;
+        if (!primaries.every((p) => p === primaries[0])) return null;
+        // And every replica has its primary's data: one still in its first sync cannot take over.
+        for (const node of alive) {
+          const info = await cli(node, 'INFO', 'replication');
+          if (info.includes('role:slave') && !/master_link_status:up/.test(info)) return null;
+          if (/master_sync_in_progress:1/.test(info)) return null;
+        }
+        return true;
       }, 'cluster_state:ok on every node');
     },
     async stop() {
