@@ -1,7 +1,7 @@
 import { connectRedis, TaskStore } from '@taskline/engine';
 import { forkChild } from './children.js';
 import { readEvents, type SseStream } from './http.js';
-import { startStack, TENANT } from './stack.js';
+import { cpuMsOf, hostIdle, startStack, TENANT } from './stack.js';
 import { round, sleep, summarize, type Summary } from './stats.js';
 
 export interface FanoutResult {
@@ -18,6 +18,10 @@ export interface FanoutResult {
   stallMs: number;
   maxGapMs: number;
   apiMemory: { idleRssMb: number; withStreamsRssMb: number; peakRssMb: number };
+  /** The api's CPU per event it delivered to a stream while the writer ran (µs). */
+  apiCpuUsPerEvent: number;
+  /** The share of the host's CPU time left idle while the writer ran (%): what "quiet" meant. */
+  hostIdlePercent: number;
 }
 
 /**
@@ -61,6 +65,7 @@ export async function fanout(streams: number, eventsPerS: number, seconds: numbe
 
     const latencies: number[] = [];
     const received = new Array<number>(streams).fill(0);
+    let deltas = 0;
     const lastAt = new Array<number>(streams).fill(0);
     const maxGap = new Array<number>(streams).fill(0);
     const history = new Array<number>(streams).fill(0);
@@ -71,6 +76,7 @@ export async function fanout(streams: number, eventsPerS: number, seconds: numbe
             history[j]!++;
             return;
           }
+          deltas++;
           const writtenAt = Number((JSON.parse(ev.data) as { delta: string }).delta);
           if (Number.isNaN(writtenAt)) return; // the writer's warm-up
           latencies.push(ev.at - writtenAt);
@@ -87,8 +93,16 @@ export async function fanout(streams: number, eventsPerS: number, seconds: numbe
     const withStreamsRssMb = api.memory().rssMb;
 
     const writer = await forkChild('./fanout-writer.ts', { BENCH_REDIS_URL: stack.redis.url });
+    const cpu0 = cpuMsOf(api.child.pid!);
+    const deltas0 = deltas;
+    const idle = hostIdle();
     writer.send({ tasks, ratePerS: eventsPerS, seconds, warmupS: Math.min(2, seconds) });
     const done = await writer.next<{ sent: number[]; failed: number; seconds: number }>();
+    const hostIdlePercent = idle.percent();
+    const apiCpuUsPerEvent = round(
+      ((cpuMsOf(api.child.pid!) - cpu0) * 1000) / Math.max(1, deltas - deltas0),
+      1,
+    );
     await writer.stop();
     // Stragglers: give the api a moment to hand on what Redis already has.
     const want = done.sent.reduce((a, b) => a + b, 0);
@@ -112,6 +126,8 @@ export async function fanout(streams: number, eventsPerS: number, seconds: numbe
       stallMs,
       maxGapMs: round(Math.max(...maxGap), 1),
       apiMemory: { idleRssMb, withStreamsRssMb, peakRssMb: api.memory().peakRssMb },
+      apiCpuUsPerEvent,
+      hostIdlePercent,
     };
   } finally {
     for (const s of open) s.close();

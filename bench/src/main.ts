@@ -35,6 +35,8 @@ import { roundTrips, type RoundTrips } from './redis-cost.js';
 import { bar, toMarkdown, toSvg, validateReport, type Bar, type Report } from './report.js';
 import { BENCH_ENV, memoryOf, ROOT, startStack, type CpuCost, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
+import { pathTimeline, type PathTimeline } from './timeline.js';
+import { round } from './stats.js';
 
 const { values: args } = parseArgs({
   // pnpm passes on the `--` that npm needs (`pnpm bench -- --only 1`): both spellings work.
@@ -96,6 +98,7 @@ let first: TtftResult | undefined;
 let stream: StreamingResult | undefined;
 let batch: BatchingResult | undefined;
 let fan: FanoutResult | undefined;
+let path: { instant: PathTimeline; chat: PathTimeline } | undefined;
 let redisVersion = '';
 
 const stack = await startStack();
@@ -118,6 +121,14 @@ try {
   await raw.drained();
   await follow(stack.apiUrl, same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).lmsp);
   results.redisRoundTrip = await roundTrips(redis, SIZES.roundTrips);
+  if (only.has(7)) {
+    log('7 timeline: one instant and one tiny-chat task under MONITOR');
+    path = {
+      instant: await pathTimeline(redis, stack.apiUrl, INSTANT(0).model),
+      chat: await pathTimeline(redis, stack.apiUrl, 'tiny-chat'),
+    };
+    results.timeline = path;
+  }
   const background = await idleRate(redis, SIZES.idleMs);
 
   if (only.has(1) || only.has(7)) {
@@ -135,6 +146,10 @@ try {
     const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), {
       id: 'tiny-chat',
       intraOpThreads: Number(BENCH_ENV.TASKLINE_INTRA_OP_THREADS) || undefined,
+      // bench/gpu-check.sh: the bare side runs on the worker's execution provider too.
+      ...(BENCH_ENV.TASKLINE_EXECUTION_PROVIDER === 'cuda' && {
+        executionProviders: ['cuda', 'cpu'] as const,
+      }),
     });
     try {
       await model.generate(same({ maxOutputTokens: 8, temperature: 0, seed: 1 }).bare);
@@ -177,8 +192,25 @@ agent.destroy();
 const rtt = results.redisRoundTrip as RoundTrips;
 const bars: Bar[] = [];
 const tables: string[] = [];
+/** CPU per task of every Taskline process over raw BullMQ's per job, at item 1's full speed. */
+const cpuRatio = life ? round(totalMs(life.cost.cpu.taskline) / totalMs(life.cost.cpu.bullmq), 2) : NaN;
+/** The durable writes in a row to the first token, as this run's timeline found them. */
+const writesInARow = path
+  ? `${path.chat.durableInARow} durable writes in a row (${path.chat.stages.map((s) => s.stage).join(', ')}) at ${rtt.paced.p50} ms each for a paced fsynced \`SET\` on this host`
+  : 'several durable writes in a row (item 7 times them)';
 if (life) {
-  bars.push(bar('1', 'Lifecycle throughput', 'Taskline / raw BullMQ tasks per s', life.ratio, '>=', 0.35));
+  bars.push(
+    bar(
+      '1',
+      'Lifecycle throughput',
+      'Taskline / raw BullMQ tasks per s',
+      life.ratio,
+      '>=',
+      0.35,
+      '',
+      `CPU: Taskline's processes spend ${totalMs(life.cost.cpu.taskline)} ms per task, raw BullMQ's ${totalMs(life.cost.cpu.bullmq)} ms per job (${cpuRatio}x, item 7), on ${cpus().length} cores shared by all of them.`,
+    ),
+  );
   tables.push(
     '## 1. Lifecycle throughput',
     '',
@@ -192,8 +224,13 @@ if (life) {
   );
 }
 if (accept) {
-  bars.push(bar('2a', 'Acceptance p50', 'POST /tasks p50 / queue.add p50', accept.p50Ratio, '<=', 3, 'x'));
-  bars.push(bar('2b', 'Acceptance p99', 'POST /tasks p99 / queue.add p99', accept.p99Ratio, '<=', 4, 'x'));
+  const busy = `at ${accept.ratePerS}/s the processes on Taskline's path kept ${accept.taskline.cpu.busyPercent}% of the cores busy (raw BullMQ's ${accept.bullmq.cpu.busyPercent}%), and a create is two durable writes (rate limit, record) against one \`queue.add\`, each ${rtt.paced.p50} ms paced on this host.`;
+  bars.push(
+    bar('2a', 'Acceptance p50', 'POST /tasks p50 / queue.add p50', accept.p50Ratio, '<=', 3, 'x', busy),
+  );
+  bars.push(
+    bar('2b', 'Acceptance p99', 'POST /tasks p99 / queue.add p99', accept.p99Ratio, '<=', 4, 'x', busy),
+  );
   tables.push(
     '## 2. Acceptance latency',
     '',
@@ -209,8 +246,31 @@ if (accept) {
   );
 }
 if (first) {
-  bars.push(bar('3a', 'TTFT overhead p50', 'Taskline p50 - bare p50', first.overheadP50Ms, '<=', 5, ' ms'));
-  bars.push(bar('3b', 'TTFT overhead p99', 'Taskline p99 - bare p99', first.overheadP99Ms, '<=', 25, ' ms'));
+  const stagesCause = `stages at p50: send -> 202 ${first.stages.accepted.p50} ms, 202 -> running ${first.stages.running.p50} ms, running -> first delta ${first.stages.firstDelta.p50} ms; the way holds ${writesInARow}.`;
+  bars.push(
+    bar(
+      '3a',
+      'TTFT overhead p50',
+      'Taskline p50 - bare p50',
+      first.overheadP50Ms,
+      '<=',
+      5,
+      ' ms',
+      stagesCause,
+    ),
+  );
+  bars.push(
+    bar(
+      '3b',
+      'TTFT overhead p99',
+      'Taskline p99 - bare p99',
+      first.overheadP99Ms,
+      '<=',
+      25,
+      ' ms',
+      stagesCause,
+    ),
+  );
   tables.push(
     '## 3. Time to first token',
     '',
@@ -233,12 +293,23 @@ if (first) {
       ] as const
     ).map(([name, s]) => `| ${name} | ${s.p50} | ${s.p90} | ${s.p99} |`),
     '',
-    `For scale: a task's way to its first token holds seven durable writes one after another (rate limit, record and offer, \`dispatch.lua\`, BullMQ's add and move to active, claim, first append), and this run's Redis answers one fsynced \`SET\` in ${rtt.paced.p50} ms at p50 when paced at 20/s (p99 ${rtt.paced.p99}; back to back ${rtt.backToBack.p50}).`,
+    `For scale: a task's way to its first token holds ${writesInARow} (back to back ${rtt.backToBack.p50} ms; p99 paced ${rtt.paced.p99}).`,
     '',
   );
 }
 if (stream) {
-  bars.push(bar('4', 'Streaming', 'SSE tokens/s / bare decode tokens/s', stream.ratio, '>=', 0.95));
+  bars.push(
+    bar(
+      '4',
+      'Streaming',
+      'SSE tokens/s / bare decode tokens/s',
+      stream.ratio,
+      '>=',
+      0.95,
+      '',
+      `Taskline ${stream.tasklineTokensPerS} against bare ${stream.bareTokensPerS} tokens/s (medians): the decode thread shares the cores with Redis, the api and the SSE client, which the bare loop does not.`,
+    ),
+  );
   tables.push(
     '## 4. Streaming',
     '',
@@ -256,6 +327,7 @@ if (fan) {
       '<=',
       50,
       ' ms',
+      `the host was ${fan.hostIdlePercent}% idle while the writer ran; the api spent ${fan.apiCpuUsPerEvent} µs of CPU per delivered event.`,
     ),
   );
   bars.push(bar('5b', 'Fan-out stalls', 'streams that stalled or lost events', fan.stalledStreams, '<=', 0));
@@ -264,9 +336,9 @@ if (fan) {
     '',
     `${fan.streams} SSE streams on one api process; writer target ${fan.targetEventsPerS} events/s, achieved ${fan.writtenEventsPerS} events/s for ${fan.seconds} s (append errors ${fan.appendErrors}).`,
     '',
-    '| p50 | p90 | p99 | max | delivered | missing | stalled streams | longest gap | api RSS idle / with streams / peak |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
-    `| ${fan.latency.p50} ms | ${fan.latency.p90} ms | ${fan.latency.p99} ms | ${fan.latency.max} ms | ${fan.delivered} | ${fan.missing} | ${fan.stalledStreams} | ${fan.maxGapMs} ms | ${fan.apiMemory.idleRssMb} / ${fan.apiMemory.withStreamsRssMb} / ${fan.apiMemory.peakRssMb} MiB |`,
+    '| p50 | p90 | p99 | max | delivered | missing | stalled streams | longest gap | api CPU per event | host idle | api RSS idle / with streams / peak |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    `| ${fan.latency.p50} ms | ${fan.latency.p90} ms | ${fan.latency.p99} ms | ${fan.latency.max} ms | ${fan.delivered} | ${fan.missing} | ${fan.stalledStreams} | ${fan.maxGapMs} ms | ${fan.apiCpuUsPerEvent} µs | ${fan.hostIdlePercent}% | ${fan.apiMemory.idleRssMb} / ${fan.apiMemory.withStreamsRssMb} / ${fan.apiMemory.peakRssMb} MiB |`,
     '',
   );
 }
@@ -280,6 +352,7 @@ if (batch) {
       '>=',
       3,
       'x',
+      `the worker at ${batch.levels.at(-1)!.concurrency} reached ${Math.round((batch.levels.at(-1)!.tasklineTokensPerS / batch.levels.at(-1)!.bareTokensPerS) * 100)}% of the bare batched backend, which itself scaled ${round(batch.levels.at(-1)!.bareTokensPerS / batch.levels[0]!.bareTokensPerS, 2)}x.`,
     ),
   );
   tables.push(
@@ -294,6 +367,49 @@ if (batch) {
   );
 }
 if (life) {
+  const top = Object.entries(life.cost.cpu.taskline.msPerTask)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, ms]) => `${name} ${ms}`)
+    .join(', ');
+  bars.push(
+    bar(
+      '7a',
+      'Redis commands',
+      'per finished instant task (item 1)',
+      life.cost.taskline.perTask,
+      '<=',
+      50,
+      '',
+      path
+        ? `one instant task under MONITOR ran ${path.instant.commands} commands, ${path.instant.bullmqCommands} of them BullMQ's (add, move to active, finish: raw BullMQ's whole job is ${life.cost.bullmq.perTask}); the rest by kind in item 7's table.`
+        : undefined,
+    ),
+  );
+  if (path)
+    bars.push(
+      bar(
+        '7b',
+        'Durable writes in a row',
+        'POST /lmsp/v1/tasks -> first delta append, one task under MONITOR',
+        path.chat.durableInARow,
+        '<=',
+        4,
+        '',
+        `the stages found: ${path.chat.stages.map((s) => `${s.stage} (${s.process})`).join(' -> ')}.`,
+      ),
+    );
+  bars.push(
+    bar(
+      '7c',
+      'CPU per task',
+      'all Taskline processes / raw BullMQ per job (item 1)',
+      cpuRatio,
+      '<=',
+      3,
+      'x',
+      `ms per task by process: ${top}.`,
+    ),
+  );
   const mem = results.memory as Record<string, { peakRssMb: number }>;
   tables.push(
     '## 7. Cost per task',
@@ -311,6 +427,16 @@ if (life) {
       },
     ),
     '',
+    ...(path
+      ? [
+          `One task at a time under \`MONITOR\` (a tiny-chat task to its first delta; an instant one for its commands: ${path.instant.commands}, BullMQ's ${path.instant.bullmqCommands}). Each row is one round trip, ms after the first:`,
+          '',
+          '| stage | process | at (ms) |',
+          '| --- | --- | --- |',
+          ...path.chat.stages.map((s) => `| ${s.stage} | ${s.process} | ${s.atMs} |`),
+          '',
+        ]
+      : []),
     '| Key kept per finished task | bytes |',
     '| --- | --- |',
     ...life.cost.bytesByKey.map((k) => `| \`${k.pattern}\` | ${k.bytesPerTask} |`),

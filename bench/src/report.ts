@@ -11,6 +11,8 @@ export interface Bar {
   limit: number;
   unit: string;
   pass: boolean;
+  /** What this run measured as the reason, shown when the bar is missed. */
+  cause?: string;
 }
 
 export function bar(
@@ -21,9 +23,10 @@ export function bar(
   op: Bar['op'],
   limit: number,
   unit = '',
+  cause?: string,
 ): Bar {
   const pass = Number.isFinite(value) && (op === '>=' ? value >= limit : value <= limit);
-  return { id, name, metric, value, op, limit, unit, pass };
+  return { id, name, metric, value, op, limit, unit, pass, ...(cause && { cause }) };
 }
 
 export interface Report {
@@ -53,7 +56,7 @@ export function validateReport(r: Report): void {
   if (problems.length) throw new Error(`malformed report: ${problems.join('; ')}`);
 }
 
-const fmt = (n: number) =>
+export const fmt = (n: number) =>
   Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
 
 export function toMarkdown(r: Report, tables: string[]): string {
@@ -68,6 +71,8 @@ export function toMarkdown(r: Report, tables: string[]): string {
       (b) =>
         `| ${b.id} | ${b.name}: ${b.metric} | ${fmt(b.value)}${b.unit} | ${b.op} ${fmt(b.limit)}${b.unit} | ${b.pass ? 'pass' : `**miss** (${missBy(b)})`} |`,
     ),
+    '',
+    ...r.bars.filter((b) => !b.pass && b.cause).map((b) => `- Missed ${b.id}, measured cause: ${b.cause}`),
     '',
     '![bars](latest.svg)',
     '',

@@ -1,10 +1,17 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { freePort, startRedis, type RedisServer } from '@taskline/testing';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  freePort,
+  ROOT,
+  startRedis,
+  startStack as startServices,
+  type RedisServer,
+  type Service,
+} from '@taskline/testing';
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { ROOT };
 
 /** The tenant and key every benchmark client uses. */
 export const TENANT = 'bench';
@@ -65,6 +72,27 @@ export function cpuMsOf(pid: number | 'self'): number {
   }
 }
 
+/** Starts watching the whole host's CPU (/proc/stat); `percent()` is the share left idle since. */
+export function hostIdle(): { percent(): number } {
+  const read = () => {
+    const fields = readFileSync('/proc/stat', 'utf8')
+      .split('\n')[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    // user nice system idle iowait irq softirq steal: idle and iowait are time nobody ran.
+    return { idle: fields[3]! + (fields[4] ?? 0), total: fields.slice(0, 8).reduce((a, b) => a + b, 0) };
+  };
+  const before = read();
+  return {
+    percent() {
+      const now = read();
+      return Math.round(((now.idle - before.idle) / Math.max(1, now.total - before.total)) * 100);
+    },
+  };
+}
+
 /** Processes to meter by name: a pid, or this benchmark process. */
 export type Procs = Record<string, number | 'self'>;
 
@@ -96,72 +124,18 @@ export function cpuMeter(pids: Procs) {
   };
 }
 
-export interface Service {
+/** A stack process the benchmark meters by name (`scheduler`, `gpu-worker`, `api`). */
+export interface BenchService {
   name: string;
   child: ChildProcess;
   memory(): { rssMb: number; peakRssMb: number };
-}
-
-/** Starts `node <entry>` from the repository root and resolves once a stdout line contains `marker`. */
-export async function startService(
-  name: string,
-  entry: string,
-  env: Record<string, string>,
-  marker: string,
-  args: string[] = [],
-): Promise<Service> {
-  const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
-  const child = spawn(process.execPath, [...profile, ...args, entry], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  await new Promise<void>((resolve, reject) => {
-    let seen = '';
-    const onData = (d: Buffer) => {
-      seen = (seen + d.toString()).slice(-8000);
-      if (seen.includes(marker)) {
-        child.stdout!.off('data', onData);
-        // Keep draining stdout so the service never blocks on a full pipe.
-        child.stdout!.resume();
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    const timer = setTimeout(
-      () => reject(new Error(`${name} not ready after 30 s: ${seen.slice(-500)} ${stderr}`)),
-      30_000,
-    );
-    child.stdout!.on('data', onData);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited with ${code}: ${stderr}`));
-    });
-  });
-  return { name, child, memory: () => memoryOf(child.pid!) };
-}
-
-export async function stopService(s: Service): Promise<void> {
-  if (s.child.exitCode !== null || s.child.signalCode) return;
-  const gone = new Promise((r) => s.child.once('exit', r));
-  if (PROFILE_DIR) {
-    // A profile is written on a clean exit only: drain first, kill after a grace period.
-    s.child.kill('SIGTERM');
-    await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
-  }
-  s.child.kill('SIGKILL');
-  await gone;
 }
 
 /** Redis, scheduler, gpu-worker and api as separate processes, the way production runs them. */
 export interface Stack {
   redis: RedisServer;
   apiUrl: string;
-  services: Service[];
+  services: BenchService[];
   stop(): Promise<void>;
 }
 
@@ -172,52 +146,49 @@ export interface StackOptions {
   env?: Record<string, string>;
 }
 
+/** `@taskline/testing`'s stack of built services (as deployed), with the benchmark's settings. */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
-  const redis = options.redis ?? (await startRedis({ appendfsync: 'always' }));
-  const common = { ...BENCH_ENV, REDIS_URL: redis.url, ...options.env };
-  const services: Service[] = [];
+  const stack = await startServices({
+    redis: options.redis ?? (() => startRedis({ appendfsync: 'always' })),
+    env: { ...BENCH_ENV, ...options.env },
+    schedulers: 0,
+    built: true,
+    drainWhenUp: true,
+    nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
+  });
+  const started: Service[] = [];
   try {
     if (!options.apiOnly) {
-      const control = await freePort();
-      const addr = `127.0.0.1:${control}`;
-      services.push(
-        await startService(
-          'scheduler',
-          'services/scheduler/dist/main.js',
-          { ...common, TASKLINE_CONTROL_PORT: String(control) },
-          '"scheduler_started"',
-        ),
-      );
-      services.push(
-        await startService(
-          'gpu-worker',
-          'services/gpu-worker/dist/main.js',
-          { ...common, TASKLINE_SCHEDULER_ADDR: addr },
-          '"msg":"ready"',
-        ),
-      );
+      started.push(stack.scheduler(await freePort(), {}, { name: 'scheduler' }));
+      await started[0]!.up;
+      started.push(stack.worker({}, { name: 'gpu-worker' }));
+      await started[1]!.up;
     }
-    const port = await freePort();
-    services.push(
-      await startService(
-        'api',
-        'services/api/dist/main.js',
-        { ...common, TASKLINE_PORT: String(port) },
-        '"listening"',
-      ),
-    );
+    const api = stack.api(await freePort(), {}, { name: 'api' });
+    started.push(api);
+    await api.up;
     return {
-      redis,
-      apiUrl: `http://127.0.0.1:${port}`,
-      services,
+      redis: stack.redis,
+      apiUrl: api.base,
+      services: started.map((s) => ({
+        name: s.name,
+        child: s.child!,
+        memory: () => memoryOf(s.child!.pid!),
+      })),
       async stop() {
-        await Promise.all(services.map(stopService));
-        if (!options.redis) await redis.stop();
+        await Promise.all(started.map(profiledStop));
+        await stack.stop();
       },
     };
   } catch (err) {
-    await Promise.all(services.map(stopService));
-    if (!options.redis) await redis.stop();
+    await stack.stop();
     throw err;
   }
+}
+
+/** A profile is written on a clean exit only: with BENCH_CPU_PROFILE_DIR, drain first and kill after a grace period. */
+async function profiledStop(s: Service): Promise<void> {
+  if (!PROFILE_DIR || !s.running) return;
+  s.child!.kill('SIGTERM');
+  await Promise.race([s.exited, sleep(5000)]);
 }

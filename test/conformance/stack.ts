@@ -1,7 +1,8 @@
 /**
  * The real Taskline stack for the conformance run and the MCP tests: a Redis with AOF, the
  * scheduler, a gpu-worker (which runs tool tasks from the `tools` queue) and any number of `api`
- * replicas serving `/mcp`, all as separate processes started through the gpu-worker's `Cluster`.
+ * replicas serving `/mcp`, all as separate processes (`@taskline/testing`'s stack, with the
+ * gpu-worker tests' `Cluster` for a TaskStore on the same Redis).
  */
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
@@ -15,24 +16,11 @@ export interface Replica {
   process: ChildProcess;
 }
 
-/** Starts one `services/api` process and waits until it answers. */
+/** Starts one `services/api` process and waits until it is up. */
 export async function startApi(cluster: Cluster, env: Record<string, string> = {}): Promise<Replica> {
-  const port = await freePort();
-  const child = cluster.spawn('services/api/src/main.ts', {
-    TASKLINE_HOST: '127.0.0.1',
-    TASKLINE_PORT: String(port),
-    ...env,
-  });
-  const base = `http://127.0.0.1:${port}`;
-  await until(`the api on port ${port}`, async () => {
-    if (child.exitCode !== null) throw new Error(`the api exited with ${child.exitCode}`);
-    const ok = await fetch(`${base}/healthz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    return ok ? true : undefined;
-  });
-  return { url: `${base}/mcp`, process: child };
+  const api = cluster.stack.api(await freePort(), env);
+  await api.up;
+  return { url: `${api.base}/mcp`, process: api.child! };
 }
 
 /**

@@ -3,10 +3,10 @@ import { after, before, test } from 'node:test';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ROOT, startHaproxy, type LoadBalancer } from '@taskline/testing';
 import { Cluster, LONG, until } from '../../services/gpu-worker/test/helpers.js';
 import { call, KEY_A, openSse, spawnApi, type ApiProcess } from '../../services/api/test/helpers.js';
 import { pollTask, rpc } from '../../packages/mcp/test/helpers.js';
-import { ROOT, startHaproxy, type LoadBalancer } from '../chaos/src/procs.js';
 
 // Issue 6.6: end-to-end flows through the load balancer of the local cluster's shape (Redis with
 // AOF, two api replicas behind HAProxy with deploy/haproxy/haproxy.cfg, scheduler, worker), so

@@ -151,14 +151,18 @@ export class TenantLimits {
 
   /**
    * What each tenant uses of its limits now, for the operator console: unfinished tasks and
-   * open streams (as counted, before pruning) and the request tokens left in its bucket.
+   * open streams (as counted, before pruning) and the request tokens left in its bucket. The
+   * unfinished entries come as read (task ids and reservations): every task not yet ended holds
+   * one, and pruning keeps them near the cap, so the console counts statuses from them.
    */
   async usage(
     tenants: string[],
-  ): Promise<Map<string, { activeTasks: number; streams: number; rateTokens: number }>> {
+  ): Promise<
+    Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
+  > {
     const p = this.redis.pipeline();
     for (const t of tenants)
-      p.zcard(keys.active(t)).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
+      p.zrange(keys.active(t), 0, -1).zcard(keys.streams(t)).hmget(keys.rate(t), 'tokens', 'ts');
     const rows = (await p.exec()) ?? [];
     const now = Date.now();
     const { ratePerS, burst } = this.settings;
@@ -168,10 +172,12 @@ export class TenantLimits {
         // The bucket refills between requests; its stored count is as of its last request.
         const left =
           tokens == null ? burst : Math.min(burst, Number(tokens) + ((now - Number(ts)) / 1000) * ratePerS);
+        const unfinished = (rows[3 * i]?.[1] ?? []) as string[];
         return [
           t,
           {
-            activeTasks: Number(rows[3 * i]?.[1] ?? 0),
+            activeTasks: unfinished.length,
+            unfinished,
             streams: Number(rows[3 * i + 1]?.[1] ?? 0),
             rateTokens: Math.floor(left),
           },

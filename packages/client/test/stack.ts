@@ -1,28 +1,38 @@
 /**
- * The running stack the client and CLI tests talk to, from the colleagues' own helpers: a real
- * Redis, scheduler and gpu-worker (`services/gpu-worker/test/helpers.ts`) and real `api`
- * processes (`services/api/test/helpers.ts`).
+ * The running stack the client and CLI tests talk to (`@taskline/testing`): a real Redis, a
+ * scheduler, a gpu-worker and a real `api` process, plus a TaskStore on the same Redis to watch
+ * attempts from the inside.
  */
 import type { ChildProcess } from 'node:child_process';
-import { freePort } from '@taskline/testing';
+import { connectRedis, TaskStore, visibleStepViolation } from '@taskline/engine';
 import {
-  Cluster,
-  exited,
+  ApiService,
+  freePort,
   LONG,
+  startStack as startServices,
   until,
-  visibleStepViolation,
-} from '../../../services/gpu-worker/test/helpers.js';
-import { KEY_A, spawnApi, type ApiProcess } from '../../../services/api/test/helpers.js';
+  type Service,
+  type Stack as Services,
+} from '@taskline/testing';
 
-export { KEY_A, exited, until, visibleStepViolation };
+export const KEY_A = 'key-a-0123456789';
+export { until, visibleStepViolation };
 
 /** A generation long enough to interrupt (see the gpu-worker fault tests). */
 export const LONG_INPUT = LONG;
 
+/** The api's settings: the tenants, the tiny model, an early SSE heartbeat. */
+const API_ENV = {
+  TASKLINE_API_KEYS: `tenant-a:${KEY_A}`,
+  TASKLINE_MODELS: 'tiny-chat,plain-chat',
+  TASKLINE_SNAPSHOT_MODELS: 'tiny-chat',
+  TASKLINE_SSE_HEARTBEAT_MS: '200',
+};
+
 export interface Stack {
-  cluster: Cluster;
+  cluster: Services;
   worker: ChildProcess;
-  api: ApiProcess;
+  api: ApiService;
   port: number;
   base: string;
   /** Kills the api process (SIGKILL) and starts a new one on the same port. */
@@ -40,47 +50,67 @@ export interface Stack {
 
 /** `env` goes to every process (api, scheduler, worker). */
 export async function startStack(stepMs = '20', env: Record<string, string> = {}): Promise<Stack> {
-  const cluster = await Cluster.start({ env });
+  const cluster = await startServices({
+    env: { TASKLINE_LEASE_MS: '1000', ...env },
+    schedulerEnv: {
+      TASKLINE_HEARTBEAT_MS: '100',
+      TASKLINE_DISPATCH_INTERVAL_MS: '20',
+      TASKLINE_LEADER_LEASE_MS: '1000',
+      ...env,
+    },
+  });
+  const store = new TaskStore(connectRedis(cluster.redis.url, 'test'), {
+    taskRetentionMs: 3_600_000,
+    eventRetentionMs: 3_600_000,
+    idempotencyTtlS: 86_400,
+    idempotencyPendingMs: 30_000,
+  });
   // A short drain deadline: a SIGTERM (interrupt) cuts the running attempt almost at once.
-  const startWorker = (extra: Record<string, string> = {}) =>
-    cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: stepMs, TASKLINE_DRAIN_DEADLINE_MS: '100', ...extra });
-  const worker = startWorker();
+  const startWorker = (extra: Record<string, string> = {}): Service =>
+    cluster.worker({
+      TASKLINE_WORKER_MODELS: 'tiny-chat',
+      TASKLINE_WORKER_SLOTS: '2',
+      TASKLINE_WORKER_MIN_STEP_MS: stepMs,
+      TASKLINE_DRAIN_DEADLINE_MS: '100',
+      ...env,
+      ...extra,
+    });
+  let worker = startWorker();
   const port = await freePort();
-  const apiEnv = { TASKLINE_PORT: String(port), TASKLINE_HOST: '127.0.0.1', ...env };
+  // Built, as deployed: the tests restart it, and tsx would add seconds to every start.
+  const api = cluster.api(port, { ...API_ENV, ...env }, { name: 'api', built: true });
+  await api.up;
+  const replace = async (signal: NodeJS.Signals, extra?: Record<string, string>) => {
+    await worker.kill(signal);
+    worker = startWorker(extra);
+    stack.worker = worker.child!;
+  };
   const stack: Stack = {
     cluster,
-    worker,
-    api: await spawnApi(cluster.redis.url, apiEnv),
+    worker: worker.child!,
+    api,
     port,
-    base: `http://127.0.0.1:${port}`,
+    base: api.base,
     async restartApi() {
-      stack.api.child.kill('SIGKILL');
-      await stack.api.exited;
-      stack.api = await spawnApi(cluster.redis.url, apiEnv);
+      await api.kill();
+      await api.start();
     },
     async interrupt(id, times) {
       for (let i = 0; i < times; i++) {
         const attempt = i + 1;
         await until(`attempt ${attempt} of ${id} to stream 20 tokens`, async () => {
-          const task = await cluster.store.get(id);
+          const task = await store.get(id);
           if (task?.attempt !== attempt || task.status !== 'running') return undefined;
-          return (await cluster.store.snapshot(id)).length >= 20 ? true : undefined;
+          return (await store.snapshot(id)).length >= 20 ? true : undefined;
         });
-        const stopping = stack.worker;
-        stopping.kill(i % 2 === 0 ? 'SIGTERM' : 'SIGKILL');
-        await exited(stopping);
-        stack.worker = startWorker();
+        await replace(i % 2 === 0 ? 'SIGTERM' : 'SIGKILL');
       }
     },
-    async replaceWorker(env) {
-      const stopping = stack.worker;
-      stopping.kill('SIGTERM');
-      await exited(stopping);
-      stack.worker = startWorker(env);
+    async replaceWorker(extra) {
+      await replace('SIGTERM', extra);
     },
     async stop() {
-      stack.api.child.kill('SIGKILL');
-      await stack.api.exited;
+      store.redis.disconnect();
       await cluster.stop();
     },
   };

@@ -186,5 +186,3 @@ export const DEFAULTS = {
    */
   TASKLINE_INPUT_TIMEOUT_S: '86400',
 } as const;
-
-export type EnvName = keyof typeof DEFAULTS;

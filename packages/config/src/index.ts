@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DEFAULTS } from './defaults.js';
 
-export { DEFAULTS, type EnvName } from './defaults.js';
+export { DEFAULTS } from './defaults.js';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number) => z.coerce.number().int().min(min);

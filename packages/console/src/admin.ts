@@ -8,18 +8,16 @@ import {
   TasklineError,
   type TaskFilter,
   type TaskRecord,
-  type TaskStore,
 } from '@taskline/engine';
 import type { OperatorAuthenticator } from '@taskline/auth';
+import { serveFeed, SnapshotFeed, type LiveStreams } from './live.js';
 import { adminOpenApi } from './openapi.js';
+import { readOverview, type OverviewDeps } from './overview.js';
 import { burnRates } from './slo.js';
 
 /** What the console reads besides the engine: the api's limits and its event streams. */
-export interface ConsoleDeps {
-  store: TaskStore;
+export interface ConsoleDeps extends OverviewDeps {
   operators: OperatorAuthenticator;
-  /** Served model ids: each gets a row on the overview even while idle. */
-  models: string[];
   /** The api's task event stream (LMSP resume rules); open streams count under `streamsOf`. */
   followTask(
     req: Request,
@@ -27,20 +25,21 @@ export interface ConsoleDeps {
     load: () => Promise<TaskRecord>,
     streamsOf: (task: TaskRecord) => string,
   ): Promise<void>;
-  /** Each tenant's use of its limits now. */
+  /** The overview's stream: the api's stream cap, shutdown and SSE settings. */
+  live: LiveStreams;
+  /** Each tenant's use of its limits now, with the entries of its unfinished-task cap. */
   usage(
     tenants: string[],
-  ): Promise<Map<string, { activeTasks: number; streams: number; rateTokens: number }>>;
+  ): Promise<Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>>;
   limits: { maxActiveTasks: number; maxStreams: number; requestBurst: number };
-  prometheusUrl: string;
   /** Tenants with a create within this long are listed (the task retention). */
   retentionMs: number;
 }
 
 /** Tenants the overview ranks at most (the most recently active): a bounded read however many exist. */
 const TENANT_RANK_LIMIT = 1000;
-/** Newest tasks of a tenant whose statuses and failures the overview counts. */
-const SUMMARY_SAMPLE = 100;
+/** How often the overview, workers and task list streams send a snapshot. */
+const OVERVIEW_INTERVAL_MS = 2000;
 /** Events a task page's timeline reads at most. */
 const TIMELINE_READ = 2000;
 
@@ -79,49 +78,17 @@ export function adminRouter(deps: ConsoleDeps): Router {
     return task;
   };
   const operatorOf = (req: Request) => req.operator!.id;
+  // An operator's streams count under a name no tenant can have (":"), never a tenant's cap.
+  const streamsOf = (req: Request) => `console:${operatorOf(req)}`;
 
+  const overview = () => readOverview(deps, view);
+  // One read per interval for every operator following the overview on this replica.
+  const feed = new SnapshotFeed('overview', overview, OVERVIEW_INTERVAL_MS);
   router.get('/overview', async (_req, res) => {
-    const now = Date.now();
-    const [backlog, workers, leader, throughput, slo] = await Promise.all([
-      readyBacklog(store.redis),
-      view.workers(),
-      view.leader(),
-      view.throughput(15),
-      burnRates(deps.prometheusUrl),
-    ]);
-    const models = new Map<string, { queued: number; oldest: number | null; slots: number; free: number }>();
-    const row = (m: string) => {
-      let r = models.get(m);
-      if (!r) models.set(m, (r = { queued: 0, oldest: null, slots: 0, free: 0 }));
-      return r;
-    };
-    for (const m of deps.models) row(m);
-    for (const b of backlog) {
-      const r = row(b.model);
-      r.queued += b.depth;
-      r.oldest = r.oldest === null ? b.oldestAt : Math.min(r.oldest, b.oldestAt);
-    }
-    for (const w of workers?.workers ?? [])
-      for (const s of w.models) {
-        const r = row(s.model);
-        r.slots += s.slots;
-        r.free += s.free;
-      }
-    res.json({
-      at: now,
-      models: [...models].map(([model, r]) => ({
-        model,
-        queued: r.queued,
-        oldest_wait_s: r.oldest === null ? null : Math.max(0, (now - r.oldest) / 1000),
-        running: r.slots - r.free,
-        slots_free: r.free,
-        slots_busy: r.slots - r.free,
-      })),
-      workers: workers?.workers.length ?? 0,
-      leader,
-      throughput,
-      slo,
-    });
+    res.json(await overview());
+  });
+  router.get('/overview/events', async (req, res) => {
+    await serveFeed(req, res, feed, deps.live, streamsOf(req));
   });
 
   router.get('/tenants', async (req, res) => {
@@ -140,10 +107,10 @@ export function adminRouter(deps: ConsoleDeps): Router {
       .map((t) => ({ ...t, queued: queued.get(t.tenant) ?? 0, dispatched: dispatched.get(t.tenant) ?? 0 }))
       .sort((a, b) => b.queued + b.dispatched - (a.queued + a.dispatched) || b.lastCreateAt - a.lastCreateAt);
     const page = ranked.slice(offset, offset + limit);
-    const [usage, summaries] = await Promise.all([
-      deps.usage(page.map((t) => t.tenant)),
-      Promise.all(page.map((t) => view.summary(t.tenant, SUMMARY_SAMPLE))),
-    ]);
+    const usage = await deps.usage(page.map((t) => t.tenant));
+    const summaries = await Promise.all(
+      page.map((t) => view.tenantCounts(t.tenant, usage.get(t.tenant)!.unfinished)),
+    );
     res.json({
       data: page.map((t, i) => {
         const u = usage.get(t.tenant)!;
@@ -152,7 +119,9 @@ export function adminRouter(deps: ConsoleDeps): Router {
           last_create_at: t.lastCreateAt,
           queued: t.queued,
           dispatched: t.dispatched,
-          recent: { sample: SUMMARY_SAMPLE, ...summaries[i]! },
+          // Exact: every unfinished task by status, and the last hour's failures by code.
+          unfinished: summaries[i]!.statuses,
+          failures_last_hour: summaries[i]!.failures,
           limits: {
             active_tasks: u.activeTasks,
             max_active_tasks: deps.limits.maxActiveTasks,
@@ -169,7 +138,8 @@ export function adminRouter(deps: ConsoleDeps): Router {
     });
   });
 
-  router.get('/tenants/:tenant/tasks', async (req, res) => {
+  /** A page of a tenant's tasks as the query asks; `since` is taken when it is read. */
+  const taskQuery = (req: Request) => {
     const tenant = strParam(req.params.tenant, 'tenant', /^[A-Za-z0-9._-]{1,64}$/)!;
     const status = req.query.status;
     if (status !== undefined && status !== '' && !isTaskStatus(status))
@@ -179,25 +149,49 @@ export function adminRouter(deps: ConsoleDeps): Router {
     const maxAge = intParam(req.query.max_age_s, 'max_age_s', 1, 365 * 86400, 0);
     const limit = intParam(req.query.limit, 'limit', 1, 200, 50);
     const cursor = strParam(req.query.cursor, 'cursor', /^\d{1,16}:\d{1,9}$/);
-    const filter: TaskFilter = {
-      ...(status ? { status } : {}),
-      ...(kind ? { kind } : {}),
-      ...(model ? { model } : {}),
-      ...(maxAge ? { since: Date.now() - maxAge * 1000 } : {}),
+    const key = JSON.stringify([tenant, status, kind, model, maxAge, limit]);
+    const read = async () => {
+      const filter: TaskFilter = {
+        ...(status ? { status } : {}),
+        ...(kind ? { kind } : {}),
+        ...(model ? { model } : {}),
+        ...(maxAge ? { since: Date.now() - maxAge * 1000 } : {}),
+      };
+      const page = await view.tasks(tenant, filter, limit, cursor);
+      return {
+        at: Date.now(),
+        data: page.rows.map((r) => ({
+          id: r.id,
+          type: r.kind,
+          status: r.status,
+          model: r.model,
+          created_at: r.createdAt,
+          updated_at: r.updatedAt,
+          error_code: r.errorCode,
+        })),
+        next_cursor: page.next,
+      };
     };
-    const page = await view.tasks(tenant, filter, limit, cursor);
-    res.json({
-      data: page.rows.map((r) => ({
-        id: r.id,
-        type: r.kind,
-        status: r.status,
-        model: r.model,
-        created_at: r.createdAt,
-        updated_at: r.updatedAt,
-        error_code: r.errorCode,
-      })),
-      next_cursor: page.next,
-    });
+    return { key, read };
+  };
+  router.get('/tenants/:tenant/tasks', async (req, res) => {
+    res.json(await taskQuery(req).read());
+  });
+  // The first page, pushed as it changes: one feed per distinct query, shared by its readers and
+  // dropped with its last one (so there are never more feeds than open streams).
+  const taskFeeds = new Map<string, SnapshotFeed>();
+  router.get('/tenants/:tenant/tasks/events', async (req, res) => {
+    if (req.query.cursor !== undefined)
+      throw new TasklineError('invalid_request', 'The task list stream follows the first page: no cursor.');
+    const { key, read } = taskQuery(req);
+    let feed = taskFeeds.get(key);
+    if (!feed) {
+      const created: SnapshotFeed = new SnapshotFeed('tasks', read, OVERVIEW_INTERVAL_MS, () => {
+        if (taskFeeds.get(key) === created) taskFeeds.delete(key);
+      });
+      taskFeeds.set(key, (feed = created));
+    }
+    await serveFeed(req, res, feed, deps.live, streamsOf(req));
   });
 
   router.get('/tasks/:id', async (req, res) => {
@@ -234,8 +228,7 @@ export function adminRouter(deps: ConsoleDeps): Router {
       req,
       res,
       () => loadTask(req),
-      // An operator's streams count under a name no tenant can have (":"), never a tenant's cap.
-      () => `console:${operatorOf(req)}`,
+      () => streamsOf(req),
     );
   });
 
@@ -250,19 +243,29 @@ export function adminRouter(deps: ConsoleDeps): Router {
     res.json({ task: taskView(await view.requeue(task.id, operatorOf(req))) });
   });
 
-  router.get('/workers', async (_req, res) => {
-    const [workers, leader] = await Promise.all([view.workers(), view.leader()]);
-    res.json({
+  const workers = async () => {
+    const [snapshot, leader] = await Promise.all([view.workers(), view.leader()]);
+    return {
+      at: Date.now(),
       leader,
-      reported_by: workers?.scheduler ?? null,
-      reported_at: workers?.at ?? null,
-      workers: (workers?.workers ?? []).map((w) => ({
+      reported_by: snapshot?.scheduler ?? null,
+      reported_at: snapshot?.at ?? null,
+      workers: (snapshot?.workers ?? []).map((w) => ({
         worker_id: w.workerId,
         models: w.models,
         draining: w.draining,
         last_heartbeat_at: w.lastSeen,
+        // A scheduler of an older build reports none.
+        lease_renewals: w.leaseRenewals ?? 0,
       })),
-    });
+    };
+  };
+  const workersFeed = new SnapshotFeed('workers', workers, OVERVIEW_INTERVAL_MS);
+  router.get('/workers', async (_req, res) => {
+    res.json(await workers());
+  });
+  router.get('/workers/events', async (req, res) => {
+    await serveFeed(req, res, workersFeed, deps.live, streamsOf(req));
   });
 
   router.get('/slo', async (_req, res) => {
@@ -287,6 +290,8 @@ function taskView(t: TaskRecord) {
     attempt: t.attempt,
     seq: t.seq,
     on_restart: t.onRestart,
+    // The tenant's own value, shown here only: LMSP and MCP never return it to anyone.
+    idempotency_key: t.idempotencyKey,
     lease_owner: t.leaseOwner,
     lease_until: t.leaseUntil,
     created_at: t.createdAt,

@@ -11,7 +11,6 @@ export function adminOpenApi(): Record<string, unknown> {
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
   const refused = { '401': problem, '403': problem };
-  const id = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^task_' } };
   const q = (name: string, schema: Record<string, unknown>, description: string) => ({
     name,
     in: 'query',
@@ -19,6 +18,36 @@ export function adminOpenApi(): Record<string, unknown> {
     schema,
     description,
   });
+  const taskParams = [
+    { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
+    q('status', { $ref: '#/components/schemas/TaskStatus' }, 'Only this status.'),
+    q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
+    q('model', { type: 'string' }, 'Only this model.'),
+    q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
+    q('limit', { type: 'integer', minimum: 1, maximum: 200 }, 'Rows per page (50).'),
+  ];
+  const feed = (what: string, event: string, parameters: Record<string, unknown>[] = []) => ({
+    get: {
+      summary:
+        `${what} as SSE: an \`${event}\` event (the JSON route's body) now and every 2 s, \`id:\` its time in ms; ` +
+        'heartbeat comments; resume with Last-Event-ID or starting_after (only newer snapshots follow). ' +
+        "Counts against the operator's open-stream cap (429); ended with a `retry:` hint on shutdown.",
+      parameters: [
+        ...parameters,
+        q('starting_after', { type: 'integer', minimum: 0 }, 'Resume after this snapshot id.'),
+      ],
+      responses: {
+        '200': {
+          description: 'text/event-stream',
+          content: { 'text/event-stream': { schema: { type: 'string' } } },
+        },
+        '400': problem,
+        '429': problem,
+        ...refused,
+      },
+    },
+  });
+  const id = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^task_' } };
   return {
     openapi: '3.1.0',
     info: {
@@ -39,10 +68,11 @@ export function adminOpenApi(): Record<string, unknown> {
           responses: { '200': json('The overview.'), ...refused },
         },
       },
+      '/overview/events': feed('The overview', 'overview'),
       '/tenants': {
         get: {
           summary:
-            'Tenants active within the task retention, busiest first (queued + dispatched), paginated.',
+            'Tenants active within the task retention, busiest first (queued + dispatched), paginated; each with every unfinished task counted by status (`unfinished`), failures by code in the last hour (`failures_last_hour`) and limit usage.',
           parameters: [
             q('q', { type: 'string' }, 'Only tenants whose id contains this.'),
             q('offset', { type: 'integer', minimum: 0 }, 'Rows to skip.'),
@@ -58,15 +88,7 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tenants/{tenant}/tasks': {
         get: {
           summary: "A tenant's recent tasks from the operator index, newest first.",
-          parameters: [
-            { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
-            q('status', { $ref: '#/components/schemas/TaskStatus' }, 'Only this status.'),
-            q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
-            q('model', { type: 'string' }, 'Only this model.'),
-            q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
-            q('limit', { type: 'integer', minimum: 1, maximum: 200 }, 'Rows per page (50).'),
-            q('cursor', { type: 'string' }, '`next_cursor` of the previous page.'),
-          ],
+          parameters: [...taskParams, q('cursor', { type: 'string' }, '`next_cursor` of the previous page.')],
           responses: {
             '200': json('A page of tasks and `next_cursor` (null at the end).'),
             '400': problem,
@@ -74,10 +96,15 @@ export function adminOpenApi(): Record<string, unknown> {
           },
         },
       },
+      '/tenants/{tenant}/tasks/events': feed(
+        "The first page of a tenant's tasks (the same query parameters but `cursor`)",
+        'tasks',
+        taskParams,
+      ),
       '/tasks/{id}': {
         get: {
           summary:
-            'A task: record (attempt, lease owner and expiry, on_restart, times), timeline of its states, open input requests.',
+            'A task: record (attempt, lease owner and expiry, on_restart, times, the Idempotency-Key its create carried), timeline of its states, open input requests.',
           parameters: [id],
           responses: { '200': json('The task.'), '404': problem, ...refused },
         },
@@ -122,10 +149,11 @@ export function adminOpenApi(): Record<string, unknown> {
       '/workers': {
         get: {
           summary:
-            "Workers as the leader scheduler knows them (models, slots, draining, last heartbeat) and the leader's address.",
+            "Workers as the leader scheduler knows them (models, slots, draining, lease renewals, last heartbeat) and the leader's address.",
           responses: { '200': json('Workers and leader.'), ...refused },
         },
       },
+      '/workers/events': feed('Workers and leader', 'workers'),
       '/slo': {
         get: {
           summary: 'SLO burn rates from Prometheus (TASKLINE_PROMETHEUS_URL), or `configured: false`.',

@@ -17,26 +17,28 @@ export async function api<T>(path: string, method = 'GET'): Promise<T> {
 }
 
 /**
- * Follows a task's SSE stream with the operator's bearer (EventSource cannot send one), resuming
- * after the last sequence number seen, as any LMSP client does, until the final event.
+ * Follows an SSE stream of the admin API with the operator's bearer (EventSource cannot send
+ * one), resuming after the last id seen (Last-Event-ID), as any LMSP client does, until `onEvent`
+ * says the stream is over (true) or `signal` aborts. A refusal (history expired, too many
+ * streams, the task gone) ends following: its reason is returned.
  */
 export async function follow(
-  id: string,
-  onEvent: (type: string, seq: number, data: Record<string, unknown>) => void,
+  path: string,
+  onEvent: (type: string, id: number, data: Record<string, unknown>) => boolean | void,
   signal: AbortSignal,
 ): Promise<string | null> {
-  let last = 0;
+  let last: number | null = null;
   let ended = false;
+  let retryMs = 1000;
   while (!ended && !signal.aborted) {
     try {
-      const res = await fetch(`/admin/v1/tasks/${encodeURIComponent(id)}/events`, {
+      const res = await fetch(`/admin/v1${path}`, {
         headers: {
           Authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}`,
-          'Last-Event-ID': String(last),
+          ...(last === null ? {} : { 'Last-Event-ID': String(last) }),
         },
         signal,
       });
-      // A refusal (history expired, too many streams, the task gone) ends following, with its reason.
       if (!res.ok || !res.body) {
         const problem = (await res.json().catch(() => ({}))) as { detail?: string };
         return problem.detail ?? `HTTP ${res.status}`;
@@ -57,17 +59,17 @@ export async function follow(
               .filter((l) => !l.startsWith(':') && l.includes(':'))
               .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
           );
+          if (fields.retry !== undefined) retryMs = Number(fields.retry) || retryMs;
           if (fields.id === undefined || fields.data === undefined) continue;
           last = Number(fields.id);
           const type = fields.event ?? 'message';
-          onEvent(type, last, JSON.parse(fields.data) as Record<string, unknown>);
-          if (/^response\.(completed|incomplete|failed|cancelled)$/.test(type)) ended = true;
+          if (onEvent(type, last, JSON.parse(fields.data) as Record<string, unknown>) === true) ended = true;
         }
       }
     } catch {
       if (signal.aborted) return null;
     }
-    if (!ended) await new Promise((r) => setTimeout(r, 1000));
+    if (!ended) await new Promise((r) => setTimeout(r, retryMs));
   }
   return null;
 }

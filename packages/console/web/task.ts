@@ -66,6 +66,7 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
           'model',
           'attempt',
           'on_restart',
+          'idempotency_key',
           'lease_owner',
           'lease_until',
           'created_at',
@@ -121,12 +122,14 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
   };
   await refresh();
   void follow(
-    id,
+    `/tasks/${encodeURIComponent(id)}/events`,
     (type, seq, data) => {
       if (type === 'response.output_text.delta') output.append(String(data.delta ?? ''));
       events.append(h('li', {}, `${seq} ${type}${data.task_status ? ` (${String(data.task_status)})` : ''}`));
       if (!type.endsWith('.delta')) void refresh().catch(() => undefined);
-      if (/^response\.(completed|incomplete|failed|cancelled)$/.test(type)) live.textContent = 'Ended.';
+      const final = /^response\.(completed|incomplete|failed|cancelled)$/.test(type);
+      if (final) live.textContent = 'Ended.';
+      return final;
     },
     signal,
   ).then((refused) => {

@@ -1,4 +1,4 @@
-import { api } from './client.js';
+import { api, follow } from './client.js';
 import { lineChart } from './charts.js';
 
 type Attrs = Record<string, string | number | boolean | ((e: Event) => void)>;
@@ -31,13 +31,6 @@ const counts = (o: Record<string, number>) =>
     .map(([k, v]) => `${k} ${v}`)
     .join(', ') || '—';
 
-/** Runs `fn` now and every `ms` until `signal` aborts. */
-async function every(ms: number, signal: AbortSignal, fn: () => Promise<void>): Promise<void> {
-  await fn();
-  const timer = setInterval(() => void fn().catch(() => undefined), ms);
-  signal.addEventListener('abort', () => clearInterval(timer));
-}
-
 /** Queue depth samples while the overview is open (the last 10 minutes at most). */
 const depthHistory: { at: number; depth: number; running: number }[] = [];
 
@@ -63,7 +56,8 @@ interface TenantRow {
   tenant: string;
   queued: number;
   dispatched: number;
-  recent: { sample: number; statuses: Record<string, number>; failures: Record<string, number> };
+  unfinished: Record<string, number>;
+  failures_last_hour: Record<string, number>;
   limits: {
     active_tasks: number;
     max_active_tasks: number;
@@ -107,13 +101,13 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
     );
     tenants.replaceChildren(
       table(
-        `Busiest first; statuses and failures over each tenant's ${page.data[0]?.recent.sample ?? 100} newest tasks`,
+        'Busiest first; every unfinished task by status; failures by code in the last hour',
         [
           'Tenant',
           'Queued',
           'Dispatched',
-          'Recent statuses',
-          'Recent failures',
+          'Unfinished by status',
+          'Failures, last hour',
           'Unfinished / cap',
           'Streams / cap',
           'Request tokens',
@@ -122,8 +116,8 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
           h('a', { href: `#/tenants/${encodeURIComponent(t.tenant)}` }, t.tenant),
           t.queued,
           t.dispatched,
-          counts(t.recent.statuses),
-          counts(t.recent.failures),
+          h('span', { 'data-unfinished': t.tenant }, counts(t.unfinished)),
+          counts(t.failures_last_hour),
           `${t.limits.active_tasks} / ${t.limits.max_active_tasks}`,
           `${t.limits.open_streams} / ${t.limits.max_streams}`,
           `${t.limits.request_tokens} / ${t.limits.request_burst}`,
@@ -155,8 +149,7 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
     );
   };
   search.addEventListener('input', () => ((offset = 0), void loadTenants()));
-  await every(2000, signal, async () => {
-    const o = await api<Overview>('/overview');
+  const draw = (o: Overview) => {
     const queued = o.models.reduce((n, m) => n + m.queued, 0);
     depthHistory.push({
       at: Date.now(),
@@ -209,7 +202,23 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
               (o.slo.slos ?? []).map((s) => [s.slo, s.namespace ?? '', s.window, s.burn_rate.toFixed(2)]),
             ),
     );
-    await loadTenants();
+  };
+  // A refused key signs out here, before any stream opens.
+  await loadTenants();
+  // The overview is pushed (SSE, resumed with Last-Event-ID); the tenant table is read again with each.
+  void follow(
+    '/overview/events',
+    (type, _id, data) => {
+      if (type !== 'overview') return;
+      draw(data as unknown as Overview);
+      void loadTenants().catch(() => undefined);
+    },
+    signal,
+  ).then((refused) => {
+    if (refused)
+      models.replaceChildren(
+        h('p', { class: 'error', role: 'alert' }, `Not following the overview: ${refused}`),
+      );
   });
 }
 
@@ -247,8 +256,9 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
   const more = h('div');
   view.replaceChildren(h('h1', {}, `Tenant ${tenant}`), form, list, more);
   const value = (id: string) => (document.getElementById(id) as HTMLInputElement).value;
-  let extra = false;
-  const load = async (cursor: string | null) => {
+  type Page = { data: TaskRowJson[]; next_cursor: string | null };
+  const base = `/tenants/${encodeURIComponent(tenant)}/tasks`;
+  const query = (cursor: string | null) => {
     const q = new URLSearchParams({ limit: '50' });
     for (const [k, id] of [
       ['status', 'f-status'],
@@ -258,9 +268,9 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
     ] as const)
       if (value(id)) q.set(k, value(id));
     if (cursor) q.set('cursor', cursor);
-    const page = await api<{ data: TaskRowJson[]; next_cursor: string | null }>(
-      `/tenants/${encodeURIComponent(tenant)}/tasks?${q}`,
-    );
+    return String(q);
+  };
+  const show = (page: Page, older: boolean) => {
     const rows = page.data.map((t) => [
       h('a', { href: `#/tasks/${t.id}` }, t.id),
       status(t.status),
@@ -270,23 +280,42 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
       t.error_code ?? '',
     ]);
     const tbl = table('Newest first', ['Task', 'Status', 'Type', 'Model', 'Created', 'Error'], rows);
-    if (cursor) list.append(tbl);
+    if (older) list.append(tbl);
     else list.replaceChildren(tbl);
     more.replaceChildren(
       page.next_cursor
         ? h(
             'button',
-            { type: 'button', class: 'plain', click: () => ((extra = true), void load(page.next_cursor)) },
+            {
+              type: 'button',
+              class: 'plain',
+              // Paging back stops following: the rows would move under the operator's eyes.
+              click: () => {
+                following?.abort();
+                void api<Page>(`${base}?${query(page.next_cursor)}`).then((p) => show(p, true));
+              },
+            },
             'Older tasks',
           )
         : h('p', { class: 'muted' }, 'End of the list.'),
     );
   };
-  form.addEventListener('change', () => ((extra = false), void load(null)));
-  // The first page follows new tasks until the operator pages further back.
-  await every(2000, signal, async () => {
-    if (!extra) await load(null);
-  });
+  // The first page is pushed as it changes (SSE) until the operator pages back or filters again.
+  let following: AbortController | null = null;
+  signal.addEventListener('abort', () => following?.abort());
+  const followFirst = () => {
+    following?.abort();
+    following = new AbortController();
+    void follow(
+      `${base}/events?${query(null)}`,
+      (type, _id, data) => void (type === 'tasks' && show(data as unknown as Page, false)),
+      following.signal,
+    );
+  };
+  form.addEventListener('change', followFirst);
+  // The first read is plain JSON: a refused key signs out here.
+  show(await api<Page>(`${base}?${query(null)}`), false);
+  followFirst();
 }
 
 interface Workers {
@@ -297,14 +326,14 @@ interface Workers {
     models: { model: string; slots: number; free: number }[];
     draining: boolean;
     last_heartbeat_at: number;
+    lease_renewals: number;
   }[];
 }
 
 export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Promise<void> {
   const body = h('div');
   view.replaceChildren(h('h1', {}, 'Workers and schedulers'), body);
-  await every(2000, signal, async () => {
-    const w = await api<Workers>('/workers');
+  const draw = (w: Workers) =>
     body.replaceChildren(
       h(
         'p',
@@ -315,14 +344,23 @@ export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Pro
       ),
       table(
         `As the leader reported them at ${time(w.reported_at)}`,
-        ['Worker', 'Models (busy / slots)', 'Draining', 'Last heartbeat'],
+        ['Worker', 'Models (busy / slots)', 'Draining', 'Lease renewals', 'Last heartbeat'],
         w.workers.map((x) => [
           x.worker_id,
           x.models.map((m) => `${m.model} ${m.slots - m.free} / ${m.slots}`).join(', '),
           x.draining ? 'yes' : 'no',
+          h('span', { 'data-renewals': x.worker_id }, x.lease_renewals),
           time(x.last_heartbeat_at),
         ]),
       ),
     );
+  // The first state comes from the JSON route (a refused key signs out), then the stream pushes.
+  draw(await api<Workers>('/workers'));
+  void follow(
+    '/workers/events',
+    (type, _id, data) => void (type === 'workers' && draw(data as unknown as Workers)),
+    signal,
+  ).then((refused) => {
+    if (refused) body.prepend(h('p', { class: 'error', role: 'alert' }, `Not following workers: ${refused}`));
   });
 }

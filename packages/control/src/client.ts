@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
-import { controlService, type ControlCall, type ModelSlots, type SchedulerMessage } from './proto.js';
+import type { SchedulerMessage__Output } from './generated/taskline/control/v1/SchedulerMessage.js';
+import { controlService, type ControlCall, type ModelSlots } from './proto.js';
 
 export interface ControlClientOptions {
   /** Scheduler control addresses (`host:port`), tried in order; redirects are followed. */
@@ -8,6 +9,8 @@ export interface ControlClientOptions {
   /** The worker's slots per model right now. */
   slots: () => ModelSlots[];
   draining: () => boolean;
+  /** Leases renewed since the worker started, reported in every heartbeat. */
+  leaseRenewals?: () => number;
   /** The scheduler asked this worker to drain within `deadlineMs`. */
   onDrain: (deadlineMs: number) => void;
   onEvent?: (event: string, fields: Record<string, unknown>) => void;
@@ -42,7 +45,14 @@ export function connectControl(options: ControlClientOptions): ControlClient {
   let retry: NodeJS.Timeout | undefined;
 
   const heartbeat = () =>
-    call?.write({ body: 'heartbeat', heartbeat: { models: options.slots(), draining: options.draining() } });
+    call?.write({
+      body: 'heartbeat',
+      heartbeat: {
+        models: options.slots(),
+        draining: options.draining(),
+        lease_renewals: options.leaseRenewals?.() ?? 0,
+      },
+    });
 
   const next = (delay: number) => {
     clearInterval(timer);
@@ -69,20 +79,20 @@ export function connectControl(options: ControlClientOptions): ControlClient {
       stream.cancel();
       next(delay);
     };
-    stream.on('data', (msg: SchedulerMessage) => {
-      if (msg.body === 'welcome') {
+    stream.on('data', ({ welcome, redirect: to, drain }: SchedulerMessage__Output) => {
+      if (welcome) {
         connectedTo = address;
-        emit('control_connected', { address, scheduler: msg.welcome.scheduler_id });
+        emit('control_connected', { address, scheduler: welcome.scheduler_id });
         clearInterval(timer);
-        timer = setInterval(heartbeat, Math.max(50, msg.welcome.heartbeat_ms));
+        timer = setInterval(heartbeat, Math.max(50, welcome.heartbeat_ms));
         heartbeat();
-      } else if (msg.body === 'redirect') {
-        const leader = msg.redirect.leader_addr;
+      } else if (to) {
+        const leader = to.leader_addr;
         emit('control_redirect', { address, leader });
         redirect = leader && leader !== address ? leader : null;
         end(redirect ? 0 : retryMs);
-      } else if (msg.body === 'drain') {
-        options.onDrain(msg.drain.deadline_ms);
+      } else if (drain) {
+        options.onDrain(drain.deadline_ms);
       }
     });
     stream.on('error', (err: Error) => {

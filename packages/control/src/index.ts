@@ -1,10 +1,4 @@
-export {
-  CONTROL_PROTO,
-  controlService,
-  type ModelSlots,
-  type WorkerMessage,
-  type SchedulerMessage,
-} from './proto.js';
+export { CONTROL_PROTO, controlService, type ModelSlots } from './proto.js';
 export {
   startControlServer,
   type ControlServer,

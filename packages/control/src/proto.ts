@@ -1,42 +1,32 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';
+import type { ProtoGrpcType } from './generated/control.js';
+import type { ControlClient, ControlHandlers } from './generated/taskline/control/v1/Control.js';
+import type { ModelSlots__Output } from './generated/taskline/control/v1/ModelSlots.js';
 
 /** Path of the control plane's `.proto`, shipped next to `dist`. */
 export const CONTROL_PROTO = fileURLToPath(new URL('../proto/control.proto', import.meta.url));
 
-export interface ModelSlots {
-  model: string;
-  slots: number;
-  free: number;
-}
-
-export type WorkerMessage =
-  | { body: 'register'; register: { worker_id: string; models: ModelSlots[] } }
-  | { body: 'heartbeat'; heartbeat: { models: ModelSlots[]; draining: boolean } };
-
-export type SchedulerMessage =
-  | { body: 'welcome'; welcome: { scheduler_id: string; heartbeat_ms: number } }
-  | { body: 'redirect'; redirect: { leader_addr: string } }
-  | { body: 'drain'; drain: { deadline_ms: number } };
-
-export type ControlStream = grpc.ServerDuplexStream<WorkerMessage, SchedulerMessage>;
-export type ControlCall = grpc.ClientDuplexStream<WorkerMessage, SchedulerMessage>;
-
-interface ControlClientCtor {
-  new (address: string, credentials: grpc.ChannelCredentials): grpc.Client & { Connect(): ControlCall };
-  service: grpc.ServiceDefinition;
-}
+/**
+ * The message types are generated from the .proto (`src/generated/`, `pnpm --filter
+ * @taskline/control generate`) with the options `loadSync` gets below: snake_case fields, every
+ * field of a received message present, and the oneof's name (`body`) set to its member's.
+ */
+export type ModelSlots = ModelSlots__Output;
+/** The scheduler's end of a worker's `Connect` stream. */
+export type ControlStream = Parameters<ControlHandlers['Connect']>[0];
+/** The worker's end of its `Connect` stream. */
+export type ControlCall = ReturnType<ControlClient['Connect']>;
+type ControlClientCtor = ProtoGrpcType['taskline']['control']['v1']['Control'];
 
 let cached: ControlClientCtor | undefined;
 
-/** The `Control` service, loaded once; snake_case fields and oneof names as in the .proto. */
+/** The `Control` service, loaded once. */
 export function controlService(): ControlClientCtor {
   if (!cached) {
     const definition = protoLoader.loadSync(CONTROL_PROTO, { keepCase: true, defaults: true, oneofs: true });
-    const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-      taskline: { control: { v1: { Control: ControlClientCtor } } };
-    };
+    const pkg = grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType;
     cached = pkg.taskline.control.v1.Control;
   }
   return cached;

@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
-import { controlService, type ControlStream, type ModelSlots, type WorkerMessage } from './proto.js';
+import type { WorkerMessage__Output } from './generated/taskline/control/v1/WorkerMessage.js';
+import { controlService, type ControlStream, type ModelSlots } from './proto.js';
 
 /** How the control server learns whether its replica leads, and where the leader is otherwise. */
 export interface Leadership {
@@ -13,6 +14,8 @@ export interface WorkerState {
   models: ModelSlots[];
   draining: boolean;
   lastSeen: number;
+  /** Leases the worker renewed since it started, as of its last heartbeat. */
+  leaseRenewals: number;
 }
 
 export interface ControlServerOptions {
@@ -58,31 +61,32 @@ export async function startControlServer(options: ControlServerOptions): Promise
       );
       return;
     }
-    stream.on('data', (msg: WorkerMessage) => {
+    stream.on('data', ({ register, heartbeat }: WorkerMessage__Output) => {
       const now = Date.now();
-      if (msg.body === 'register') {
-        workerId = msg.register.worker_id;
+      if (register) {
+        workerId = register.worker_id;
         streams.get(workerId)?.stream.end();
         streams.set(workerId, {
-          state: { workerId, models: msg.register.models, draining: false, lastSeen: now },
+          state: { workerId, models: register.models, draining: false, lastSeen: now, leaseRenewals: 0 },
           stream,
         });
         stream.write({
           body: 'welcome',
           welcome: { scheduler_id: options.schedulerId, heartbeat_ms: options.heartbeatMs },
         });
-        emit('worker_registered', { worker: workerId, models: msg.register.models });
+        emit('worker_registered', { worker: workerId, models: register.models });
         options.onCapacity?.();
-      } else if (msg.body === 'heartbeat' && workerId) {
+      } else if (heartbeat && workerId) {
         const entry = streams.get(workerId);
         if (entry?.stream !== stream) return;
-        const freed = msg.heartbeat.models.some(
+        const freed = heartbeat.models.some(
           (m) => m.free > (entry.state.models.find((o) => o.model === m.model)?.free ?? 0),
         );
-        entry.state.models = msg.heartbeat.models;
-        entry.state.draining = msg.heartbeat.draining;
+        entry.state.models = heartbeat.models;
+        entry.state.draining = heartbeat.draining;
         entry.state.lastSeen = now;
-        if (freed && !msg.heartbeat.draining) options.onCapacity?.();
+        entry.state.leaseRenewals = heartbeat.lease_renewals;
+        if (freed && !heartbeat.draining) options.onCapacity?.();
       }
     });
     const gone = () => {

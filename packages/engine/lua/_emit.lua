@@ -1,37 +1,59 @@
 -- Shared prelude of every engine script (prepended by the loader, not a script itself).
--- emit(taskKey, eventsKey, channel, type, data) appends one event numbered by the task's `seq`
--- counter (stream id "<seq>-0", so ids are the LMSP sequence numbers) and announces it on the
--- task's sharded channel for live readers on any replica as "<seq>\n<written at>\n<type>\n<data>".
--- Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure delivery by it.
-local function writeEvent(eventsKey, channel, seq, type, data)
-  redis.call('XADD', eventsKey, seq .. '-0', 'type', type, 'data', data)
-  redis.call('SPUBLISH', channel, seq .. '\n' .. ARGV[1] .. '\n' .. type .. '\n' .. data)
+-- Each event is one stream entry "<seq>-0" (stream ids are the LMSP sequence numbers), numbered
+-- by the task's `seq` counter, and is announced on the task's sharded channel for live readers on
+-- any replica. Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure
+-- delivery by it.
+-- The events of one script are announced together, in one message per script rather than one per
+-- event: a single event as "<seq>\n<written at>\n<type>\n<data>" (what readers of earlier releases
+-- parse), several as "<first>-<last>\n<written at>\n<type>\n<data>\n<type>\n<data>...". Event
+-- data is JSON from the services (no raw newline), so the lines split unambiguously.
+local function announce(channel, first, list)
+  local count = #list / 2
+  local head = count == 1 and tostring(first) or (first .. '-' .. (first + count - 1))
+  redis.call('SPUBLISH', channel, head .. '\n' .. ARGV[1] .. '\n' .. table.concat(list, '\n'))
 end
 
-local function emit(taskKey, eventsKey, channel, type, data)
-  local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
-  writeEvent(eventsKey, channel, seq, type, data)
-  return seq
-end
-
--- Appends the (type, data) pairs found in ARGV from index `first` on, numbered in one step;
--- returns the last sequence number (false when there are none). Each is announced on its own:
--- readers of an earlier release parse one event per message.
-local function emitAll(taskKey, eventsKey, channel, first)
-  local count = math.floor((#ARGV - first + 1) / 2)
-  if count < 1 then
-    return false
-  end
-  local last = redis.call('HINCRBY', taskKey, 'seq', count)
+-- Appends the events of `list` ({type, data, type, data, ...}) numbered from `base` + 1 and
+-- announces them in one message; returns the last sequence number (`base` when there are none).
+-- The caller has set the task's `seq` to `base` + #list / 2 in its own write of the record.
+local function emitAfter(eventsKey, channel, base, list)
+  local count = #list / 2
   for k = 1, count do
-    writeEvent(eventsKey, channel, last - count + k, ARGV[first + 2 * k - 2], ARGV[first + 2 * k - 1])
+    redis.call('XADD', eventsKey, (base + k) .. '-0', 'type', list[2 * k - 1], 'data', list[2 * k])
   end
-  return last
+  if count > 0 then
+    announce(channel, base + 1, list)
+  end
+  return base + count
 end
 
--- On entering a terminal state every key of the task gets its retention (ms).
-local function expireTask(keys, now, taskRetentionMs, eventRetentionMs)
-  redis.call('HSET', keys[1], 'ended_at', now, 'expires_at', now + taskRetentionMs)
+-- The (type, data) pairs found in ARGV from index `first` on, as a list for emitAfter.
+local function argvEvents(first)
+  local list = {}
+  for i = first, first + 2 * math.floor((#ARGV - first + 1) / 2) - 1 do
+    list[#list + 1] = ARGV[i]
+  end
+  return list
+end
+
+-- Appends the events of `list`, numbered by the task's `seq` counter in one step; returns the
+-- last sequence number.
+local function emitList(taskKey, eventsKey, channel, list)
+  local last = redis.call('HINCRBY', taskKey, 'seq', #list / 2)
+  return emitAfter(eventsKey, channel, last - #list / 2, list)
+end
+
+-- emit(taskKey, eventsKey, channel, type, data): one event; returns its sequence number.
+local function emit(taskKey, eventsKey, channel, type, data)
+  return emitList(taskKey, eventsKey, channel, { type, data })
+end
+
+-- On entering a terminal state every key of the task gets its retention (ms). A caller that wrote
+-- `ended_at` and `expires_at` in its own write of the record passes `stamped`.
+local function expireTask(keys, now, taskRetentionMs, eventRetentionMs, stamped)
+  if not stamped then
+    redis.call('HSET', keys[1], 'ended_at', now, 'expires_at', now + taskRetentionMs)
+  end
   for i = 1, #keys do
     if i == 2 then
       redis.call('PEXPIRE', keys[i], eventRetentionMs)
@@ -66,21 +88,21 @@ end
 -- script checks, before its first write, that none of its writes can fail: the task's `seq` and
 -- `attempt` are integers (HINCRBY), its event log is a stream (or absent) whose last entry is not
 -- ahead of `seq` (XADD needs a larger id), and each key of `others` ({key = type}) has its type.
+-- `counters` is {seq, attempt} as the caller already read them from the record (read here if nil).
 -- Returns nil when the writes can go ahead, else the refusal {'corrupt', what}.
-local function refuseUnwritable(taskKey, eventsKey, others)
-  local counters = redis.call('HMGET', taskKey, 'seq', 'attempt')
+local function refuseUnwritable(taskKey, eventsKey, others, counters)
+  counters = counters or redis.call('HMGET', taskKey, 'seq', 'attempt')
   local seq = tonumber(counters[1] or '0')
   if not seq or (counters[2] and not tonumber(counters[2])) then
     return { 'corrupt', 'the task record has a counter that is not a number' }
   end
-  local logType = redis.call('TYPE', eventsKey)['ok']
-  if logType == 'stream' then
-    local top = redis.call('XREVRANGE', eventsKey, '+', '-', 'COUNT', 1)[1]
-    if top and tonumber(string.match(top[1], '^%d+')) > seq then
-      return { 'corrupt', 'the event log is ahead of the task record' }
-    end
-  elseif logType ~= 'none' then
-    return { 'corrupt', 'the event log is a ' .. logType .. ', not a stream' }
+  -- One read for both checks: an absent log reads empty, a key of another type answers WRONGTYPE.
+  local top = redis.pcall('XREVRANGE', eventsKey, '+', '-', 'COUNT', 1)
+  if top['err'] then
+    return { 'corrupt', 'the event log is a ' .. redis.call('TYPE', eventsKey)['ok'] .. ', not a stream' }
+  end
+  if top[1] and tonumber(string.match(top[1][1], '^%d+')) > seq then
+    return { 'corrupt', 'the event log is ahead of the task record' }
   end
   for key, want in pairs(others or {}) do
     local t = redis.call('TYPE', key)['ok']

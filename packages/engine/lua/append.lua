@@ -10,15 +10,17 @@
   Returns {'ok', seq} | {'missing'} | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked', 'seq')
 local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2], cur[3])
-  or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'string' })
+  or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'string' }, { cur[4], cur[2] })
 if refused then
   return refused
 end
 if ARGV[3] ~= '' then
   redis.call('APPEND', KEYS[4], ARGV[3])
 end
-redis.call('HSET', KEYS[1], 'updated_at', tonumber(ARGV[1]))
-local seq = emitAll(KEYS[1], KEYS[2], KEYS[3], 4)
+local events = argvEvents(4)
+local base = tonumber(cur[4] or '0')
+redis.call('HSET', KEYS[1], 'updated_at', tonumber(ARGV[1]), 'seq', base + #events / 2)
+local seq = emitAfter(KEYS[2], KEYS[3], base, events)
 return { 'ok', seq }

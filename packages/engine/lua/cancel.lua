@@ -21,7 +21,7 @@
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
 ]]
 local task = KEYS[1]
-local status, shown = unpack(redis.call('HMGET', task, 'status', 'shown'))
+local status, shown, seq, attempt = unpack(redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt'))
 if not status then
   return { 'missing' }
 end
@@ -34,7 +34,7 @@ local parked = redis.call('HEXISTS', task, 'parked') == 1
 if outcome ~= 'cancelled' and parked then
   outcome = 'cancelled'
 end
-local unwritable = refuseUnwritable(task, KEYS[2])
+local unwritable = refuseUnwritable(task, KEYS[2], nil, { seq, attempt })
 if unwritable then
   return unwritable
 end
@@ -42,10 +42,11 @@ local now = tonumber(ARGV[1])
 if outcome == 'cancelled' then
   redis.call('HSET', task, 'status', 'cancelled', 'updated_at', now, 'result', ARGV[5])
   redis.call('HDEL', task, 'lease_owner', 'lease_until', 'parked', 'input_deadline')
+  local events = { ARGV[6], ARGV[7] }
   if parked or (status == 'queued' and (shown == 'loading' or shown == 'running')) then
-    emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
+    events = { ARGV[8], ARGV[9], ARGV[6], ARGV[7] }
   end
-  emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+  emitList(task, KEYS[2], KEYS[3], events)
   expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 else
   redis.call('HSET', task, 'status', outcome, 'updated_at', now)

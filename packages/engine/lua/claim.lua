@@ -13,11 +13,18 @@
   queued it) writes neither event: to them it never stopped running (ARCHITECTURE.md, "What
   clients see").
 
-  Returns {'ok', attempt, seq} | {'missing'} | {'terminal', status} | {'illegal', status}
+  Returns {'ok', attempt, seq, record} | {'missing'} | {'terminal', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
+  where `record` is the task hash as this step leaves it (field, value, ...), so that the worker
+  needs no read of its own.
 ]]
 local task = KEYS[1]
-local status, shown = unpack(redis.call('HMGET', task, 'status', 'shown'))
+local record = redis.call('HGETALL', task)
+local fields = {}
+for i = 1, #record, 2 do
+  fields[record[i]] = record[i + 1]
+end
+local status, shown = fields['status'], fields['shown']
 if not status then
   return { 'missing' }
 end
@@ -27,19 +34,39 @@ end
 if status ~= 'queued' then
   return { 'illegal', status }
 end
-local unwritable = refuseUnwritable(task, KEYS[2])
+local unwritable = refuseUnwritable(task, KEYS[2], nil, { fields['seq'], fields['attempt'] })
 if unwritable then
   return unwritable
 end
 local now = tonumber(ARGV[1])
-local attempt = redis.call('HINCRBY', task, 'attempt', 1)
-redis.call('HSET', task, 'status', 'loading', 'updated_at', now, 'lease_owner', ARGV[2], 'lease_until', now + tonumber(ARGV[3]))
-local quiet = shown == 'running'
-local seq = quiet and tonumber(redis.call('HGET', task, 'seq')) or emit(task, KEYS[2], KEYS[3], ARGV[4], ARGV[5])
-if ARGV[6] then
-  redis.call('HSET', task, 'status', 'running')
-  if not quiet then
-    seq = emit(task, KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+-- One write of the record: the new attempt, state, lease and event counter together.
+local attempt = tonumber(fields['attempt'] or '0') + 1
+local events = {}
+if shown ~= 'running' then
+  events = { ARGV[4], ARGV[5] }
+  if ARGV[6] then
+    events[3], events[4] = ARGV[6], ARGV[7]
   end
 end
-return { 'ok', attempt, seq }
+local base = tonumber(fields['seq'] or '0')
+local changed = {
+  status = ARGV[6] and 'running' or 'loading',
+  attempt = attempt,
+  seq = base + #events / 2,
+  updated_at = now,
+  lease_owner = ARGV[2],
+  lease_until = now + tonumber(ARGV[3]),
+}
+local write = {}
+for field, value in pairs(changed) do
+  write[#write + 1] = field
+  write[#write + 1] = value
+  fields[field] = nil
+end
+redis.call('HSET', task, unpack(write))
+local seq = emitAfter(KEYS[2], KEYS[3], base, events)
+for field, value in pairs(fields) do
+  write[#write + 1] = field
+  write[#write + 1] = value
+end
+return { 'ok', attempt, seq, write }

@@ -23,10 +23,11 @@ end
 redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
 local now = ARGV[1]
 local n = tonumber(ARGV[2])
-local fields = { 'status', 'queued', 'attempt', 0, 'seq', 0, 'created_at', now, 'updated_at', now }
+local events = argvEvents(3 + 2 * n)
+local fields = { 'status', 'queued', 'attempt', 0, 'seq', #events / 2, 'created_at', now, 'updated_at', now }
 for i = 3, 2 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-local seq = emitAll(KEYS[1], KEYS[2], KEYS[3], 3 + 2 * n)
+local seq = emitAfter(KEYS[2], KEYS[3], 0, events)
 return { 'ok', seq }

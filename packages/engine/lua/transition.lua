@@ -24,7 +24,7 @@
 ]]
 local task = KEYS[1]
 -- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
-local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked')
+local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked', 'seq')
 local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
@@ -47,13 +47,21 @@ end
 if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= tonumber(ARGV[5]) then
   return { 'lease_held', status }
 end
-local unwritable = refuseUnwritable(task, KEYS[2])
+local unwritable = refuseUnwritable(task, KEYS[2], nil, { cur[7], attempt })
 if unwritable then
   return unwritable
 end
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[10])
-local fields = { 'status', ARGV[2], 'updated_at', now }
+local events = argvEvents(11 + 2 * n)
+local base = tonumber(cur[7] or '0')
+-- One write of the record: state, fields, event counter and, on a terminal state, its end stamps.
+local fields = { 'status', ARGV[2], 'updated_at', now, 'seq', base + #events / 2 }
+if ARGV[8] == '1' then
+  for _, v in ipairs({ 'ended_at', now, 'expires_at', now + tonumber(ARGV[6]) }) do
+    fields[#fields + 1] = v
+  end
+end
 for i = 11, 10 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
@@ -65,8 +73,8 @@ end
 if ARGV[9] == '1' then
   redis.call('DEL', KEYS[5])
 end
-local seq = emitAll(task, KEYS[2], KEYS[3], 11 + 2 * n)
+local seq = emitAfter(KEYS[2], KEYS[3], base, events)
 if ARGV[8] == '1' then
-  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]))
+  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]), true)
 end
 return { 'ok', ARGV[2], seq, cur[4] or '', cur[5] or '' }

@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import { ReplicaAck } from './durability.js';
 import { notFound } from './errors.js';
 import { offeredState, queueTenant, schedulerKeys, taskKeys } from './keys.js';
-import { countEnded } from './operator-index.js';
+import { countEnded, type TaskEnd } from './operator-index.js';
 import {
   check,
   parseTask,
@@ -174,14 +174,15 @@ export class StoreCore {
   /**
    * Drops an ended task from the lease index and its tenant's running set, so the scheduler's
    * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
-   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop.
+   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. A
+   * parked task is released too, but has not ended: only an end is counted for the console.
    */
-  async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>): Promise<void> {
+  async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
     // Two independent removals, sent in one write (no MULTI: neither needs the other).
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, task.id),
       this.redis.zrem(schedulerKeys.active(queueTenant(task)), task.id),
-      countEnded(this.redis, this.now()),
+      end === 'parked' ? null : countEnded(this.redis, this.now(), task.tenant, end.failure),
     ]);
   }
 

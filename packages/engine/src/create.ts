@@ -33,6 +33,7 @@ export async function persist(
     response_id: responseId,
     request: JSON.stringify(input.request),
     ...(input.parent !== undefined && { parent: input.parent }),
+    ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
   };
   const created = statusEvent('queued', {
     response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),

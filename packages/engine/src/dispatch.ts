@@ -100,7 +100,9 @@ export function readyModelCount(redis: Redis): Promise<number> {
  * a connection of its own; returns that connection, for the caller to close.
  */
 export async function listenForOffers(redis: Redis, onOffer: (model: string) => void): Promise<Redis> {
-  const sub = redis.duplicate({ enableAutoPipelining: false });
+  // No retry limit: after a reconnect ioredis re-subscribes on its own, with no caller to catch a
+  // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
+  const sub = redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
   sub.on('message', (_channel: string, model: string) => onOffer(model));
   await sub.subscribe(schedulerKeys.wake);
   return sub;

@@ -179,19 +179,12 @@ export class EventHub {
     const id = channel.slice(channel.indexOf('{') + 1, channel.indexOf('}'));
     const tail = this.tasks.get(id);
     if (!tail) return;
-    const nl1 = message.indexOf('\n');
-    const nl2 = message.indexOf('\n', nl1 + 1);
-    const nl3 = message.indexOf('\n', nl2 + 1);
-    const event: StoredEvent = {
-      seq: Number(message.slice(0, nl1)),
-      writtenAt: Number(message.slice(nl1 + 1, nl2)),
-      type: message.slice(nl2 + 1, nl3),
-      data: message.slice(nl3 + 1),
-    };
+    const events = parseAnnouncement(message);
     for (const listener of tail.listeners) {
-      if (listener.pending) listener.pending.push(event);
-      else if (event.seq > listener.last + 1) void this.catchUp(id, listener);
-      else this.push(listener, event);
+      if (!events) void this.catchUp(id, listener);
+      else if (listener.pending) listener.pending.push(...events);
+      else if (events[0]!.seq > listener.last + 1) void this.catchUp(id, listener);
+      else for (const event of events) this.push(listener, event);
     }
   }
 
@@ -214,4 +207,31 @@ export class EventHub {
     }
     for (const event of events) this.push(listener, event);
   }
+}
+
+/**
+ * The events of one script's message (see `_emit.lua`): "<seq>\n<at>\n<type>\n<data>" for one,
+ * "<first>-<last>\n<at>\n<type>\n<data>\n<type>\n<data>..." for several. Null when it does not
+ * parse: the reader then reads the log instead.
+ */
+export function parseAnnouncement(message: string): StoredEvent[] | null {
+  const nl1 = message.indexOf('\n');
+  const nl2 = message.indexOf('\n', nl1 + 1);
+  const head = message.slice(0, nl1);
+  const writtenAt = Number(message.slice(nl1 + 1, nl2));
+  const dash = head.indexOf('-');
+  if (dash < 0) {
+    const nl3 = message.indexOf('\n', nl2 + 1);
+    const seq = Number(head);
+    if (nl3 < 0 || !Number.isInteger(seq)) return null;
+    return [{ seq, writtenAt, type: message.slice(nl2 + 1, nl3), data: message.slice(nl3 + 1) }];
+  }
+  const first = Number(head.slice(0, dash));
+  const lines = message.slice(nl2 + 1).split('\n');
+  if (!Number.isInteger(first) || lines.length !== 2 * (Number(head.slice(dash + 1)) - first + 1))
+    return null;
+  const events: StoredEvent[] = [];
+  for (let i = 0; i < lines.length; i += 2)
+    events.push({ seq: first + i / 2, writtenAt, type: lines[i]!, data: lines[i + 1]! });
+  return events;
 }

@@ -80,13 +80,16 @@ export async function createIdempotent(
   key: string,
   fingerprint: string,
 ): Promise<{ task: TaskRecord; replayed: boolean }> {
+  // The key lands on the record (for operators): bounded as LMSP's Idempotency-Key header is.
+  if (key.length > 255)
+    throw new TasklineError('invalid_request', 'An idempotency key is at most 255 characters.');
   const begun = await beginIdempotent(core, input.tenant, key, fingerprint);
   // A replay may answer a retry of a create whose first answer was replication_timeout.
   if (begun.replay) {
     await core.replicated();
     return { task: begun.replay, replayed: true };
   }
-  const task = await create({ ...input, id: begun.taskId });
+  const task = await create({ ...input, id: begun.taskId, idempotencyKey: key });
   await finishIdempotent(core, begun.recordKey, task.id);
   return { task, replayed: false };
 }

@@ -47,7 +47,7 @@ export async function requestInput(
   h.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
   const task = await h.require(id);
-  await h.released(task);
+  await h.released(task, 'parked');
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 
@@ -164,7 +164,7 @@ export async function sweepInputDeadlines(h: StoreCore, limit = 500): Promise<st
       failed.push(id);
       h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));
       const task = await h.redis.hmget(keys.task, 'tenant', 'parent');
-      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null });
+      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null }, { failure: error.code });
     }
     // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
     await h.scripts.lease_unindex(schedulerKeys.parked, id, now);

@@ -117,6 +117,11 @@ export const operatorKeys = {
   /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
   created: (minute: number) => `tl:{ops}:created:${minute}`,
   ended: (minute: number) => `tl:{ops}:ended:${minute}`,
+  /**
+   * A tenant's failed tasks by error code (hash code -> count) ended in one 5-minute bucket, kept
+   * an hour: the console's recent failures. Beside the tenant's index, in its `{<tenant>}` slot.
+   */
+  failed: (tenant: string, bucket: number) => `tl:ops:{${tenant}}:failed:${bucket}`,
   /** The leader scheduler's view of its workers (JSON), rewritten every second, short-lived. */
   workers: 'tl:{sched}:workers',
 } as const;

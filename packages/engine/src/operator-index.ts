@@ -8,6 +8,10 @@ import type { TaskRecord } from './records.js';
 
 export const minuteOf = (ms: number) => Math.floor(ms / 60_000);
 const COUNTER_TTL_S = 3600;
+/** Failures are counted per 5 minutes; the console sums the last hour's twelve buckets. */
+const FAILURE_BUCKET_MS = 5 * 60_000;
+export const FAILURE_BUCKETS = 12;
+export const bucketOf = (ms: number) => Math.floor(ms / FAILURE_BUCKET_MS);
 
 export interface OperatorIndexOptions {
   /** Newest entries kept per tenant. */
@@ -38,8 +42,19 @@ export function indexCreated(
   ]);
 }
 
-/** Counts one ended task for the throughput chart (beside the ending step, in its round trip). */
-export function countEnded(redis: Redis, now: number): Promise<unknown> {
+/** How a released task left its worker: it ended (`failure`: the code of a `failed` end), or it parked for input. */
+export type TaskEnd = { failure?: string } | 'parked';
+
+/**
+ * Counts one ended task for the throughput chart and, when it failed, its tenant's failures by
+ * code (beside the ending step, in its round trip: a crash in between loses one count, nothing else).
+ */
+export function countEnded(redis: Redis, now: number, tenant: string, failure?: string): Promise<unknown> {
   const counter = operatorKeys.ended(minuteOf(now));
-  return Promise.all([redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)]);
+  const writes: Promise<unknown>[] = [redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)];
+  if (failure !== undefined) {
+    const failed = operatorKeys.failed(tenant, bucketOf(now));
+    writes.push(redis.hincrby(failed, failure, 1), redis.expire(failed, COUNTER_TTL_S + 300));
+  }
+  return Promise.all(writes);
 }

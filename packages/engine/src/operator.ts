@@ -1,11 +1,12 @@
 import type { Redis } from 'ioredis';
 import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
-import { minuteOf } from './operator-index.js';
+import { bucketOf, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
 import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
-import { isTaskStatus, type TaskStatus } from './states.js';
+import { isTaskStatus, isTerminal, type TaskStatus } from './states.js';
 import type { TaskStore } from './store.js';
 import { notFound, TasklineError } from './errors.js';
+import { isWellFormedId } from './ids.js';
 
 export interface WorkerSnapshot {
   scheduler: string;
@@ -15,6 +16,8 @@ export interface WorkerSnapshot {
     models: { model: string; slots: number; free: number }[];
     draining: boolean;
     lastSeen: number;
+    /** Leases the worker renewed since it started (its heartbeat's count); absent from older schedulers. */
+    leaseRenewals?: number;
   }[];
 }
 
@@ -165,20 +168,30 @@ export class OperatorView {
     return { rows, next: exhausted || score === Infinity ? null : `${score}:${skip}` };
   }
 
-  /** Status counts and failure codes over a tenant's `sample` newest tasks. */
-  async summary(
+  /**
+   * A tenant's unfinished tasks by status, read from every one of `unfinished` (the ids its
+   * unfinished-task cap holds: every task not yet ended, so the counts are exact, and at most
+   * the cap, so the read is bounded; ended ones and create reservations are skipped), and its
+   * failures by code over the last hour's counters.
+   */
+  async tenantCounts(
     tenant: string,
-    sample: number,
+    unfinished: string[],
   ): Promise<{ statuses: Partial<Record<TaskStatus, number>>; failures: Record<string, number> }> {
-    const ids = await this.redis.zrevrange(operatorKeys.tasks(tenant), 0, sample - 1);
+    const last = bucketOf(this.now());
+    const buckets = this.redis.pipeline();
+    for (let b = last - FAILURE_BUCKETS + 1; b <= last; b++) buckets.hgetall(operatorKeys.failed(tenant, b));
+    const [rows, counted] = await Promise.all([
+      this.rowsOf(unfinished.filter((id) => isWellFormedId(id, 'task'))),
+      buckets.exec(),
+    ]);
     const statuses: Partial<Record<TaskStatus, number>> = {};
+    for (const row of rows)
+      if (row && !isTerminal(row.status)) statuses[row.status] = (statuses[row.status] ?? 0) + 1;
     const failures: Record<string, number> = {};
-    for (const row of await this.rowsOf(ids)) {
-      if (!row) continue;
-      statuses[row.status] = (statuses[row.status] ?? 0) + 1;
-      if (row.status === 'failed')
-        failures[row.errorCode ?? 'unknown'] = (failures[row.errorCode ?? 'unknown'] ?? 0) + 1;
-    }
+    for (const [, value] of counted ?? [])
+      for (const [code, n] of Object.entries((value ?? {}) as Record<string, string>))
+        failures[code] = (failures[code] ?? 0) + Number(n);
     return { statuses, failures };
   }
 

@@ -49,6 +49,11 @@ export interface TaskRecord {
   inputDeadline: number | null;
   /** The tool task a child generation runs for: it is dispatched under its parent's place. */
   parent: string | null;
+  /**
+   * The Idempotency-Key its create carried, as the tenant sent it (at most 255 characters): shown
+   * to operators only. The idempotency record itself keeps only the key's hash.
+   */
+  idempotencyKey: string | null;
 }
 
 export interface NewTask {
@@ -61,6 +66,8 @@ export interface NewTask {
   id?: string;
   /** The tool task this generation runs for (see TaskRecord.parent). */
   parent?: string;
+  /** Set by `createIdempotent`: the key is kept on the record for operators (TaskRecord.idempotencyKey). */
+  idempotencyKey?: string;
 }
 
 export interface StoredEvent {
@@ -150,6 +157,7 @@ export function parseTask(raw: Record<string, string>): TaskRecord {
     parked: raw.parked !== undefined,
     inputDeadline: num(raw.input_deadline),
     parent: raw.parent ?? null,
+    idempotencyKey: raw.idempotency_key ?? null,
   };
 }
 

@@ -3,7 +3,7 @@
  * 7.5, planned in restart.ts), and the create journal is reconciled with the ready index.
  */
 import type { StoreCore } from './core.js';
-import { problem, TasklineError } from './errors.js';
+import { problem, TasklineError, type Problem } from './errors.js';
 import { schedulerKeys } from './keys.js';
 import type { TaskRecord } from './records.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
@@ -55,7 +55,10 @@ async function restartTask(
       events: plan.events,
     });
     if (plan.to === 'queued') await core.enqueue({ ...task, seq });
-    else await core.released(task);
+    else
+      await core.released(task, {
+        failure: plan.fields.error ? (JSON.parse(plan.fields.error) as Problem).code : undefined,
+      });
     return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
   } catch (err) {
     if (

@@ -136,7 +136,7 @@ export class TaskStore {
         .zrem(schedulerKeys.active(queueTenant(task)), id)
         .zrem(schedulerKeys.parked, id)
         .exec();
-      await countEnded(this.redis, this.now());
+      await countEnded(this.redis, this.now(), task.tenant);
     }
     return { outcome: outcome as CancelOutcome, task: await this.core.require(id, tenant ?? undefined) };
   }
@@ -154,8 +154,8 @@ export class TaskStore {
     const keys = taskKeys(id);
     const event = statusEvent('loading', { worker: workerId });
     const running = opts.start ? statusEvent('running') : null;
-    // One round trip: index entry, claim and read-back are sent together and run in that order.
-    // Indexed before the claim: a worker that dies right after claiming still leaves a lease to sweep.
+    // One round trip: index entry and claim are sent together and run in that order. Indexed
+    // before the claim: a worker that dies right after claiming still leaves a lease to sweep.
     const indexed = this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
     const claimed = this.scripts.claim(
       keys.task,
@@ -168,8 +168,7 @@ export class TaskStore {
       JSON.stringify(event.data),
       ...(running ? [running.type, JSON.stringify(running.data)] : []),
     );
-    const read = this.redis.hgetall(keys.task);
-    const [index, reply, raw] = await Promise.allSettled([indexed, claimed, read]);
+    const [index, reply] = await Promise.allSettled([indexed, claimed]);
     if (reply.status === 'rejected') throw reply.reason;
     // Refused because the task is gone or finished: drop the entry. Refused because another
     // attempt holds it: the entry is the holder's, and must stay for the sweep.
@@ -177,15 +176,16 @@ export class TaskStore {
       await this.redis.zrem(schedulerKeys.leases, id);
     }
     check(id, reply.value);
-    const resumed = reply.value[3] === 1;
     // The claim went through without its index entry: write it now, before any work starts.
     if (index.status === 'rejected') await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
-    const task =
-      raw.status === 'rejected' ? await this.core.require(id) : raw.value.id ? parseTask(raw.value) : null;
-    if (!task) throw notFound();
-    // A parked task resumed after its answer was running already: no state entered.
-    if (!resumed) this.core.observe(task.kind, 'loading', task.createdAt);
-    if (opts.start && !resumed) this.core.observe(task.kind, 'running', task.createdAt);
+    // The script hands back the record as it left it: no read of our own.
+    const record = reply.value[3] as unknown as (string | number)[];
+    const raw: Record<string, string> = {};
+    for (let i = 0; i < record.length; i += 2) raw[record[i]!] = String(record[i + 1]);
+    if (!raw.id) throw notFound();
+    const task = parseTask(raw);
+    this.core.observe(task.kind, 'loading', task.createdAt);
+    if (opts.start) this.core.observe(task.kind, 'running', task.createdAt);
     return task;
   }
 
@@ -250,7 +250,7 @@ export class TaskStore {
       fields,
       events: [...(finish.events ?? []), finalEvent(finish.status, result, task.kind, error)],
     });
-    await this.core.released(task);
+    await this.core.released(task, { failure: error?.code });
     return seq;
   }
 

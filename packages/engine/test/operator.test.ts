@@ -112,3 +112,45 @@ test("an operator's cancel is recorded in the task's events", async () => {
   assert.equal(final.operator_action.operator, 'jwt:alice');
   assert.equal(await h.redis.exists(taskKeys(task.id).task), 1);
 });
+
+test('an end is counted when a task ends, not when it parks for input; failures by tenant and code', async () => {
+  clock = 5_000_000;
+  const minute = Math.floor(clock / 60_000);
+  const ended = async () => Number(await h.redis.get(operatorKeys.ended(minute)));
+  const tool = await h.store.create(
+    newTask({ tenant: 'counts', kind: 'tool', model: 'tools', onRestart: 'retry' }),
+  );
+  const claimed = await h.store.claim(tool.id, 'w1', 60_000, { start: true });
+  const confirm = { method: 'elicitation/create', params: { message: 'Run it?' } };
+  await h.store.requestInput(tool.id, claimed.attempt, { confirm });
+  assert.equal(await ended(), 0, 'a parked task has not ended');
+  const failing = await h.store.create(newTask({ tenant: 'counts' }));
+  const run = await h.store.claim(failing.id, 'w1', 60_000, { start: true });
+  const error = { type: 'about:blank', title: 'Boom', status: 500, detail: 'boom', code: 'model_error' };
+  await h.store.finish(failing.id, run.attempt, { status: 'failed', error });
+  assert.equal(await ended(), 1);
+  const counts = await view().tenantCounts('counts', [tool.id, failing.id, 'r:reservation']);
+  assert.deepEqual(counts.statuses, { input_required: 1 });
+  assert.deepEqual(counts.failures, { model_error: 1 });
+  assert.deepEqual((await view().tenantCounts('other-tenant', [])).failures, {});
+});
+
+test("a task the recovery sweep fails counts under its tenant's failures by code", async () => {
+  clock = 6_000_000;
+  const task = await h.store.create(newTask({ tenant: 'recovered', onRestart: 'fail' }));
+  await h.store.claim(task.id, 'w1', 1000, { start: true });
+  clock += 2000; // the worker died: its lease lapsed
+  await h.store.sweepLeases();
+  assert.equal((await h.store.get(task.id))?.status, 'failed');
+  assert.deepEqual((await view().tenantCounts('recovered', [task.id])).failures, { server_restarted: 1 });
+});
+
+test('an idempotent create keeps its key on the record for operators; a key over 255 characters is refused', async () => {
+  const { task } = await h.store.createIdempotent(newTask({ tenant: 'idem' }), 'order-42', 'fp');
+  assert.equal((await h.store.get(task.id))?.idempotencyKey, 'order-42');
+  assert.equal((await h.store.create(newTask({ tenant: 'idem' }))).idempotencyKey, null);
+  await assert.rejects(
+    h.store.createIdempotent(newTask({ tenant: 'idem' }), 'k'.repeat(256), 'fp'),
+    (e) => e instanceof TasklineError && e.code === 'invalid_request',
+  );
+});

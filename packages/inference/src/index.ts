@@ -26,4 +26,3 @@ export {
 export { loadOnnxModelInThread } from './model-thread.js';
 export { ModelCache, type ModelCacheOptions, type ModelLease } from './model-cache.js';
 export { createInstantBackend, type InstantBackendOptions } from './instant.js';
-export { measureThroughput, type Throughput } from './bench.js';

@@ -1,6 +1,7 @@
+import { pino, type DestinationStream, type Logger as Pino } from 'pino';
+
 /** JSON logs, one event a line, on stdout; `level` filters below it. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
-const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -10,29 +11,103 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
+/** What stands in for a credential in a log line. */
+export const REDACTED = '[redacted]';
+
+/** Field names that hold a credential, wherever a caller puts them (pino matches names exactly). */
+const SECRET_FIELDS = [
+  'authorization',
+  'Authorization',
+  'cookie',
+  'x-api-key',
+  'apiKey',
+  'api_key',
+  'token',
+  'accessToken',
+  'access_token',
+  'refreshToken',
+  'refresh_token',
+  'password',
+  'secret',
+  'clientSecret',
+  'client_secret',
+];
+const REDACT_PATHS = SECRET_FIELDS.flatMap((f) => {
+  const key = /^[A-Za-z_]\w*$/.test(f) ? f : `["${f}"]`;
+  const at = (prefix: string) => (key.startsWith('[') ? `${prefix}${key}` : `${prefix}.${key}`);
+  return [key, at('*'), at('headers'), at('*.headers')];
+});
+
+/**
+ * Credentials inside values, which no field name gives away: the password of a URL's userinfo
+ * (`redis://user:secret@host`, as in REDIS_URL) and the token of an `Authorization` value.
+ */
+function scrubString(s: string): string {
+  return s
+    .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]*:)[^@\s/]*@/gi, `$1${REDACTED}@`)
+    .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/g, `$1 ${REDACTED}`);
+}
+
+/**
+ * Strings scrubbed and errors made readable (they stringify to `{}`: name, message and code are
+ * what an operator needs), in plain objects and arrays a few levels down; other values as they are.
+ */
+function scrub(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return scrubString(value);
+  if (value instanceof Error) {
+    const code = (value as { code?: unknown }).code;
+    return { name: value.name, message: scrubString(value.message), code };
+  }
+  if (depth >= 4 || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1));
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = scrub(v, depth + 1);
+  return out;
+}
+
+/**
+ * A pino logger behind Taskline's face: each event is one JSON line `{level, ts, ...base, ...fields,
+ * msg}` (level by name, ts in ISO 8601). Credentials never reach a line: fields named like one are
+ * replaced by pino's redaction, URL passwords and bearer tokens inside any string by `scrub`.
+ * `write` (tests) gets each line without its newline instead of stdout.
+ */
 export function createLogger(
   base: Record<string, unknown>,
   level: LogLevel = 'info',
-  write: (line: string) => void = (line) => process.stdout.write(line + '\n'),
+  write?: (line: string) => void,
 ): Logger {
-  const emit = (lvl: LogLevel) => (msg: string, fields?: Record<string, unknown>) => {
-    if (RANK[lvl] < RANK[level]) return;
-    write(
-      JSON.stringify({ ts: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer),
-    );
-  };
+  const destination: DestinationStream = write
+    ? { write: (line: string) => write(line.endsWith('\n') ? line.slice(0, -1) : line) }
+    : pino.destination({ dest: 1, sync: true });
+  const root = pino(
+    {
+      level,
+      base: scrub(base) as Record<string, unknown>,
+      timestamp: () => `,"ts":"${new Date().toISOString()}"`,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: REDACT_PATHS, censor: REDACTED },
+      // Errors are already plain objects (`scrub`); pino's own `err` serializer would drop `code`.
+      serializers: { err: (err: unknown) => err },
+    },
+    destination,
+  );
+  return wrap(root);
+}
+
+function wrap(p: Pino): Logger {
+  const emit =
+    (lvl: LogLevel) =>
+    (msg: string, fields?: Record<string, unknown>): void => {
+      if (!p.isLevelEnabled(lvl)) return;
+      p[lvl](fields ? (scrub(fields) as object) : {}, scrubString(msg));
+    };
   return {
     debug: emit('debug'),
     info: emit('info'),
     warn: emit('warn'),
     error: emit('error'),
-    child: (fields) => createLogger({ ...base, ...fields }, level, write),
+    child: (fields) => wrap(p.child(scrub(fields) as Record<string, unknown>)),
   };
-}
-
-// Error objects stringify to {} by default; keep what an operator needs.
-function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error)
-    return { name: value.name, message: value.message, code: (value as { code?: unknown }).code };
-  return value;
 }

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { startHaproxy, type LoadBalancer } from '@taskline/testing';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { startHaproxy, type LoadBalancer } from '../../../test/chaos/src/procs.js';
 import { pollTask, rpc } from './helpers.js';
 
 const KEY_A = 'key-a-secret';

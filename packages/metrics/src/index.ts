@@ -5,9 +5,6 @@ export {
   type TasklineMetrics,
   type MetricHandles,
   type MetricsOptions,
-  type Protocol,
-  type CreateOutcome,
-  type SlotState,
   type TransitionChange,
 } from './metrics.js';
 export { TenantLabels } from './tenants.js';

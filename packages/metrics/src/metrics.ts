@@ -29,11 +29,6 @@ const TOKENS_PER_SECOND_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 200
 const MODEL_LOAD_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const REDIS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5];
 
-export type Protocol = 'lmsp' | 'mcp';
-/** `accepted`: task stored; `rejected`: client error (4xx, counts as available); `error`: server fault. */
-export type CreateOutcome = 'accepted' | 'rejected' | 'error';
-export type SlotState = 'busy' | 'free';
-
 export interface MetricsOptions {
   /** `api`, `scheduler` or `gpu-worker`; added as the `service` label to every series. */
   service: string;

@@ -1,5 +1,16 @@
 export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
 export { freePort } from './ports.js';
-export { until } from './wait.js';
+export { bounded, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterOptions } from './redis-cluster.js';
+export { ROOT, Service, type ServiceKind, type ServiceOptions } from './service.js';
+export {
+  ApiService,
+  Stack,
+  startStack,
+  type RedisSource,
+  type StackOptions,
+  type StartOptions,
+} from './stack.js';
+export { startHaproxy, type LoadBalancer } from './haproxy.js';
+export { LONG } from './fixtures.js';

@@ -71,12 +71,21 @@ function mcpRouter(core: ApiCore): Router {
 
 /** The operator console at `/console` and `/admin/v1`: operators only, never a tenant credential. */
 function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTask): void {
-  const { env } = core;
+  const { env, metrics } = core;
   mountConsole(app, {
     store: core.store,
     operators: operatorAuthenticator(env),
     models: [...core.served.models.keys()],
     followTask,
+    // The live views' streams: counted, capped and ended on shutdown as task streams are.
+    live: {
+      openStream: (name) => core.limits.openStream(name),
+      register: (stream) => core.streams.add(stream),
+      heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+      retryMs: env.TASKLINE_SSE_RETRY_MS,
+      maxBufferBytes: env.TASKLINE_SSE_MAX_BUFFER_BYTES,
+      opened: (delta) => metrics?.sseStreamsOpen.inc({ protocol: 'console' }, delta),
+    },
     usage: (tenants) => core.limits.usage(tenants),
     limits: {
       maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,

@@ -86,9 +86,27 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   let sub: Subscription | null = null;
   let heartbeat: NodeJS.Timeout | undefined = undefined;
   let unregister: () => void = () => undefined;
+  /**
+   * Frames not yet written: the hub hands on a script's events (a flush of the worker's) in one
+   * go, and they leave in one write per stream, not one write (a syscall) per event.
+   */
+  let unsent = '';
 
+  const flush = () => {
+    if (!unsent) return;
+    const chunk = unsent;
+    unsent = '';
+    if (res.writableEnded) return;
+    res.write(chunk);
+    if (res.writableLength > o.maxBufferBytes) {
+      o.logger.warn('slow stream reader cut off', { task: o.task.id, buffered: res.writableLength });
+      finish(o.retryMs);
+    }
+  };
   const finish = (retryMs?: number) => {
     if (done) return;
+    flush();
+    if (done) return; // the flush cut a slow reader off
     done = true;
     clearInterval(heartbeat);
     o.metrics?.sseStreamsOpen.dec({ protocol: 'lmsp' });
@@ -99,16 +117,13 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   };
   const write = (event: StoredEvent) => {
     if (done) return;
-    res.write(formatEvent(event, o.task));
+    if (!unsent) process.nextTick(flush);
+    unsent += formatEvent(event, o.task);
     o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
     // Live events only: a replayed one measures how late its reader came, not delivery.
     if (event.writtenAt)
       o.metrics?.eventDeliverySeconds.observe({ protocol: 'lmsp' }, (Date.now() - event.writtenAt) / 1000);
     if (isFinalEventType(event.type)) finish();
-    else if (res.writableLength > o.maxBufferBytes) {
-      o.logger.warn('slow stream reader cut off', { task: o.task.id, buffered: res.writableLength });
-      finish(o.retryMs);
-    }
   };
 
   // The open-stream slot and the subscription are asked for together (one round trip, not two);

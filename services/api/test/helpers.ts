@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
 import { after, before } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { createParser } from 'eventsource-parser';
 import type { Redis } from 'ioredis';
 import { loadEnv } from '@taskline/config';
 import { connectRedis, TaskStore, type EventInput, type TaskRecord } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
-import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { ApiService, freePort, startRedis, until, type RedisServer } from '@taskline/testing';
 import { UNAVAILABLE_CODE } from '@taskline/mcp';
 import { createApp, serve, type RunningServer, type TasklineApi } from '../src/index.js';
 import { checkResponse } from './openapi-check.js';
@@ -97,48 +95,28 @@ export function useStackWithApi(use: (stack: Stack, api: InProcessApi) => void):
   });
 }
 
-// The built service, as deployed (`npx tsc -b` runs before the tests); tsx would add seconds per start.
-const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-
-/** A real `api` process (dist/main.js) with its JSON log lines. */
+/** A real `api` process (its built dist/main.js, as deployed) with its JSON log lines. */
 export interface ApiProcess {
   child: ChildProcess;
   base: string;
   /** The process's metrics listener (`TASKLINE_METRICS_PORT`), apart from the api port. */
   metricsBase: string;
   logs: Record<string, unknown>[];
-  exited: Promise<number | null>;
+  exited: Promise<number | NodeJS.Signals | null>;
 }
 
+/** Starts one on `redisUrl` (`@taskline/testing`'s ApiService, with BASE_ENV and a free port unless `env` names one). */
 export async function spawnApi(redisUrl: string, env: Record<string, string> = {}): Promise<ApiProcess> {
-  const child = spawn(process.execPath, [MAIN], {
-    cwd: ROOT,
-    env: { ...process.env, ...BASE_ENV, TASKLINE_LOG_LEVEL: 'info', REDIS_URL: redisUrl, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: Record<string, unknown>[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  let stderr = '';
-  child.stderr!.on('data', (d) => (stderr += d));
-  const port = await new Promise<[number, number]>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      try {
-        const entry = JSON.parse(line) as Record<string, unknown>;
-        logs.push(entry);
-        if (entry.msg === 'listening') resolve([Number(entry.port), Number(entry.metrics_port)]);
-      } catch {
-        // not a log line
-      }
-    });
-    void exited.then((code) => reject(new Error(`api exited with ${code}: ${stderr}`)));
-  });
+  const port = env.TASKLINE_PORT && env.TASKLINE_PORT !== '0' ? Number(env.TASKLINE_PORT) : await freePort();
+  // Built: `npx tsc -b` runs before the tests, and tsx would add seconds per start.
+  const api = new ApiService(port, { env: { ...BASE_ENV, REDIS_URL: redisUrl, ...env }, built: true });
+  await api.start();
   return {
-    child,
-    base: `http://127.0.0.1:${port[0]}`,
-    metricsBase: `http://127.0.0.1:${port[1]}`,
-    logs,
-    exited,
+    child: api.child!,
+    base: api.base,
+    metricsBase: api.metricsBase,
+    logs: api.logs,
+    exited: api.exited,
   };
 }
 

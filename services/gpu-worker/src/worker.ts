@@ -92,6 +92,8 @@ export class GpuWorker {
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
   private reportDue = false;
+  /** Leases renewed since start, reported in heartbeats (the operator console shows it); wraps at 2^32. */
+  private leaseRenewals = 0;
 
   /** One flush timer for every generation this worker streams. */
   private readonly flushClock: FlushClock;
@@ -143,6 +145,7 @@ export class GpuWorker {
       workerId: this.o.id,
       slots: () => this.slots(),
       draining: () => this.draining !== null,
+      leaseRenewals: () => this.leaseRenewals,
       onDrain: (deadlineMs) => void this.drain(deadlineMs),
       onEvent: (event, fields) => this.o.log.info(event, fields),
     });
@@ -160,6 +163,9 @@ export class GpuWorker {
       connectionName: name ? `${name}-cancels` : undefined,
       enableReadyCheck: false,
       enableAutoPipelining: false,
+      // No retry limit: ioredis re-subscribes on its own after a reconnect, with no caller to catch
+      // a MaxRetriesPerRequestError should Redis drop again first (it would end the process).
+      maxRetriesPerRequest: null,
     });
     this.cancels = sub;
     sub.on('error', () => undefined); // reconnects on its own; 'ready' re-reads the statuses
@@ -247,7 +253,10 @@ export class GpuWorker {
     const renew = setInterval(
       () => {
         store.renew(taskId, attempt, leaseMs).then(
-          (status) => status === 'cancelling' && stop('cancel'),
+          (status) => {
+            this.leaseRenewals = (this.leaseRenewals + 1) >>> 0;
+            if (status === 'cancelling') stop('cancel');
+          },
           (err: unknown) => {
             if (err instanceof TasklineError) stop('lost');
             else tlog.warn('renew_failed', { error: err });

@@ -1,9 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
-import { freePort, startRedis, until, type RedisServer } from '@taskline/testing';
-
-const root = fileURLToPath(new URL('../../../', import.meta.url));
+import { freePort, startStack, until, type Service, type Stack } from '@taskline/testing';
 
 export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -15,34 +12,36 @@ export { until };
 export { visibleStepViolation } from '@taskline/engine';
 
 /**
- * A real Redis (AOF), scheduler replicas and gpu-worker processes started with `tsx`, plus a
- * TaskStore on the same Redis for the test to create, cancel and inspect tasks.
+ * A `@taskline/testing` stack (real Redis with AOF, scheduler replicas and gpu-worker processes
+ * started with `tsx`) plus a TaskStore on the same Redis for the test to create, cancel and
+ * inspect tasks.
  */
 export class Cluster {
+  /** The current process of each scheduler replica, by control port. */
   readonly schedulers = new Map<number, ChildProcess>();
-  private readonly procs: ChildProcess[] = [];
+  private readonly replicas = new Map<number, Service>();
 
   private constructor(
-    readonly redis: RedisServer,
+    readonly stack: Stack,
     readonly store: TaskStore,
-    /** Env every process gets (Redis, lease). */
-    readonly common: Record<string, string>,
+    /** Env every process gets on top of its own defaults (Redis, lease). */
+    private readonly env: Record<string, string>,
   ) {}
 
+  get redis() {
+    return this.stack.redis;
+  }
+
   static async start(options: { schedulers?: number; env?: Record<string, string> } = {}): Promise<Cluster> {
-    const redis = await startRedis();
-    const store = new TaskStore(connectRedis(redis.url, 'test'), {
+    const env = { TASKLINE_LEASE_MS: '1000', ...options.env };
+    const stack = await startStack({ schedulers: 0, env });
+    const store = new TaskStore(connectRedis(stack.redis.url, 'test'), {
       taskRetentionMs: 3_600_000,
       eventRetentionMs: 3_600_000,
       idempotencyTtlS: 86_400,
       idempotencyPendingMs: 30_000,
     });
-    const cluster = new Cluster(redis, store, {
-      REDIS_URL: redis.url,
-      TASKLINE_METRICS_PORT: '0',
-      TASKLINE_LEASE_MS: '1000',
-      ...options.env,
-    });
+    const cluster = new Cluster(stack, store, env);
     // Several replicas: one leads, the others stand by and redirect workers.
     for (let i = 0; i < (options.schedulers ?? 1); i++) cluster.restartScheduler(await freePort());
     return cluster;
@@ -50,40 +49,31 @@ export class Cluster {
 
   /** Starts a scheduler replica on `port` (again, after the test killed the one there). */
   restartScheduler(port: number): void {
-    this.schedulers.set(
-      port,
-      this.spawn('services/scheduler/src/main.ts', {
-        TASKLINE_CONTROL_PORT: String(port),
+    let replica = this.replicas.get(port);
+    if (replica) void replica.start();
+    else {
+      replica = this.stack.scheduler(port, {
         TASKLINE_HEARTBEAT_MS: '100',
         TASKLINE_DISPATCH_INTERVAL_MS: '20',
         TASKLINE_LEADER_LEASE_MS: '1000',
-        ...this.common, // the cluster's env overrides these defaults
-      }),
-    );
+        ...this.env, // the cluster's env overrides these defaults
+      });
+      this.replicas.set(port, replica);
+    }
+    this.schedulers.set(port, replica.child!);
   }
 
   get schedulerAddr(): string {
     return [...this.schedulers.keys()].map((p) => `127.0.0.1:${p}`).join(',');
   }
 
-  spawn(entry: string, env: Record<string, string>): ChildProcess {
-    const child = spawn(process.execPath, ['--import', 'tsx', entry], {
-      cwd: root,
-      env: { ...process.env, ...this.common, ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    child.stdout?.resume();
-    this.procs.push(child);
-    return child;
-  }
-
   startWorker(env: Record<string, string> = {}): ChildProcess {
-    return this.spawn('services/gpu-worker/src/main.ts', {
+    return this.stack.worker({
       TASKLINE_SCHEDULER_ADDR: this.schedulerAddr,
       TASKLINE_WORKER_MODELS: 'tiny-chat',
       TASKLINE_WORKER_SLOTS: '2',
       ...env,
-    });
+    }).child!;
   }
 
   async create(
@@ -148,9 +138,8 @@ export class Cluster {
   }
 
   async stop(): Promise<void> {
-    for (const p of this.procs) p.kill('SIGKILL');
     this.store.redis.disconnect();
-    await this.redis.stop();
+    await this.stack.stop();
   }
 }
 
@@ -174,14 +163,4 @@ export function outputText(result: unknown): string {
   return (result as { output: { content: { text: string }[] }[] }).output[0]!.content[0]!.text;
 }
 
-/**
- * Seed 22 at temperature 2 makes the tiny model ramble for ~125 tokens before it stops; with
- * TASKLINE_WORKER_MIN_STEP_MS a generation lasts seconds, long enough to cancel, kill or drain.
- */
-export const LONG = {
-  model: 'tiny-chat',
-  input: 'Tell me a long story about the sea.',
-  seed: 22,
-  temperature: 2,
-  max_output_tokens: 200,
-};
+export { LONG } from '@taskline/testing';

@@ -21,13 +21,13 @@ test('a scheduler that loses leadership reports it and stops exporting the queue
   const ports = await Promise.all(
     [0, 1].map(async () => ({ control: await freePort(), metrics: await freePort() })),
   );
-  const procs = ports.map((p) =>
-    cluster!.spawn('services/scheduler/src/main.ts', {
-      TASKLINE_CONTROL_PORT: String(p.control),
-      TASKLINE_METRICS_PORT: String(p.metrics),
-      TASKLINE_LEADER_LEASE_MS: '1000',
-      TASKLINE_HOST: '127.0.0.1',
-    }),
+  const procs = ports.map(
+    (p) =>
+      cluster!.stack.scheduler(p.control, {
+        TASKLINE_METRICS_PORT: String(p.metrics),
+        TASKLINE_LEADER_LEASE_MS: '1000',
+        TASKLINE_HOST: '127.0.0.1',
+      }).child!,
   );
   // No worker: the task waits, and the leader exports it.
   await cluster.create({ input: 'hello' });

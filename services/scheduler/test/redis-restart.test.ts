@@ -18,7 +18,7 @@ test('a scheduler stays up through Redis kills and dispatches again once Redis i
   const first = await cluster.run({ input: 'before' }, { model: 'instant' });
   assert.equal(first.task.status, 'succeeded');
 
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < 5; i++) {
     // Killed while tasks wait, so the dispatch and the sweeps have work whose commands fail.
     await cluster.create({ input: `round ${i}` }, { model: 'instant' });
     await cluster.redis.kill();

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isTerminal, type TaskStore } from '@taskline/engine';
 import { idempotencyKey } from '@taskline/engine/keys';
 import { KEYS, mcp, TENANTS } from './client.js';
-import type { Service } from './procs.js';
+import type { Service } from '@taskline/testing';
 
 /** Env for every process: workers generate on the chaos model and ask above a small estimate. */
 export const TOOL_CHAOS_ENV = {

@@ -13,7 +13,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import { KEYS, send } from './client.js';
-import type { Service } from './procs.js';
+import type { Service } from '@taskline/testing';
 
 /** The workers' drain deadline: short, so a rolling restart cuts generations mid-way. */
 export const ROLLING_DRAIN_MS = '300';

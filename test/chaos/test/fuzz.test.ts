@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { connectRedis, newId } from '@taskline/engine';
-import { startRedis, type RedisServer } from '@taskline/testing';
+import { ApiService, freePort, type RedisServer, startRedis } from '@taskline/testing';
 import {
   authz,
   isDocumentedProblem,
@@ -25,7 +25,6 @@ import {
   API_KEYS,
   type Reply,
 } from '../src/client.js';
-import { apiService, type Service } from '../src/procs.js';
 import { changedTasks, snapshotTasks } from '../src/records.js';
 
 const RUNS = Number(process.env.TASKLINE_FUZZ_RUNS ?? 40);
@@ -157,7 +156,7 @@ async function holds<T extends unknown[]>(
 describe('fuzzing every route and method with hostile input', () => {
   let server: RedisServer;
   let redis: Redis;
-  let api: Service & { base: string; port: number };
+  let api: ApiService;
   /** Tenant A's tasks that tenant B's probes aim at, and that no probe may change. */
   const owned: string[] = [];
   let snapshot: Map<string, string>;
@@ -168,11 +167,10 @@ describe('fuzzing every route and method with hostile input', () => {
   before(async () => {
     server = await startRedis();
     redis = connectRedis(server.url, 'fuzz-inspect');
-    api = await apiService(
-      'api',
-      { REDIS_URL: server.url, TASKLINE_API_KEYS: API_KEYS, ...LIMITS },
-      `${tmpdir()}/taskline-fuzz-api.log`,
-    );
+    api = new ApiService(await freePort(), {
+      env: { REDIS_URL: server.url, TASKLINE_API_KEYS: API_KEYS, ...LIMITS },
+      logFile: `${tmpdir()}/taskline-fuzz-api.log`,
+    });
     await api.start();
     for (const onRestart of ['fail', 'retry']) {
       const r = await send(api.base, 'POST', '/lmsp/v1/tasks', {

@@ -11,9 +11,8 @@ import { tmpdir } from 'node:os';
 import type { Redis } from 'ioredis';
 import { connectRedis, newId, TaskStore } from '@taskline/engine';
 import { taskKeys } from '@taskline/engine/keys';
-import { startRedis, type RedisServer } from '@taskline/testing';
+import { ApiService, freePort, type RedisServer, startRedis } from '@taskline/testing';
 import { API_KEYS, authz, jsonHeaders, KEYS, mcpBody, mcpHeaders, send, type Reply } from '../src/client.js';
-import { apiService, type Service } from '../src/procs.js';
 import { changedTasks, snapshotTasks } from '../src/records.js';
 
 /** Headers that differ between any two requests, whatever the id. */
@@ -37,7 +36,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 describe('tenant isolation: another tenant\u2019s ids read like ids that never existed', () => {
   let server: RedisServer;
   let redis: Redis;
-  let api: Service & { base: string };
+  let api: ApiService;
   const ids: Record<string, string> = {};
 
   const probes: Probe[] = [
@@ -87,16 +86,15 @@ describe('tenant isolation: another tenant\u2019s ids read like ids that never e
   before(async () => {
     server = await startRedis();
     redis = connectRedis(server.url, 'isolation-inspect');
-    api = await apiService(
-      'api',
-      {
+    api = new ApiService(await freePort(), {
+      env: {
         REDIS_URL: server.url,
         TASKLINE_API_KEYS: API_KEYS,
         TASKLINE_RATE_LIMIT_PER_S: '10000',
         TASKLINE_RATE_LIMIT_BURST: '10000',
       },
-      `${tmpdir()}/taskline-isolation-api.log`,
-    );
+      logFile: `${tmpdir()}/taskline-isolation-api.log`,
+    });
     await api.start();
     const create = async () => {
       const r = await send(api.base, 'POST', '/lmsp/v1/tasks', {

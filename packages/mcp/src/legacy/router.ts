@@ -1,29 +1,20 @@
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isLegacyRequest } from '@modelcontextprotocol/server';
-import type { Admission, TaskReservation } from '@taskline/admission';
-import type { EventHub, ServedModels, TaskStore } from '@taskline/engine';
+import type { TaskReservation } from '@taskline/admission';
 import type { Logger } from '@taskline/log';
-import type { ToolRegistry } from '@taskline/tools';
-import type { McpObserver } from '../observe.js';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
-import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod } from './tasks.js';
+import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod, type LegacyCall } from './tasks.js';
 import { negotiateVersion } from './wire.js';
 import { rpcError } from '../rpc.js';
 
-export interface LegacyDeps {
-  store: TaskStore;
-  hub: EventHub;
-  admission: Admission;
-  tools: ToolRegistry;
-  poll: number;
-  served: ServedModels;
+/** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
+export interface LegacyDeps extends Omit<LegacyCall, 'tenant' | 'res' | 'id' | 'reservation'> {
   sessions: LegacySessions;
   fixtures: boolean;
   logger: Logger;
-  observe?: McpObserver;
 }
 
 type Message = { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: Record<string, unknown> };

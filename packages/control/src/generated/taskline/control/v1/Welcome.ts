@@ -1,0 +1,12 @@
+// Original file: proto/control.proto
+
+
+export interface Welcome {
+  'scheduler_id'?: (string);
+  'heartbeat_ms'?: (number);
+}
+
+export interface Welcome__Output {
+  'scheduler_id': (string);
+  'heartbeat_ms': (number);
+}

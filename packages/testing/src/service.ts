@@ -1,0 +1,125 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root (this file sits at the same depth in `src/` and `dist/`). */
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** A Taskline service, by its folder under `services/`. */
+export type ServiceKind = 'api' | 'scheduler' | 'gpu-worker';
+
+/** The info log line each service writes once it is up. */
+const READY: Record<ServiceKind, string> = { api: 'listening', scheduler: 'ready', 'gpu-worker': 'ready' };
+
+export interface ServiceOptions {
+  kind: ServiceKind;
+  /** For errors and log files; the kind by default. */
+  name?: string;
+  /** On top of this process's environment. */
+  env?: Record<string, string>;
+  /** `dist/main.js`, as deployed (and faster to start), instead of the sources through tsx. */
+  built?: boolean;
+  /** More `node` arguments, e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
+  /** Every output line is appended here; without it the JSON log lines are kept in `logs`. */
+  logFile?: string;
+  /** Once up, the output is drained unread: a benchmark's own process must not pay for parsing it. */
+  drainWhenUp?: boolean;
+}
+
+/**
+ * One service process, started (and started again after a kill) with the same settings, so a test
+ * holds its PID and can SIGKILL, SIGSTOP or drain it. `up` settles once the current process logged
+ * its ready line; a process that exits first rejects it with its exit code and the end of stderr.
+ */
+export class Service {
+  readonly name: string;
+  child: ChildProcess | null = null;
+  /** Settles once the current process is up. */
+  up: Promise<void> = Promise.resolve();
+  /** Settles with the current process's exit code (or signal). */
+  exited: Promise<number | NodeJS.Signals | null> = Promise.resolve(null);
+  /** The JSON log lines of every start (not kept when they go to a log file). */
+  readonly logs: Record<string, unknown>[] = [];
+  /** The ready line of the current process (an api's carries its `port` and `metrics_port`). */
+  readyLine: Record<string, unknown> | null = null;
+  starts = 0;
+  kills = 0;
+  private readonly log: WriteStream | null;
+
+  constructor(readonly options: ServiceOptions) {
+    this.name = options.name ?? options.kind;
+    this.log = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : null;
+  }
+
+  /** Starts a new process; resolves once it is up (the same as `up`). */
+  start(): Promise<void> {
+    const { kind, built, nodeArgs = [], env = {} } = this.options;
+    const entry = built
+      ? [`services/${kind}/dist/main.js`]
+      : ['--import', 'tsx', `services/${kind}/src/main.ts`];
+    // The ready lines are info logs: a quieter level would hide them.
+    const level = env.TASKLINE_LOG_LEVEL === 'debug' ? 'debug' : 'info';
+    const child = spawn(process.execPath, [...nodeArgs, ...entry], {
+      cwd: ROOT,
+      env: { ...process.env, ...env, TASKLINE_LOG_LEVEL: level },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.readyLine = null;
+    this.starts++;
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      // Shown where the test runs when not logged to a file: a crash's stack trace belongs there.
+      if (this.log) this.log.write(d);
+      else process.stderr.write(d);
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+    this.up = new Promise<void>((resolve, reject) => {
+      const lines = createInterface({ input: child.stdout! });
+      lines.on('line', (line) => {
+        this.log?.write(line + '\n');
+        let entry: Record<string, unknown>;
+        try {
+          entry = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          return; // not a log line
+        }
+        if (!this.log) this.logs.push(entry);
+        if (entry.msg === READY[kind] && this.child === child) {
+          this.readyLine = entry;
+          resolve();
+          if (this.options.drainWhenUp) {
+            lines.close();
+            child.stdout!.resume();
+          }
+        }
+      });
+      void this.exited.then((code) => reject(new Error(`${this.name} exited with ${code}: ${stderr}`)));
+      // Generous: several services compiling their sources at once on a loaded CI machine take a while.
+      setTimeout(() => reject(new Error(`${this.name} not ready after 120 s: ${stderr}`)), 120_000).unref();
+    });
+    this.up.catch(() => undefined);
+    return this.up;
+  }
+
+  /** Whether the current process runs (it may not be up yet). */
+  get running(): boolean {
+    return this.child !== null && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Sends `signal` (SIGKILL: no shutdown hook runs, exactly like a crash) and waits for the exit. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (!this.running) return;
+    if (signal === 'SIGKILL') this.kills++;
+    this.child!.kill(signal);
+    await this.exited;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    this.log?.end();
+  }
+}

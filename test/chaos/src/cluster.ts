@@ -1,0 +1,107 @@
+/**
+ * The chaos run's cluster, the local production shape: Redis with AOF, two api replicas behind
+ * HAProxy (deploy/haproxy/haproxy.cfg), two schedulers and two gpu-workers, each a process of
+ * `@taskline/testing`'s stack whose PID the run holds; logs in test/chaos/report/logs.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { connectRedis, TaskStore } from '@taskline/engine';
+import {
+  freePort,
+  startHaproxy,
+  startStack,
+  type ApiService,
+  type RedisServer,
+  type Service,
+  type Stack,
+} from '@taskline/testing';
+import { API_KEYS } from './client.js';
+import { LOG_DIR } from './observed.js';
+import * as tools from './tools.js';
+import { ROLLING_DRAIN_MS } from './visible.js';
+
+export interface Cluster {
+  stack: Stack;
+  redis: RedisServer;
+  /** For the checks: reads every task the run acknowledged. */
+  store: TaskStore;
+  apis: ApiService[];
+  schedulers: Service[];
+  workers: Service[];
+  haproxy: ChildProcess;
+  lb: string;
+}
+
+/** Starts every process (each start gives up after 120 s); a cluster that does not come up is stopped. */
+export async function startCluster(): Promise<Cluster> {
+  mkdirSync(LOG_DIR, { recursive: true });
+  const stack = await startStack({
+    schedulers: 0,
+    logDir: LOG_DIR,
+    env: {
+      TASKLINE_LEASE_MS: '1500',
+      TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
+      ...tools.TOOL_CHAOS_ENV,
+    },
+  });
+  try {
+    for (let i = 1; i <= 2; i++)
+      stack.scheduler(
+        await freePort(),
+        {
+          TASKLINE_HEARTBEAT_MS: '200',
+          TASKLINE_DISPATCH_INTERVAL_MS: '50',
+          TASKLINE_LEADER_LEASE_MS: '1500',
+          TASKLINE_RECOVERY_INTERVAL_MS: '500',
+          TASKLINE_RECONCILE_AFTER_MS: '2000',
+          TASKLINE_WORKER_TIMEOUT_MS: '2000',
+        },
+        { name: `scheduler-${i}` },
+      );
+    for (let i = 1; i <= 2; i++)
+      stack.worker(
+        {
+          TASKLINE_WORKER_ID: `chaos-worker-${i}`,
+          // The benchmark model: fixed output, slowed so that kills land mid-generation.
+          TASKLINE_WORKER_MODELS: 'instant',
+          TASKLINE_WORKER_SLOTS: '4',
+          TASKLINE_WORKER_MIN_STEP_MS: '60',
+          TASKLINE_HEARTBEAT_MS: '200',
+          TASKLINE_DRAIN_DEADLINE_MS: ROLLING_DRAIN_MS,
+        },
+        { name: `worker-${i}` },
+      );
+    const apiEnv = {
+      TASKLINE_API_KEYS: API_KEYS,
+      TASKLINE_MODELS: 'instant',
+      TASKLINE_SNAPSHOT_MODELS: 'instant',
+      TASKLINE_SSE_HEARTBEAT_MS: '1000',
+      TASKLINE_RATE_LIMIT_PER_S: '200',
+      TASKLINE_RATE_LIMIT_BURST: '300',
+      TASKLINE_MAX_ACTIVE_TASKS: '80',
+      TASKLINE_IDEMPOTENCY_PENDING_MS: '3000',
+    };
+    for (let i = 1; i <= 2; i++) stack.api(await freePort(), apiEnv, { name: `api-${i}` });
+    const { schedulers, workers, apis } = stack;
+    await Promise.all([...schedulers, ...workers, ...apis].map((s) => s.up));
+    const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port]);
+    const store = new TaskStore(connectRedis(stack.redis.url, 'chaos-inspect'), {
+      taskRetentionMs: 3_600_000,
+      eventRetentionMs: 3_600_000,
+      idempotencyTtlS: 86_400,
+      idempotencyPendingMs: 30_000,
+    });
+    store.redis.on('error', () => undefined);
+    return { stack, redis: stack.redis, store, apis, schedulers, workers, haproxy, lb };
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  }
+}
+
+/** Kills every process of the cluster and removes Redis's folder. */
+export async function stopCluster(c: Cluster): Promise<void> {
+  c.haproxy.kill('SIGKILL');
+  c.store.redis.disconnect();
+  await c.stack.stop();
+}

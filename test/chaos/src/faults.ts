@@ -1,0 +1,79 @@
+/**
+ * The chaos run's faults: every 0.6-1.6 s one of an api, a scheduler or a worker is SIGKILLed
+ * (and restarted), drained past its deadline or paused past its lease, the kind injected least so
+ * far first; Redis is SIGKILLed once and restarted from its AOF. Every step is bounded: one that
+ * does not end fails the run with its name instead of hanging it.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { bounded, type Service } from '@taskline/testing';
+import type { Cluster } from './cluster.js';
+import { apiDown, elapsed, faults, rand, redisDown, SECONDS } from './observed.js';
+import * as tools from './tools.js';
+import { stopForFault } from './visible.js';
+
+/** A fault's own step (a kill, a drain, Redis's restart): past it, the run stops and says which. */
+export const FAULT_BOUND_MS = 30_000;
+
+export async function faultLoop(c: Cluster, until: number): Promise<void> {
+  // From the start of the load, not of the process: a slow cluster start must not move it first.
+  const redisAt = Date.now() + Math.floor(SECONDS * 400);
+  let redisDone = false;
+  const restarting = new Set<Service>();
+  const pending: Promise<void>[] = [];
+  while (Date.now() < until) {
+    // Often enough that a 20 s run injects every fault kind (see minimums.ts).
+    await sleep(600 + rand(1000));
+    if (Date.now() >= until) break;
+    // Once due, whatever restarts are in progress: they reconnect like every other client.
+    if (!redisDone && Date.now() >= redisAt) {
+      redisDone = true;
+      const w = { from: Date.now(), to: Infinity };
+      redisDown.push(w);
+      faults.push({ at_ms: elapsed(), target: 'redis', action: 'SIGKILL' });
+      await bounded('the Redis kill', FAULT_BOUND_MS, c.redis.kill());
+      await sleep(2000);
+      await bounded('the Redis restart from its AOF', FAULT_BOUND_MS, c.redis.restart());
+      w.to = Date.now();
+      faults.push({ at_ms: elapsed(), target: 'redis', action: 'restart from AOF' });
+      continue;
+    }
+    // Only a process that is up; its restart runs alongside, so faults keep coming every few seconds.
+    // One api replica always stays: both down is an outage HAProxy rightly answers 503, not a fault to survive.
+    const apiRestarting = c.apis.some((a) => restarting.has(a));
+    const up = [...c.apis, ...c.schedulers, ...c.workers].filter(
+      (s) => !restarting.has(s) && !(apiRestarting && c.apis.includes(s as never)),
+    );
+    const chosen = tools.chooseFault(up, c);
+    if (!chosen) continue;
+    const { target, kind } = chosen;
+    const isApi = c.apis.includes(target as never);
+    const w = { from: Date.now(), to: Infinity };
+    if (isApi) apiDown.push(w);
+    // A worker drain and pause are tool-chaos kinds of their own (tools.ts); every other kind is a SIGKILL.
+    const other = kind === 'worker drain' || kind === 'worker pause' ? tools.workerFault(target, kind) : null;
+    const action =
+      other?.action ??
+      (await bounded(`${kind} of ${target.name}`, FAULT_BOUND_MS, stopForFault(target, false)));
+    faults.push({ at_ms: elapsed(), target: target.name, action });
+    restarting.add(target);
+    if (other && !other.restart) {
+      pending.push(other.done.then(() => void restarting.delete(target)));
+      continue;
+    }
+    if (other) await bounded(`${kind} of ${target.name}`, FAULT_BOUND_MS, other.done);
+    pending.push(
+      (async () => {
+        await sleep(300 + rand(1200));
+        await target
+          .start()
+          .catch((err: Error) =>
+            faults.push({ at_ms: elapsed(), target: target.name, action: `restart failed: ${err.message}` }),
+          );
+        restarting.delete(target);
+        w.to = Date.now();
+      })(),
+    );
+  }
+  // Each restart gives up after 120 s (Service.start) and records the failure.
+  await bounded('the restarts of killed processes', 150_000, Promise.all(pending));
+}
