@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import type { Redis } from 'ioredis';
 import { monitorArgs } from '@taskline/testing';
-import { taskKeys } from '@taskline/engine';
+import { taskKeys } from '@taskline/engine/keys';
 import { createTask } from './http.js';
 import { nowMs, round, sleep } from './stats.js';
 import { waitEnded } from './taskline.js';
