@@ -10,6 +10,7 @@ export {
   startStack,
   type RedisSource,
   type StackOptions,
+  type StackRedis,
   type StartOptions,
 } from './stack.js';
 export { startHaproxy, type LoadBalancer } from './haproxy.js';

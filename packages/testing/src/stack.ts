@@ -27,14 +27,21 @@ export class ApiService extends Service {
   }
 }
 
+/** What a stack needs of its Redis: where it is (every process's `REDIS_URL`) and how to stop it. */
+export interface StackRedis {
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
 /**
  * Where a stack's Redis comes from: a server passed in (left running by `stop`), or a function
- * that starts one (stopped with the stack). By default a `redis-server` of the stack's own.
+ * that starts one (stopped with the stack), e.g. `startRedisCluster`. By default a `redis-server`
+ * of the stack's own.
  */
-export type RedisSource = RedisServer | (() => Promise<RedisServer>);
+export type RedisSource<R extends StackRedis = RedisServer> = R | (() => Promise<R>);
 
-export interface StackOptions {
-  redis?: RedisSource;
+export interface StackOptions<R extends StackRedis = RedisServer> {
+  redis?: RedisSource<R>;
   /** Env of every process, on top of `REDIS_URL` and `TASKLINE_METRICS_PORT=0`. */
   env?: Record<string, string>;
   /** Processes started with the stack: one scheduler, no worker and no api by default. */
@@ -65,7 +72,7 @@ export interface StartOptions {
  * process gets the stack's `env` (its Redis URL from the one `redis` the stack was given);
  * `scheduler`, `worker` and `api` add more, and `stop` kills them all by PID.
  */
-export class Stack {
+export class Stack<R extends StackRedis = RedisServer> {
   readonly schedulers: Service[] = [];
   readonly workers: Service[] = [];
   readonly apis: ApiService[] = [];
@@ -73,9 +80,9 @@ export class Stack {
   private readonly controlPorts = new Map<Service, number>();
 
   private constructor(
-    readonly redis: RedisServer,
+    readonly redis: R,
     private readonly ownsRedis: boolean,
-    private readonly options: StackOptions,
+    private readonly options: StackOptions<R>,
   ) {}
 
   /** What every process of the stack gets. */
@@ -148,10 +155,11 @@ export class Stack {
     if (this.ownsRedis) await this.redis.stop();
   }
 
-  static async start(options: StackOptions = {}): Promise<Stack> {
-    const source = options.redis ?? (() => startRedis());
+  static async start<R extends StackRedis = RedisServer>(options: StackOptions<R> = {}): Promise<Stack<R>> {
+    // Without a source the stack's own server, whose type is the default R.
+    const source = options.redis ?? ((() => startRedis()) as unknown as () => Promise<R>);
     const redis = typeof source === 'function' ? await source() : source;
-    const stack = new Stack(redis, typeof source === 'function', options);
+    const stack = new Stack<R>(redis, typeof source === 'function', options);
     try {
       const ports = await Promise.all(Array.from({ length: options.schedulers ?? 1 }, () => freePort()));
       for (const port of ports) stack.scheduler(port, options.schedulerEnv);
@@ -167,4 +175,6 @@ export class Stack {
 }
 
 /** Starts a stack (see `Stack`); a stack that does not come up is stopped before the error is thrown. */
-export const startStack = (options?: StackOptions): Promise<Stack> => Stack.start(options);
+export const startStack = <R extends StackRedis = RedisServer>(
+  options?: StackOptions<R>,
+): Promise<Stack<R>> => Stack.start(options);

@@ -239,10 +239,20 @@ describe('operator console in a real browser', () => {
     });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('cache-control'), 'no-store');
-    assert.deepEqual(await res.json(), adminOpenApi());
+    const served = await res.json();
+    assert.deepEqual(served, adminOpenApi());
+    const { page } = browser;
+    await page.setContent(
+      `<title>openapi.json</title><pre>${JSON.stringify(served, null, 1).replace(/</g, '&lt;')}</pre>`,
+    );
+    await screenshot(page, 'admin-openapi');
   });
 
   it('pushes the overview as SSE: ids, heartbeats, Last-Event-ID resume, the operator stream cap', async () => {
+    // The console's own overview stream is open throughout, and counts under the same cap.
+    const { page } = browser;
+    await signIn(page, api.base, ADMIN_KEY);
+    await page.locator('[data-queued="tiny-chat"]').waitFor();
     const open = (headers: Record<string, string> = {}, signal?: AbortSignal) =>
       fetch(`${api.base}/admin/v1/overview/events`, { headers: { ...ADMIN, ...headers }, signal });
     const first = new AbortController();
@@ -287,6 +297,8 @@ describe('operator console in a real browser', () => {
       c.abort();
       return r.status === 200 ? true : undefined;
     });
+    await screenshot(page, 'overview-stream');
+    await page.getByRole('button', { name: 'Sign out' }).click();
   });
 
   it('shows a backlog building on the overview when workers stop, pushed over SSE', async () => {
@@ -358,5 +370,6 @@ describe('operator console in a real browser', () => {
     const hint = await nextFrame(frames, (f) => f.retry !== undefined);
     assert.ok(Number(hint.retry) > 0);
     assert.equal((await frames.next()).done, true);
+    await screenshot(browser.page, 'api-shut-down');
   });
 });
