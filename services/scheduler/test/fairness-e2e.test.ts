@@ -48,9 +48,12 @@ class Recorder {
     else if (cmd === 'zadd' && key.startsWith(READY_PREFIX)) add('ready', args.at(-1));
     else if (cmd === 'lpush' && key === WAIT_LIST) add('queued', args[2]?.replace(/-\d+-\d+$/, ''));
     else if (cmd === 'hset' && TASK_KEY.test(key)) {
+      // Each script writes the record in one HSET, its fields in any order: a claim sets the lease
+      // owner, an end the end stamp.
       const id = TASK_KEY.exec(key)![1];
-      if (args[2] === 'status' && args[3] === 'loading') add('claimed', id);
-      else if (args[2] === 'ended_at') add('ended', id);
+      const fields = args.filter((_, i) => i >= 2 && i % 2 === 0);
+      if (fields.includes('lease_owner')) add('claimed', id);
+      else if (fields.includes('ended_at')) add('ended', id);
     }
   }
 
