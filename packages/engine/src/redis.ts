@@ -68,7 +68,10 @@ export function nodeOf(redis: Redis, key: string): Redis {
   const owner = cluster.slots[keySlot(key)]?.[0];
   const node = cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
   if (!node)
-    throw new TasklineError('internal_error', `no primary known for ${key}: the slot table is not read yet`);
+    // The slot table is not read yet, or its owner just failed over: a try-again (503), never a 500.
+    throw new TasklineError('unavailable', `no primary known for ${key} yet; retry shortly`, {
+      reason: 'clusterdown',
+    });
   return node;
 }
 

@@ -49,6 +49,8 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   if (!e) return null;
   // LMSP answers it with its own code; surfaces without one (MCP) answer it as "try again".
   if (err instanceof TasklineError && err.code === 'replication_timeout') return 'replication';
+  // Raised by Taskline itself where it must pick a cluster node (`nodeOf`) and knows none yet.
+  if (err instanceof TasklineError && err.code === 'unavailable') return 'clusterdown';
   if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
   // Redis Cluster: every node unreachable, or the client reconnecting to them.
   if (e.name === 'ClusterAllFailedError' || CLUSTER_DOWN_MESSAGES.has(e.message as string))

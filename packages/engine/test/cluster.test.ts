@@ -10,7 +10,9 @@ import {
   connectRedis,
   EventHub,
   isCluster,
+  nodeOf,
   redisTargetFromEnv,
+  redisUnavailableReason,
   TaskStore,
   TasklineError,
   type TaskRecord,
@@ -54,6 +56,19 @@ test('the connection is a cluster client, and tasks spread over every primary', 
   for (let i = 0; i < 30; i++)
     owners.add((await cluster.primaryOf(taskKeys((await store.create(newTask())).id).task)).port);
   assert.equal(owners.size, 3);
+});
+
+test('a key whose primary the client does not know yet (slot table unread, a failover) is a try-again, not an internal error', () => {
+  const fresh = connectRedis(cluster.url, 'cluster-test-fresh');
+  fresh.on('error', () => undefined);
+  try {
+    assert.throws(
+      () => nodeOf(fresh, schedulerKeys.intake),
+      (err: unknown) => redisUnavailableReason(err) === 'clusterdown',
+    );
+  } finally {
+    fresh.disconnect();
+  }
 });
 
 test('a create waits for the replica of the primary that owns its task: a stalled replica there is replication_timeout', async () => {
