@@ -77,13 +77,31 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end -}}
 
-{{/* REDIS_URL and the durability setting, from the bundled Redis's password or the external URL's Secret. */}}
+{{/* The in-chart cluster's pods, host:port by their stable names under the headless Service. */}}
+{{- define "taskline.redisClusterNodes" -}}
+{{- $name := printf "%s-redis" (include "taskline.fullname" .) -}}
+{{- $nodes := list -}}
+{{- range $i := until 6 -}}
+{{- $nodes = append $nodes (printf "%s-%d.%s.%s.svc:6379" $name $i $name $.Release.Namespace) -}}
+{{- end -}}
+{{- join "," $nodes -}}
+{{- end -}}
+
+{{/* REDIS_URL (or the cluster's seed nodes) and the durability setting, from the bundled Redis's password or the external URL's Secret. */}}
 {{- define "taskline.redisEnv" -}}
 {{- if .Values.redis.bundled.enabled }}
 - name: REDIS_PASSWORD
   valueFrom: { secretKeyRef: { name: {{ include "taskline.redisSecretName" . }}, key: password } }
+{{- if eq .Values.redis.bundled.mode "cluster" }}
+# Every pod is a seed; the client learns the rest of the cluster from whichever answers.
+- name: TASKLINE_REDIS_CLUSTER_NODES
+  value: {{ include "taskline.redisClusterNodes" . | quote }}
+- name: TASKLINE_REDIS_PASSWORD
+  value: $(REDIS_PASSWORD)
+{{- else }}
 - name: REDIS_URL
   value: redis://:$(REDIS_PASSWORD)@{{ include "taskline.fullname" . }}-redis:6379
+{{- end }}
 {{- else }}
 - name: REDIS_URL
   valueFrom:
