@@ -8,7 +8,7 @@ import type { OnnxModelOptions } from './onnx-types.js';
 const MODEL_FILES = ['model.onnx', 'onnx/model.onnx', 'decoder_model_merged.onnx'];
 const REQUIRED_FILES = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
 
-export async function exists(path: string): Promise<boolean> {
+async function exists(path: string): Promise<boolean> {
   return access(path).then(
     () => true,
     () => false,
