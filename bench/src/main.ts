@@ -32,6 +32,7 @@ import {
   type LifecycleResult,
 } from './queue.js';
 import { roundTrips, type RoundTrips } from './redis-cost.js';
+import { clusterLifecycle, clusterTable, type ClusterLifecycleResult } from './cluster.js';
 import { bar, toMarkdown, toSvg, validateReport, type Bar, type Report } from './report.js';
 import { BENCH_ENV, memoryOf, ROOT, startStack, type CpuCost, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
@@ -44,7 +45,7 @@ const { values: args } = parseArgs({
   options: {
     smoke: { type: 'boolean', default: false },
     out: { type: 'string' },
-    /** Comma-separated issue item numbers to run (1-7); default all. */
+    /** Comma-separated item numbers to run (1-8); default all (smoke: 1-7, item 8 starts six Redis nodes). */
     only: { type: 'string' },
     /** KEY=VALUE settings over BENCH_ENV for every service, e.g. --env TASKLINE_DISPATCH_INTERVAL_MS=5. */
     env: { type: 'string', multiple: true },
@@ -55,7 +56,7 @@ const overrides = Object.fromEntries(
   (args.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
 Object.assign(BENCH_ENV, overrides);
-const only = new Set((args.only ?? '1,2,3,4,5,6,7').split(',').map(Number));
+const only = new Set((args.only ?? (smoke ? '1,2,3,4,5,6,7' : '1,2,3,4,5,6,7,8')).split(',').map(Number));
 const SIZES = smoke
   ? {
       tasks: 40,
@@ -182,6 +183,14 @@ try {
   redis.disconnect();
   await stack.stop();
 }
+let onCluster: ClusterLifecycleResult | undefined;
+if (only.has(8)) {
+  // At most 500 tasks: a busy two-core host ran a cluster's lifecycle at a tenth of one Redis's rate.
+  const n = Math.min(SIZES.tasks, 500);
+  log(`8 lifecycle on a Redis Cluster: ${n} tasks, ${SIZES.inflight} creates in flight`);
+  onCluster = await clusterLifecycle(n, SIZES.inflight, SIZES.idleMs);
+  results.clusterLifecycle = onCluster;
+}
 if (only.has(5)) {
   log(`5 fan-out: ${SIZES.streams} streams, ${SIZES.eventsPerS} events/s for ${SIZES.fanoutS} s`);
   fan = await fanout(SIZES.streams, SIZES.eventsPerS, SIZES.fanoutS);
@@ -222,6 +231,10 @@ if (life) {
     `| Raw BullMQ (add -> no-op processor -> completed) | ${life.bullmq.jobsPerS} | ${life.bullmq.seconds} |`,
     '',
   );
+}
+if (onCluster) {
+  const single = life && { ...life.taskline, commandsPerTask: life.cost.taskline.perTask };
+  tables.push(...clusterTable(single, onCluster));
 }
 if (accept) {
   const busy = `at ${accept.ratePerS}/s the processes on Taskline's path kept ${accept.taskline.cpu.busyPercent}% of the cores busy (raw BullMQ's ${accept.bullmq.cpu.busyPercent}%), and a create is two durable writes (rate limit, record) against one \`queue.add\`, each ${rtt.paced.p50} ms paced on this host.`;

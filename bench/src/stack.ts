@@ -8,7 +8,9 @@ import {
   startRedis,
   startStack as startServices,
   type RedisServer,
+  type RedisSource,
   type Service,
+  type StackRedis,
 } from '@taskline/testing';
 
 export { ROOT };
@@ -132,24 +134,28 @@ export interface BenchService {
 }
 
 /** Redis, scheduler, gpu-worker and api as separate processes, the way production runs them. */
-export interface Stack {
-  redis: RedisServer;
+export interface Stack<R extends StackRedis = RedisServer> {
+  redis: R;
   apiUrl: string;
   services: BenchService[];
   stop(): Promise<void>;
 }
 
-export interface StackOptions {
-  redis?: RedisServer;
+export interface StackOptions<R extends StackRedis = RedisServer> {
+  /** By default a Redis of the stack's own with `appendfsync always`; a cluster for the cluster item. */
+  redis?: RedisSource<R>;
   /** Leave out the scheduler and worker (the fan-out benchmark writes events itself). */
   apiOnly?: boolean;
   env?: Record<string, string>;
 }
 
 /** `@taskline/testing`'s stack of built services (as deployed), with the benchmark's settings. */
-export async function startStack(options: StackOptions = {}): Promise<Stack> {
-  const stack = await startServices({
-    redis: options.redis ?? (() => startRedis({ appendfsync: 'always' })),
+export async function startStack<R extends StackRedis = RedisServer>(
+  options: StackOptions<R> = {},
+): Promise<Stack<R>> {
+  const own = () => startRedis({ appendfsync: 'always' }) as unknown as Promise<R>;
+  const stack = await startServices<R>({
+    redis: options.redis ?? own,
     env: { ...BENCH_ENV, ...options.env },
     schedulers: 0,
     built: true,

@@ -60,12 +60,14 @@ export async function waitEnded(
     while (from < pending.length) {
       const chunk = pending.slice(from, from + CHUNK);
       from += chunk.length;
-      const pipe = redis.pipeline();
-      for (const id of chunk) pipe.hmget(taskKeys(id).task, 'status', 'updated_at');
+      // Sent in one tick, not as a pipeline: the connection's auto-pipelining batches them per
+      // node, where a cluster refuses one pipeline over several slots.
+      const rows = await Promise.all(
+        chunk.map((id) => redis.hmget(taskKeys(id).task, 'status', 'updated_at')),
+      );
       pollCommands += chunk.length;
-      const rows = (await pipe.exec()) ?? [];
       chunk.forEach((id, i) => {
-        const [status, updatedAt] = (rows[i]?.[1] ?? []) as (string | null)[];
+        const [status, updatedAt] = rows[i] ?? [];
         if (status && TERMINAL.has(status)) {
           statuses[status] = (statuses[status] ?? 0) + 1;
           lastEndAt = Math.max(lastEndAt, Number(updatedAt));

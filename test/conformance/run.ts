@@ -33,7 +33,7 @@ const TASK_SCENARIOS = [
 
 const only = process.argv.includes('--tasks-only');
 const legacyOnly = process.argv.includes('--legacy-only');
-const stack = await startStack({ env: CONFORMANCE_ENV });
+const stack = await startStack({ env: CONFORMANCE_ENV, fixtures: true });
 const url = stack.replicas[0]!.url;
 const failures: string[] = [];
 const run = async (label: string, args: string[]) => {

@@ -1,6 +1,6 @@
 /** Starts the conformance stack and prints the MCP URL; for poking at it by hand. */
 import { CONFORMANCE_ENV, startStack } from './stack.js';
 
-const stack = await startStack({ env: CONFORMANCE_ENV });
+const stack = await startStack({ env: CONFORMANCE_ENV, fixtures: true });
 console.log(stack.replicas[0]!.url);
 process.on('SIGINT', () => void stack.stop().then(() => process.exit(0)));

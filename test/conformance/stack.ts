@@ -7,6 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
 import { Cluster, until } from '../../services/gpu-worker/test/helpers.js';
+import { FIXTURE_ENTRIES } from './entries.js';
 
 export { Cluster, until };
 
@@ -25,12 +26,21 @@ export async function startApi(cluster: Cluster, env: Record<string, string> = {
 
 /**
  * The stack: Redis, one scheduler, one gpu-worker with the tiny model and the tools queue, and
- * `replicas` api processes. `env` goes to every process (conformance fixtures, auth mode...).
+ * `replicas` api processes. `env` goes to every process (auth mode, limits...); with `fixtures`
+ * every api and worker (those `startApi` adds too) runs the `FIXTURE_ENTRIES`.
  */
 export async function startStack(
-  options: { replicas?: number; env?: Record<string, string>; workerEnv?: Record<string, string> } = {},
+  options: {
+    replicas?: number;
+    env?: Record<string, string>;
+    workerEnv?: Record<string, string>;
+    fixtures?: boolean;
+  } = {},
 ): Promise<{ cluster: Cluster; replicas: Replica[]; worker: ChildProcess; stop(): Promise<void> }> {
-  const cluster = await Cluster.start({ env: options.env });
+  const cluster = await Cluster.start({
+    env: options.env,
+    ...(options.fixtures && { entries: FIXTURE_ENTRIES }),
+  });
   try {
     // Returned so that fault tests can kill it.
     const worker = cluster.startWorker(options.workerEnv);
@@ -43,9 +53,8 @@ export async function startStack(
   }
 }
 
-/** The env of the conformance run: the fixture tools, no credentials (the suite sends none), a high rate. */
+/** The env of the conformance run (with `fixtures`): no credentials (the suite sends none), a high rate. */
 export const CONFORMANCE_ENV = {
-  TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
   TASKLINE_MCP_LOCAL_NO_AUTH: '1',
   // Every scenario runs as the one local tenant, back to back: the 2025-11-25 set alone sends a few
   // hundred requests in seconds (handshakes included), past the default 20/s with a burst of 100.

@@ -13,10 +13,7 @@ import { KEY_A, startStack, until, type Stack } from './stack.js';
 const SERVER_POLL_MS = 300;
 let stack: Stack;
 before(async () => {
-  stack = await startStack('20', {
-    TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
-    TASKLINE_POLL_INTERVAL_MS: String(SERVER_POLL_MS),
-  });
+  stack = await startStack('20', { TASKLINE_POLL_INTERVAL_MS: String(SERVER_POLL_MS) }, { fixtures: true });
 });
 after(async () => {
   await stack.stop();

@@ -14,6 +14,7 @@ import {
   type Service,
   type Stack as Services,
 } from '@taskline/testing';
+import { FIXTURE_ENTRIES } from '../../../test/conformance/entries.js';
 
 export const KEY_A = 'key-a-0123456789';
 export { until, visibleStepViolation };
@@ -48,9 +49,17 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-/** `env` goes to every process (api, scheduler, worker). */
-export async function startStack(stepMs = '20', env: Record<string, string> = {}): Promise<Stack> {
+/**
+ * `env` goes to every process (api, scheduler, worker); with `fixtures` the api and worker run
+ * the conformance entries, which add the conformance suite's fixture tools.
+ */
+export async function startStack(
+  stepMs = '20',
+  env: Record<string, string> = {},
+  options: { fixtures?: boolean } = {},
+): Promise<Stack> {
   const cluster = await startServices({
+    ...(options.fixtures && { entries: FIXTURE_ENTRIES }),
     env: { TASKLINE_LEASE_MS: '1000', ...env },
     schedulerEnv: {
       TASKLINE_HEARTBEAT_MS: '100',
@@ -77,7 +86,8 @@ export async function startStack(stepMs = '20', env: Record<string, string> = {}
     });
   let worker = startWorker();
   const port = await freePort();
-  // Built, as deployed: the tests restart it, and tsx would add seconds to every start.
+  // Built, as deployed: the tests restart it, and tsx would add seconds to every start (an entry
+  // of `fixtures` runs through tsx all the same).
   const api = cluster.api(port, { ...API_ENV, ...env }, { name: 'api', built: true });
   await api.up;
   const replace = async (signal: NodeJS.Signals, extra?: Record<string, string>) => {

@@ -154,8 +154,6 @@ export const DEFAULTS = {
   TASKLINE_SSE_MAX_BUFFER_BYTES: String(1024 * 1024),
   /** SIGTERM: in-flight requests get this long to finish before the API exits anyway. */
   TASKLINE_SHUTDOWN_DEADLINE_MS: '10000',
-  /** MCP: the conformance suite's fixture tools; never on in production. */
-  TASKLINE_MCP_CONFORMANCE_TOOLS: 'false',
   /** MCP without auth: every caller is the one tenant `local`. Only for local runs (the conformance suite). */
   TASKLINE_MCP_LOCAL_NO_AUTH: 'false',
   /** MCP request body limit, bytes (the SDK's own bound is 4 MiB). */

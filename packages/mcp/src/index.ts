@@ -6,5 +6,6 @@ export {
   type McpEnv,
 } from './router.js';
 export type { McpObserver } from './observe.js';
+export type { McpExtensions } from './extensions.js';
 export { TASKS_EXTENSION, taskFields, detailedTask, declaresTasks } from './view.js';
 export { RATE_LIMITED_CODE } from './rpc.js';

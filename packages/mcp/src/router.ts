@@ -19,14 +19,13 @@ import { serveTaskListen } from './listen.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
 import { LegacySessions } from './legacy/session.js';
-import { FIXTURE_REQUIRED_CAPABILITIES } from './fixtures.js';
+import type { McpExtensions } from './extensions.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { buildServer, missingTasks } from './server.js';
 
 export type McpEnv = Pick<
   Env,
   | 'TASKLINE_POLL_INTERVAL_MS'
-  | 'TASKLINE_MCP_CONFORMANCE_TOOLS'
   | 'TASKLINE_MCP_LOCAL_NO_AUTH'
   | 'TASKLINE_MCP_MAX_BODY_BYTES'
   | 'TASKLINE_MCP_ALLOWED_HOSTS'
@@ -47,7 +46,7 @@ export interface McpRouterDeps {
   logger: Logger;
   /** The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves. */
   authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string }>;
-  /** The tools to offer; by default `builtinTools` as configured by `env` (the gpu-worker runs the same). */
+  /** The tools to offer; by default `builtinTools` as configured by `env` and `extensions` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
   observe?: McpObserver;
@@ -56,6 +55,8 @@ export interface McpRouterDeps {
    * unfinished-task cap and open-stream cap, task creation, and waiting for a task's end.
    */
   admission: Admission;
+  /** Tools, resources and prompts served beyond `tools` (none in production; see McpExtensions). */
+  extensions?: McpExtensions;
 }
 
 /** The one tenant of the local no-auth mode. */
@@ -95,10 +96,11 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   if (!deps.authenticate && !env.TASKLINE_MCP_LOCAL_NO_AUTH) {
     throw new Error('createMcpRouter needs an authenticator unless TASKLINE_MCP_LOCAL_NO_AUTH is on');
   }
+  const extensions = deps.extensions ?? {};
   const tools =
     deps.tools ??
     builtinTools({
-      conformance: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+      extend: extensions.tools,
       batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
       models: modelChoice(env),
     });
@@ -109,7 +111,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   /** The capability a tool needs that this request's client did not declare, as a -32021 error. */
   const missingCapability = (name: string, capabilities: unknown) => {
     if (tools.get(name)?.taskSupport === 'required' && !declaresTasks(capabilities)) return missingTasks();
-    const needs = env.TASKLINE_MCP_CONFORMANCE_TOOLS ? FIXTURE_REQUIRED_CAPABILITIES[name] : undefined;
+    const needs = extensions.requiredCapabilities?.[name];
     const declared = (capabilities ?? {}) as Record<string, unknown>;
     const lacking = Object.keys(needs ?? {}).filter((c) => declared[c] === undefined);
     if (lacking.length === 0) return null;
@@ -130,7 +132,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         reservation: ctx.authInfo?.extra?.reservation as TaskReservation | undefined,
         outcome: ctx.authInfo?.extra?.outcome as RequestOutcome | undefined,
         served,
-        fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+        extensions,
         observe: deps.observe,
       }),
     {
@@ -165,7 +167,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     poll,
     served,
     sessions: new LegacySessions(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
-    fixtures: env.TASKLINE_MCP_CONFORMANCE_TOOLS,
+    extensions,
     logger,
     observe: deps.observe,
   };

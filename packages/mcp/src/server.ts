@@ -15,7 +15,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
-import { fixtureRequestStateVerify, registerConformanceFixtures } from './fixtures.js';
+import type { McpExtensions } from './extensions.js';
 import { inlineContext } from './inline.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { awaitToolResult, createToolTask } from './toolTasks.js';
@@ -41,8 +41,8 @@ export interface ServerDeps {
   outcome?: RequestOutcome;
   /** The models and output cap a tool's `prepare` checks generations against. */
   served: ServedModels;
-  /** The conformance suite's inline fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
-  fixtures: boolean;
+  /** What the router's builder added beyond `tools`. */
+  extensions: McpExtensions;
   observe?: McpObserver;
 }
 
@@ -63,10 +63,10 @@ export function buildServer(deps: ServerDeps): McpServer {
     { name: 'taskline', version: '0.1.0' },
     {
       capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } },
-      ...(deps.fixtures && { requestState: { verify: fixtureRequestStateVerify } }),
+      ...(deps.extensions.requestState && { requestState: deps.extensions.requestState }),
     },
   );
-  if (deps.fixtures) registerConformanceFixtures(server);
+  deps.extensions.register?.(server);
   for (const tool of tools.list()) {
     server.registerTool(
       tool.name,

@@ -45,8 +45,8 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
   before(async () => {
     stack = await startStack({
       replicas: 2,
+      fixtures: true,
       env: {
-        TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
         TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-b:${KEY_B}`,
         // Every batch asks for confirmation first.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',

@@ -13,8 +13,8 @@ describe('MCP tasks over two replicas on one Redis', () => {
     // Two api processes with the LMSP authenticator (static keys), one scheduler, one gpu-worker.
     stack = await startStack({
       replicas: 2,
+      fixtures: true,
       env: {
-        TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
         TASKLINE_API_KEYS: 'tenant-a:key-a-secret,tenant-b:key-b-secret',
       },
     });
@@ -159,8 +159,8 @@ describe('a cancel reaches the worker holding the task at once', () => {
   before(async () => {
     // A one-minute lease: the worker's renewal (every third of it) cannot be what notices the cancel.
     stack = await startStack({
+      fixtures: true,
       env: {
-        TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
         TASKLINE_API_KEYS: 'tenant-a:key-a-secret',
         TASKLINE_LEASE_MS: '60000',
       },

@@ -20,6 +20,12 @@ export interface ServiceOptions {
   env?: Record<string, string>;
   /** `dist/main.js`, as deployed (and faster to start), instead of the sources through tsx. */
   built?: boolean;
+  /**
+   * A script (from the repository root, through tsx) run instead of the service's `main`: a test's
+   * entry that starts the same service with test-only extensions (e.g. `test/conformance/serve-api.ts`).
+   * It takes the place of `built` too.
+   */
+  entry?: string;
   /** More `node` arguments, e.g. `--cpu-prof`. */
   nodeArgs?: string[];
   /** Every output line is appended here; without it the JSON log lines are kept in `logs`. */
@@ -56,9 +62,11 @@ export class Service {
   /** Starts a new process; resolves once it is up (the same as `up`). */
   start(): Promise<void> {
     const { kind, built, nodeArgs = [], env = {} } = this.options;
-    const entry = built
-      ? [`services/${kind}/dist/main.js`]
-      : ['--import', 'tsx', `services/${kind}/src/main.ts`];
+    const entry = this.options.entry
+      ? ['--import', 'tsx', this.options.entry]
+      : built
+        ? [`services/${kind}/dist/main.js`]
+        : ['--import', 'tsx', `services/${kind}/src/main.ts`];
     // The ready lines are info logs: a quieter level would hide them.
     const level = env.TASKLINE_LOG_LEVEL === 'debug' ? 'debug' : 'info';
     const child = spawn(process.execPath, [...nodeArgs, ...entry], {

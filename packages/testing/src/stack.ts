@@ -54,6 +54,8 @@ export interface StackOptions<R extends StackRedis = RedisServer> {
   apiEnv?: Record<string, string>;
   /** Run `dist/main.js` (as deployed) instead of the sources through tsx. */
   built?: boolean;
+  /** Per kind, a script run instead of the service's `main` (see `ServiceOptions.entry`). */
+  entries?: Partial<Record<ServiceKind, string>>;
   nodeArgs?: string[];
   /** Each process's output goes to `<logDir>/<name>.log` instead of memory. */
   logDir?: string;
@@ -120,7 +122,7 @@ export class Stack<R extends StackRedis = RedisServer> {
   /** Starts an api process on `port`. */
   api(port: number, env: Record<string, string> = {}, opts: StartOptions = {}): ApiService {
     const name = opts.name ?? `api-${this.apis.length + 1}`;
-    const s = new ApiService(port, this.serviceOptions(name, env, opts));
+    const s = new ApiService(port, this.serviceOptions('api', name, env, opts));
     this.apis.push(s);
     void s.start();
     return s;
@@ -128,12 +130,13 @@ export class Stack<R extends StackRedis = RedisServer> {
 
   private service(kind: ServiceKind, list: Service[], opts: StartOptions, env: Record<string, string>) {
     const name = opts.name ?? `${kind === 'gpu-worker' ? 'worker' : kind}-${list.length + 1}`;
-    const s = new Service({ kind, ...this.serviceOptions(name, env, opts) });
+    const s = new Service({ kind, ...this.serviceOptions(kind, name, env, opts) });
     list.push(s);
     return s;
   }
 
   private serviceOptions(
+    kind: ServiceKind,
     name: string,
     env: Record<string, string>,
     opts: StartOptions,
@@ -144,6 +147,7 @@ export class Stack<R extends StackRedis = RedisServer> {
       drainWhenUp,
       env: { ...this.env, ...env },
       built: opts.built ?? this.options.built,
+      entry: this.options.entries?.[kind],
       nodeArgs,
       logFile: logDir ? join(logDir, `${name}.log`) : undefined,
     };

@@ -1,13 +1,15 @@
 import { ToolRegistry, type ModelChoice } from './api.js';
 import { batchGenerateTool } from './batch.js';
-import { registerConformanceTools } from './conformance.js';
 import { generateTool } from './generate.js';
 
 export interface BuiltinToolOptions {
   /** Estimated tokens above which `batch_generate` asks the caller to confirm (TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS). */
   batchConfirmAboveTokens: number;
-  /** Adds the conformance suite's fixtures (TASKLINE_MCP_CONFORMANCE_TOOLS). */
-  conformance: boolean;
+  /**
+   * Registers tools beyond the built-in ones (none in production; the conformance suite's entries
+   * add its fixtures). The api and the worker must extend alike, as they must agree on the tools.
+   */
+  extend?: (registry: ToolRegistry) => ToolRegistry;
   /** The served models the generation tools' `model` lists; absent, any id passes the schema. */
   models?: ModelChoice;
 }
@@ -22,5 +24,5 @@ export function builtinTools(options: BuiltinToolOptions): ToolRegistry {
     .register(
       batchGenerateTool({ confirmAbove: () => options.batchConfirmAboveTokens, models: options.models }),
     );
-  return options.conformance ? registerConformanceTools(registry) : registry;
+  return options.extend ? options.extend(registry) : registry;
 }

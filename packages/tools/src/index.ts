@@ -20,5 +20,4 @@ export {
 export { createToolRunner, waitFor, type ToolRunner, type ToolRunnerOptions } from './runner.js';
 export { generateTool } from './generate.js';
 export { batchGenerateTool, type BatchOptions } from './batch.js';
-export { registerConformanceTools } from './conformance.js';
 export { builtinTools, type BuiltinToolOptions } from './builtin.js';

@@ -27,7 +27,7 @@ describe('tool runner: a stopped attempt never cancels the child generation its 
       idempotencyTtlS: 86_400,
       idempotencyPendingMs: 30_000,
     });
-    runner = createToolRunner(builtinTools({ conformance: false, batchConfirmAboveTokens: 1e9 }));
+    runner = createToolRunner(builtinTools({ batchConfirmAboveTokens: 1e9 }));
   });
   after(async () => {
     await runner.close();

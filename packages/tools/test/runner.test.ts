@@ -33,7 +33,7 @@ describe('tool runner: generations outside the served models and output cap', ()
       TASKLINE_SNAPSHOT_MODELS: '',
       TASKLINE_MAX_OUTPUT_TOKENS: CAP,
     });
-    runner = createToolRunner(builtinTools({ conformance: false, batchConfirmAboveTokens: 1e9 }), {
+    runner = createToolRunner(builtinTools({ batchConfirmAboveTokens: 1e9 }), {
       served,
     });
   });

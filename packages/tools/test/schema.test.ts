@@ -12,7 +12,6 @@ const env = (models: string, fallback = '') => ({
 describe('generation tool schemas', () => {
   it('list the served models as an enum, with the configured default', () => {
     const tools = builtinTools({
-      conformance: false,
       batchConfirmAboveTokens: 1,
       models: modelChoice(env('a,b', 'b')),
     });
@@ -31,7 +30,6 @@ describe('generation tool schemas', () => {
 
   it('without a default, model is required', () => {
     const tools = builtinTools({
-      conformance: false,
       batchConfirmAboveTokens: 1,
       models: modelChoice(env('a')),
     });

@@ -53,6 +53,7 @@ function mcpRouter(core: ApiCore): Router {
     logger: core.logger.child({ surface: 'mcp' }),
     authenticate: core.auth.authenticate,
     admission: core.admission,
+    extensions: core.mcpExtensions,
     observe: metrics && {
       taskCreated: (tenant) =>
         metrics.taskCreatesTotal.inc({

@@ -10,6 +10,7 @@ import {
   type ServedModels,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
+import type { McpExtensions } from '@taskline/mcp';
 import type { TasklineMetrics } from '@taskline/metrics';
 import { StreamRegistry } from './sse.js';
 
@@ -24,6 +25,8 @@ export interface AppDeps {
    * the busiest tenants.
    */
   metrics?: TasklineMetrics;
+  /** What `/mcp` serves beyond the built-in tools: none in production (the conformance entry's fixtures). */
+  mcpExtensions?: McpExtensions;
 }
 
 /** What every surface of the api is built on: the engine, the authenticator and the one admission path. */

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
-import { freePort, startStack, until, type Service, type Stack } from '@taskline/testing';
+import { freePort, startStack, until, type Service, type Stack, type StackOptions } from '@taskline/testing';
 
 export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -32,9 +32,11 @@ export class Cluster {
     return this.stack.redis;
   }
 
-  static async start(options: { schedulers?: number; env?: Record<string, string> } = {}): Promise<Cluster> {
+  static async start(
+    options: { schedulers?: number; env?: Record<string, string>; entries?: StackOptions['entries'] } = {},
+  ): Promise<Cluster> {
     const env = { TASKLINE_LEASE_MS: '1000', ...options.env };
-    const stack = await startStack({ schedulers: 0, env });
+    const stack = await startStack({ schedulers: 0, env, entries: options.entries });
     const store = new TaskStore(connectRedis(stack.redis.url, 'test'), {
       taskRetentionMs: 3_600_000,
       eventRetentionMs: 3_600_000,

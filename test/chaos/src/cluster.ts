@@ -9,20 +9,25 @@ import { connectRedis, TaskStore } from '@taskline/engine';
 import {
   freePort,
   startHaproxy,
+  startRedis,
+  startRedisCluster,
   startStack,
   type ApiService,
+  type RedisCluster,
   type RedisServer,
   type Service,
   type Stack,
 } from '@taskline/testing';
+import { FIXTURE_ENTRIES } from '../../conformance/entries.js';
 import { API_KEYS } from './client.js';
-import { LOG_DIR } from './observed.js';
+import { LOG_DIR, ON_CLUSTER } from './observed.js';
 import * as tools from './tools.js';
 import { ROLLING_DRAIN_MS } from './visible.js';
 
 export interface Cluster {
-  stack: Stack;
-  redis: RedisServer;
+  stack: Stack<RedisServer | RedisCluster>;
+  /** One Redis with AOF, or (ON_CLUSTER) 3 primaries and 3 replicas with AOF. */
+  redis: RedisServer | RedisCluster;
   /** For the checks: reads every task the run acknowledged. */
   store: TaskStore;
   apis: ApiService[];
@@ -35,14 +40,16 @@ export interface Cluster {
 /** Starts every process (each start gives up after 120 s); a cluster that does not come up is stopped. */
 export async function startCluster(): Promise<Cluster> {
   mkdirSync(LOG_DIR, { recursive: true });
-  const stack = await startStack({
+  const stack = await startStack<RedisServer | RedisCluster>({
+    redis: ON_CLUSTER ? () => startRedisCluster() : () => startRedis(),
     schedulers: 0,
     logDir: LOG_DIR,
     env: {
       TASKLINE_LEASE_MS: '1500',
-      TASKLINE_MCP_CONFORMANCE_TOOLS: '1',
       ...tools.TOOL_CHAOS_ENV,
     },
+    // The MCP load calls the conformance suite's fixture tools (slow_compute, confirm_delete).
+    entries: FIXTURE_ENTRIES,
   });
   try {
     for (let i = 1; i <= 2; i++)

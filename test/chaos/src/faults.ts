@@ -1,23 +1,94 @@
 /**
  * The chaos run's faults: every 0.6-1.6 s one of an api, a scheduler or a worker is SIGKILLed
  * (and restarted), drained past its deadline or paused past its lease, the kind injected least so
- * far first; Redis is SIGKILLed once and restarted from its AOF. Every step is bounded: one that
+ * far first; Redis is SIGKILLed once and restarted from its AOF, or on a Redis Cluster a primary is
+ * SIGKILLed twice (its replica promoted) and one `CLUSTER FAILOVER` switches another. Every step is bounded: one that
  * does not end fails the run with its name instead of hanging it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { bounded, type Service } from '@taskline/testing';
+import { bounded, type RedisCluster, type RedisServer, type Service } from '@taskline/testing';
 import type { Cluster } from './cluster.js';
-import { apiDown, elapsed, faults, rand, redisDown, SECONDS } from './observed.js';
+import { apiDown, elapsed, faults, ON_CLUSTER, rand, redisDown, SECONDS } from './observed.js';
 import * as tools from './tools.js';
 import { stopForFault } from './visible.js';
 
 /** A fault's own step (a kill, a drain, Redis's restart): past it, the run stops and says which. */
 export const FAULT_BOUND_MS = 30_000;
 
+interface RedisStep {
+  /** When, as a share of the run's seconds. */
+  share: number;
+  run(c: Cluster): Promise<void>;
+}
+
+/** One Redis: SIGKILLed once, restarted from its AOF. */
+const SINGLE_STEPS: RedisStep[] = [
+  {
+    share: 0.4,
+    async run(c) {
+      const redis = c.redis as RedisServer;
+      faults.push({ at_ms: elapsed(), target: 'redis', action: 'SIGKILL' });
+      await bounded('the Redis kill', FAULT_BOUND_MS, redis.kill());
+      await sleep(2000);
+      await bounded('the Redis restart from its AOF', FAULT_BOUND_MS, redis.restart());
+      faults.push({ at_ms: elapsed(), target: 'redis', action: 'restart from AOF' });
+    },
+  },
+];
+
+/** A random primary of the cluster now (roles move with every failover). */
+async function somePrimary(cluster: RedisCluster): Promise<RedisServer> {
+  const primaries = await cluster.primaries();
+  return primaries[rand(primaries.length)]!;
+}
+
+/**
+ * A Redis Cluster: a primary SIGKILLed twice (its replica promoted, the killed node back from its
+ * AOF as a replica) and one planned `CLUSTER FAILOVER`. A promotion waits for the node timeout and
+ * an election, so its step's bound is the fault bound twice.
+ */
+const killPrimary: RedisStep['run'] = async (c) => {
+  const cluster = c.redis as RedisCluster;
+  const primary = await somePrimary(cluster);
+  faults.push({ at_ms: elapsed(), target: 'redis', action: `SIGKILL a primary (${primary.port})` });
+  const promoted = await bounded(
+    'the promotion of a replica',
+    2 * FAULT_BOUND_MS,
+    cluster.killPrimary(primary),
+  );
+  faults.push({ at_ms: elapsed(), target: 'redis', action: `replica promoted (${promoted.port})` });
+};
+const CLUSTER_STEPS: RedisStep[] = [
+  { share: 0.1, run: killPrimary },
+  { share: 0.4, run: killPrimary },
+  {
+    share: 0.7,
+    async run(c) {
+      const cluster = c.redis as RedisCluster;
+      const primary = await somePrimary(cluster);
+      const next = await bounded('CLUSTER FAILOVER', 2 * FAULT_BOUND_MS, cluster.failover(primary));
+      faults.push({
+        at_ms: elapsed(),
+        target: 'redis',
+        action: `CLUSTER FAILOVER (${primary.port} to ${next.port})`,
+      });
+    },
+  },
+];
+
+/** The Redis fault kinds every run must have injected (minimums.ts). */
+export const REDIS_FAULTS = ON_CLUSTER
+  ? ['redis SIGKILL a primary', 'redis replica promoted', 'redis CLUSTER FAILOVER']
+  : ['redis SIGKILL', 'redis restart from AOF'];
+
 export async function faultLoop(c: Cluster, until: number): Promise<void> {
   // From the start of the load, not of the process: a slow cluster start must not move it first.
-  const redisAt = Date.now() + Math.floor(SECONDS * 400);
-  let redisDone = false;
+  const start = Date.now();
+  const redisSteps = (ON_CLUSTER ? CLUSTER_STEPS : SINGLE_STEPS).map((s) => ({
+    ...s,
+    at: start + Math.floor(SECONDS * 1000 * s.share),
+  }));
+  let redisBusy = false;
   const restarting = new Set<Service>();
   const pending: Promise<void>[] = [];
   while (Date.now() < until) {
@@ -25,17 +96,19 @@ export async function faultLoop(c: Cluster, until: number): Promise<void> {
     await sleep(600 + rand(1000));
     if (Date.now() >= until) break;
     // Once due, whatever restarts are in progress: they reconnect like every other client.
-    if (!redisDone && Date.now() >= redisAt) {
-      redisDone = true;
-      const w = { from: Date.now(), to: Infinity };
-      redisDown.push(w);
-      faults.push({ at_ms: elapsed(), target: 'redis', action: 'SIGKILL' });
-      await bounded('the Redis kill', FAULT_BOUND_MS, c.redis.kill());
-      await sleep(2000);
-      await bounded('the Redis restart from its AOF', FAULT_BOUND_MS, c.redis.restart());
-      w.to = Date.now();
-      faults.push({ at_ms: elapsed(), target: 'redis', action: 'restart from AOF' });
-      continue;
+    // One Redis fault at a time. On one Redis the loop waits for it (seconds); a cluster's
+    // promotion takes the node timeout, an election and the old node's resync, so the process
+    // faults go on beside it.
+    const due = redisSteps[0];
+    if (due && !redisBusy && Date.now() >= due.at) {
+      redisSteps.shift();
+      const step = redisStep(c, due);
+      if (!ON_CLUSTER) {
+        await step;
+        continue;
+      }
+      redisBusy = true;
+      pending.push(step.finally(() => (redisBusy = false)));
     }
     // Only a process that is up; its restart runs alongside, so faults keep coming every few seconds.
     // One api replica always stays: both down is an outage HAProxy rightly answers 503, not a fault to survive.
@@ -76,4 +149,14 @@ export async function faultLoop(c: Cluster, until: number): Promise<void> {
   }
   // Each restart gives up after 120 s (Service.start) and records the failure.
   await bounded('the restarts of killed processes', 150_000, Promise.all(pending));
+  // Redis faults the load outlasted (a slow host's promotions): still injected, the report's times show when.
+  for (const step of redisSteps) await redisStep(c, step);
+}
+
+/** A Redis fault with its window, in which 503 + Retry-After is allowed. */
+async function redisStep(c: Cluster, step: RedisStep): Promise<void> {
+  const w = { from: Date.now(), to: Infinity };
+  redisDown.push(w);
+  await step.run(c);
+  w.to = Date.now();
 }

@@ -7,6 +7,7 @@ import { isFinalEventType, isTerminal, type TaskRecord } from '@taskline/engine'
 import { TENANTS } from './client.js';
 import type { Cluster } from './cluster.js';
 import { legacyInvariant } from './legacy.js';
+import { scanKeys } from './records.js';
 import {
   fiveXx,
   idemIds,
@@ -117,20 +118,15 @@ export async function checkInvariants(c: Cluster): Promise<Invariant[]> {
   }
   // No task record beyond those the keys named: scan every LMSP task of the tenant.
   const keyed = new Set([...idemIds.values()].flatMap((s) => [...s]));
-  let cursor = '0';
   let stored = 0;
   const unacknowledged: string[] = [];
-  do {
-    const [next, keys] = await c.store.redis.scan(cursor, 'MATCH', 'tl:{*}:task', 'COUNT', 1000);
-    cursor = next;
-    for (const key of keys) {
-      const [tenant, kind, request] = await c.store.redis.hmget(key, 'tenant', 'kind', 'request');
-      if (tenant !== TENANTS.a || kind !== 'response' || !request?.includes('task chaos-')) continue;
-      stored++;
-      const id = key.slice(4, -6);
-      if (!keyed.has(id)) unacknowledged.push(id);
-    }
-  } while (cursor !== '0');
+  for (const key of await scanKeys(c.store.redis, 'tl:{*}:task')) {
+    const [tenant, kind, request] = await c.store.redis.hmget(key, 'tenant', 'kind', 'request');
+    if (tenant !== TENANTS.a || kind !== 'response' || !request?.includes('task chaos-')) continue;
+    stored++;
+    const id = key.slice(4, -6);
+    if (!keyed.has(id)) unacknowledged.push(id);
+  }
   // A create whose every answer was lost exists without a 202: allowed (the client gave up), and
   // it is never a second task for a key that was acknowledged.
   idem.checked += stored;

@@ -20,6 +20,7 @@ export function requireMinimums(
   invariants: Invariant[],
   faults: { target: string; action: string }[],
   required: readonly string[],
+  redisKinds: readonly string[],
 ): Invariant {
   const violations: string[] = [];
   for (const i of invariants) {
@@ -27,7 +28,7 @@ export function requireMinimums(
     if (i.checked < min) violations.push(`"${i.name}" checked ${i.checked}, at least ${min} required`);
   }
   const seen = faults.map((f) => `${f.target.replace(/-\d+$/, '')} ${f.action}`);
-  for (const kind of ['redis SIGKILL', 'redis restart from AOF', ...required]) {
+  for (const kind of [...redisKinds, ...required]) {
     const [role] = kind.split(' ');
     const n = seen.filter((f) => f.startsWith(`${role} `) && faultKind(f) === kind).length;
     if (n === 0) violations.push(`fault "${kind}" never injected`);
@@ -37,7 +38,8 @@ export function requireMinimums(
 
 /** The kind of an injected fault, from its report line ("worker SIGTERM (drain…)" → "worker drain"). */
 function faultKind(line: string): string {
-  if (line.startsWith('redis ')) return line;
+  // A Redis action names its node in parentheses: the kind is what comes before.
+  if (line.startsWith('redis ')) return line.replace(/ \(.*\)$/, '');
   const [role] = line.split(' ');
   if (line.includes('SIGTERM')) return `${role} drain`;
   if (line.includes('SIGSTOP')) return `${role} pause`;

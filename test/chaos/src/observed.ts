@@ -9,6 +9,8 @@ import { ROOT } from '@taskline/testing';
 import { send, type Reply } from './client.js';
 
 export const SECONDS = Number(process.env.TASKLINE_CHAOS_SECONDS ?? 60);
+/** `TASKLINE_CHAOS_REDIS=cluster` (`pnpm test:chaos:cluster`): the stack on a Redis Cluster, its faults failovers. */
+export const ON_CLUSTER = process.env.TASKLINE_CHAOS_REDIS === 'cluster';
 /** After the load stops, every acknowledged task must be terminal within this. */
 export const TERMINAL_BOUND_MS = Number(process.env.TASKLINE_CHAOS_TERMINAL_BOUND_MS ?? 90_000);
 export const REPORT_DIR = join(ROOT, 'test/chaos/report');

@@ -1,4 +1,23 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * Every key matching `pattern`. SCAN walks one node: on a Redis Cluster (Taskline's factory hands
+ * back a `Cluster` typed as `Redis`) every primary is walked, each owning its slots' keys.
+ */
+export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+  const cluster = redis as unknown as Partial<Cluster>;
+  const nodes = typeof cluster.nodes === 'function' ? cluster.nodes('master') : [redis];
+  const out: string[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      out.push(...keys);
+    } while (cursor !== '0');
+  }
+  return out;
+}
 
 /**
  * Every task's stored state: record hash, event log, input requests/answers and token snapshot,
@@ -6,21 +25,16 @@ import type { Redis } from 'ioredis';
  */
 export async function snapshotTasks(redis: Redis): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', 'tl:{*}:task', 'COUNT', 1000);
-    cursor = next;
-    for (const key of keys) {
-      const id = key.slice('tl:{'.length, -'}:task'.length);
-      const [record, events, inputs, tokens] = await Promise.all([
-        redis.hgetall(key),
-        redis.xrange(`tl:{${id}}:events`, '-', '+'),
-        redis.hgetall(`tl:{${id}}:inputs`),
-        redis.get(`tl:{${id}}:tokens`),
-      ]);
-      out.set(id, JSON.stringify({ record, events, inputs, tokens }));
-    }
-  } while (cursor !== '0');
+  for (const key of await scanKeys(redis, 'tl:{*}:task')) {
+    const id = key.slice('tl:{'.length, -'}:task'.length);
+    const [record, events, inputs, tokens] = await Promise.all([
+      redis.hgetall(key),
+      redis.xrange(`tl:{${id}}:events`, '-', '+'),
+      redis.hgetall(`tl:{${id}}:inputs`),
+      redis.get(`tl:{${id}}:tokens`),
+    ]);
+    out.set(id, JSON.stringify({ record, events, inputs, tokens }));
+  }
   return out;
 }
 

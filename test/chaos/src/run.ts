@@ -9,7 +9,7 @@
  */
 import { bounded } from '@taskline/testing';
 import { startCluster, stopCluster, type Cluster } from './cluster.js';
-import { faultLoop } from './faults.js';
+import { faultLoop, REDIS_FAULTS } from './faults.js';
 import { checkInvariants } from './invariants.js';
 import { runLoad } from './load.js';
 import { requireMinimums } from './minimums.js';
@@ -41,7 +41,7 @@ async function main() {
     return found;
   };
   const invariants = await bounded('the invariant checks', 2 * TERMINAL_BOUND_MS + 60_000, checks());
-  invariants.push(requireMinimums(invariants, faults, tools.REQUIRED_FAULTS));
+  invariants.push(requireMinimums(invariants, faults, tools.REQUIRED_FAULTS, REDIS_FAULTS));
   const overloadResult = await bounded('the overload', SECONDS * 100 + 120_000, overload(c));
   const broken = writeReport(buildReport(invariants, overloadResult));
   await stopCluster(c);

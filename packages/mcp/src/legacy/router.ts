@@ -8,12 +8,13 @@ import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js'
 import type { LegacySession, LegacySessions } from './session.js';
 import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod, type LegacyCall } from './tasks.js';
 import { negotiateVersion } from './wire.js';
+import type { McpExtensions } from '../extensions.js';
 import { rpcError } from '../rpc.js';
 
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
 export interface LegacyDeps extends Omit<LegacyCall, 'tenant' | 'res' | 'id' | 'reservation'> {
   sessions: LegacySessions;
-  fixtures: boolean;
+  extensions: McpExtensions;
   logger: Logger;
 }
 
@@ -102,7 +103,7 @@ async function initialize(deps: LegacyDeps, res: Response, tenant: string, body:
   res.json({
     jsonrpc: '2.0',
     id: body.id,
-    result: { protocolVersion, capabilities: legacyCapabilities(deps.fixtures), serverInfo: SERVER_INFO },
+    result: { protocolVersion, capabilities: legacyCapabilities(deps.extensions), serverInfo: SERVER_INFO },
   });
 }
 
@@ -131,7 +132,7 @@ async function serveWithSdk(
   session: LegacySession,
   tenant: string,
 ): Promise<void> {
-  const server = buildLegacyServer({ tools: deps.tools, tenant, session, fixtures: deps.fixtures });
+  const server = buildLegacyServer({ tools: deps.tools, tenant, session, extensions: deps.extensions });
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   const done = new AbortController();
   relayServerRequests(transport, deps.store.redis, session.id, done.signal);

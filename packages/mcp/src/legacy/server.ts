@@ -3,25 +3,20 @@ import type { ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { ToolRegistry } from '@taskline/tools';
 import { inlineContext } from '../inline.js';
 import type { LegacySession } from './session.js';
-import { registerLegacyFixtures } from './fixtures.js';
+import type { McpExtensions } from '../extensions.js';
 
 export const SERVER_INFO = { name: 'taskline', version: '0.1.0' };
 
 /**
  * What `/mcp` offers 2025-era clients: tools, and the 2025-11-25 experimental tasks for tool
- * calls (`tasks/list` and `tasks/cancel` included); with the conformance fixtures also
- * resources, prompts, completion and logging.
+ * calls (`tasks/list` and `tasks/cancel` included); and what extensions add (resources,
+ * prompts...).
  */
-export function legacyCapabilities(fixtures: boolean): ServerCapabilities {
+export function legacyCapabilities(extensions: McpExtensions): ServerCapabilities {
   return {
     tools: { listChanged: true },
     tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
-    ...(fixtures && {
-      resources: { subscribe: true, listChanged: true },
-      prompts: { listChanged: true },
-      logging: {},
-      completions: {},
-    }),
+    ...extensions.legacyCapabilities,
   };
 }
 
@@ -34,9 +29,9 @@ export function buildLegacyServer(options: {
   tools: ToolRegistry;
   tenant: string;
   session: LegacySession | null;
-  fixtures: boolean;
+  extensions: McpExtensions;
 }): McpServer {
-  const server = new McpServer(SERVER_INFO, { capabilities: legacyCapabilities(options.fixtures) });
+  const server = new McpServer(SERVER_INFO, { capabilities: legacyCapabilities(options.extensions) });
   for (const tool of options.tools.list()) {
     const registered = server.registerTool(
       tool.name,
@@ -46,7 +41,7 @@ export function buildLegacyServer(options: {
     );
     registered.execution = { taskSupport: tool.taskSupport };
   }
-  if (options.fixtures) registerLegacyFixtures(server);
+  options.extensions.registerLegacy?.(server);
   if (options.session) {
     // A fresh server per request: it learns the client only from what `initialize` stored. The
     // SDK keeps this state private (it expects one long-lived server per session).

@@ -1,0 +1,75 @@
+import { loadEnv } from '@taskline/config';
+import {
+  checkDurability,
+  connectRedis,
+  durabilityFromEnv,
+  redisTargetFromEnv,
+  timeRedisCommands,
+} from '@taskline/engine';
+import { createLogger } from '@taskline/log';
+import type { McpExtensions } from '@taskline/mcp';
+import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { createApp } from './app.js';
+import { serve } from './server.js';
+
+/**
+ * Starts the `api` service: LMSP 1.0 and MCP over HTTP. Stateless; run as many replicas as needed
+ * on one Redis. `main.ts` runs it as deployed; a test entry may add `/mcp` extensions.
+ */
+export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void {
+  main(options.mcpExtensions).catch((err: unknown) => {
+    process.stderr.write(
+      JSON.stringify({
+        ts: new Date().toISOString(),
+        level: 'error',
+        msg: 'api failed to start',
+        service: 'api',
+        err: String(err),
+      }) + '\n',
+    );
+    process.exit(1);
+  });
+}
+
+async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
+  const env = loadEnv();
+  const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
+  const redis = connectRedis(redisTargetFromEnv(env), 'taskline-api');
+  redis.on('error', (err) => logger.warn('redis connection error', { err }));
+  logger.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), logger));
+  if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
+    logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
+  }
+  const metrics = createMetrics({ service: 'api', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
+  const api = createApp({ env, redis, logger, metrics, mcpExtensions });
+  // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
+  // busiest tenants, so only the scraper may reach them, never the clients of the api port.
+  const metricsServer = await startMetricsServer({
+    metrics,
+    port: env.TASKLINE_METRICS_PORT,
+    host: env.TASKLINE_HOST,
+  });
+  const running = await serve(
+    api,
+    env.TASKLINE_HOST,
+    env.TASKLINE_PORT,
+    logger.child({ metrics_port: metricsServer.port }),
+  );
+
+  const stop = (signal: string) => {
+    logger.info('signal', { signal });
+    void running
+      .shutdown(env.TASKLINE_SHUTDOWN_DEADLINE_MS, env.TASKLINE_SSE_RETRY_MS)
+      .catch((err) => logger.error('shutdown failed', { err }))
+      .finally(async () => {
+        await metricsServer.close().catch(() => undefined);
+        metrics.close();
+        api.hub.close();
+        redis.disconnect();
+        process.exit(0);
+      });
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { loadEnv } from '@taskline/config';
+import {
+  checkDurability,
+  durabilityFromEnv,
+  connectRedis,
+  redisTargetFromEnv,
+  EventHub,
+  servedModelsFromEnv,
+  storeOptionsFromEnv,
+  TaskStore,
+  timeRedisCommands,
+} from '@taskline/engine';
+import {
+  createInstantBackend,
+  estimateOnnxModelBytes,
+  loadOnnxModelInThread,
+  ModelCache,
+  type ModelBackend,
+} from '@taskline/inference';
+import { createLogger } from '@taskline/log';
+import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { builtinTools, createToolRunner, modelChoice, type BuiltinToolOptions } from '@taskline/tools';
+import { GpuWorker } from './worker.js';
+
+/** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
+const INSTANT_MODEL = 'instant';
+
+/**
+ * Starts the `gpu-worker` service; resolves once it is ready. `main.ts` runs it as deployed; a test
+ * entry may register more tools, the same ones its api lists.
+ */
+export async function startWorker(
+  options: { extendTools?: BuiltinToolOptions['extend'] } = {},
+): Promise<void> {
+  const env = loadEnv();
+  const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
+  const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
+  const redisTarget = redisTargetFromEnv(env);
+  const redis = connectRedis(redisTarget, id);
+  log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
+  const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
+  const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
+  const hub = new EventHub(store);
+  const metricsServer = await startMetricsServer({
+    metrics,
+    port: env.TASKLINE_METRICS_PORT,
+    host: env.TASKLINE_HOST,
+  });
+
+  const providers =
+    env.TASKLINE_EXECUTION_PROVIDER === 'cuda' ? (['cuda', 'cpu'] as const) : (['cpu'] as const);
+  const cache = new ModelCache<ModelBackend>({
+    budgetBytes: env.TASKLINE_MODEL_MEMORY_MB * 1024 * 1024,
+    estimateBytes: (model) =>
+      model === INSTANT_MODEL ? 0 : estimateOnnxModelBytes(join(env.TASKLINE_MODELS_DIR, model)),
+    // Timed here, where a model is really loaded: a cache hit is no model load.
+    load: async (model) => {
+      const started = process.hrtime.bigint();
+      const backend =
+        model === INSTANT_MODEL
+          ? createInstantBackend({ minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS })
+          : // Off the event loop: onnxruntime-node runs a session synchronously on its caller's thread.
+            await loadOnnxModelInThread(join(env.TASKLINE_MODELS_DIR, model), {
+              id: model,
+              executionProviders: [...providers],
+              intraOpThreads: env.TASKLINE_INTRA_OP_THREADS || undefined,
+              minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,
+            });
+      metrics.modelLoadSeconds.observe({ model }, Number(process.hrtime.bigint() - started) / 1e9);
+      return backend;
+    },
+  });
+
+  // The same registry the api lists: the api accepts a call, a worker runs it.
+  const tools = builtinTools({
+    extend: options.extendTools,
+    batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
+    models: modelChoice(env),
+  });
+  const toolRunner = createToolRunner(tools, { hub, served: servedModelsFromEnv(env) });
+
+  let exiting = false;
+  const exit = async () => {
+    if (exiting) return;
+    exiting = true;
+    await toolRunner.close();
+    await cache.clear();
+    await metricsServer.close();
+    metrics.close();
+    hub.close();
+    redis.disconnect();
+    process.exit(0);
+  };
+
+  const worker = new GpuWorker({
+    id,
+    redisTarget,
+    store,
+    log,
+    metrics,
+    models: env.TASKLINE_WORKER_MODELS.split(','),
+    slots: env.TASKLINE_WORKER_SLOTS,
+    fetchers: env.TASKLINE_WORKER_FETCHERS,
+    acquire: (model) => cache.acquire(model),
+    isLoaded: (model) => cache.isLoaded(model),
+    toolRunner,
+    leaseMs: env.TASKLINE_LEASE_MS,
+    flushMs: env.TASKLINE_STREAM_FLUSH_MS,
+    schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
+    onDrained: () => void exit(),
+  });
+  await worker.start();
+  log.info('ready', {
+    models: env.TASKLINE_WORKER_MODELS,
+    slots: env.TASKLINE_WORKER_SLOTS,
+    metrics_port: metricsServer.port,
+  });
+
+  process.on('SIGTERM', () => void worker.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
+  process.on('SIGINT', () => void worker.drain(0));
+}
