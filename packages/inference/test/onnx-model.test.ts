@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULT_MODEL_DIR, loadOnnxModel, loadOnnxModelInThread } from '../src/index.js';
 import type { ChatMessage, GenerateRequest, GenerateStep, OnnxModel } from '../src/index.js';
-import { sessionOptions } from '../src/onnx-model.js';
+import { sessionOptions } from '../src/onnx-session.js';
 
 // Real onnxruntime and the real tiny model in models/tiny-chat, as a worker would use them.
 const ask = (content: string): ChatMessage[] => [{ role: 'user', content }];

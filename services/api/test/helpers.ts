@@ -272,6 +272,27 @@ export const TASK_BODY = {
   on_restart: 'fail',
 };
 
+/** A task as POST /lmsp/v1/tasks answers it: the fields the task tests read. */
+export interface TaskReply {
+  id: string;
+  status: string;
+  response: unknown;
+  error: { code: string } | null;
+  response_id: string;
+  events_url: string;
+}
+
+/** Creates a task and asserts the 202. */
+export async function createTask(
+  base: string,
+  body: unknown = TASK_BODY,
+  headers: Record<string, string> = {},
+): Promise<TaskReply> {
+  const r = await call(base, 'POST', '/lmsp/v1/tasks', { body, headers });
+  assert.equal(r.status, 202, r.text);
+  return r.body as TaskReply;
+}
+
 export function delta(text: string): EventInput {
   return {
     type: 'response.output_text.delta',

@@ -1,0 +1,103 @@
+/** POST /lmsp/v1/responses, synchronous and streamed, and what a caller's disconnect does. */
+import assert from 'node:assert/strict';
+import { beforeEach, describe, test } from 'node:test';
+import { until } from '@taskline/testing';
+import {
+  call,
+  checkSse,
+  nextQueued,
+  openSse,
+  runWorker,
+  TASK_BODY,
+  type InProcessApi,
+  type Stack,
+  useStackWithApi,
+} from './helpers.js';
+
+let stack: Stack;
+let api: InProcessApi;
+useStackWithApi((s, a) => ([stack, api] = [s, a]));
+
+describe('responses', () => {
+  const body = { model: 'tiny-chat', input: 'Say hi.', max_output_tokens: 16 };
+  // Earlier tests leave queued tasks; here the next queued task must be the one just created.
+  beforeEach(() => stack.redis.del('tl:{sched}:ready:tiny-chat:tenant-a'));
+
+  test('synchronous JSON runs through the engine and a worker', async () => {
+    const pending = call(api.base, 'POST', '/lmsp/v1/responses', { body });
+    const id = await nextQueued(stack.redis);
+    const stored = await stack.worker.get(id);
+    assert.deepEqual(stored?.request, body, 'the request is what the worker runs');
+    await runWorker(stack.worker, id, ['h', 'i']);
+    const r = await pending;
+    assert.equal(r.status, 200, r.text);
+    assert.equal((r.body as { status: string }).status, 'completed');
+    assert.equal((r.body as { id: string }).id, stored?.responseId);
+  });
+
+  test('stream: true is SSE from response.created to one final event', async () => {
+    const reading = openSse(api.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      body: { ...body, stream: true },
+    });
+    const id = await nextQueued(stack.redis);
+    await runWorker(stack.worker, id, ['o', 'k']);
+    const read = await reading;
+    await read.done;
+    checkSse(api.base, 'POST', '/lmsp/v1/responses', read);
+    assert.equal(read.events[0]?.event, 'response.created');
+    assert.equal(read.events.at(-1)?.event, 'response.completed');
+  });
+
+  test('an Idempotency-Key on a response replays the same response, never a second run', async () => {
+    const headers = { 'idempotency-key': 'resp-idem-1' };
+    const pending = call(api.base, 'POST', '/lmsp/v1/responses', { body, headers });
+    const id = await nextQueued(stack.redis);
+    await runWorker(stack.worker, id, ['once']);
+    const first = await pending;
+    const again = await call(api.base, 'POST', '/lmsp/v1/responses', { body, headers });
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, first.body);
+    assert.equal(await stack.redis.zcard('tl:{sched}:ready:tiny-chat:tenant-a'), 0, 'nothing new was queued');
+    const asTask = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
+    assert.equal(asTask.status, 422, 'the same key on another operation is another request');
+  });
+
+  test('a synchronous caller that disconnects cancels its response', async () => {
+    const controller = new AbortController();
+    const pending = fetch(`${api.base}/lmsp/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer key-a-0123456789', 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    }).catch((err: Error) => err);
+    const id = await nextQueued(stack.redis);
+    const { attempt } = await stack.worker.claim(id, 'w', 60_000);
+    await stack.worker.start(id, attempt);
+    controller.abort();
+    assert.equal(((await pending) as Error).name, 'AbortError');
+    await until('the task to be cancelling', async () =>
+      (await stack.worker.get(id))?.status === 'cancelling' ? true : undefined,
+    );
+    await stack.worker.finish(id, attempt, { status: 'cancelled' });
+    assert.equal((await stack.worker.get(id))?.status, 'cancelled');
+  });
+});
+
+describe('responses: disconnects', () => {
+  beforeEach(() => stack.redis.del('tl:{sched}:ready:tiny-chat:tenant-a'));
+
+  test('a stream: true caller that disconnects cancels its response', async () => {
+    const read = await openSse(api.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      body: { model: 'tiny-chat', input: 'Say hi.', stream: true },
+    });
+    await read.waitFor(1);
+    const id = await nextQueued(stack.redis);
+    read.abort();
+    await read.done;
+    await until('the task to be cancelled', async () =>
+      (await stack.worker.get(id))?.status === 'cancelled' ? true : undefined,
+    );
+  });
+});
