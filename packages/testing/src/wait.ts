@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 /**
  * Polls `check` until it returns a value other than undefined; fails with `what` after a generous
  * deadline so a broken test reports what it waited for instead of hanging.
@@ -30,4 +31,11 @@ export async function bounded<T>(what: string, ms: number, promise: Promise<T>):
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** How a child process ended: at once if it already has, else when it does. */
+export function exited(child: ChildProcess): Promise<number | NodeJS.Signals | null> {
+  if (child.exitCode !== null || child.signalCode !== null)
+    return Promise.resolve(child.exitCode ?? child.signalCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
 }

@@ -8,8 +8,8 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { idempotencyKey } from '@taskline/engine/keys';
+import { exited } from '@taskline/testing';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { exited } from '../../../services/gpu-worker/test/helpers.js';
 import { pollTask, rpc } from '../../mcp/test/helpers.js';
 
 const TENANT = 'tenant-a';

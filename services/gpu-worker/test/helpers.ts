@@ -8,6 +8,7 @@ export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 export type ParsedEvent = { seq: number; type: string } & Record<string, unknown>;
 
 export { until };
+export { exited } from '@taskline/testing';
 /** LMSP 7.2's table as clients see it, for tests of packages that do not depend on the engine. */
 export { visibleStepViolation } from '@taskline/engine';
 
@@ -143,13 +144,6 @@ export class Cluster {
     this.store.redis.disconnect();
     await this.stack.stop();
   }
-}
-
-/** Resolves with the exit code (or signal) of a child process, at once if it already exited. */
-export function exited(child: ChildProcess): Promise<number | NodeJS.Signals | null> {
-  if (child.exitCode !== null || child.signalCode !== null)
-    return Promise.resolve(child.exitCode ?? child.signalCode);
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
 }
 
 /** The text a client rebuilds from the deltas of an event history. */
