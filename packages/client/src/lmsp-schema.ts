@@ -372,7 +372,8 @@ export interface components {
         | 'loading'
         | 'noreplicas'
         | 'tryagain'
-        | 'clusterdown';
+        | 'clusterdown'
+        | 'moved';
       /** @description The request parameter at fault. */
       param?: string;
       /** @description The same error as OpenAI SDKs read it (`detail` as `message`). */

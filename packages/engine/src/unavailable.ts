@@ -21,6 +21,12 @@ const TRY_AGAIN_REPLIES = {
   /** Redis Cluster: a slot migrating or the cluster down. */
   TRYAGAIN: 'tryagain',
   CLUSTERDOWN: 'clusterdown',
+  /**
+   * Redis Cluster: the node no longer owns the slot. The client follows these itself; one that
+   * reaches the caller (a failover moving slots under a command) was refused, never run.
+   */
+  MOVED: 'moved',
+  ASK: 'moved',
 } as const;
 
 export type RedisUnavailableReason =
@@ -34,7 +40,7 @@ export type RedisUnavailableReason =
 export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
   'connection',
   'replication',
-  ...Object.values(TRY_AGAIN_REPLIES),
+  ...new Set(Object.values(TRY_AGAIN_REPLIES)),
 ];
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);

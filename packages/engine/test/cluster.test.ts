@@ -71,6 +71,21 @@ test('a key whose primary the client does not know yet (slot table unread, a fai
   }
 });
 
+test('a MOVED reply that escapes the client (a slot changing owner mid-failover) is a try-again: the command did not run', async () => {
+  const key = schedulerKeys.intake;
+  await redis.exists(key); // the client has read the slot table
+  const owner = nodeOf(redis, key);
+  const other = (redis as unknown as { nodes(role: 'master'): Redis[] })
+    .nodes('master')
+    .find((n) => n !== owner)!;
+  const err = await other.get(key).then(
+    () => assert.fail('a node that does not own the slot answered'),
+    (e: unknown) => e,
+  );
+  assert.match(String(err), /MOVED/);
+  assert.equal(redisUnavailableReason(err), 'moved');
+});
+
 test('a create waits for the replica of the primary that owns its task: a stalled replica there is replication_timeout', async () => {
   // A task whose slot is not the scheduler index's, so only its own primary's replica is stalled.
   const sched = await cluster.primaryOf(schedulerKeys.intake);
