@@ -18,7 +18,7 @@ import {
   type TaskRecord,
 } from '../src/index.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
-import { defaults, newTask, until } from './helpers.js';
+import { createBurst, defaults, newTask, until } from './helpers.js';
 
 let cluster: RedisCluster;
 let redis: Redis;
@@ -124,19 +124,8 @@ test('SIGKILL of a primary during a burst of creations loses no acknowledged tas
   const seen: number[] = [];
   const sub = await hub.subscribe(followed.id, 0, (e) => seen.push(e.seq));
 
-  const acknowledged: TaskRecord[] = [];
-  let refused = 0;
-  let stop = false;
-  const writers = Array.from({ length: 8 }, async () => {
-    while (!stop) {
-      try {
-        acknowledged.push(await store.create(newTask()));
-      } catch {
-        refused++;
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-  });
+  const burst = createBurst(store, 20);
+  const { acknowledged } = burst;
   await until('100 acknowledged creates', () => acknowledged.length >= 100 || undefined);
   await cluster.killPrimary(victim);
   const atFailover = acknowledged.length;
@@ -144,8 +133,7 @@ test('SIGKILL of a primary during a burst of creations loses no acknowledged tas
     'creates acknowledged after the failover',
     () => acknowledged.length >= atFailover + 100 || undefined,
   );
-  stop = true;
-  await Promise.all(writers);
+  await burst.stop();
 
   for (const task of acknowledged) {
     const found = await store.get(task.id);
@@ -169,7 +157,7 @@ test('SIGKILL of a primary during a burst of creations loses no acknowledged tas
     Array.from({ length: total }, (_, i) => i + 1),
   );
   console.log(
-    `cluster failover: ${acknowledged.length} acknowledged, all intact; ${refused} refused meanwhile`,
+    `cluster failover: ${acknowledged.length} acknowledged, all intact; ${burst.refused()} refused meanwhile`,
   );
   sub.close();
   hub.close();

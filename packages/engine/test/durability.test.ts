@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startRedis } from '@taskline/testing';
-import { checkDurability, connectRedis, TaskStore, type TaskRecord } from '../src/index.js';
-import { defaults, newTask, until } from './helpers.js';
+import { checkDurability, connectRedis, TaskStore } from '../src/index.js';
+import { createBurst, defaults, until } from './helpers.js';
 
 test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async (t) => {
   const server = await startRedis({ appendfsync: 'always' });
@@ -18,27 +18,15 @@ test('SIGKILL of Redis during a burst of creations loses no acknowledged task', 
   const report = await checkDurability(redis, { level: 'always', requireAof: true }, { warn: assert.fail });
   assert.equal(report.appendfsync, 'always', 'the start-up check saw the policy the promise needs');
   const store = new TaskStore(redis, defaults);
-  const acknowledged: TaskRecord[] = [];
-  let failed = 0;
-  let stop = false;
-  const writers = Array.from({ length: 8 }, async () => {
-    while (!stop) {
-      try {
-        acknowledged.push(await store.create(newTask()));
-      } catch {
-        failed++;
-        await new Promise((r) => setTimeout(r, 5));
-      }
-    }
-  });
+  const burst = createBurst(store, 5);
+  const { acknowledged } = burst;
   await until('300 acknowledged creates', () => acknowledged.length >= 300 || undefined);
   await server.kill();
   const before = acknowledged.length;
   await new Promise((r) => setTimeout(r, 200));
-  stop = true;
-  await Promise.all(writers);
+  await burst.stop();
   assert.equal(acknowledged.length, before, 'nothing is acknowledged while Redis is down');
-  assert.ok(failed > 0, 'creations failed while Redis was down');
+  assert.ok(burst.refused() > 0, 'creations failed while Redis was down');
 
   await server.restart();
   const check = connectRedis(server.url, 'check');
@@ -50,7 +38,9 @@ test('SIGKILL of Redis during a burst of creations loses no acknowledged task', 
     const { events } = await after.events(task.id, 0);
     assert.equal(events[0]?.type, 'response.created');
   }
-  console.log(`durability: ${acknowledged.length} acknowledged, all intact; ${failed} refused while down`);
+  console.log(
+    `durability: ${acknowledged.length} acknowledged, all intact; ${burst.refused()} refused while down`,
+  );
   redis.disconnect();
   check.disconnect();
   await server.stop();

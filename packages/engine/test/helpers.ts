@@ -1,6 +1,12 @@
 import { startRedis, type RedisServer } from '@taskline/testing';
 import type { Redis } from 'ioredis';
-import { connectRedis, TaskStore, type NewTask, type TaskStoreOptions } from '../src/index.js';
+import {
+  connectRedis,
+  TaskStore,
+  type NewTask,
+  type TaskRecord,
+  type TaskStoreOptions,
+} from '../src/index.js';
 
 export interface Harness {
   server: RedisServer;
@@ -42,3 +48,31 @@ export const newTask = (over: Partial<NewTask> = {}): NewTask => ({
 });
 
 export { until } from '@taskline/testing';
+
+/**
+ * Eight writers creating tasks back to back until `stop()`: every task a create resolved with is
+ * acknowledged; a refused create is counted and retried after `pauseMs`.
+ */
+export function createBurst(store: TaskStore, pauseMs: number) {
+  const acknowledged: TaskRecord[] = [];
+  let refused = 0;
+  let stopped = false;
+  const writers = Array.from({ length: 8 }, async () => {
+    while (!stopped) {
+      try {
+        acknowledged.push(await store.create(newTask()));
+      } catch {
+        refused++;
+        await new Promise((r) => setTimeout(r, pauseMs));
+      }
+    }
+  });
+  return {
+    acknowledged,
+    refused: () => refused,
+    stop: async () => {
+      stopped = true;
+      await Promise.all(writers);
+    },
+  };
+}
