@@ -99,6 +99,11 @@ export class StoreCore {
     await this.replicaAck?.wait([taskKeys(id).task, schedulerKeys.intake, ...also]);
   }
 
+  /** Resolves once this store's writes to the scheduler index (`{sched}`) are on its node's connected replicas. */
+  async indexReplicated(): Promise<void> {
+    await this.replicaAck?.wait([schedulerKeys.intake]);
+  }
+
   /** The task, or null when it never existed, expired, or belongs to another tenant. */
   async get(id: string, tenant?: string): Promise<TaskRecord | null> {
     const raw = await this.redis.hgetall(taskKeys(id).task);

@@ -3,6 +3,7 @@ import type { StoreCore } from './core.js';
 import { problem } from './errors.js';
 import { schedulerKeys, taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
+import { isCluster } from './redis.js';
 import { finalEvent, statusEvent } from './response.js';
 import type { TaskStatus } from './states.js';
 
@@ -54,9 +55,8 @@ export async function requestInput(
 /**
  * The caller's answers; unknown and already answered keys are ignored, partial answers kept. The
  * answer that closes the current ask resumes a parked task: it is queued (shown `running`) and
- * offered for a new attempt. A
- * journal entry (`intake`) goes first, in the same round trip, so a crash before the offer leaves
- * the reconciler a task to offer.
+ * offered for a new attempt. A journal entry (`intake`) goes first, in the same round trip on one
+ * Redis, so a crash before the offer leaves the reconciler a task to offer.
  */
 export async function provideInput(
   h: StoreCore,
@@ -69,6 +69,12 @@ export async function provideInput(
   const entries = Object.entries(given);
   const event = statusEvent('running', { input_received: true });
   const journalled = before.parked ? h.redis.zadd(schedulerKeys.intake, h.now(), id) : null;
+  // On a cluster the journal is on another node: the answer waits until it is written and
+  // replicated there (see create.ts), or a refused journal would strand the task queued.
+  if (journalled && isCluster(h.redis)) {
+    await journalled;
+    await h.indexReplicated();
+  }
   const [, reply] = await Promise.all([
     journalled,
     h.scripts.provide_input(

@@ -16,6 +16,7 @@ import {
   type TaskRecord,
 } from './records.js';
 import * as recovery from './recovery.js';
+import { isCluster } from './redis.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import type { Recovered } from './restart.js';
 import { CANCEL_OUTCOME, TASK_STATUSES, type TaskStatus } from './states.js';
@@ -159,9 +160,15 @@ export class TaskStore {
     const keys = taskKeys(id);
     const event = statusEvent('loading', { worker: workerId });
     const running = opts.start ? statusEvent('running') : null;
-    // One round trip: index entry and claim are sent together and run in that order. Indexed
-    // before the claim: a worker that dies right after claiming still leaves a lease to sweep.
+    // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
+    // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
+    // order. On a cluster they are on different nodes: the claim waits until the entry is written
+    // and on its node's replicas (as a create's record waits for its journal entry).
     const indexed = this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
+    if (isCluster(this.redis)) {
+      await indexed;
+      await this.core.indexReplicated();
+    }
     const claimed = this.scripts.claim(
       keys.task,
       keys.events,

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startRedisCluster, type RedisCluster } from '@taskline/testing';
+import { scanKeys, startRedisCluster, type RedisCluster } from '@taskline/testing';
 import type { Redis } from 'ioredis';
 import {
   connectRedis,
@@ -111,6 +111,75 @@ test('a create waits for the replica of the primary that owns its task: a stalle
         () => true,
         () => undefined,
       )) ?? undefined,
+  );
+});
+
+test("a create the scheduler index's primary refuses leaves no task record on another primary", async () => {
+  // The journal entry (in `{sched}`) and the record (in the task's slot) are on different nodes,
+  // where the order they are sent in orders nothing: a record outliving a lost journal entry would
+  // sit queued with nothing to offer it. The index's primary refuses every write here (it has one
+  // replica, and asks for two); most ids land on the other primaries.
+  await redis.exists(schedulerKeys.intake); // the client has read the slot table
+  const index = nodeOf(redis, schedulerKeys.intake);
+  const records = async () => (await scanKeys(redis, 'tl:{task_*}:task')).sort();
+  const before = await records();
+  await index.config('SET', 'min-replicas-to-write', '2');
+  try {
+    for (let i = 0; i < 12; i++) {
+      const refused = await store.create(newTask()).catch((err: unknown) => err);
+      assert.equal(redisUnavailableReason(refused), 'noreplicas', String(refused));
+    }
+  } finally {
+    await index.config('SET', 'min-replicas-to-write', '0');
+  }
+  assert.deepEqual(await records(), before, 'no record was written without its journal entry');
+});
+
+test("a claim the scheduler index's primary refuses leaves its task queued, never leased without an index entry", async () => {
+  // The lease index entry (in `{sched}`) is what the recovery sweep walks: a claim written without
+  // it would leave a task `loading` that no sweep ever finds once its worker gives up or dies.
+  await redis.exists(schedulerKeys.intake);
+  const index = nodeOf(redis, schedulerKeys.intake);
+  const tasks: TaskRecord[] = [];
+  while (tasks.length < 6) {
+    const task = await store.create(newTask());
+    if (nodeOf(redis, taskKeys(task.id).task) !== index) tasks.push(task);
+  }
+  await index.config('SET', 'min-replicas-to-write', '2');
+  try {
+    for (const task of tasks) {
+      const refused = await store.claim(task.id, 'w-refused', 60_000).catch((err: unknown) => err);
+      assert.equal(redisUnavailableReason(refused), 'noreplicas', String(refused));
+    }
+  } finally {
+    await index.config('SET', 'min-replicas-to-write', '0');
+  }
+  for (const task of tasks) assert.equal((await store.get(task.id))?.status, 'queued', task.id);
+});
+
+test("an answer the scheduler index's primary refuses leaves its parked task waiting, not queued with nothing to offer it", async () => {
+  await redis.exists(schedulerKeys.intake);
+  const index = nodeOf(redis, schedulerKeys.intake);
+  let task: TaskRecord;
+  do task = await store.create(newTask({ kind: 'tool', model: 'tools', onRestart: 'retry' }));
+  while (nodeOf(redis, taskKeys(task.id).task) === index);
+  const claimed = await store.claim(task.id, 'w1', 60_000, { start: true });
+  const ask = { method: 'elicitation/create', params: { message: 'Run it?' } };
+  assert.equal((await store.requestInput(task.id, claimed.attempt, { confirm: ask })).parked, true);
+  await index.config('SET', 'min-replicas-to-write', '2');
+  try {
+    const refused = await store
+      .provideInput(task.id, task.tenant, { confirm: { action: 'accept' } })
+      .catch((err: unknown) => err);
+    assert.equal(redisUnavailableReason(refused), 'noreplicas', String(refused));
+  } finally {
+    await index.config('SET', 'min-replicas-to-write', '0');
+  }
+  assert.equal((await store.get(task.id))?.status, 'input_required');
+  // Answered again once the index takes writes: offered for its next attempt.
+  assert.equal(
+    (await store.provideInput(task.id, task.tenant, { confirm: { action: 'accept' } })).status,
+    'running',
   );
 });
 

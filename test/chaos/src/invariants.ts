@@ -7,7 +7,7 @@ import { isFinalEventType, isTerminal, type TaskRecord } from '@taskline/engine'
 import { TENANTS } from './client.js';
 import type { Cluster } from './cluster.js';
 import { legacyInvariant } from './legacy.js';
-import { scanKeys } from './records.js';
+import { scanKeys } from '@taskline/testing';
 import {
   fiveXx,
   idemIds,

@@ -1,23 +1,5 @@
-import type { Cluster, Redis } from 'ioredis';
-
-/**
- * Every key matching `pattern`. SCAN walks one node: on a Redis Cluster (Taskline's factory hands
- * back a `Cluster` typed as `Redis`) every primary is walked, each owning its slots' keys.
- */
-export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
-  const cluster = redis as unknown as Partial<Cluster>;
-  const nodes = typeof cluster.nodes === 'function' ? cluster.nodes('master') : [redis];
-  const out: string[] = [];
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      cursor = next;
-      out.push(...keys);
-    } while (cursor !== '0');
-  }
-  return out;
-}
+import type { Redis } from 'ioredis';
+import { scanKeys } from '@taskline/testing';
 
 /**
  * Every task's stored state: record hash, event log, input requests/answers and token snapshot,
