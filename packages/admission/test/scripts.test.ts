@@ -1,8 +1,12 @@
-/** The admission package's limit scripts (`lua/`), run directly against a Redis of the test's own. */
+/**
+ * The admission package's limit scripts (`lua/`), run directly against a Redis of the test's own
+ * (a Redis Cluster under `pnpm test:cluster`, where a script whose keys span slots would fail).
+ */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, beforeEach, test } from 'node:test';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { connectRedis } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
 
 const source = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
@@ -12,13 +16,14 @@ let server: RedisServer;
 let redis: Redis;
 before(async () => {
   server = await startRedis();
-  redis = new Redis(server.url);
+  redis = connectRedis(server.url, 'admission-scripts-test');
 });
 after(async () => {
   redis.disconnect();
   await server.stop();
 });
-beforeEach(() => redis.flushall());
+// Every key the scripts touch here; FLUSHALL would reach one node of a cluster.
+beforeEach(() => redis.del('tl:api:rate:{t}', active, 'tl:api:streams:{t}'));
 
 test('token_bucket refuses past the burst with the wait, and holds a create place with its token', async () => {
   const bucket = source('token_bucket');

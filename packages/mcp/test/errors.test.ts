@@ -1,6 +1,7 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { scanKeys } from '@taskline/testing';
 import { startStack } from '../../../test/conformance/stack.js';
 import { rpc } from './helpers.js';
 
@@ -87,7 +88,7 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.equal(res.message.result, undefined);
   });
 
-  const taskKeys = () => stack.cluster.store.redis.keys('tl:{task_*}:task');
+  const taskKeys = async () => (await scanKeys(stack.cluster.store.redis, 'tl:{task_*}:task')).sort();
 
   it('tools/list describes every field of generate and batch_generate; model lists the served models', async () => {
     const { tools } = (await rpc(url, 'tools/list', {}, { token })).message.result;

@@ -7,6 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
+import { scanKeys } from '@taskline/testing';
 import { startStack, until } from '../../../test/conformance/stack.js';
 import { rpc, type RpcReply } from './helpers.js';
 
@@ -67,8 +68,8 @@ describe('MCP under the per-tenant limits of the api', () => {
       assert.equal(created.message.result?.resultType, 'task', JSON.stringify(created.message));
       ids.push(created.message.result.taskId);
     }
-    // KEYS answers in the order of Redis's hash table, which a rehash changes: compare as sets.
-    const taskKeys = async () => (await stack.cluster.store.redis.keys('tl:{task_*}:task')).sort();
+    // SCAN answers in the order of Redis's hash table, which a rehash changes: compare as sets.
+    const taskKeys = async () => (await scanKeys(stack.cluster.store.redis, 'tl:{task_*}:task')).sort();
     const before = await taskKeys();
     assertLimited(await batch());
     assert.deepEqual(await taskKeys(), before);

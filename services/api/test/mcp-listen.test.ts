@@ -195,7 +195,10 @@ describe('subscriptions/listen', () => {
     }
   });
 
-  test("reads its tasks' records in one Redis round trip, then their event logs in one", async () => {
+  test("reads its tasks' records in one Redis round trip, then their event logs in one", async (t) => {
+    // The proxy fronts one node; a cluster client would follow the slot table past it. The
+    // property holds per node there, which this count cannot see.
+    if (stack.redisServer.url.startsWith('redis-cluster')) return t.skip('counts round trips to one Redis');
     // An api of its own behind the proxy (which slows it down; the cap tests above keep theirs
     // direct), and tasks no listen has read yet: the first read of each is this listen's.
     const proxy = await roundTripProxy(stack.redisServer.url);
