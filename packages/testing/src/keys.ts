@@ -1,4 +1,4 @@
-/** What `scanKeys` needs of an ioredis `Redis` or `Cluster` (this package depends on no client). */
+/** What these helpers need of an ioredis `Redis` or `Cluster` (this package depends on no client). */
 interface Scannable {
   scan(
     cursor: string,
@@ -7,7 +7,22 @@ interface Scannable {
     count: 'COUNT',
     n: number,
   ): Promise<[string, string[]]>;
+  flushall(): Promise<unknown>;
+  ping(): Promise<unknown>;
   nodes?(role: 'master'): Scannable[];
+}
+
+/** Every primary of a cluster (each owning its slots' keys), or the one Redis. */
+async function primaries(redis: unknown): Promise<Scannable[]> {
+  const client = redis as Scannable;
+  if (typeof client.nodes !== 'function') return [client];
+  await client.ping(); // a cluster client knows its nodes once it is ready
+  return client.nodes('master');
+}
+
+/** Empties the Redis, or every primary of a Redis Cluster (`FLUSHALL` reaches one node there). */
+export async function flushAll(redis: unknown): Promise<void> {
+  await Promise.all((await primaries(redis)).map((node) => node.flushall()));
 }
 
 /**
@@ -16,10 +31,8 @@ interface Scannable {
  * keys.
  */
 export async function scanKeys(redis: unknown, pattern: string): Promise<string[]> {
-  const client = redis as Scannable;
-  const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [client];
   const out: string[] = [];
-  for (const node of nodes) {
+  for (const node of await primaries(redis)) {
     let cursor = '0';
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);

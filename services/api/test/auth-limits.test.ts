@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose';
-import { until } from '@taskline/testing';
+import { scanKeys, until } from '@taskline/testing';
 import {
   call,
   KEY_A,
@@ -58,7 +58,7 @@ describe('API keys from the CLI', () => {
       [created.id],
     );
     assert.doesNotMatch(JSON.stringify(listed), new RegExp(created.key));
-    const stored = await stack.redis.keys('tl:{auth}:*');
+    const stored = await scanKeys(stack.redis, 'tl:{auth}:*');
     assert.ok(stored.length >= 2, 'the key store is where this test looks');
     for (const key of stored) {
       const dump = JSON.stringify(

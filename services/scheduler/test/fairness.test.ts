@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { offeredState, schedulerKeys } from '@taskline/engine/keys';
-import { startRedis, type RedisServer } from '@taskline/testing';
-import { defineDispatch, pickFair } from '@taskline/engine';
+import { flushAll, startRedis, type RedisServer } from '@taskline/testing';
+import { connectRedis, defineDispatch, pickFair } from '@taskline/engine';
 
 let server: RedisServer;
 let redis: Redis;
@@ -13,7 +13,7 @@ const MODEL = 'm';
 
 before(async () => {
   server = await startRedis();
-  redis = new Redis(server.url);
+  redis = connectRedis(server.url, 'fairness-test');
   defineDispatch(redis);
 });
 after(async () => {
@@ -32,7 +32,7 @@ async function fill(tenant: string, count: number, from = 0, model = MODEL): Pro
 }
 
 test('a tenant with 10,000 queued tasks delays another tenant by at most one round', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 10_000);
   // B's single task arrives last, after A's whole backlog.
@@ -53,7 +53,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
 });
 
 test('picks go in queue order within a tenant and are recorded in flight', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 5);
   const picks = await pickFair(redis, token, MODEL, 3, share);
@@ -66,7 +66,7 @@ test('picks go in queue order within a tenant and are recorded in flight', async
 });
 
 test('weights give a tenant more per round and caps bound its running tasks', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 50);
   await fill('b', 50);
@@ -80,7 +80,7 @@ test('weights give a tenant more per round and caps bound its running tasks', as
 });
 
 test('a pick hands on the queued state its task was offered in, once', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 2);
   await redis.hset(schedulerKeys.offered, 'task_a_m_0', offeredState({ attempt: 2, seq: 9 }));
@@ -94,7 +94,7 @@ test('a pick hands on the queued state its task was offered in, once', async () 
 });
 
 test('a replica that lost leadership cannot dispatch', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, 'someone-else 127.0.0.1:2');
   await fill('a', 3);
   assert.equal(await pickFair(redis, token, MODEL, 3, share), null);
@@ -102,7 +102,7 @@ test('a replica that lost leadership cannot dispatch', async () => {
 });
 
 test('tenants with nothing ready leave the tenant set', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 1);
   await pickFair(redis, token, MODEL, 5, share);
@@ -112,7 +112,7 @@ test('tenants with nothing ready leave the tenant set', async () => {
 });
 
 test('a turn cut short by the budget goes on in the next call, so weights hold one slot at a time', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 50);
   await fill('b', 50);
@@ -125,7 +125,7 @@ test('a turn cut short by the budget goes on in the next call, so weights hold o
 });
 
 test('each model is dispatched from its own tasks: a model with no free slot holds back no other', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   // Tenant a's oldest tasks are for model x, which has no free worker in this round.
   await fill('a', 5, 0, 'x');
@@ -143,7 +143,7 @@ test('each model is dispatched from its own tasks: a model with no free slot hol
 });
 
 test('a key of the wrong type refuses the round before anything is written', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 2);
   await fill('b', 2, 10);
@@ -157,11 +157,11 @@ test('a key of the wrong type refuses the round before anything is written', asy
 });
 
 test('the first dispatch on a connection that auto-pipelines other traffic in the same tick breaks nothing', async () => {
-  await redis.flushall();
+  await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
   await fill('a', 1);
-  // As the scheduler connects: auto-pipelining on, tl_dispatch defined before its first round.
-  const busy = new Redis(server.url, { enableAutoPipelining: true });
+  // As the scheduler connects (auto-pipelining on), tl_dispatch defined before its first round.
+  const busy = connectRedis(server.url, 'fairness-busy');
   defineDispatch(busy);
   try {
     await busy.ping();
