@@ -84,7 +84,7 @@ const asRedis = (cluster: Cluster) => cluster as unknown as Redis;
  * in the same tick go out as one write per node (auto-pipelining): with `appendfsync always`,
  * Redis then answers them after one fsync instead of one each, and a busy process makes one
  * syscall instead of dozens. On a cluster, commands go to the primary that owns their slot and
- * follow it through slot moves and failovers (MOVED, ASK, CLUSTERDOWN are retried).
+ * follow it through slot moves and failovers (MOVED, ASK, CLUSTERDOWN are retried), one write each.
  */
 export function connectRedis(target: RedisTarget, name: string, extra: RedisOptions = {}): Redis {
   const options: RedisOptions = {
@@ -97,9 +97,13 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
   };
   const cluster = clusterTarget(target);
   if (!cluster) return new Redis(target as string, options);
-  const { enableAutoPipelining, enableOfflineQueue, ...nodeOptions } = options;
+  const { enableAutoPipelining: _batched, enableOfflineQueue, ...nodeOptions } = options;
   const connection = new Cluster(cluster.nodes as ClusterNode[], {
-    enableAutoPipelining,
+    // Not auto-pipelined: after a failover, a batch whose commands get MOVED replies naming
+    // different slots fails every command in it, where a command sent alone is redirected.
+    // Commands still go out without waiting for earlier replies, so round trips are the same;
+    // what it costs is a write per command instead of one per batch.
+    enableAutoPipelining: false,
     enableOfflineQueue,
     scaleReads: 'master',
     // The slot table read (CLUSTER SLOTS) gets more than the default second: on a busy host a

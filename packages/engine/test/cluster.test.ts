@@ -183,6 +183,25 @@ test("an answer the scheduler index's primary refuses leaves its parked task wai
   );
 });
 
+test('commands sent together to a primary that just failed over are each followed to its successor, none refused', async () => {
+  // A client learns of a failover from the MOVED replies of its next commands. Sent in one tick
+  // for keys of many slots, they must each be redirected, not fail together (an auto-pipelined
+  // batch with different MOVED replies fails every command in it, as the worker's renewals and
+  // a task's end did in the cluster chaos run).
+  const owner = await cluster.primaryOf(schedulerKeys.intake);
+  await redis.exists(schedulerKeys.intake);
+  const node = nodeOf(redis, schedulerKeys.intake);
+  const keys: string[] = [];
+  for (let i = 0; keys.length < 40; i++) {
+    const key = `tl:{probe-${i}}:moved`;
+    if (nodeOf(redis, key) === node) keys.push(key);
+  }
+  await cluster.failover(owner);
+  const replies = await Promise.allSettled(keys.map((key) => redis.set(key, '1')));
+  const refused = replies.filter((r) => r.status === 'rejected').map((r) => String(r.reason));
+  assert.deepEqual(refused, []);
+});
+
 test('SIGKILL of a primary during a burst of creations loses no acknowledged task; a reader there resumes after the failover', async () => {
   const hub = new EventHub(store);
   // A reader on a task owned by the primary that will be killed.

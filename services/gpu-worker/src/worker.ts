@@ -63,6 +63,9 @@ type StopReason = 'cancel' | 'lost' | 'drain';
  * written while the task is `cancelling`, after the event that said so: they say so too, so that a
  * reader following `task_status` never sees the task step back to `running`.
  */
+/** How long past its deadline a drain waits for its last Redis writes before the worker exits anyway. */
+const DRAIN_GRACE_MS = 5000;
+
 const whileCancelling = (events: EventInput[] | undefined) =>
   events?.map((e) => ({ ...e, data: { ...e.data, task_status: 'cancelling' } }));
 
@@ -395,7 +398,18 @@ export class GpuWorker {
     }, deadlineMs);
     this.draining = (async () => {
       this.reportSlots();
-      await Promise.all(this.workers.map((w) => w.close()));
+      // Bounded: an attempt's last writes (its end, BullMQ's job) wait on Redis, and a Redis that
+      // stalls (paused, a cluster node lost mid-failover) would hold the process forever. Past
+      // the deadline and a grace, the worker goes anyway: the tasks it could not hand back keep
+      // their lease, whose lapse gives each its on_restart policy through the recovery sweep.
+      let graceTimer: NodeJS.Timeout | undefined;
+      const grace = new Promise<false>((resolve) => {
+        graceTimer = setTimeout(resolve, deadlineMs + DRAIN_GRACE_MS, false);
+      });
+      const closed = Promise.all(this.workers.map((w) => w.close())).then(() => true);
+      if (!(await Promise.race([closed, grace])))
+        this.o.log.warn('drain_forced', { grace_ms: DRAIN_GRACE_MS, running: [...this.running.keys()] });
+      clearTimeout(graceTimer);
       for (const connection of this.queueConnections) connection.disconnect();
       clearTimeout(timer);
       this.control?.close();

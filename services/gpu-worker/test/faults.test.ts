@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test, type TestContext } from 'node:test';
 import { RESTART_EVENT_TYPE, visibleStepViolation, type TaskRecord, type TaskStatus } from '@taskline/engine';
-import { freePort } from '@taskline/testing';
+import { bounded, freePort } from '@taskline/testing';
 import { Cluster, deltaText, exited, LONG, outputText, until, type ParsedEvent } from './helpers.js';
 
 const STEP_MS = '20';
@@ -305,6 +305,24 @@ test('SIGTERM drain past the deadline: each unfinished task gets its own on_rest
   assert.ok((resumed?.resumed_from_tokens as number) >= 20);
   assert.equal(outputText(resume.task.result), reference.text);
   assert.equal(deltaText(resume.events), reference.text);
+});
+
+test('SIGTERM drain while Redis stalls: the worker still exits, and its task ends after Redis is back', async (t) => {
+  const draining = worker(t, 'w-drain-stalled', { TASKLINE_DRAIN_DEADLINE_MS: '200' });
+  const { id } = await cluster.create(LONG, { onRestart: 'retry' });
+  await cluster.waitForTokens(id, 20);
+  // Every write of the drain (the attempt's end, BullMQ's job) waits on a Redis that answers nothing.
+  cluster.redis.pause();
+  try {
+    draining.kill('SIGTERM');
+    assert.equal(await bounded('the drain of a worker whose Redis stalls', 30_000, exited(draining)), 0);
+  } finally {
+    cluster.redis.resume();
+  }
+  worker(t, 'w-drain-stalled-next');
+  const task = await cluster.waitForEnd(id);
+  assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+  assertWellFormed(await cluster.events(id));
 });
 
 test('tasks still queued when every service restarts run afterwards, even under fail (not interrupted)', async (t) => {
