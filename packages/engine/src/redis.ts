@@ -113,6 +113,9 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
     // A failover takes the cluster's node timeout and an election: commands wait for it
     // rather than fail at once (each retry re-reads the slot table).
     retryDelayOnFailover: 200,
+    // Mid-failover the old and the new primary can answer MOVED to each other for a moment: a
+    // pause between redirections outlasts it instead of spending the 16 at once.
+    retryDelayOnMoved: 100,
     retryDelayOnClusterDown: 200,
     retryDelayOnTryAgain: 100,
     // Managed clusters announce nodes by name behind TLS: connect to the names as announced.

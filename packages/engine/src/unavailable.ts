@@ -44,6 +44,7 @@ export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
 ];
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+const REDIRECTIONS_SPENT = 'Too many Cluster redirections. Last error: ';
 const CLUSTER_DOWN_MESSAGES = new Set([
   "Cluster isn't ready and enableOfflineQueue options is false",
   'None of startup nodes is available',
@@ -62,6 +63,12 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   if (e.name === 'ClusterAllFailedError' || CLUSTER_DOWN_MESSAGES.has(e.message as string))
     return 'connection';
   if (typeof e.code === 'string' && CONNECTION_CODES.has(e.code)) return 'connection';
+  // Redis Cluster: the client followed MOVED replies until its limit (two nodes still disagreeing
+  // mid-failover) or lost the node it was sent to; the reason is that of its last error.
+  if (typeof e.message === 'string' && e.message.startsWith(REDIRECTIONS_SPENT)) {
+    const last = e.message.slice(REDIRECTIONS_SPENT.length);
+    return /^ReplyError: (MOVED|ASK) /.test(last) ? 'moved' : 'connection';
+  }
   // A Redis error reply starts with its code, inside a script too (Redis 7 keeps it in front).
   if (e.name !== 'ReplyError' || typeof e.message !== 'string') return null;
   const space = e.message.indexOf(' ');

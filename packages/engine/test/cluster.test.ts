@@ -86,6 +86,12 @@ test('a MOVED reply that escapes the client (a slot changing owner mid-failover)
   assert.equal(redisUnavailableReason(err), 'moved');
 });
 
+test('a command out of redirections (two nodes disagreeing mid-failover, or its node lost) is a try-again', () => {
+  const spent = (last: string) => new Error(`Too many Cluster redirections. Last error: ${last}`);
+  assert.equal(redisUnavailableReason(spent('ReplyError: MOVED 10903 127.0.0.1:33895')), 'moved');
+  assert.equal(redisUnavailableReason(spent('Error: Connection is closed.')), 'connection');
+});
+
 test('a create waits for the replica of the primary that owns its task: a stalled replica there is replication_timeout', async () => {
   // A task whose slot is not the scheduler index's, so only its own primary's replica is stalled.
   const sched = await cluster.primaryOf(schedulerKeys.intake);
