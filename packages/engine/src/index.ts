@@ -82,6 +82,7 @@ export { defineScripts, type ScriptOptions, type ScriptReply, type ScriptRunner 
 export {
   connectRedis,
   connectQueueRedis,
+  redisAnswers,
   redisTargetFromEnv,
   isCluster,
   nodeOf,

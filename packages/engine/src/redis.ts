@@ -75,6 +75,23 @@ export function nodeOf(redis: Redis, key: string): Redis {
   return node;
 }
 
+/**
+ * Whether Redis answers: a `PING`, on a cluster to every primary at once, resolving once any
+ * answers. A keyless command goes to one node chosen at random, and one primary down (mid-failover)
+ * is a third of the slots, not the cluster: a readiness probe that failed then would take every
+ * api replica out of its load balancer at once.
+ */
+export async function redisAnswers(redis: Redis): Promise<boolean> {
+  const nodes = isCluster(redis)
+    ? (redis as unknown as { nodes(role: 'master'): Redis[] }).nodes('master')
+    : [];
+  const pings = (nodes.length > 0 ? nodes : [redis]).map((node) => node.ping());
+  return Promise.any(pings).then(
+    () => true,
+    () => false,
+  );
+}
+
 /** The same command interface: the rest of Taskline is written once for both (see `isCluster`). */
 const asRedis = (cluster: Cluster) => cluster as unknown as Redis;
 

@@ -4,13 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { scanKeys, startRedisCluster, type RedisCluster } from '@taskline/testing';
+import { bounded, scanKeys, startRedisCluster, type RedisCluster } from '@taskline/testing';
 import type { Redis } from 'ioredis';
 import {
   connectRedis,
   EventHub,
   isCluster,
   nodeOf,
+  redisAnswers,
   redisTargetFromEnv,
   redisUnavailableReason,
   TaskStore,
@@ -206,6 +207,23 @@ test('commands sent together to a primary that just failed over are each followe
   const replies = await Promise.allSettled(keys.map((key) => redis.set(key, '1')));
   const refused = replies.filter((r) => r.status === 'rejected').map((r) => String(r.reason));
   assert.deepEqual(refused, []);
+});
+
+test('with one primary stalled, Redis still answers (readiness): a keyless PING to it would hang', async () => {
+  // A keyless command goes to a node chosen at random; a readiness probe that waited on the one
+  // stalled (or lost, mid-failover) would take every api replica out of its load balancer at once.
+  await redis.exists(schedulerKeys.intake);
+  const [stalled] = await cluster.primaries();
+  stalled!.pause();
+  try {
+    const answers = Promise.all(Array.from({ length: 12 }, () => redisAnswers(redis)));
+    assert.deepEqual(
+      await bounded('readiness with one primary stalled', 10_000, answers),
+      Array(12).fill(true),
+    );
+  } finally {
+    stalled!.resume();
+  }
 });
 
 test('SIGKILL of a primary during a burst of creations loses no acknowledged task; a reader there resumes after the failover', async () => {

@@ -6,7 +6,7 @@
 import express, { type Express, type Router } from 'express';
 import { operatorAuthenticator } from '@taskline/auth';
 import { mountConsole } from '@taskline/console';
-import { newId } from '@taskline/engine';
+import { newId, redisAnswers } from '@taskline/engine';
 import { createMcpRouter } from '@taskline/mcp';
 import { httpMetrics } from '@taskline/metrics';
 import { createCore, type ApiCore, type AppDeps } from './core.js';
@@ -141,10 +141,7 @@ export function createApp(deps: AppDeps): TasklineApi {
   app.get('/readyz', async (_req, res) => {
     if (draining) return sendProblem(res, 'unavailable', 'This replica is shutting down.');
     const ok = await Promise.race([
-      redis.ping().then(
-        () => true,
-        () => false,
-      ),
+      redisAnswers(redis),
       new Promise<boolean>((r) => setTimeout(r, 1000, false).unref()),
     ]);
     if (ok) res.json({ status: 'ok' });
