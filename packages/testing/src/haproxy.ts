@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './ports.js';
 import { ROOT } from './service.js';
@@ -14,11 +15,12 @@ export interface LoadBalancer {
 /**
  * HAProxy as `scripts/cluster.sh` runs it (deploy/haproxy/haproxy.cfg, or `config`, a path from the
  * repository root or absolute) in front of two api replicas on a free port; resolves once
- * `/healthz` answers through it.
+ * `/healthz` answers through it. `log`: a file for its log (one line per request and per check
+ * that changes a server's state), appended to.
  */
 export async function startHaproxy(
   apiPorts: readonly [number, number],
-  options: { config?: string } = {},
+  options: { config?: string; log?: string } = {},
 ): Promise<LoadBalancer> {
   const port = await freePort();
   const child = spawn('haproxy', ['-W', '-db', '-f', options.config ?? 'deploy/haproxy/haproxy.cfg'], {
@@ -30,7 +32,7 @@ export async function startHaproxy(
       TASKLINE_API1_PORT: String(apiPorts[0]),
       TASKLINE_API2_PORT: String(apiPorts[1]),
     },
-    stdio: ['ignore', 'ignore', 'ignore'],
+    stdio: ['ignore', 'ignore', options.log ? openSync(options.log, 'a') : 'ignore'],
   });
   // A missing binary is an 'error' event, which would otherwise end the run with its processes left running.
   let failed: Error | null = null;

@@ -5,6 +5,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { connectRedis, TaskStore } from '@taskline/engine';
 import {
   freePort,
@@ -91,7 +92,9 @@ export async function startCluster(): Promise<Cluster> {
     for (let i = 1; i <= 2; i++) stack.api(await freePort(), apiEnv, { name: `api-${i}` });
     const { schedulers, workers, apis } = stack;
     await Promise.all([...schedulers, ...workers, ...apis].map((s) => s.up));
-    const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port]);
+    const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port], {
+      log: join(LOG_DIR, 'haproxy.log'),
+    });
     const store = new TaskStore(connectRedis(stack.redis.url, 'chaos-inspect'), {
       taskRetentionMs: 3_600_000,
       eventRetentionMs: 3_600_000,

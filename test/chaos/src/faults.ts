@@ -14,6 +14,8 @@ import { stopForFault } from './visible.js';
 
 /** A fault's own step (a kill, a drain, Redis's restart): past it, the run stops and says which. */
 export const FAULT_BOUND_MS = 30_000;
+/** deploy/haproxy/haproxy.cfg's `rise 2` at `inter 1s`, and a check's own time. */
+const LB_REJOIN_MS = 3000;
 
 interface RedisStep {
   /** When, as a share of the run's seconds. */
@@ -142,6 +144,9 @@ export async function faultLoop(c: Cluster, until: number): Promise<void> {
           .catch((err: Error) =>
             faults.push({ at_ms: elapsed(), target: target.name, action: `restart failed: ${err.message}` }),
           );
+        // A restarted api serves once HAProxy has seen two passing checks (`rise 2`, `inter 1s`):
+        // killing the other one before would leave the balancer no replica at all.
+        if (isApi) await sleep(LB_REJOIN_MS);
         restarting.delete(target);
         w.to = Date.now();
       })(),
