@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { indexTenant, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
+import { isRedisUnavailable } from './redis.js';
 import { loadSchedulerScripts } from './scripts.js';
 
 /**
@@ -104,6 +106,20 @@ export async function listenForOffers(redis: Redis, onOffer: (model: string) => 
   // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
   const sub = redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
   sub.on('message', (_channel: string, model: string) => onOffer(model));
-  await sub.subscribe(schedulerKeys.wake);
-  return sub;
+  // A start during an outage (a cluster failing over gives up on a command after its redirections)
+  // waits for Redis, as the start-up durability check does, instead of ending the process.
+  for (;;) {
+    try {
+      await sub.subscribe(schedulerKeys.wake);
+      return sub;
+    } catch (err) {
+      if (!isRedisUnavailable(err)) {
+        sub.disconnect();
+        throw err;
+      }
+      await sleep(SUBSCRIBE_RETRY_MS);
+    }
+  }
 }
+
+const SUBSCRIBE_RETRY_MS = 250;

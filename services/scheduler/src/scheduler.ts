@@ -141,7 +141,8 @@ export class Scheduler {
       ),
     );
     await this.listen();
-    await this.lead();
+    // Through the loop, which logs a failed tick: a Redis outage at start is one more tick to retry.
+    await this.run('leadership', false);
     o.log.info('scheduler_started', { control: address, leader: this.isLeader });
   }
 
