@@ -16,6 +16,7 @@ import {
   type TaskRecord,
   type TransitionObserved,
 } from './records.js';
+import { isCluster } from './redis.js';
 import type { EventInput } from './response.js';
 import { loadScripts, type Scripts } from './scripts.js';
 import { isTerminal, sourcesOf, type TaskStatus } from './states.js';
@@ -99,8 +100,15 @@ export class StoreCore {
     await this.replicaAck?.wait([taskKeys(id).task, schedulerKeys.intake, ...also]);
   }
 
-  /** Resolves once this store's writes to the scheduler index (`{sched}`) are on its node's connected replicas. */
-  async indexReplicated(): Promise<void> {
+  /**
+   * On a Redis Cluster, resolves once `write` (to the scheduler index, `{sched}`) is done and on its
+   * node's connected replicas: a write to another node sent after it is not ordered behind it
+   * there, and a failover could lose it unreplicated. On one Redis, commands run and are logged in
+   * the order sent: nothing to wait for.
+   */
+  async indexFirst(write: Promise<unknown>): Promise<void> {
+    if (!isCluster(this.redis)) return;
+    await write;
     await this.replicaAck?.wait([schedulerKeys.intake]);
   }
 

@@ -8,7 +8,6 @@ import { newId } from './ids.js';
 import { schedulerKeys, taskKeys } from './keys.js';
 import { indexCreated, type OperatorIndexOptions } from './operator-index.js';
 import { createdFields, parseTask, type NewTask, type TaskRecord } from './records.js';
-import { isCluster } from './redis.js';
 import { emptyResponse, statusEvent } from './response.js';
 
 /**
@@ -43,14 +42,9 @@ export async function persist(
   // read, and Redis runs (and, with appendfsync always, logs) them in the order sent, so no
   // record is on disk without its journal entry before it.
   const journalled = core.redis.zadd(schedulerKeys.intake, now, id);
-  // On a Redis Cluster the journal and the record are on different nodes, where the order they
-  // are sent in orders nothing: the record waits until the journal entry is written and on its
-  // node's replicas, so no failover there leaves a record nothing would offer (two more round
-  // trips, on a cluster only).
-  if (isCluster(core.redis)) {
-    await journalled;
-    await core.indexReplicated();
-  }
+  // On a Redis Cluster the two are on different nodes: the record waits for the journal entry, so
+  // no failover there leaves a record nothing would offer (two more round trips, there only).
+  await core.indexFirst(journalled);
   const written = core.scripts.create(
     keys.task,
     keys.events,

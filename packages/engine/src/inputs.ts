@@ -3,7 +3,6 @@ import type { StoreCore } from './core.js';
 import { problem } from './errors.js';
 import { schedulerKeys, taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
-import { isCluster } from './redis.js';
 import { finalEvent, statusEvent } from './response.js';
 import type { TaskStatus } from './states.js';
 
@@ -69,12 +68,8 @@ export async function provideInput(
   const entries = Object.entries(given);
   const event = statusEvent('running', { input_received: true });
   const journalled = before.parked ? h.redis.zadd(schedulerKeys.intake, h.now(), id) : null;
-  // On a cluster the journal is on another node: the answer waits until it is written and
-  // replicated there (see create.ts), or a refused journal would strand the task queued.
-  if (journalled && isCluster(h.redis)) {
-    await journalled;
-    await h.indexReplicated();
-  }
+  // On a cluster the journal is on another node: a refused one would strand the task queued.
+  if (journalled) await h.indexFirst(journalled);
   const [, reply] = await Promise.all([
     journalled,
     h.scripts.provide_input(

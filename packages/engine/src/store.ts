@@ -16,7 +16,6 @@ import {
   type TaskRecord,
 } from './records.js';
 import * as recovery from './recovery.js';
-import { isCluster } from './redis.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import type { Recovered } from './restart.js';
 import { CANCEL_OUTCOME, TASK_STATUSES, type TaskStatus } from './states.js';
@@ -162,13 +161,9 @@ export class TaskStore {
     const running = opts.start ? statusEvent('running') : null;
     // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
     // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
-    // order. On a cluster they are on different nodes: the claim waits until the entry is written
-    // and on its node's replicas (as a create's record waits for its journal entry).
+    // order; on a cluster the claim waits for the entry (another node).
     const indexed = this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
-    if (isCluster(this.redis)) {
-      await indexed;
-      await this.core.indexReplicated();
-    }
+    await this.core.indexFirst(indexed);
     const claimed = this.scripts.claim(
       keys.task,
       keys.events,

@@ -58,14 +58,14 @@ export interface GpuWorkerOptions {
 
 type StopReason = 'cancel' | 'lost' | 'drain';
 
+/** How long past its deadline a drain waits for its last Redis writes before the worker exits anyway. */
+const DRAIN_GRACE_MS = 5000;
+
 /**
  * Events an attempt carries into a cancelled end (text no append could write, closing events) are
  * written while the task is `cancelling`, after the event that said so: they say so too, so that a
  * reader following `task_status` never sees the task step back to `running`.
  */
-/** How long past its deadline a drain waits for its last Redis writes before the worker exits anyway. */
-const DRAIN_GRACE_MS = 5000;
-
 const whileCancelling = (events: EventInput[] | undefined) =>
   events?.map((e) => ({ ...e, data: { ...e.data, task_status: 'cancelling' } }));
 
