@@ -64,8 +64,12 @@ export async function persist(
   // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
   // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
   const fresh = input.id === undefined;
-  // The operator index (another slot) rides in the same round trip; a lost entry costs only the listing.
-  indexCreated(core.redis, { id, tenant: input.tenant, createdAt: now }, indexOptions).catch(() => undefined);
+  // The operator index (another slot) rides in the same round trip, and is waited for with the
+  // rest, so a listing right after the create shows it (on a cluster it is on a node of its own);
+  // a lost entry costs only the listing.
+  const indexed = indexCreated(core.redis, { id, tenant: input.tenant, createdAt: now }, indexOptions).catch(
+    () => undefined,
+  );
   const queued = fresh
     ? core.enqueue(
         {
@@ -80,7 +84,7 @@ export async function persist(
         true,
       )
     : null;
-  const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued]);
+  const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued, indexed]);
   if (reply.status === 'rejected') throw reply.reason;
   // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
   const task =
