@@ -71,6 +71,12 @@ export async function checkDurability(
   // A service (re)started while Redis is down or still loading waits for it: exiting would turn
   // a Redis restart into a crash loop of every service started meanwhile.
   for (;;) {
+    // A cluster client queues commands until its first connection instead of failing them: say
+    // that it waits, or a service stuck at start would be silent.
+    const silent = setTimeout(
+      () => log.warn('redis_unavailable', { reason: 'no_answer_yet' }),
+      START_RETRY_MS,
+    );
     try {
       return await readDurability(redis, check, log);
     } catch (err) {
@@ -78,6 +84,8 @@ export async function checkDurability(
       if (reason === null) throw err;
       log.warn('redis_unavailable', { reason, retry_ms: START_RETRY_MS });
       await sleep(START_RETRY_MS);
+    } finally {
+      clearTimeout(silent);
     }
   }
 }
