@@ -45,6 +45,7 @@ export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
 const REDIRECTIONS_SPENT = 'Too many Cluster redirections. Last error: ';
+const WAIT_ON_REPLICA = 'ERR WAIT cannot be used with replica instances';
 const CLUSTER_DOWN_MESSAGES = new Set([
   "Cluster isn't ready and enableOfflineQueue options is false",
   'None of startup nodes is available',
@@ -71,6 +72,9 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   }
   // A Redis error reply starts with its code, inside a script too (Redis 7 keeps it in front).
   if (e.name !== 'ReplyError' || typeof e.message !== 'string') return null;
+  // `WAIT` sent to a primary that a failover has just made a replica: the write it followed is
+  // not known to be replicated, so it is not acknowledged.
+  if (e.message.startsWith(WAIT_ON_REPLICA)) return 'readonly';
   const space = e.message.indexOf(' ');
   const code = space < 0 ? e.message : e.message.slice(0, space);
   // A MULTI that Redis discarded: the reason is the refusal of a command it queued.

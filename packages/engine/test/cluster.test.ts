@@ -93,6 +93,21 @@ test('a command out of redirections (two nodes disagreeing mid-failover, or its 
   assert.equal(redisUnavailableReason(spent('Error: Connection is closed.')), 'connection');
 });
 
+test('a WAIT that reaches a primary a failover just made a replica is a try-again: the write is not acknowledged', async () => {
+  await redis.exists(schedulerKeys.intake);
+  const replica = await replicaOf(await cluster.primaryOf(schedulerKeys.intake));
+  const direct = connectRedis(`redis://127.0.0.1:${replica.port}`, 'wait-on-replica');
+  try {
+    const err = await direct.wait(1, 100).then(
+      () => assert.fail('a replica answered WAIT'),
+      (e: unknown) => e,
+    );
+    assert.equal(redisUnavailableReason(err), 'readonly', String(err));
+  } finally {
+    direct.disconnect();
+  }
+});
+
 test('a create waits for the replica of the primary that owns its task: a stalled replica there is replication_timeout', async () => {
   // A task whose slot is not the scheduler index's, so only its own primary's replica is stalled.
   const sched = await cluster.primaryOf(schedulerKeys.intake);
