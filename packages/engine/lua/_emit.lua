@@ -1,7 +1,9 @@
 -- Shared prelude of every engine script (prepended by the loader, not a script itself).
--- Each event is one stream entry "<seq>-0" (stream ids are the LMSP sequence numbers), numbered
--- by the task's `seq` counter, and is announced on the task's sharded channel for live readers on
--- any replica. Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure
+-- Events are numbered by the task's `seq` counter (the LMSP sequence numbers). The events of one
+-- script are one stream entry, its id "<last seq>-0" and its fields the events' type and data
+-- pairs in order (an entry of one event is what earlier releases wrote for each), so a finish with
+-- its seven closing events costs one XADD, not seven; readers number an entry's events back from
+-- its id. They are announced on the task's sharded channel for live readers on any replica. Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure
 -- delivery by it.
 -- The events of one script are announced together, in one message per script rather than one per
 -- event: a single event as "<seq>\n<written at>\n<type>\n<data>" (what readers of earlier releases
@@ -18,10 +20,15 @@ end
 -- The caller has set the task's `seq` to `base` + #list / 2 in its own write of the record.
 local function emitAfter(eventsKey, channel, base, list)
   local count = #list / 2
-  for k = 1, count do
-    redis.call('XADD', eventsKey, (base + k) .. '-0', 'type', list[2 * k - 1], 'data', list[2 * k])
-  end
   if count > 0 then
+    local fields = {}
+    for k = 1, count do
+      fields[#fields + 1] = 'type'
+      fields[#fields + 1] = list[2 * k - 1]
+      fields[#fields + 1] = 'data'
+      fields[#fields + 1] = list[2 * k]
+    end
+    redis.call('XADD', eventsKey, (base + count) .. '-0', unpack(fields))
     announce(channel, base + 1, list)
   end
   return base + count

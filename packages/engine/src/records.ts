@@ -114,10 +114,20 @@ export function check(id: string, reply: ScriptReply): void {
   }
 }
 
-export function parseEntry([id, fields]: [string, string[]]): StoredEvent {
-  const map: Record<string, string> = {};
-  for (let i = 0; i < fields.length; i += 2) map[fields[i]!] = fields[i + 1]!;
-  return { seq: Number(id.slice(0, id.indexOf('-'))), type: map.type ?? '', data: map.data ?? '{}' };
+/**
+ * The events of one stream entry: its fields are (`type`, t, `data`, d) per event, in order, and
+ * its id is the last one's number (see _emit.lua), so they are numbered back from it.
+ */
+export function parseEntry([id, fields]: [string, string[]]): StoredEvent[] {
+  const last = Number(id.slice(0, id.indexOf('-')));
+  const events: StoredEvent[] = [];
+  let type = '';
+  for (let i = 0; i < fields.length; i += 2) {
+    if (fields[i] === 'type') type = fields[i + 1]!;
+    else if (fields[i] === 'data') events.push({ seq: 0, type, data: fields[i + 1]! });
+  }
+  events.forEach((e, k) => (e.seq = last - events.length + 1 + k));
+  return events;
 }
 
 /** The fields create.lua sets besides the caller's (keep in step with the script). */

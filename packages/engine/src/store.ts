@@ -369,10 +369,12 @@ export class TaskStore {
 
   /** Events after `after` that are still kept, oldest first (one read; see `events` for the gaps). */
   async eventsAfter(id: string, after: number, count?: number): Promise<StoredEvent[]> {
+    // An entry is named by its last event: the first one read may hold some at or before `after`.
     const args: (string | number)[] = [taskKeys(id).events, `${after + 1}-0`, '+'];
     if (count) args.push('COUNT', count);
     const raw = (await this.redis.xrange(...(args as [string, string, string]))) as [string, string[]][];
-    return raw.map(parseEntry);
+    const events = raw.flatMap(parseEntry).filter((e) => e.seq > after);
+    return count ? events.slice(0, count) : events;
   }
 
   private async historyGone(id: string, after: number): Promise<boolean> {

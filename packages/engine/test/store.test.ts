@@ -335,3 +335,47 @@ test("a reader whose clock runs ahead of Redis's still reads a kept task: Redis'
   const again = await skewed.create({ ...newTask(), id: task.id });
   assert.equal(again.status, 'cancelled');
 });
+
+test("a script's events are one stream entry, named by the last one's number, and read back one by one", async () => {
+  const task = await h.store.create(newTask());
+  const { attempt } = await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  const text = (delta: string) => ({ type: 'response.output_text.delta', data: { delta } });
+  await h.store.append(task.id, attempt, [], [text('a'), text('b'), text('c')]);
+  // created (1), loading and running (2-3), three deltas (4-6): one entry per script.
+  const entries = await h.redis.xrange(taskKeys(task.id).events, '-', '+');
+  assert.deepEqual(
+    entries.map(([id, fields]) => [id, fields.length / 4]),
+    [
+      ['1-0', 1],
+      ['3-0', 2],
+      ['6-0', 3],
+    ],
+  );
+  const all = (await h.store.events(task.id, 0)).events;
+  assert.deepEqual(
+    all.map((e) => e.seq),
+    [1, 2, 3, 4, 5, 6],
+  );
+  assert.equal(all[4]!.type, 'response.output_text.delta');
+  assert.equal(JSON.parse(all[4]!.data).delta, 'b');
+  // A cursor inside an entry gets the rest of it; a count counts events.
+  const after4 = await h.store.events(task.id, 4);
+  assert.deepEqual(
+    after4.events.map((e) => [e.seq, JSON.parse(e.data).delta]),
+    [
+      [5, 'b'],
+      [6, 'c'],
+    ],
+  );
+  assert.equal(after4.expired, false);
+  assert.deepEqual(
+    (await h.store.events(task.id, 1, 2)).events.map((e) => e.seq),
+    [2, 3],
+  );
+  // An entry of an earlier release (one event each) reads the same way beside the new ones.
+  await h.store.append(task.id, attempt, [], [text('d')]);
+  assert.deepEqual(
+    (await h.store.events(task.id, 5)).events.map((e) => e.seq),
+    [6, 7],
+  );
+});
