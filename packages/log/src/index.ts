@@ -14,8 +14,8 @@ export interface Logger {
 /** What stands in for a credential in a log line. */
 export const REDACTED = '[redacted]';
 
-/** Field names that hold a credential, wherever a caller puts them (pino matches names exactly). */
-const SECRET_FIELDS = [
+/** Field names that hold a credential, wherever a caller puts them (matched exactly). */
+const SECRET_FIELDS = new Set([
   'authorization',
   'Authorization',
   'cookie',
@@ -31,12 +31,7 @@ const SECRET_FIELDS = [
   'secret',
   'clientSecret',
   'client_secret',
-];
-const REDACT_PATHS = SECRET_FIELDS.flatMap((f) => {
-  const key = /^[A-Za-z_]\w*$/.test(f) ? f : `["${f}"]`;
-  const at = (prefix: string) => (key.startsWith('[') ? `${prefix}${key}` : `${prefix}.${key}`);
-  return [key, at('*'), at('headers'), at('*.headers')];
-});
+]);
 
 /**
  * Credentials inside values, which no field name gives away: the password of a URL's userinfo
@@ -49,8 +44,10 @@ function scrubString(s: string): string {
 }
 
 /**
- * Strings scrubbed and errors made readable (they stringify to `{}`: name, message and code are
- * what an operator needs), in plain objects and arrays a few levels down; other values as they are.
+ * Strings scrubbed, fields named like a credential redacted and errors made readable (they
+ * stringify to `{}`: name, message and code are what an operator needs), in plain objects and
+ * arrays a few levels down; other values as they are. One walk that copies what it logs anyway:
+ * pino's path redaction cost the api a twentieth of its CPU per request.
  */
 function scrub(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return scrubString(value);
@@ -63,14 +60,14 @@ function scrub(value: unknown, depth = 0): unknown {
   const proto = Object.getPrototypeOf(value) as unknown;
   if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = scrub(v, depth + 1);
+  for (const [k, v] of Object.entries(value)) out[k] = SECRET_FIELDS.has(k) ? REDACTED : scrub(v, depth + 1);
   return out;
 }
 
 /**
  * A pino logger behind Taskline's face: each event is one JSON line `{level, ts, ...base, ...fields,
- * msg}` (level by name, ts in ISO 8601). Credentials never reach a line: fields named like one are
- * replaced by pino's redaction, URL passwords and bearer tokens inside any string by `scrub`.
+ * msg}` (level by name, ts in ISO 8601). Credentials never reach a line: fields named like one, URL
+ * passwords and bearer tokens inside any string are replaced by `scrub`.
  * `write` (tests) gets each line without its newline instead of stdout.
  */
 export function createLogger(
@@ -87,7 +84,6 @@ export function createLogger(
       base: scrub(base) as Record<string, unknown>,
       timestamp: () => `,"ts":"${new Date().toISOString()}"`,
       formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: REDACT_PATHS, censor: REDACTED },
       // Errors are already plain objects (`scrub`); pino's own `err` serializer would drop `code`.
       serializers: { err: (err: unknown) => err },
     },

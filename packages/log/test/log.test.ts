@@ -42,6 +42,13 @@ test('credentials never reach a line: fields named like one, URL passwords, bear
   assert.deepEqual(refused!.err, { name: 'Error', message: `connect to redis://u:${REDACTED}@h:1 failed` });
 });
 
+test('a field named like a credential is redacted however deep it sits', () => {
+  const { log, lines, events } = capture();
+  log.info('tool call', { call: { params: { arguments: { password: 'hunter2', city: 'Oslo' } } } });
+  assert.ok(!lines[0]!.includes('hunter2'), lines[0]);
+  assert.deepEqual(events()[0]!.call, { params: { arguments: { password: REDACTED, city: 'Oslo' } } });
+});
+
 test('one JSON event a line: level by name, ISO time, base and child fields, the message', () => {
   const { log, events } = capture({ service: 'scheduler', scheduler: 's1' });
   const error = Object.assign(new Error('no Redis'), { code: 'ECONNREFUSED' });
