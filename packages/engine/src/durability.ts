@@ -175,7 +175,7 @@ const REPLICA_COUNT_TTL_MS = 1000;
  * On a Redis Cluster that is the connection to the primary that owns each written key's slot (a
  * create writes the task's slot and the scheduler's): one `WAIT` per such node, at once.
  * While it blocks, that connection's later commands wait behind it (replication normally answers
- * within a round trip). Without replicas it costs nothing: the count is read at most once a second.
+ * within a round trip). Without replicas it costs nothing: the count is read at most once a second, behind the writes.
  */
 export class ReplicaAck {
   private readonly nodes = new WeakMap<Redis, NodeReplicas>();
@@ -206,8 +206,7 @@ export class ReplicaAck {
     const acked = await node.wait(count, this.timeoutMs);
     if (acked >= count) return;
     // A replica that left meanwhile no longer counts: read the count afresh before refusing.
-    replicas.readAt = Number.NEGATIVE_INFINITY;
-    const now = await replicas.connected();
+    const now = await replicas.connected(true);
     if (acked >= now) return;
     throw new TasklineError(
       'replication_timeout',
@@ -217,16 +216,26 @@ export class ReplicaAck {
   }
 }
 
-/** The replicas one Redis (one cluster primary) reports connected, read at most once a second. */
+/**
+ * The replicas one Redis (one cluster primary) reports connected, read at most once a second. Only
+ * the first read is waited for: later ones refresh the count behind the writes that use it, so a
+ * create after a quiet second pays no extra round trip. A replica that joined is counted a read
+ * later either way; one that left shows as a short `WAIT`, which reads the count afresh (`fresh`).
+ */
 class NodeReplicas {
-  private replicas = 0;
-  readAt = Number.NEGATIVE_INFINITY;
+  private replicas: number | null = null;
+  private readAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<number> | null = null;
 
   constructor(private readonly node: Redis) {}
 
-  connected(): Promise<number> {
-    if (Date.now() - this.readAt < REPLICA_COUNT_TTL_MS) return Promise.resolve(this.replicas);
+  connected(fresh = false): Promise<number> {
+    if (fresh || this.replicas === null) return this.read();
+    if (Date.now() - this.readAt >= REPLICA_COUNT_TTL_MS) this.read().catch(() => undefined);
+    return Promise.resolve(this.replicas);
+  }
+
+  private read(): Promise<number> {
     this.reading ??= this.node
       .info('replication')
       .then((info) => {

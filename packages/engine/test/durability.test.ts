@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startRedis } from '@taskline/testing';
-import { checkDurability, connectRedis, TaskStore } from '../src/index.js';
+import { checkDurability, connectRedis, ReplicaAck, TaskStore } from '../src/index.js';
 import { createBurst, defaults, until } from './helpers.js';
 
 test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async (t) => {
@@ -44,4 +44,31 @@ test('SIGKILL of Redis during a burst of creations loses no acknowledged task', 
   redis.disconnect();
   check.disconnect();
   await server.stop();
+});
+
+test('an acknowledgement never waits for a fresh replica count once it has one: it reads it again behind the write', async (t) => {
+  const server = await startRedis();
+  const redis = connectRedis(server.url, 'replica-count');
+  t.after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+  await redis.ping(); // past ioredis's own ready check, which reads INFO too
+  const order: string[] = [];
+  const info = redis.info.bind(redis);
+  // An INFO that answers late, as on a busy Redis: the first acknowledgement has to wait for it.
+  redis.info = (async (section: string) => {
+    const reply = await info(section);
+    await new Promise((r) => setTimeout(r, 300));
+    order.push('count read');
+    return reply;
+  }) as typeof redis.info;
+  const ack = new ReplicaAck(redis, 400);
+  await ack.wait(['k']);
+  order.push('first acknowledged');
+  await new Promise((r) => setTimeout(r, 1100)); // the count is stale now
+  await ack.wait(['k']);
+  order.push('second acknowledged');
+  await until('the count read again', () => (order.length === 4 ? true : undefined));
+  assert.deepEqual(order, ['count read', 'first acknowledged', 'second acknowledged', 'count read']);
 });
