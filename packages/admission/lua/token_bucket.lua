@@ -9,22 +9,22 @@
 
   Returns {wait_ms, count}: wait_ms > 0 means refused (and nothing reserved); count is the
   number of places in KEYS[2] after the reservation (0 without one). A KEYS[2] that is not a zset
-  fails the script before its first write (no token taken without its place).
+  fails the script before its first write (no token taken without its place): the place is the
+  first write, so its own WRONGTYPE is the check.
 ]]
-if ARGV[4] ~= nil then
-  local t = redis.call('TYPE', KEYS[2])['ok']
-  if t ~= 'none' and t ~= 'zset' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. t .. ', not a zset')
-  end
-end
 local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local at = now
 local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens, ts = tonumber(s[1]) or burst, tonumber(s[2]) or now
 if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) else now = ts end
 if tokens < 1 then return {math.ceil((1 - tokens) * 1000 / rate), 0} end
+if ARGV[4] ~= nil then
+  local placed = redis.pcall('ZADD', KEYS[2], at, ARGV[4])
+  if type(placed) == 'table' and placed['err'] then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is not a zset')
+  end
+end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
 if ARGV[4] == nil then return {0, 0} end
-redis.call('ZADD', KEYS[2], at, ARGV[4])
 return {0, redis.call('ZCARD', KEYS[2])}
