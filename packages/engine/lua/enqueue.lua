@@ -16,13 +16,20 @@
   roll a script back, so every write must be known to succeed before the first).
 ]]
 local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
-for i = 1, 6 do
+local function corrupt(i)
+  return { 'corrupt', KEYS[i] .. ' is a ' .. redis.call('TYPE', KEYS[i])['ok'] .. ', not a ' .. types[i] }
+end
+for i = 2, 6 do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
-    return { 'corrupt', KEYS[i] .. ' is a ' .. t .. ', not a ' .. types[i] }
+    return corrupt(i)
   end
 end
-redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
+-- The first write checks its own key: failing, it leaves nothing written.
+local added = redis.pcall('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
+if type(added) == 'table' and added['err'] then
+  return corrupt(1)
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[4])

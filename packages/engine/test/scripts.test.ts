@@ -140,3 +140,31 @@ test('enqueue writes nothing when one of its keys has the wrong type', async () 
   assert.deepEqual(reply, ['corrupt', `${offered} is a string, not a hash`]);
   for (const key of k) assert.equal(await h.redis.exists(key), 0, `${key} untouched`);
 });
+
+test('enqueue writes nothing when its ready index, its first write, has the wrong type', async () => {
+  const [ready, ...rest] = [
+    'tl:{sched}:ready:m3:u',
+    'tl:{sched}:active:u3',
+    'tl:{sched}:tenants:m3',
+    'tl:{sched}:models3',
+  ];
+  await h.redis.set(ready!, 'not a zset');
+  const reply = await h.redis.eval(
+    scriptSource('enqueue'),
+    6,
+    ready!,
+    ...rest,
+    'tl:{sched}:intake',
+    'tl:{sched}:offered3',
+    'c',
+    10,
+    'u',
+    'm3',
+    'tl:{sched}:wake',
+    '1',
+    '0:1',
+  );
+  assert.deepEqual(reply, ['corrupt', `${ready} is a string, not a zset`]);
+  for (const key of [...rest, 'tl:{sched}:offered3'])
+    assert.equal(await h.redis.exists(key), 0, `${key} untouched`);
+});
