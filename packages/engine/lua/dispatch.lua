@@ -7,15 +7,16 @@
   (counted over all models) or out of tasks ends its turn.
   Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
   and each comes with the queued state it was offered in ('' for an entry without one).
-  The caller read the model's tenant set just before and passes each tenant's keys: a tenant that
-  joined since waits for the next round (its offer woke the scheduler for one).
+  The script reads the model's tenant set itself (a round is one round trip) and builds each
+  tenant's keys from the prefixes given, all in the {sched} slot as BullMQ's scripts build a job's
+  keys from its queue's prefix.
 
   KEYS[1] leader lease  KEYS[2] tenants with ready tasks (of the model)
   KEYS[3] round-robin state (of the model)  KEYS[4] inflight  KEYS[5] models  KEYS[6] offered states
-  KEYS[7 ..] per tenant: its ready index for the model, its active set (so the caller passes the
-             number of keys first)
   ARGV[1] token  ARGV[2] now (ms)  ARGV[3] budget  ARGV[4] quantum  ARGV[5] max running per tenant
-  ARGV[6] model  ARGV[7 ..] tenant, weight, ... (tenants in the order of their keys)
+  ARGV[6] model  ARGV[7] ready index prefix (the tenant name follows)  ARGV[8] active set prefix
+  ARGV[9] suffix of a tenant's child generations' name (they have the tenant's weight)
+  ARGV[10 ..] tenant, weight, ... for tenants whose weight is not 1
 
   Returns {'not_leader'} | {'corrupt', key} (a key of the wrong type; nothing written)
         | {'ok', tenant, id, offered state, tenant, id, offered state, ...}
@@ -30,22 +31,28 @@ end
 for i, want in ipairs({ 'set', 'hash', 'zset', 'set', 'hash' }) do
   if wrongType(KEYS[i + 1], want) then return {'corrupt', KEYS[i + 1]} end
 end
-for i = 7, #KEYS do
-  if wrongType(KEYS[i], 'zset') then return {'corrupt', KEYS[i]} end
+local weights = {}
+for i = 10, #ARGV - 1, 2 do
+  weights[ARGV[i]] = tonumber(ARGV[i + 1])
+end
+local suffix = ARGV[9]
+-- Tenant name -> {ready key, active key, weight}, in name order (names are stable; indexes are not).
+local tenants = redis.call('SMEMBERS', KEYS[2])
+local keys = {}
+for _, tenant in ipairs(tenants) do
+  local owner = tenant
+  if #tenant > #suffix and string.sub(tenant, -#suffix) == suffix then
+    owner = string.sub(tenant, 1, #tenant - #suffix)
+  end
+  keys[tenant] = { ARGV[7] .. tenant, ARGV[8] .. tenant, weights[owner] or 1 }
+  if wrongType(keys[tenant][1], 'zset') then return {'corrupt', keys[tenant][1]} end
+  if wrongType(keys[tenant][2], 'zset') then return {'corrupt', keys[tenant][2]} end
 end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
 local quantum = tonumber(ARGV[4])
 local max_running = tonumber(ARGV[5])
 local model = ARGV[6]
--- Tenant name -> {ready key, active key, weight}, in name order (names are stable; indexes are not).
-local tenants = {}
-local keys = {}
-for i = 1, (#KEYS - 6) / 2 do
-  local tenant = ARGV[5 + 2 * i]
-  table.insert(tenants, tenant)
-  keys[tenant] = { KEYS[5 + 2 * i], KEYS[6 + 2 * i], tonumber(ARGV[6 + 2 * i]) }
-end
 table.sort(tenants)
 local n = #tenants
 local out = {'ok'}

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { indexTenant, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
+import { childrenQueue, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
 import { isRedisUnavailable } from './redis.js';
 import { loadSchedulerScripts } from './scripts.js';
 
@@ -53,26 +53,25 @@ export async function pickFair(
   budget: number,
   options: FairShareOptions,
 ): Promise<Pick[] | null> {
-  // Every key the script touches goes in KEYS: the model's tenants are read first, and each
-  // one's ready index and running set are passed. A tenant's child generations (see queueTenant)
-  // have its weight.
-  const tenants = await redis.smembers(schedulerKeys.tenants(model));
+  // One round trip: the script reads the model's tenants and builds their keys from these
+  // prefixes (one slot). A tenant's child generations (see queueTenant) have its weight.
   const reply = await loadSchedulerScripts(redis).dispatch(
-    6 + 2 * tenants.length,
     schedulerKeys.leader,
     schedulerKeys.tenants(model),
     schedulerKeys.rr(model),
     schedulerKeys.inflight,
     schedulerKeys.models,
     schedulerKeys.offered,
-    ...tenants.flatMap((tenant) => [schedulerKeys.ready(tenant, model), schedulerKeys.active(tenant)]),
     token,
     Date.now(),
     budget,
     options.quantum,
     options.maxRunning,
     model,
-    ...tenants.flatMap((tenant) => [tenant, options.weights.get(indexTenant(tenant)) ?? 1]),
+    schedulerKeys.ready('', model),
+    schedulerKeys.active(''),
+    childrenQueue(''),
+    ...[...options.weights].flat(),
   );
   if (reply[0] === 'corrupt') throw new Error(`dispatch refused: ${reply[1]} has the wrong type`);
   if (reply[0] !== 'ok') return null;

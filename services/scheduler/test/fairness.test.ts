@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Redis } from 'ioredis';
-import { offeredState, schedulerKeys } from '@taskline/engine/keys';
+import { childrenQueue, offeredState, schedulerKeys } from '@taskline/engine/keys';
 import { flushAll, startRedis, type RedisServer } from '@taskline/testing';
 import { connectRedis, defineDispatch, pickFair } from '@taskline/engine';
 
@@ -175,5 +175,32 @@ test('the first dispatch on a connection that auto-pipelines other traffic in th
     );
   } finally {
     busy.disconnect();
+  }
+});
+
+test('a round is one round trip: the script reads the model tenants itself, weights and children included', async () => {
+  await flushAll(redis);
+  await redis.set(schedulerKeys.leader, token);
+  await fill('a', 4);
+  await fill('b', 4, 10);
+  await fill(childrenQueue('b'), 4, 20);
+  const weighted = { ...share, weights: new Map([['b', 2]]) };
+  await pickFair(redis, token, MODEL, 1, weighted); // the script is loaded now
+  const sent: string[] = [];
+  const send = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((command: { name: string }) => {
+    sent.push(command.name);
+    return send(command as never);
+  }) as typeof redis.sendCommand;
+  try {
+    const picks = await pickFair(redis, token, MODEL, 8, weighted);
+    assert.deepEqual(sent, ['evalsha']);
+    // After a's turn (the first call), b and its children by weight 2, then a by 1.
+    assert.deepEqual(
+      picks?.map((p) => p.tenant),
+      ['b', 'b', 'b/children', 'b/children', 'a', 'b', 'b', 'b/children'],
+    );
+  } finally {
+    redis.sendCommand = send;
   }
 });
