@@ -19,9 +19,10 @@ local tokens, ts = tonumber(s[1]) or burst, tonumber(s[2]) or now
 if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) else now = ts end
 if tokens < 1 then return {math.ceil((1 - tokens) * 1000 / rate), 0} end
 if ARGV[4] ~= nil then
+  -- Its error as Redis gave it: WRONGTYPE, or what the write met (OOM, READONLY: a 503 upstream).
   local placed = redis.pcall('ZADD', KEYS[2], at, ARGV[4])
   if type(placed) == 'table' and placed['err'] then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is not a zset')
+    return placed
   end
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)

@@ -25,10 +25,14 @@ for i = 2, 6 do
     return corrupt(i)
   end
 end
--- The first write checks its own key: failing, it leaves nothing written.
+-- The first write checks its own key: failing, it leaves nothing written. Any other error (OOM,
+-- READONLY) stays the error it is.
 local added = redis.pcall('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
 if type(added) == 'table' and added['err'] then
-  return corrupt(1)
+  if string.find(added['err'], 'WRONGTYPE', 1, true) then
+    return corrupt(1)
+  end
+  return added
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[3])

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { Redis } from 'ioredis';
 import { scriptSource } from '../src/scripts.js';
 import { harness, type Harness } from './helpers.js';
 
@@ -167,4 +168,38 @@ test('enqueue writes nothing when its ready index, its first write, has the wron
   assert.deepEqual(reply, ['corrupt', `${ready} is a string, not a zset`]);
   for (const key of [...rest, 'tl:{sched}:offered3'])
     assert.equal(await h.redis.exists(key), 0, `${key} untouched`);
+});
+
+test('enqueue on a Redis out of memory fails with OOM (a 503 upstream), not as a corrupt key', async () => {
+  // Every primary, on a cluster (test:cluster): the {sched} slot's is one of them.
+  const cluster = h.redis as unknown as { nodes?: (role: 'master') => Redis[] };
+  const nodes = cluster.nodes ? cluster.nodes('master') : [h.redis];
+  const maxmemory = async (value: string) =>
+    Promise.all(nodes.map((n) => n.config('SET', 'maxmemory', value)));
+  await maxmemory('1');
+  try {
+    await assert.rejects(
+      h.redis.eval(
+        scriptSource('enqueue'),
+        6,
+        'tl:{sched}:ready:m4:u',
+        'tl:{sched}:active:u4',
+        'tl:{sched}:tenants:m4',
+        'tl:{sched}:models4',
+        'tl:{sched}:intake',
+        'tl:{sched}:offered4',
+        'c',
+        10,
+        'u',
+        'm4',
+        'tl:{sched}:wake',
+        '1',
+        '0:1',
+      ),
+      /^ReplyError: OOM/,
+    );
+  } finally {
+    await maxmemory('0');
+  }
+  assert.equal(await h.redis.exists('tl:{sched}:ready:m4:u'), 0);
 });
