@@ -64,8 +64,9 @@ if remaining <= 0 then return out end
 
 -- Go on with the turn in progress, else start with the first tenant after the one served last
 -- (names are stable; indexes are not).
-local last = redis.call('HGET', KEYS[3], 'last') or ''
-local left = tonumber(redis.call('HGET', KEYS[3], 'left') or '0')
+local rr = redis.call('HMGET', KEYS[3], 'last', 'left')
+local last = rr[1] or ''
+local left = tonumber(rr[2] or '0')
 local start = nil
 if left > 0 then
   for i = 1, n do
@@ -80,6 +81,12 @@ if not start then
   end
 end
 
+-- Each tenant's ready and running counts are read once and then kept here: a round of many
+-- short turns (quantum 1) would otherwise read both again on every turn. The picks' writes
+-- (in flight, running sets, offered states) go out together after the loop, in batches.
+local size, room = {}, {}
+local picked, byTenant = {}, {}
+local served = nil
 local progress = true
 local pos = start
 while remaining > 0 and progress do
@@ -88,39 +95,71 @@ while remaining > 0 and progress do
     if remaining <= 0 then break end
     local tenant = tenants[(pos - 1 + k) % n + 1]
     local ready = keys[tenant][1]
-    local size = redis.call('ZCARD', ready)
-    if size == 0 then
-      redis.call('SREM', KEYS[2], tenant)
-    else
-      local active = keys[tenant][2]
-      local room = max_running - redis.call('ZCARD', active)
+    if size[tenant] == nil then
+      size[tenant] = redis.call('ZCARD', ready)
+      if size[tenant] == 0 then redis.call('SREM', KEYS[2], tenant) end
+    end
+    if size[tenant] > 0 then
+      if room[tenant] == nil then room[tenant] = max_running - redis.call('ZCARD', keys[tenant][2]) end
       local allow = quantum * keys[tenant][3]
       if carry then allow = left end
       local budget = remaining
-      local take = math.min(allow, room, budget, size)
+      local take = math.min(allow, room[tenant], budget, size[tenant])
       if take > 0 then
         local popped = redis.call('ZPOPMIN', ready, take)
+        byTenant[tenant] = byTenant[tenant] or {}
         for j = 1, #popped, 2 do
-          local id = popped[j]
-          redis.call('ZADD', KEYS[4], now, id)
-          redis.call('ZADD', active, now, id)
-          table.insert(out, tenant)
-          table.insert(out, id)
-          table.insert(out, redis.call('HGET', KEYS[6], id) or '')
-          redis.call('HDEL', KEYS[6], id)
+          picked[#picked + 1] = { tenant, popped[j] }
+          table.insert(byTenant[tenant], popped[j])
         end
         remaining = remaining - take
+        room[tenant] = room[tenant] - take
+        size[tenant] = size[tenant] - take
         progress = true
         -- Emptied now: the tenant leaves the model's set at once, not at the next round's visit,
         -- so an empty index reads as empty (the scheduler skips rounds then).
-        if take == size then redis.call('SREM', KEYS[2], tenant) end
+        if size[tenant] == 0 then redis.call('SREM', KEYS[2], tenant) end
       end
       local rest = 0
       if take == budget and take < allow then rest = allow - take end
-      redis.call('HSET', KEYS[3], 'last', tenant, 'left', rest)
+      served = { tenant, rest }
     end
     carry = false
   end
 end
+if served then redis.call('HSET', KEYS[3], 'last', served[1], 'left', served[2]) end
+
+-- Variadic writes in chunks: Lua's unpack takes a few thousand values at most.
+local CHUNK = 500
+local function inChunks(list, write)
+  for i = 1, #list, CHUNK do
+    write({ unpack(list, i, math.min(i + CHUNK - 1, #list)) })
+  end
+end
+local function scored(ids)
+  local args = {}
+  for _, id in ipairs(ids) do
+    args[#args + 1] = now
+    args[#args + 1] = id
+  end
+  return args
+end
+for tenant, ids in pairs(byTenant) do
+  inChunks(ids, function(part) redis.call('ZADD', keys[tenant][2], unpack(scored(part))) end)
+end
+local ids = {}
+for i, pick in ipairs(picked) do ids[i] = pick[2] end
+local done = 0
+inChunks(ids, function(part)
+  redis.call('ZADD', KEYS[4], unpack(scored(part)))
+  local states = redis.call('HMGET', KEYS[6], unpack(part))
+  redis.call('HDEL', KEYS[6], unpack(part))
+  for j, id in ipairs(part) do
+    done = done + 1
+    out[#out + 1] = picked[done][1]
+    out[#out + 1] = id
+    out[#out + 1] = states[j] or ''
+  end
+end)
 if redis.call('SCARD', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], model) end
 return out

@@ -204,3 +204,25 @@ test('a round is one round trip: the script reads the model tenants itself, weig
     redis.sendCommand = send;
   }
 });
+
+test('a round of more picks than one write takes hands each on with its tenant and offered state', async () => {
+  await flushAll(redis);
+  await redis.set(schedulerKeys.leader, token);
+  await fill('a', 700);
+  await fill('b', 700, 1000);
+  await redis.hset(schedulerKeys.offered, 'task_a_m_600', '0:1', 'task_b_m_3', '2:7');
+  const picks = await pickFair(redis, token, MODEL, 1300, share);
+  assert.equal(picks?.length, 1300);
+  // Round robin, one each: a, b, a, b, ... until the budget ends.
+  assert.ok(
+    picks!.every((p, i) => p.tenant === (i % 2 === 0 ? 'a' : 'b') && p.id.startsWith(`task_${p.tenant}_`)),
+  );
+  assert.deepEqual(picks!.find((p) => p.id === 'task_a_m_600')?.state, { attempt: 0, seq: 1 });
+  assert.deepEqual(picks!.find((p) => p.id === 'task_b_m_3')?.state, { attempt: 2, seq: 7 });
+  assert.equal(picks!.filter((p) => p.state).length, 2);
+  assert.equal(await redis.zcard(schedulerKeys.inflight), 1300);
+  assert.equal(await redis.zcard(schedulerKeys.active('a')), 650);
+  assert.equal(await redis.zcard(schedulerKeys.active('b')), 650);
+  assert.equal(await redis.hlen(schedulerKeys.offered), 0);
+  assert.equal(await redis.zcard(schedulerKeys.ready('a', MODEL)), 50);
+});
