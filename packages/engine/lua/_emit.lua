@@ -3,8 +3,8 @@
 -- script are one stream entry, its id "<last seq>-0" and its fields the events' type and data
 -- pairs in order (an entry of one event is what earlier releases wrote for each), so a finish with
 -- its seven closing events costs one XADD, not seven; readers number an entry's events back from
--- its id. They are announced on the task's sharded channel for live readers on any replica. Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure
--- delivery by it.
+-- its id. They are announced on the task's sharded channel for live readers on any replica.
+-- Every script that emits takes the writer's clock (ms) as ARGV[1]: readers measure delivery by it.
 -- The events of one script are announced together, in one message per script rather than one per
 -- event: a single event as "<seq>\n<written at>\n<type>\n<data>" (what readers of earlier releases
 -- parse), several as "<first>-<last>\n<written at>\n<type>\n<data>\n<type>\n<data>...". Event

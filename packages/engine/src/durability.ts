@@ -175,7 +175,8 @@ const REPLICA_COUNT_TTL_MS = 1000;
  * On a Redis Cluster that is the connection to the primary that owns each written key's slot (a
  * create writes the task's slot and the scheduler's): one `WAIT` per such node, at once.
  * While it blocks, that connection's later commands wait behind it (replication normally answers
- * within a round trip). Without replicas it costs nothing: the count is read at most once a second, behind the writes.
+ * within a round trip). Without replicas it costs nothing: the count is read at most once a second,
+ * behind the writes.
  */
 export class ReplicaAck {
   private readonly nodes = new WeakMap<Redis, NodeReplicas>();

@@ -42,7 +42,7 @@ test('credentials never reach a line: fields named like one, URL passwords, bear
   assert.deepEqual(refused!.err, { name: 'Error', message: `connect to redis://u:${REDACTED}@h:1 failed` });
 });
 
-test('a field named like a credential is redacted however deep it sits', () => {
+test('a field named like a credential is redacted in nested objects too, not only at the top and in headers', () => {
   const { log, lines, events } = capture();
   log.info('tool call', { call: { params: { arguments: { password: 'hunter2', city: 'Oslo' } } } });
   assert.ok(!lines[0]!.includes('hunter2'), lines[0]);
