@@ -85,7 +85,8 @@ end
 -- short turns (quantum 1) would otherwise read both again on every turn. The picks' writes
 -- (in flight, running sets, offered states) go out together after the loop, in batches.
 local size, room = {}, {}
-local picked, byTenant = {}, {}
+-- Picks in order (`owners[i]` is the tenant of `ids[i]`), and by tenant for its running set.
+local ids, owners, byTenant = {}, {}, {}
 local served = nil
 local progress = true
 local pos = start
@@ -109,7 +110,8 @@ while remaining > 0 and progress do
         local popped = redis.call('ZPOPMIN', ready, take)
         byTenant[tenant] = byTenant[tenant] or {}
         for j = 1, #popped, 2 do
-          picked[#picked + 1] = { tenant, popped[j] }
+          ids[#ids + 1] = popped[j]
+          owners[#ids] = tenant
           table.insert(byTenant[tenant], popped[j])
         end
         remaining = remaining - take
@@ -133,7 +135,7 @@ if served then redis.call('HSET', KEYS[3], 'last', served[1], 'left', served[2])
 local CHUNK = 500
 local function inChunks(list, write)
   for i = 1, #list, CHUNK do
-    write({ unpack(list, i, math.min(i + CHUNK - 1, #list)) })
+    write({ unpack(list, i, math.min(i + CHUNK - 1, #list)) }, i - 1)
   end
 end
 local function scored(ids)
@@ -147,16 +149,12 @@ end
 for tenant, ids in pairs(byTenant) do
   inChunks(ids, function(part) redis.call('ZADD', keys[tenant][2], unpack(scored(part))) end)
 end
-local ids = {}
-for i, pick in ipairs(picked) do ids[i] = pick[2] end
-local done = 0
-inChunks(ids, function(part)
+inChunks(ids, function(part, offset)
   redis.call('ZADD', KEYS[4], unpack(scored(part)))
   local states = redis.call('HMGET', KEYS[6], unpack(part))
   redis.call('HDEL', KEYS[6], unpack(part))
   for j, id in ipairs(part) do
-    done = done + 1
-    out[#out + 1] = picked[done][1]
+    out[#out + 1] = owners[offset + j]
     out[#out + 1] = id
     out[#out + 1] = states[j] or ''
   end
