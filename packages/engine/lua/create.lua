@@ -7,9 +7,10 @@
   KEYS[4] inputs hash    tl:{id}:inputs
   KEYS[5] token snapshot tl:{id}:tokens
   ARGV[1] now (ms)
-  ARGV[2] number of field/value pairs that follow (N)
-  ARGV[3 .. 2+2N] field, value, ...
-  ARGV[3+2N ..] event type, event data (JSON)
+  ARGV[2] '1' when the id was drawn for this create (nothing can be under it: no check), else '0'
+  ARGV[3] number of field/value pairs that follow (N)
+  ARGV[4 .. 3+2N] field, value, ...
+  ARGV[4+2N ..] event type, event data (JSON)
 
   Without its record, whatever else is kept under the id (event log, inputs, snapshot) is what a
   task that vanished left (an expiry racing its log's, an eviction): it is dropped first, so the
@@ -17,15 +18,17 @@
 
   Returns {'ok', seq} or {'exists'} when the id is taken (a retried create of the same id).
 ]]
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return { 'exists' }
+if ARGV[2] ~= '1' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return { 'exists' }
+  end
+  redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
 end
-redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
 local now = ARGV[1]
-local n = tonumber(ARGV[2])
-local events = argvEvents(3 + 2 * n)
+local n = tonumber(ARGV[3])
+local events = argvEvents(4 + 2 * n)
 local fields = { 'status', 'queued', 'attempt', 0, 'seq', #events / 2, 'created_at', now, 'updated_at', now }
-for i = 3, 2 + 2 * n do
+for i = 4, 3 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[1], unpack(fields))

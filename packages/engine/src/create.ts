@@ -21,6 +21,10 @@ export async function persist(
   indexOptions: OperatorIndexOptions,
 ): Promise<TaskRecord> {
   const id = input.id ?? newId('task');
+  // A fresh id cannot exist yet: its record needs no check, and its enqueue goes out in the same
+  // round trip, behind the record (Redis runs them in order), so the scheduler hears of the task
+  // one round trip sooner.
+  const fresh = input.id === undefined;
   const now = core.now();
   const responseId = `resp_${id.slice('task_'.length)}`;
   const keys = taskKeys(id);
@@ -52,18 +56,16 @@ export async function persist(
     keys.inputs,
     keys.tokens,
     now,
+    fresh ? '1' : '0',
     Object.keys(fields).length,
     ...Object.entries(fields).flat(),
     'response.created',
     JSON.stringify(created.data),
   );
-  // A fresh id cannot exist yet, so its enqueue goes out in the same round trip, behind the
-  // record (Redis runs them in order): the scheduler hears of the task one round trip sooner.
-  // Its queued state is known too: attempt 0, and the one event above is number 1.
+  // A fresh id's queued state is known: attempt 0, and the one event above is number 1.
   // The journal entry stays until the record is known written: were the record late (its
   // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
   // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
-  const fresh = input.id === undefined;
   // The operator index (another slot) rides in the same round trip, and is waited for with the
   // rest, so a listing right after the create shows it (on a cluster it is on a node of its own);
   // a lost entry costs only the listing.

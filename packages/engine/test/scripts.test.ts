@@ -14,9 +14,41 @@ const evalScript = (name: Parameters<typeof scriptSource>[0], n: number, ...args
   h.redis.eval(scriptSource(name), n, ...keys.slice(0, n), ...args) as Promise<unknown[]>;
 
 test('create refuses an id that exists', async () => {
-  assert.deepEqual(await evalScript('create', 5, 1, 1, 'tenant', 'a', 'response.created', '{}'), ['ok', 1]);
-  assert.deepEqual(await evalScript('create', 5, 2, 1, 'tenant', 'b', 'response.created', '{}'), ['exists']);
+  assert.deepEqual(await evalScript('create', 5, 1, '0', 1, 'tenant', 'a', 'response.created', '{}'), [
+    'ok',
+    1,
+  ]);
+  assert.deepEqual(await evalScript('create', 5, 2, '0', 1, 'tenant', 'b', 'response.created', '{}'), [
+    'exists',
+  ]);
   assert.equal(await h.redis.hget(keys[0]!, 'tenant'), 'a');
+});
+
+test('create of an id drawn for it neither checks nor clears what is under the id', async () => {
+  const [task, , , inputs] = ['tl:{u}:task', 'tl:{u}:events', 'tl:{u}:ev', 'tl:{u}:inputs', 'tl:{u}:tokens'];
+  const create = (fresh: string, tenant: string) =>
+    h.redis.eval(
+      scriptSource('create'),
+      5,
+      'tl:{u}:task',
+      'tl:{u}:events',
+      'tl:{u}:ev',
+      inputs!,
+      'tl:{u}:tokens',
+      1,
+      fresh,
+      1,
+      'tenant',
+      tenant,
+      'response.created',
+      '{}',
+    );
+  await h.redis.hset(inputs!, 'q:left', '{}');
+  assert.deepEqual(await create('1', 'a'), ['ok', 1]);
+  // No EXISTS and no DEL ran: what a vanished task left is still there.
+  assert.equal(await h.redis.hget(inputs!, 'q:left'), '{}');
+  assert.deepEqual(await create('0', 'b'), ['exists']);
+  assert.equal(await h.redis.hget(task!, 'tenant'), 'a');
 });
 
 test('transition checks the allowed sources, the fence and the lease', async () => {
