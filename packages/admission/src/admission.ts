@@ -61,16 +61,17 @@ export class Admission {
 
   /**
    * Creates a task under the caller's place (or one taken now): checks the cap (`rate_limited`
-   * at it), runs `write`, and hands the place to the task written. The hand-over is not awaited:
-   * until it lands the reservation counts in the task's place, and a failed one leaves a
-   * reservation that ages out; the task itself is already on disk. A create that made no new
-   * task (a replay) or failed frees the place. At the cap, `replay` may find the task an
-   * accepted earlier try of the same create made: its retry gets it again.
+   * at it) and runs `write` with the id the place is held under. A task written under that id
+   * already holds its place: nothing more is written. A task under another id (an idempotent
+   * create's) takes the place over, not awaited: until then the place counts for it, and a
+   * failed swap leaves a place that ages out; the task itself is already on disk. A create that
+   * made no new task (a replay) or failed frees the place. At the cap, `replay` may find the
+   * task an accepted earlier try of the same create made: its retry gets it again.
    */
   async create(
     tenant: string,
     reservation: TaskReservation | null,
-    write: () => Promise<Created>,
+    write: (id: string) => Promise<Created>,
     replay?: () => Promise<TaskRecord | null>,
   ): Promise<Created> {
     const slot = reservation ?? (await this.limits.reserveTask(tenant));
@@ -83,7 +84,7 @@ export class Admission {
       return { task: found, replayed: true };
     }
     try {
-      const created = await write();
+      const created = await write(slot.taskId);
       slot
         .commit(created.replayed ? null : created.task.id)
         .catch((err: unknown) =>

@@ -2,18 +2,19 @@
  * Per-tenant limits held in Redis, so they hold across every replica and survive a replica crash.
  *
  * - Request rate: a token bucket per tenant, updated by one script per request.
- * - Unfinished tasks: a ZSET of task ids per tenant (`tl:api:active:{tenant}`). A create first
- *   adds a reservation, then counts; only when the count is over the cap are entries pruned
- *   against the task records (finished, expired and vanished tasks leave), so no cleanup hook is
- *   needed when a task ends and nothing is lost when a replica dies between steps: a stale
- *   reservation is pruned by its age. Racing creates can both be refused near the cap, never
- *   both admitted over it.
+ * - Unfinished tasks: a ZSET of task ids per tenant (`tl:api:active:{tenant}`), scored by when
+ *   each place was taken. A create first takes a place under the id its task will be written
+ *   with, then counts; only when the count is over the cap are entries pruned against the task
+ *   records (finished and expired tasks leave, and an id with no record once its place is older
+ *   than a create can take), so no cleanup hook is needed when a task ends, no write follows a
+ *   create that used its place, and nothing is lost when a replica dies between steps. Racing
+ *   creates can both be refused near the cap, never both admitted over it.
  * - Open streams: a ZSET per tenant of stream ids scored by a lease that each heartbeat renews;
  *   a stream of a replica that died stops counting when its lease lapses.
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { isTerminal, taskStatuses, TasklineError } from '@taskline/engine';
+import { isTerminal, newId, taskStatuses, TasklineError } from '@taskline/engine';
 import { loadLimitScripts, type LimitScripts } from './scripts.js';
 
 const keys = {
@@ -22,7 +23,7 @@ const keys = {
   streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
 };
 
-/** How old a create reservation may get before it is taken for a crashed create. */
+/** How old a place without its task may get before it is taken for a crashed create's. */
 const RESERVATION_MS = 60_000;
 
 export interface LimitSettings {
@@ -39,9 +40,14 @@ const rateLimited = (detail: string, retryAfterS: number) =>
 
 /** A held place under the tenant's unfinished-task cap. */
 export interface TaskReservation {
+  /** The id drawn for the task the place is for: a create that writes its task under it leaves the place as it is. */
+  readonly taskId: string;
   /** Throws `rate_limited` (and frees the place) when the tenant is over its cap; asked once, however often called. */
   admit(): Promise<void>;
-  /** Swaps the place for the task id, or frees it (null); a later null does nothing, a task id still lands. */
+  /**
+   * Settles the place: kept for `taskId` itself (no write), swapped for another task's id (a
+   * replayed create's), or freed (null); a later null does nothing, a task id still lands.
+   */
   commit(taskId: string | null): Promise<void>;
 }
 
@@ -74,9 +80,9 @@ export class TenantLimits {
    */
   async takeCreate(tenant: string): Promise<TaskReservation> {
     const key = keys.active(tenant);
-    const reservation = `r:${randomUUID()}`;
-    const count = await this.take(tenant, reservation);
-    return this.reservation(key, reservation, count);
+    const taskId = newId('task');
+    const count = await this.take(tenant, taskId);
+    return this.reservation(key, taskId, count);
   }
 
   /**
@@ -85,9 +91,9 @@ export class TenantLimits {
    */
   async reserveTask(tenant: string): Promise<TaskReservation> {
     const key = keys.active(tenant);
-    const reservation = `r:${randomUUID()}`;
-    const reply = await this.redis.multi().zadd(key, Date.now(), reservation).zcard(key).exec();
-    return this.reservation(key, reservation, Number(reply?.[1]?.[1] ?? 0));
+    const taskId = newId('task');
+    const reply = await this.redis.multi().zadd(key, Date.now(), taskId).zcard(key).exec();
+    return this.reservation(key, taskId, Number(reply?.[1]?.[1] ?? 0));
   }
 
   private async take(tenant: string, reservation: string | null): Promise<number> {
@@ -103,47 +109,60 @@ export class TenantLimits {
     return count;
   }
 
-  private reservation(key: string, reservation: string, counted: number): TaskReservation {
+  private reservation(key: string, taskId: string, counted: number): TaskReservation {
     let settled = false;
+    let freed = false;
     const check = async () => {
       let count = counted;
       if (count > this.settings.maxActiveTasks) count = await this.prune(key);
       if (count > this.settings.maxActiveTasks) {
-        settled = true;
-        await this.redis.zrem(key, reservation);
+        settled = freed = true;
+        await this.redis.zrem(key, taskId);
         throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
       }
     };
     // Asked once: a surface that checks the cap before its create (MCP) and the create itself share the answer.
     let admitted: Promise<void> | undefined;
     return {
+      taskId,
       admit: () => (admitted ??= check()),
-      commit: async (taskId) => {
+      commit: async (written) => {
         // A caller that leaves frees the place (commit(null)) while its create may still be
         // writing the task: the task, once written, must take a place all the same.
-        if (settled && taskId === null) return;
+        if (settled && written === null) return;
+        const kept = written === taskId && !freed;
         settled = true;
-        await this.scripts.reservation_commit(key, reservation, taskId ?? '', Date.now());
+        freed = written === null;
+        if (!kept) await this.scripts.reservation_commit(key, taskId, written ?? '', Date.now());
       },
     };
   }
 
-  /** Drops finished, expired and vanished tasks and stale reservations; returns what is left. */
+  /**
+   * Drops the places of finished and expired tasks and of creates that died before their record;
+   * returns what is left. (`r:` places are what releases before places took their task's id
+   * held: they leave by age alone.)
+   */
   private async prune(key: string): Promise<number> {
     const members = await this.redis.zrange(key, 0, -1, 'WITHSCORES');
-    const now = Date.now();
+    const stale = Date.now() - RESERVATION_MS;
     const ids: string[] = [];
+    const takenAt: number[] = [];
     const gone: string[] = [];
     for (let i = 0; i < members.length; i += 2) {
       const member = members[i]!;
-      if (!member.startsWith('r:')) ids.push(member);
-      else if (Number(members[i + 1]) < now - RESERVATION_MS) gone.push(member);
+      const at = Number(members[i + 1]);
+      if (!member.startsWith('r:')) {
+        ids.push(member);
+        takenAt.push(at);
+      } else if (at < stale) gone.push(member);
     }
-    // An expired task is gone from Redis (its own clock): no deadline compared with ours.
+    // An expired task is gone from Redis (its own clock): no deadline compared with ours. An id
+    // without a record is a create still writing, until its place is too old for that.
     const states = await taskStatuses(this.redis, ids);
     ids.forEach((id, i) => {
       const status = states[i];
-      if (!status || isTerminal(status)) gone.push(id);
+      if (status ? isTerminal(status) : takenAt[i]! < stale) gone.push(id);
     });
     if (gone.length > 0) await this.redis.zrem(key, ...gone);
     return members.length / 2 - gone.length;

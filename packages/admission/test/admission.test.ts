@@ -50,7 +50,68 @@ const input = (tenant: string): NewTask => ({
   onRestart: 'fail',
   request: { model: 'tiny-chat', input: 'hello' },
 });
-const write = (tenant: string) => async () => ({ task: await store.create(input(tenant)), replayed: false });
+const write = (tenant: string) => async (id: string) => ({
+  task: await store.create({ ...input(tenant), id, fresh: true }),
+  replayed: false,
+});
+
+/** The commands `redis` sends while `fn` runs and for a moment after (writes not awaited included). */
+async function sent(fn: () => Promise<unknown>): Promise<string[][]> {
+  const seen: string[][] = [];
+  const original = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((command: { name: string; args: unknown[] }) => {
+    seen.push([command.name, ...command.args.map(String)]);
+    return original(command as never);
+  }) as typeof redis.sendCommand;
+  try {
+    await fn();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  } finally {
+    redis.sendCommand = original;
+  }
+  return seen;
+}
+
+test('a create holds its place under the id it writes its task with: nothing is swapped after it', async () => {
+  const limits = admission.limits;
+  const reservation = await limits.takeCreate('placed');
+  let placedDuringWrite: string[] = [];
+  const commands = await sent(async () => {
+    const { task } = await admission.create('placed', reservation, async (id) => {
+      placedDuringWrite = await redis.zrange('tl:api:active:{placed}', 0, -1);
+      return write('placed')(id);
+    });
+    assert.equal(task.id, reservation.taskId);
+  });
+  assert.deepEqual(placedDuringWrite, [reservation.taskId]);
+  assert.deepEqual(await redis.zrange('tl:api:active:{placed}', 0, -1), [reservation.taskId]);
+  const touchingPlaces = commands.filter((c) => c.some((a) => a === 'tl:api:active:{placed}'));
+  assert.deepEqual(touchingPlaces, [['zrange', 'tl:api:active:{placed}', '0', '-1']], 'only the read above');
+});
+
+test('a place given up while its task is still being written is taken again by the task', async () => {
+  const reservation = await admission.limits.takeCreate('racing');
+  await reservation.commit(null);
+  assert.deepEqual(await redis.zrange('tl:api:active:{racing}', 0, -1), []);
+  await reservation.commit(reservation.taskId);
+  assert.deepEqual(await redis.zrange('tl:api:active:{racing}', 0, -1), [reservation.taskId]);
+});
+
+test('at the cap, a place whose task is still being written counts; one left by a create that died does not', async () => {
+  const key = 'tl:api:active:{pruned}';
+  const inFlight = await admission.limits.takeCreate('pruned');
+  // A create that died a minute ago between its place and its record.
+  await redis.zadd(key, Date.now() - 61_000, 'task_died');
+  await admission.create('pruned', null, write('pruned'));
+  await assert.rejects(
+    admission.create('pruned', null, write('pruned')),
+    (err) => err instanceof TasklineError && err.code === 'rate_limited',
+  );
+  const members = await redis.zrange(key, 0, -1);
+  assert.ok(members.includes(inFlight.taskId), 'the create in flight keeps its place');
+  assert.ok(!members.includes('task_died'));
+  await inFlight.commit(null);
+});
 
 test('creates hold places up to the cap; past it a create is refused, or gets the task its earlier try made', async () => {
   const first = await admission.create('capped', null, write('capped'));

@@ -24,7 +24,7 @@ export async function persist(
   // A fresh id cannot exist yet: its record needs no check, and its enqueue goes out in the same
   // round trip, behind the record (Redis runs them in order), so the scheduler hears of the task
   // one round trip sooner.
-  const fresh = input.id === undefined;
+  const fresh = input.id === undefined || input.fresh === true;
   const now = core.now();
   const responseId = `resp_${id.slice('task_'.length)}`;
   const keys = taskKeys(id);

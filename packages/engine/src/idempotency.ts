@@ -90,7 +90,7 @@ export async function createIdempotent(
     await core.replicated(begun.replay.id, begun.recordKey);
     return { task: begun.replay, replayed: true };
   }
-  const task = await create({ ...input, id: begun.taskId, idempotencyKey: key });
+  const task = await create({ ...input, id: begun.taskId, fresh: false, idempotencyKey: key });
   await finishIdempotent(core, begun.recordKey, task.id);
   return { task, replayed: false };
 }

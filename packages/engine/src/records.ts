@@ -62,8 +62,13 @@ export interface NewTask {
   model: string;
   onRestart: OnRestart;
   request: unknown;
-  /** A retry of an idempotent create reuses the id its first try chose. */
+  /**
+   * An id chosen before the create: the one a retry of an idempotent create reuses (its first
+   * try chose it), or with `fresh` one drawn for this create alone (its place under the cap).
+   */
   id?: string;
+  /** `id` was drawn for this create: nothing can be under it yet (see persist). */
+  fresh?: boolean;
   /** The tool task this generation runs for (see TaskRecord.parent). */
   parent?: string;
   /** Set by `createIdempotent`: the key is kept on the record for operators (TaskRecord.idempotencyKey). */

@@ -1,5 +1,5 @@
 import type { Admission, TaskReservation } from '@taskline/admission';
-import { newId, type TaskRecord, type TaskStore } from '@taskline/engine';
+import type { TaskRecord, TaskStore } from '@taskline/engine';
 import { TOOLS_MODEL, type ToolResult } from '@taskline/tools';
 import type { McpObserver } from './observe.js';
 
@@ -18,7 +18,7 @@ export interface ToolTaskAdmission {
 
 /**
  * Creates an MCP tool task, from either protocol era, under the call's place (`Admission.create`).
- * The id is chosen first and indexed before the task exists, so a crash in between leaves an
+ * The id (the one its place is held under) is indexed before the task exists, so a crash in between leaves an
  * index entry without a task (skipped and dropped by the listing), never a task missing from its
  * tenant's list.
  */
@@ -29,11 +29,11 @@ export async function createToolTask(
   args: Record<string, unknown>,
   deps: ToolTaskAdmission,
 ): Promise<TaskRecord> {
-  const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async () => {
-    const id = newId('task');
+  const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async (id) => {
     await store.redis.zadd(indexKey(tenant), 0, member(Date.now(), id));
     const created = await store.create({
       id,
+      fresh: true,
       tenant,
       kind: 'tool',
       model: TOOLS_MODEL,

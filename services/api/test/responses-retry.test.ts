@@ -107,13 +107,13 @@ test('a create whose caller leaves before its place is held frees the place at o
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   // The bucket answers only after the caller has gone (a slow Redis round trip).
-  let taken!: () => void;
-  const held = new Promise<void>((r) => (taken = r));
+  let taken!: (id: string) => void;
+  const held = new Promise<string>((r) => (taken = r));
   limits.takeCreate = async (tenant) => {
     asked();
     await gate;
     const slot = await takeCreate(tenant);
-    taken();
+    taken(slot.taskId);
     return slot;
   };
   try {
@@ -132,13 +132,11 @@ test('a create whose caller leaves before its place is held frees the place at o
     leaving.destroy();
     await until('the server to see the caller leave', () => (api.api.inFlight === 0 ? true : undefined));
     release();
-    await held;
+    const place = await held;
     // Far sooner than the 60 s after which a crashed create's place is taken for abandoned.
-    const reservations = async () =>
-      (await stack.redis.zrange('tl:api:active:{tenant-a}', 0, -1)).filter((m) => m.startsWith('r:'));
     await until(
       'the place to be freed',
-      async () => ((await reservations()).length === 0 ? true : undefined),
+      async () => ((await stack.redis.zscore('tl:api:active:{tenant-a}', place)) === null ? true : undefined),
       10_000,
     );
   } finally {
@@ -149,10 +147,9 @@ test('a create whose caller leaves before its place is held frees the place at o
 test('a create whose caller leaves while the task is being written still counts the task under the cap', async () => {
   const limits = api.api.limits;
   const takeCreate = limits.takeCreate.bind(limits);
-  const members = () => stack.redis.zrange('tl:api:active:{tenant-a}', 0, -1);
-  const before = new Set(await members());
-  let admitted!: () => void;
-  const inCreate = new Promise<void>((r) => (admitted = r));
+  const placed = (id: string) => stack.redis.zscore('tl:api:active:{tenant-a}', id);
+  let admitted!: (id: string) => void;
+  const inCreate = new Promise<string>((r) => (admitted = r));
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   // The place is held and the create under way when the caller leaves.
@@ -162,7 +159,7 @@ test('a create whose caller leaves while the task is being written still counts 
       ...slot,
       admit: async () => {
         await slot.admit();
-        admitted();
+        admitted(slot.taskId);
         await gate;
       },
     };
@@ -175,19 +172,19 @@ test('a create whose caller leaves while the task is being written still counts 
       body: JSON.stringify({ type: 'response', input: body }),
       signal: controller.signal,
     }).catch((err: Error) => err);
-    await inCreate;
+    const id = await inCreate;
     controller.abort();
     await leaving;
-    // The departure frees the reservation first...
-    await until('the departure to free the reservation', async () =>
-      (await members()).some((m) => m.startsWith('r:') && !before.has(m)) ? undefined : true,
+    // The departure frees the place first...
+    await until('the departure to free the place', async () =>
+      (await placed(id)) === null ? true : undefined,
     );
     release();
-    // ...and the task the create still wrote takes a place all the same.
-    const counted = await until('the created task to count under the cap', async () =>
-      (await members()).find((m) => !m.startsWith('r:') && !before.has(m)),
+    // ...and the task the create still wrote under its id takes a place all the same.
+    await until('the created task to count under the cap', async () =>
+      (await placed(id)) !== null ? true : undefined,
     );
-    assert.equal((await stack.worker.get(counted))?.tenant, 'tenant-a');
+    assert.equal((await stack.worker.get(id))?.tenant, 'tenant-a');
   } finally {
     limits.takeCreate = takeCreate;
   }

@@ -132,10 +132,10 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     const { task } = await admission.create(
       tenant,
       reservations.get(req) ?? null,
-      async () =>
+      async (id) =>
         key
           ? store.createIdempotent(input, key, print)
-          : { task: await store.create(input), replayed: false },
+          : { task: await store.create({ ...input, id, fresh: true }), replayed: false },
       key ? () => store.findIdempotent(tenant, key, print) : undefined,
     );
     return task;
