@@ -6,7 +6,7 @@ import type { StoreCore } from './core.js';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
 import { schedulerKeys, taskKeys } from './keys.js';
-import { indexCreated, type OperatorIndexOptions } from './operator-index.js';
+import { indexCreated } from './operator-index.js';
 import { createdFields, parseTask, type NewTask, type TaskRecord } from './records.js';
 import { emptyResponse, statusEvent } from './response.js';
 
@@ -15,11 +15,7 @@ import { emptyResponse, statusEvent } from './response.js';
  * The create journal (`intake`) is written first, so a crash after the record is written but
  * before it is queued leaves a trace the reconciler repairs.
  */
-export async function persist(
-  core: StoreCore,
-  input: NewTask,
-  indexOptions: OperatorIndexOptions,
-): Promise<TaskRecord> {
+export async function persist(core: StoreCore, input: NewTask): Promise<TaskRecord> {
   const id = input.id ?? newId('task');
   // A fresh id cannot exist yet: its record needs no check, and its enqueue goes out in the same
   // round trip, behind the record (Redis runs them in order), so the scheduler hears of the task
@@ -69,7 +65,7 @@ export async function persist(
   // The operator index (another slot) rides in the same round trip, and is waited for with the
   // rest, so a listing right after the create shows it (on a cluster it is on a node of its own);
   // a lost entry costs only the listing.
-  const indexed = indexCreated(core.redis, { id, tenant: input.tenant, createdAt: now }, indexOptions).catch(
+  const indexed = indexCreated(core.redis, { id, tenant: input.tenant, createdAt: now }).catch(
     () => undefined,
   );
   const queued = fresh

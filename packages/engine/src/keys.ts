@@ -108,15 +108,19 @@ export const operatorKeys = {
   /**
    * A tenant's tasks by creation time (zset id -> created ms). Tagged `{<tenant>}`, not
    * `{<taskId>}`: create.lua touches only the task's slot, so the entry is a separate command in
-   * the create's round trip. Bounded to `TASKLINE_OPERATOR_INDEX_MAX` newest entries; the key
-   * lives the task retention after the tenant's last create.
+   * the create's round trip. The scheduler's retention sweep bounds it to the
+   * `TASKLINE_OPERATOR_INDEX_MAX` newest entries and sets it to expire the task retention after
+   * the sweep that followed the tenant's last create (not each create: two commands each).
    */
   tasks: (tenant: string) => `tl:ops:{${tenant}}:tasks`,
   /** Tenants by their last create (zset tenant -> ms): the console's tenant list, no SCAN. */
   tenants: 'tl:{ops}:tenants',
-  /** Tasks created and ended per minute (strings, an hour each): the throughput chart. */
-  created: (minute: number) => `tl:{ops}:created:${minute}`,
-  ended: (minute: number) => `tl:{ops}:ended:${minute}`,
+  /**
+   * Tasks created and ended per minute (hash `c:<minute>` / `e:<minute>` -> count): the
+   * throughput chart. One `HINCRBY` per create and per end; the retention sweep drops minutes
+   * over an hour old.
+   */
+  throughput: 'tl:{ops}:throughput',
   /**
    * A tenant's failed tasks by error code (hash code -> count) ended in one 5-minute bucket, kept
    * an hour: the console's recent failures. Beside the tenant's index, in its `{<tenant>}` slot.

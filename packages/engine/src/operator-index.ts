@@ -7,6 +7,11 @@ import { operatorKeys } from './keys.js';
 import type { TaskRecord } from './records.js';
 
 export const minuteOf = (ms: number) => Math.floor(ms / 60_000);
+/** The throughput chart's fields: tasks created and ended in one minute. */
+export const createdField = (minute: number) => `c:${minute}`;
+export const endedField = (minute: number) => `e:${minute}`;
+/** Minutes of throughput kept; the console charts the last fifteen. */
+const THROUGHPUT_MINUTES = 60;
 const COUNTER_TTL_S = 3600;
 /** Failures are counted per 5 minutes; the console sums the last hour's twelve buckets. */
 const FAILURE_BUCKET_MS = 5 * 60_000;
@@ -23,23 +28,51 @@ export interface OperatorIndexOptions {
 /**
  * The operator index entries of a new task, sent in the create's round trip (not awaited on
  * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
- * retried create's first time.
+ * retried create's first time. Bounds and expiry are the sweep's (sweepOperatorIndex).
  */
 export function indexCreated(
   redis: Redis,
   task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
-  o: OperatorIndexOptions,
 ): Promise<unknown> {
-  const key = operatorKeys.tasks(task.tenant);
-  const counter = operatorKeys.created(minuteOf(task.createdAt));
   return Promise.all([
-    redis.zadd(key, 'NX', task.createdAt, task.id),
-    redis.zremrangebyrank(key, 0, -(o.max + 1)),
-    redis.pexpire(key, o.retentionMs),
+    redis.zadd(operatorKeys.tasks(task.tenant), 'NX', task.createdAt, task.id),
     redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
-    redis.incr(counter),
-    redis.expire(counter, COUNTER_TTL_S),
+    redis.hincrby(operatorKeys.throughput, createdField(minuteOf(task.createdAt)), 1),
   ]);
+}
+
+/**
+ * Bounds the index of every tenant that created a task since `since` (ms) to its newest `max`
+ * entries and sets it to expire `retentionMs` from now, and drops throughput minutes over an
+ * hour old; returns how many tenants it visited. Between two sweeps an index may pass its bound
+ * by the creates in between. The throughput hash expires too, should sweeps stop altogether.
+ */
+export async function sweepOperatorIndex(
+  redis: Redis,
+  since: number,
+  now: number,
+  o: OperatorIndexOptions,
+): Promise<number> {
+  const tenants = await redis.zrangebyscore(
+    operatorKeys.tenants,
+    Number.isFinite(since) ? since : '-inf',
+    '+inf',
+  );
+  const oldest = minuteOf(now) - THROUGHPUT_MINUTES;
+  const [fields] = await Promise.all([
+    redis.hkeys(operatorKeys.throughput),
+    // Separate commands (auto-pipelined): each tenant's index is its own slot.
+    ...tenants.flatMap((tenant) => {
+      const key = operatorKeys.tasks(tenant);
+      return [redis.zremrangebyrank(key, 0, -(o.max + 1)), redis.pexpire(key, o.retentionMs)];
+    }),
+  ]);
+  const old = (fields as string[]).filter((f) => Number(f.slice(2)) < oldest);
+  await Promise.all([
+    old.length > 0 ? redis.hdel(operatorKeys.throughput, ...old) : null,
+    redis.expire(operatorKeys.throughput, 2 * COUNTER_TTL_S),
+  ]);
+  return tenants.length;
 }
 
 /** How a released task left its worker: it ended (`failure`: the code of a `failed` end), or it parked for input. */
@@ -50,8 +83,7 @@ export type TaskEnd = { failure?: string } | 'parked';
  * code (beside the ending step, in its round trip: a crash in between loses one count, nothing else).
  */
 export function countEnded(redis: Redis, now: number, tenant: string, failure?: string): Promise<unknown> {
-  const counter = operatorKeys.ended(minuteOf(now));
-  const writes: Promise<unknown>[] = [redis.incr(counter), redis.expire(counter, COUNTER_TTL_S)];
+  const writes: Promise<unknown>[] = [redis.hincrby(operatorKeys.throughput, endedField(minuteOf(now)), 1)];
   if (failure !== undefined) {
     const failed = operatorKeys.failed(tenant, bucketOf(now));
     writes.push(redis.hincrby(failed, failure, 1), redis.expire(failed, COUNTER_TTL_S + 300));

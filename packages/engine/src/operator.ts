@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
-import { bucketOf, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
+import { bucketOf, createdField, endedField, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
 import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
 import { isTaskStatus, isTerminal, type TaskStatus } from './states.js';
@@ -201,9 +201,10 @@ export class OperatorView {
   async throughput(minutes: number): Promise<{ minute: number; created: number; ended: number }[]> {
     const last = minuteOf(this.now());
     const list = Array.from({ length: minutes }, (_, i) => last - minutes + 1 + i);
-    const values = await this.redis.mget(
-      ...list.map((m) => operatorKeys.created(m)),
-      ...list.map((m) => operatorKeys.ended(m)),
+    const values = await this.redis.hmget(
+      operatorKeys.throughput,
+      ...list.map(createdField),
+      ...list.map(endedField),
     );
     return list.map((m, i) => ({
       minute: m * 60_000,

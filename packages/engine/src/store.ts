@@ -5,7 +5,7 @@ import { persist } from './create.js';
 import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
 import { queueTenant, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
-import { countEnded } from './operator-index.js';
+import { countEnded, sweepOperatorIndex } from './operator-index.js';
 import {
   check,
   parseEntry,
@@ -66,7 +66,7 @@ export class TaskStore {
    * they have the task too.
    */
   async create(input: NewTask): Promise<TaskRecord> {
-    const task = await persist(this.core, input, this.indexOptions);
+    const task = await persist(this.core, input);
     // The idempotency record names the task: it must survive a failover as the task does, or a
     // retry after one would create a second task (on a cluster it is on its tenant's node).
     await this.core.replicated(
@@ -345,6 +345,15 @@ export class TaskStore {
   /** Offers again the tasks of dispatches that died before their job was queued (see recovery.ts). */
   reconcileDispatches(olderThanMs: number, limit?: number): Promise<string[]> {
     return recovery.reconcileDispatches(this.core, olderThanMs, limit);
+  }
+
+  /**
+   * Bounds and expires the operator index of each tenant that created a task since `since` (ms),
+   * and drops throughput counts over an hour old (see sweepOperatorIndex); returns how many
+   * tenants it visited.
+   */
+  sweepOperatorIndex(since: number): Promise<number> {
+    return sweepOperatorIndex(this.redis, since, this.now(), this.indexOptions);
   }
 
   /** Repairs the tenants' running sets (see recovery.ts); returns how many entries it dropped. */

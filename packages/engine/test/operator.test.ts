@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { OperatorView, TasklineError } from '../src/index.js';
 import { operatorKeys, taskKeys } from '../src/keys.js';
-import { harness, newTask, type Harness } from './helpers.js';
+import { minuteOf } from '../src/operator-index.js';
+import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
 let clock = 1_000_000;
@@ -116,7 +117,7 @@ test("an operator's cancel is recorded in the task's events", async () => {
 test('an end is counted when a task ends, not when it parks for input; failures by tenant and code', async () => {
   clock = 5_000_000;
   const minute = Math.floor(clock / 60_000);
-  const ended = async () => Number(await h.redis.get(operatorKeys.ended(minute)));
+  const ended = async () => Number(await h.redis.hget(operatorKeys.throughput, `e:${minute}`));
   const tool = await h.store.create(
     newTask({ tenant: 'counts', kind: 'tool', model: 'tools', onRestart: 'retry' }),
   );
@@ -153,4 +154,35 @@ test('an idempotent create keeps its key on the record for operators; a key over
     h.store.createIdempotent(newTask({ tenant: 'idem' }), 'k'.repeat(256), 'fp'),
     (e) => e instanceof TasklineError && e.code === 'invalid_request',
   );
+});
+
+test('a create adds its index entry and its count; the sweep bounds and expires each index written since, and drops counts over an hour old', async () => {
+  const small = await harness({ now: () => clock, operatorIndexMax: 3 });
+  try {
+    clock = 7_000_000;
+    const key = operatorKeys.tasks('bounded');
+    for (let i = 0; i < 5; i++) {
+      clock += 1;
+      await small.store.create(newTask({ tenant: 'bounded' }));
+    }
+    // A create neither trims nor expires the index: that is the sweep's.
+    assert.equal(await small.redis.zcard(key), 5);
+    assert.equal(await small.redis.pttl(key), -1);
+    const hourAgo = `c:${minuteOf(clock) - 61}`;
+    await small.redis.hset(operatorKeys.throughput, hourAgo, 9);
+    await small.redis.zadd(operatorKeys.tenants, clock - 60_000, 'quiet');
+
+    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1, 'only tenants that created since');
+    assert.equal(await small.redis.zcard(key), 3, 'the newest three');
+    const ttl = await small.redis.pttl(key);
+    assert.ok(ttl > 0 && ttl <= defaults.taskRetentionMs, `expires with the task retention (${ttl})`);
+    assert.equal(await small.redis.hget(operatorKeys.throughput, hourAgo), null);
+    const chart = await new OperatorView(small.store, () => clock).throughput(2);
+    assert.deepEqual(
+      chart.map((m) => m.created),
+      [0, 5],
+    );
+  } finally {
+    await small.close();
+  }
 });

@@ -87,6 +87,8 @@ export class Scheduler {
    * added since (workers only ever take jobs away). While free slots exceed it, no count is read.
    */
   private readonly waitingBound = new Map<string, number>();
+  /** When this replica's last operator index sweep began (see retention). */
+  private indexSweptAt = -Infinity;
 
   constructor(private readonly o: SchedulerOptions) {}
 
@@ -201,6 +203,7 @@ export class Scheduler {
     this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
     // Another leader may have queued jobs meanwhile: counts are read afresh.
     this.waitingBound.clear();
+    this.indexSweptAt = -Infinity;
     this.fullRound = true;
   }
 
@@ -343,9 +346,13 @@ export class Scheduler {
   /**
    * Drops index entries of tasks that ended or expired, or that wait parked for their caller's
    * input (the per-tenant running sets that cap concurrency), and re-offers queued tasks whose job
-   * vanished (e.g. a failed claim).
+   * vanished (e.g. a failed claim). Bounds the operator index of tenants that created since the
+   * last sweep, with one interval's overlap for the api replicas' clocks (a new leader visits them all).
    */
   async retention(): Promise<number> {
+    const started = Date.now();
+    await this.o.store.sweepOperatorIndex(this.indexSweptAt - this.o.retentionSweepMs);
+    this.indexSweptAt = started;
     return this.o.store.sweepActive(this.o.reconcileAfterMs, async (task) =>
       Boolean(await this.queue(task.model).getJob(dispatchJobId(task))),
     );
