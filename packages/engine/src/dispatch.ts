@@ -81,9 +81,9 @@ export async function pickFair(
   return picks;
 }
 
-/** A pick's job is queued: it leaves `inflight` (the task stays in its tenant's running set). */
-export async function handedOver(redis: Redis, id: string): Promise<void> {
-  await redis.zrem(schedulerKeys.inflight, id);
+/** These picks' jobs are queued: they leave `inflight` together (each task stays in its tenant's running set). */
+export async function handedOver(redis: Redis, ids: string[]): Promise<void> {
+  if (ids.length > 0) await redis.zrem(schedulerKeys.inflight, ...ids);
 }
 
 /** Models with ready tasks: all that a dispatch round needs to visit. */

@@ -294,9 +294,12 @@ export class Scheduler {
   private async dispatchModel(model: string, free: number): Promise<number> {
     const picks = await pickFair(this.o.redis, this.leadership!.token, model, free, this.o.fairShare);
     if (!picks?.length) return 0;
-    // Every pick's writes go out together (one round trip each step, not one per pick).
+    // Every pick's writes go out together (one round trip each step, not one per pick), and the
+    // queued ones leave the in-flight index in one command.
     const queued = await Promise.all(picks.map((pick) => this.queuePick(model, pick)));
-    const count = queued.reduce<number>((a, b) => a + b, 0);
+    const handed = picks.filter((_, i) => queued[i]).map((pick) => pick.id);
+    await handedOver(this.o.redis, handed);
+    const count = handed.length;
     if (count > 0) this.o.log.debug('dispatched', { model, count });
     return count;
   }
@@ -307,9 +310,9 @@ export class Scheduler {
    * the running set itself). A pick without a state stays in flight for the reconciler to offer
    * again with one (see pickFair).
    */
-  private async queuePick(model: string, pick: Pick): Promise<number> {
+  private async queuePick(model: string, pick: Pick): Promise<boolean> {
     const state = pick.state;
-    if (!state) return 0;
+    if (!state) return false;
     const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt };
     await this.queue(model).add('run', job, {
       jobId: dispatchJobId({ id: pick.id, ...state }),
@@ -318,8 +321,7 @@ export class Scheduler {
     });
     const bound = this.waitingBound.get(model);
     if (bound !== undefined) this.waitingBound.set(model, bound + 1);
-    await handedOver(this.o.redis, pick.id);
-    return 1;
+    return true;
   }
 
   private async recover(): Promise<void> {

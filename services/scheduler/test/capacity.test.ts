@@ -88,3 +88,25 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
     .filter((between) => between.trim() === 'pick').length;
   assert.ok(direct >= tasks / 2, `${direct} of ${tasks} offers went straight to a pick: ${seen.join(', ')}`);
 });
+
+test("a round's picks leave the in-flight index together, in one command, once their jobs are queued", async () => {
+  await Promise.all(clusters.splice(0).map((c) => c.stop()));
+  const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
+  clusters.push(cluster);
+  // No worker yet: the six wait, and the worker's first report of its slots starts one round.
+  const tasks = await Promise.all(
+    Array.from({ length: 6 }, () => cluster.create({ input: 'x' }, { model: 'instant' })),
+  );
+  const removals: string[][] = [];
+  const monitor = monitorRedis(cluster.redis.url, (args) => {
+    if (args[0]?.toLowerCase() === 'zrem' && args[1] === schedulerKeys.inflight) removals.push(args.slice(2));
+  });
+  await monitor.ready;
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '8' });
+  for (const task of tasks) assert.equal((await cluster.waitForEnd(task.id, 30_000)).status, 'succeeded');
+  monitor.stop();
+  assert.deepEqual(
+    removals.map((ids) => new Set(ids)),
+    [new Set(tasks.map((t) => t.id))],
+  );
+});
