@@ -55,17 +55,29 @@ local function emit(taskKey, eventsKey, channel, type, data)
   return emitList(taskKey, eventsKey, channel, { type, data })
 end
 
--- On entering a terminal state every key of the task gets its retention (ms). A caller that wrote
+-- The side keys a task has written are named in its record's `side_keys` ('i' its inputs hash, 't'
+-- its token snapshot), so that its end expires those alone. A record written before the field
+-- existed has none (false from HMGET): any side key may be there.
+-- Returns `side` with `letter` added, or nil when nothing is to be written.
+local function withSideKey(side, letter)
+  if not side or string.find(side, letter, 1, true) then
+    return nil
+  end
+  return side .. letter
+end
+
+-- On entering a terminal state every key of the task ({task, events, inputs, tokens}) gets its
+-- retention (ms); of the side keys, those `side` names (all when it is false). A caller that wrote
 -- `ended_at` and `expires_at` in its own write of the record passes `stamped`.
-local function expireTask(keys, now, taskRetentionMs, eventRetentionMs, stamped)
+local function expireTask(keys, now, taskRetentionMs, eventRetentionMs, stamped, side)
   if not stamped then
     redis.call('HSET', keys[1], 'ended_at', now, 'expires_at', now + taskRetentionMs)
   end
-  for i = 1, #keys do
-    if i == 2 then
-      redis.call('PEXPIRE', keys[i], eventRetentionMs)
-    else
-      redis.call('PEXPIRE', keys[i], taskRetentionMs)
+  redis.call('PEXPIRE', keys[1], taskRetentionMs)
+  redis.call('PEXPIRE', keys[2], eventRetentionMs)
+  for i, letter in ipairs({ 'i', 't' }) do
+    if not side or string.find(side, letter, 1, true) then
+      redis.call('PEXPIRE', keys[2 + i], taskRetentionMs)
     end
   end
 end

@@ -10,17 +10,23 @@
   Returns {'ok', seq} | {'missing'} | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked', 'seq')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked', 'seq', 'side_keys')
 local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2], cur[3])
   or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'string' }, { cur[4], cur[2] })
 if refused then
   return refused
 end
+local side = nil
 if ARGV[3] ~= '' then
   redis.call('APPEND', KEYS[4], ARGV[3])
+  side = withSideKey(cur[5], 't')
 end
 local events = argvEvents(4)
 local base = tonumber(cur[4] or '0')
-redis.call('HSET', KEYS[1], 'updated_at', tonumber(ARGV[1]), 'seq', base + #events / 2)
+local fields = { 'updated_at', tonumber(ARGV[1]), 'seq', base + #events / 2 }
+if side then
+  fields[5], fields[6] = 'side_keys', side
+end
+redis.call('HSET', KEYS[1], unpack(fields))
 local seq = emitAfter(KEYS[2], KEYS[3], base, events)
 return { 'ok', seq }

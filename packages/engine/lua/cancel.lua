@@ -21,7 +21,8 @@
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
 ]]
 local task = KEYS[1]
-local status, shown, seq, attempt = unpack(redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt'))
+local status, shown, seq, attempt, side =
+  unpack(redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt', 'side_keys'))
 if not status then
   return { 'missing' }
 end
@@ -47,7 +48,7 @@ if outcome == 'cancelled' then
     events = { ARGV[8], ARGV[9], ARGV[6], ARGV[7] }
   end
   emitList(task, KEYS[2], KEYS[3], events)
-  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[3]), tonumber(ARGV[4]), false, side)
 else
   redis.call('HSET', task, 'status', outcome, 'updated_at', now)
   emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])

@@ -27,7 +27,9 @@ end
 local now = ARGV[1]
 local n = tonumber(ARGV[3])
 local events = argvEvents(4 + 2 * n)
-local fields = { 'status', 'queued', 'attempt', 0, 'seq', #events / 2, 'created_at', now, 'updated_at', now }
+-- `side_keys` starts empty: the side keys (inputs, snapshot) written later are named there.
+local fields = { 'status', 'queued', 'attempt', 0, 'seq', #events / 2, 'created_at', now, 'updated_at', now,
+  'side_keys', '' }
 for i = 4, 3 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end

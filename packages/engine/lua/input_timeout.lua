@@ -10,7 +10,7 @@
 
   Returns {'ok', kind, created_at} | {'missing'} | {'skipped', status}
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'parked', 'input_deadline', 'kind', 'created_at')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'parked', 'input_deadline', 'kind', 'created_at', 'side_keys')
 local status = cur[1]
 if not status then
   return { 'missing' }
@@ -22,5 +22,5 @@ end
 redis.call('HSET', KEYS[1], 'status', 'failed', 'updated_at', now, 'error', ARGV[4], 'result', ARGV[5])
 redis.call('HDEL', KEYS[1], 'parked', 'input_deadline', 'input_keys')
 emit(KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[7])
-expireTask({ KEYS[1], KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[2]), tonumber(ARGV[3]))
+expireTask({ KEYS[1], KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[2]), tonumber(ARGV[3]), false, cur[6])
 return { 'ok', cur[4] or '', cur[5] or '' }

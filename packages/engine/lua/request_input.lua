@@ -17,7 +17,7 @@
         | {'missing'} | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at', 'parked')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at', 'parked', 'side_keys')
 local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2], cur[5])
   or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'hash' })
 if refused then
@@ -31,11 +31,20 @@ for i = 6, 5 + 2 * n, 2 do
     open = open + 1
   end
 end
+local side = withSideKey(cur[6], 'i')
 if open == 0 then
+  if side then
+    redis.call('HSET', KEYS[1], 'side_keys', side)
+  end
   return { 'answered' }
 end
-redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_at', tonumber(ARGV[1]), 'parked', '1',
-  'input_deadline', tonumber(ARGV[3]), 'input_keys', ARGV[4])
+local fields = { 'status', 'input_required', 'updated_at', tonumber(ARGV[1]), 'parked', '1',
+  'input_deadline', tonumber(ARGV[3]), 'input_keys', ARGV[4] }
+if side then
+  fields[#fields + 1] = 'side_keys'
+  fields[#fields + 1] = side
+end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('HDEL', KEYS[1], 'lease_owner', 'lease_until')
 local seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[6 + 2 * n], ARGV[7 + 2 * n])
 return { 'ok', seq, cur[3] or '', cur[4] or '' }

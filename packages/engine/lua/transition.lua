@@ -24,7 +24,8 @@
 ]]
 local task = KEYS[1]
 -- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
-local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked', 'seq')
+local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked', 'seq',
+  'side_keys')
 local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
@@ -75,6 +76,6 @@ if ARGV[9] == '1' then
 end
 local seq = emitAfter(KEYS[2], KEYS[3], base, events)
 if ARGV[8] == '1' then
-  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]), true)
+  expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]), true, cur[8])
 end
 return { 'ok', ARGV[2], seq, cur[4] or '', cur[5] or '' }

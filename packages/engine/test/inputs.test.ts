@@ -100,6 +100,7 @@ test('cancelling a parked task ends it at once: no worker holds it to acknowledg
   assert.equal(outcome, 'cancelled');
   assert.equal(after.status, 'cancelled');
   assert.equal(await h.redis.zscore(schedulerKeys.parked, task.id), null);
+  assert.ok((await h.redis.pttl(taskKeys(task.id).inputs)) > 0, 'its questions expire with it');
   // Its clients saw it input_required: they see it go through cancelling (LMSP 7.2, the MCP view).
   const statuses = (await h.store.events(task.id, 0)).events
     .map((e) => (JSON.parse(e.data) as { task_status?: TaskStatus }).task_status)
@@ -123,6 +124,7 @@ test('an unanswered task fails at its input deadline with input_timeout', async 
     const ended = await short.store.get(task.id);
     assert.equal(ended?.status, 'failed');
     assert.equal(ended?.error?.code, 'input_timeout');
+    assert.ok((await short.redis.pttl(taskKeys(task.id).inputs)) > 0, 'its questions expire with it');
     assert.equal(await short.store.parkedCount(), 0);
     // An answer after the deadline changes nothing.
     const late = await short.store.provideInput(task.id, 'tenant-a', { confirm: true });

@@ -379,3 +379,37 @@ test("a script's events are one stream entry, named by the last one's number, an
     [6, 7],
   );
 });
+
+test('an end gives its retention to the side keys the task wrote (inputs, token snapshot), and only to those', async () => {
+  const ttl = (key: string) => h.redis.pttl(key);
+  const end = async (id: string, attempt: number) =>
+    h.store.finish(id, attempt, { status: 'succeeded', result: { ok: true } });
+
+  // Neither written: a key under either name (no task's doing) is left as it is.
+  const plain = await h.store.create(newTask());
+  const ran = await h.store.claim(plain.id, 'w1', 60_000, { start: true });
+  await h.redis.set(taskKeys(plain.id).tokens, 'x');
+  await end(plain.id, ran.attempt);
+  assert.ok((await ttl(taskKeys(plain.id).task)) > 0);
+  assert.equal(await ttl(taskKeys(plain.id).tokens), -1);
+
+  // Tokens appended, questions asked and answered: both expire with the task.
+  const both = await h.store.create(newTask({ kind: 'tool', model: 'tools', onRestart: 'retry' }));
+  const first = await h.store.claim(both.id, 'w1', 60_000, { start: true });
+  await h.store.append(both.id, first.attempt, [1, 2], [{ type: 'response.output_text.delta', data: {} }]);
+  await h.store.requestInput(both.id, first.attempt, { q: { type: 'text' } });
+  await h.store.provideInput(both.id, both.tenant, { q: 'yes' });
+  const second = await h.store.claim(both.id, 'w1', 60_000, { start: true });
+  await end(both.id, second.attempt);
+  for (const key of [taskKeys(both.id).inputs, taskKeys(both.id).tokens])
+    assert.ok((await ttl(key)) > 0, key);
+
+  // A record from before the marker: every side key expires, as before.
+  const old = await h.store.create(newTask());
+  await h.redis.hdel(taskKeys(old.id).task, 'side_keys');
+  const oldRun = await h.store.claim(old.id, 'w1', 60_000, { start: true });
+  await h.redis.set(taskKeys(old.id).tokens, 'x');
+  await h.redis.hset(taskKeys(old.id).inputs, 'q:x', '{}');
+  await end(old.id, oldRun.attempt);
+  for (const key of [taskKeys(old.id).inputs, taskKeys(old.id).tokens]) assert.ok((await ttl(key)) > 0, key);
+});
