@@ -21,8 +21,8 @@
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
 ]]
 local task = KEYS[1]
-local status, shown, seq, attempt, side =
-  unpack(redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt', 'side_keys'))
+local status, shown, seq, attempt, side, parkedField, owner =
+  unpack(redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt', 'side_keys', 'parked', 'lease_owner'))
 if not status then
   return { 'missing' }
 end
@@ -31,7 +31,7 @@ if outcome == 'noop' or outcome == 'not_cancelable' or not outcome then
   return { outcome or 'not_cancelable', status }
 end
 -- A parked task (waiting for its caller's input) has no worker to acknowledge a cancel: it ends at once.
-local parked = redis.call('HEXISTS', task, 'parked') == 1
+local parked = parkedField ~= false
 if outcome ~= 'cancelled' and parked then
   outcome = 'cancelled'
 end
@@ -52,7 +52,6 @@ if outcome == 'cancelled' then
 else
   redis.call('HSET', task, 'status', outcome, 'updated_at', now)
   emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
-  local owner = redis.call('HGET', task, 'lease_owner')
   if owner then
     redis.call('PUBLISH', ARGV[10] .. owner, string.match(task, '{(.-)}'))
   end
