@@ -141,15 +141,16 @@ export async function pathTimeline(redis: Redis, apiUrl: string, model: string):
   for (const { stage, match } of STAGES) {
     const group =
       stage === 'rate limit'
-        ? groups
-            .slice(0, groups.indexOf(mine[0]!))
+        ? // Its place under the cap is held under the task's id: the rate limit may name the task.
+          groups
+            .slice(0, groups.indexOf(mine[0]!) + 1)
             .reverse()
             .find((g) => g.client === mine[0]?.client && g.lines.some((l) => match(l.args, id)))
         : mine.find((g) => g.lines.some((l) => match(l.args, id)));
     if (group) found.push({ stage, group });
   }
   const rate = found.find((f) => f.stage === 'rate limit')?.group;
-  const counted = rate ? [rate, ...mine] : mine;
+  const counted = rate && !mine.includes(rate) ? [rate, ...mine] : mine;
   const commands = counted.reduce((n, g) => n + g.lines.length, 0);
   const bullmqCommands = counted.reduce((n, g) => n + (bullmq(g) ? g.lines.length : 0), 0);
   const start = found[0]?.group.at ?? 0;
