@@ -163,8 +163,10 @@ for (const [where, load] of [
     it('cancels within one step and returns the partial text', async () => {
       const controller = new AbortController();
       const steps: GenerateStep[] = [];
+      // A greedy run of 71 tokens: the thread, which hears of the abort a few steps late, is far
+      // from its natural end when it does (ramble's 17 tokens could end first on a busy host).
       const result = await model.generate(
-        { messages: ramble, maxOutputTokens: 100 },
+        { messages: ask('Tell me a long story.'), maxOutputTokens: 100, temperature: 0 },
         {
           signal: controller.signal,
           onStep: (s) => {
@@ -287,8 +289,10 @@ describe('loadOnnxModel errors and options', () => {
     it(`cancels in-flight requests on dispose and refuses new ones (${load.name})`, async () => {
       const model = await load(DEFAULT_MODEL_DIR, { intraOpThreads: 1 });
       let disposed: Promise<void> | undefined;
+      // A greedy run of 71 tokens: the thread, which hears of the abort a few steps late, is far
+      // from its natural end when it does (ramble's 17 tokens could end first on a busy host).
       const result = await model.generate(
-        { messages: ramble, maxOutputTokens: 100 },
+        { messages: ask('Tell me a long story.'), maxOutputTokens: 100, temperature: 0 },
         { onStep: () => void (disposed ??= model.dispose()) },
       );
       await disposed;
