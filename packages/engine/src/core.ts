@@ -7,7 +7,8 @@ import type { Redis } from 'ioredis';
 import { ReplicaAck } from './durability.js';
 import { notFound } from './errors.js';
 import { offeredState, queueTenant, schedulerKeys, taskKeys } from './keys.js';
-import { countEnded, type TaskEnd } from './operator-index.js';
+import type { TaskEnd } from './operator-index.js';
+import { Releases } from './releases.js';
 import {
   check,
   parseTask,
@@ -77,6 +78,7 @@ export class StoreCore {
   readonly inputTimeoutMs: number;
   private readonly clock: () => number;
   private readonly replicaAck: ReplicaAck | null;
+  private readonly releases: Releases;
 
   constructor(
     readonly redis: Redis,
@@ -86,6 +88,7 @@ export class StoreCore {
     this.clock = options.now ?? Date.now;
     this.inputTimeoutMs = options.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
     this.replicaAck = options.replicaAckTimeoutMs ? new ReplicaAck(redis, options.replicaAckTimeoutMs) : null;
+    this.releases = new Releases(redis, () => this.now());
   }
 
   now(): number {
@@ -192,14 +195,10 @@ export class StoreCore {
    * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
    * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. A
    * parked task is released too, but has not ended: only an end is counted for the console.
+   * The releases of one turn of the event loop go together (see Releases).
    */
-  async released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
-    // Two independent removals, sent in one write (no MULTI: neither needs the other).
-    await Promise.all([
-      this.redis.zrem(schedulerKeys.leases, task.id),
-      this.redis.zrem(schedulerKeys.active(queueTenant(task)), task.id),
-      end === 'parked' ? null : countEnded(this.redis, this.now(), task.tenant, end.failure),
-    ]);
+  released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
+    return this.releases.add(task, end);
   }
 
   /** Token ids the task's output events carried so far: where `resume` continues from. */

@@ -79,14 +79,27 @@ export async function sweepOperatorIndex(
 export type TaskEnd = { failure?: string } | 'parked';
 
 /**
- * Counts one ended task for the throughput chart and, when it failed, its tenant's failures by
- * code (beside the ending step, in its round trip: a crash in between loses one count, nothing else).
+ * Counts `ended` tasks for the throughput chart and, of those that failed, their tenants' failures
+ * by code (beside the ending steps, in their round trip: a crash in between loses counts, nothing else).
  */
-export function countEnded(redis: Redis, now: number, tenant: string, failure?: string): Promise<unknown> {
-  const writes: Promise<unknown>[] = [redis.hincrby(operatorKeys.throughput, endedField(minuteOf(now)), 1)];
-  if (failure !== undefined) {
-    const failed = operatorKeys.failed(tenant, bucketOf(now));
-    writes.push(redis.hincrby(failed, failure, 1), redis.expire(failed, COUNTER_TTL_S + 300));
+export function countEnded(
+  redis: Redis,
+  now: number,
+  ended: number,
+  failures: { tenant: string; code: string }[] = [],
+): Promise<unknown> {
+  const writes: Promise<unknown>[] = [];
+  if (ended > 0) writes.push(redis.hincrby(operatorKeys.throughput, endedField(minuteOf(now)), ended));
+  const byKey = new Map<string, Map<string, number>>();
+  for (const { tenant, code } of failures) {
+    const key = operatorKeys.failed(tenant, bucketOf(now));
+    const codes = byKey.get(key) ?? new Map<string, number>();
+    codes.set(code, (codes.get(code) ?? 0) + 1);
+    byKey.set(key, codes);
+  }
+  for (const [key, codes] of byKey) {
+    for (const [code, n] of codes) writes.push(redis.hincrby(key, code, n));
+    writes.push(redis.expire(key, COUNTER_TTL_S + 300));
   }
   return Promise.all(writes);
 }

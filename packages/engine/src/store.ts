@@ -141,7 +141,7 @@ export class TaskStore {
         .zrem(schedulerKeys.active(queueTenant(task)), id)
         .zrem(schedulerKeys.parked, id)
         .exec();
-      await countEnded(this.redis, this.now(), task.tenant);
+      await countEnded(this.redis, this.now(), 1);
     }
     return { outcome: outcome as CancelOutcome, task: await this.core.require(id, tenant ?? undefined) };
   }

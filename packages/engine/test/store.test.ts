@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { eventJson, eventObject, isWellFormedId, TasklineError, TaskStore } from '../src/index.js';
-import { schedulerKeys, taskKeys } from '../src/keys.js';
+import { operatorKeys, schedulerKeys, taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -412,4 +412,36 @@ test('an end gives its retention to the side keys the task wrote (inputs, token 
   await h.redis.hset(taskKeys(old.id).inputs, 'q:x', '{}');
   await end(old.id, oldRun.attempt);
   for (const key of [taskKeys(old.id).inputs, taskKeys(old.id).tokens]) assert.ok((await ttl(key)) > 0, key);
+});
+
+test('tasks that end in one turn leave the lease index and their running sets in one command per key', async () => {
+  const ids: string[] = [];
+  const attempts: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    const task = await h.store.create(newTask({ tenant: i < 2 ? 'ends-a' : 'ends-b' }));
+    await h.redis.zadd(schedulerKeys.active(task.tenant), 1, task.id);
+    ids.push(task.id);
+    attempts.push((await h.store.claim(task.id, 'w1', 60_000, { start: true })).attempt);
+  }
+  const sent: string[][] = [];
+  const original = h.redis.sendCommand.bind(h.redis);
+  h.redis.sendCommand = ((command: { name: string; args: unknown[] }) => {
+    sent.push([command.name, ...command.args.map(String)]);
+    return original(command as never);
+  }) as typeof h.redis.sendCommand;
+  try {
+    await Promise.all(
+      ids.map((id, i) => h.store.finish(id, attempts[i]!, { status: 'succeeded', result: { ok: true } })),
+    );
+  } finally {
+    h.redis.sendCommand = original;
+  }
+  const removals = sent.filter((c) => c[0] === 'zrem').map((c) => [c[1], ...c.slice(2).sort()]);
+  assert.deepEqual(removals.sort(), [
+    [schedulerKeys.active('ends-a'), ...ids.slice(0, 2).sort()],
+    [schedulerKeys.active('ends-b'), ...ids.slice(2).sort()],
+    [schedulerKeys.leases, ...[...ids].sort()],
+  ]);
+  assert.equal(sent.filter((c) => c[0] === 'hincrby' && c[1] === operatorKeys.throughput).length, 1);
+  for (const id of ids) assert.equal(await h.redis.zscore(schedulerKeys.leases, id), null);
 });

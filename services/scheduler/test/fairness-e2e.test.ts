@@ -28,6 +28,13 @@ interface Mark {
   id: string;
 }
 
+/** The members a `ZADD key [options] score member ...` adds. */
+const zaddMembers = (args: string[]): string[] => {
+  let i = 2;
+  while (/^(NX|XX|GT|LT|CH)$/i.test(args[i] ?? '')) i++;
+  return args.slice(i).filter((_, j) => j % 2 === 1);
+};
+
 /** Every scheduling step of every task, in the order Redis ran it. */
 class Recorder {
   readonly marks: Mark[] = [];
@@ -43,8 +50,10 @@ class Recorder {
   private see(args: string[]): void {
     const [cmd, key] = [args[0]?.toLowerCase(), args[1] ?? ''];
     const add = (step: Step, id: string | undefined) => id && this.marks.push({ step, id });
-    if (cmd === 'zadd' && key.startsWith(ACTIVE_PREFIX)) add('picked', args[3]);
-    else if (cmd === 'zrem' && key.startsWith(ACTIVE_PREFIX)) add('released', args[2]);
+    // A round's picks and a turn's ends touch a running set once for several tasks.
+    if (cmd === 'zadd' && key.startsWith(ACTIVE_PREFIX)) zaddMembers(args).forEach((id) => add('picked', id));
+    else if (cmd === 'zrem' && key.startsWith(ACTIVE_PREFIX))
+      args.slice(2).forEach((id) => add('released', id));
     else if (cmd === 'zadd' && key.startsWith(READY_PREFIX)) add('ready', args.at(-1));
     else if (cmd === 'lpush' && key === WAIT_LIST) add('queued', args[2]?.replace(/-\d+-\d+$/, ''));
     else if (cmd === 'hset' && TASK_KEY.test(key)) {
