@@ -160,3 +160,22 @@ test('a caller that leaves cancels its task (settled waits for the write); one t
   await admission.settled();
   assert.equal((await store.get(kept.id))?.status, 'queued');
 });
+
+test("an idempotent create writes its task under its place's id too; its retry gets that task, and frees its own place", async () => {
+  const create = async (key: string) => {
+    const place = await admission.limits.takeCreate('idem');
+    const created = await admission.create(
+      'idem',
+      place,
+      (id) => store.createIdempotent({ ...input('idem'), id, fresh: true }, key, 'print'),
+      () => store.findIdempotent('idem', key, 'print'),
+    );
+    return { place: place.taskId, ...created };
+  };
+  const first = await create('k1');
+  assert.equal(first.replayed, false);
+  assert.equal(first.task.id, first.place, 'no swap of the place for another id');
+  const retry = await create('k1');
+  assert.deepEqual([retry.task.id, retry.replayed], [first.task.id, true]);
+  assert.deepEqual(await redis.zrange('tl:api:active:{idem}', 0, -1), [first.task.id]);
+});

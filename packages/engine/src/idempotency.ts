@@ -34,19 +34,21 @@ export async function findIdempotent(
 
 /**
  * Reserves an Idempotency-Key for a create. `replay` names a task an earlier request with the
- * same key and body made; `taskId` is the id to create under otherwise.
+ * same key and body made; `taskId` is the id to create under otherwise: `candidate` (an id drawn
+ * for this create, by default one drawn here) for a new key, an abandoned create's for a takeover.
  */
 export async function beginIdempotent(
   core: StoreCore,
   tenant: string,
   key: string,
   fingerprint: string,
+  candidate: string = newId('task'),
 ): Promise<{ taskId: string; replay: TaskRecord | null; recordKey: string }> {
   const recordKey = recordKeyOf(tenant, key);
   const reply = await core.scripts.idempotency_begin(
     recordKey,
     core.now(),
-    newId('task'),
+    candidate,
     fingerprint,
     core.options.idempotencyPendingMs,
     core.options.idempotencyTtlS,
@@ -84,13 +86,17 @@ export async function createIdempotent(
   // The key lands on the record (for operators): bounded as LMSP's Idempotency-Key header is.
   if (key.length > 255)
     throw new TasklineError('invalid_request', 'An idempotency key is at most 255 characters.');
-  const begun = await beginIdempotent(core, input.tenant, key, fingerprint);
+  // An id drawn for this create (its place under the cap is held under it) is the one a new key's
+  // task takes; still fresh then, as nothing else can have it.
+  const drawn = input.fresh === true ? input.id : undefined;
+  const begun = await beginIdempotent(core, input.tenant, key, fingerprint, drawn);
   // A replay may answer a retry of a create whose first answer was replication_timeout.
   if (begun.replay) {
     await core.replicated(begun.replay.id, begun.recordKey);
     return { task: begun.replay, replayed: true };
   }
-  const task = await create({ ...input, id: begun.taskId, fresh: false, idempotencyKey: key });
+  const fresh = drawn !== undefined && begun.taskId === drawn;
+  const task = await create({ ...input, id: begun.taskId, fresh, idempotencyKey: key });
   await finishIdempotent(core, begun.recordKey, task.id);
   return { task, replayed: false };
 }

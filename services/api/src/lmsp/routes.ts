@@ -134,7 +134,7 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
       reservations.get(req) ?? null,
       async (id) =>
         key
-          ? store.createIdempotent(input, key, print)
+          ? store.createIdempotent({ ...input, id, fresh: true }, key, print)
           : { task: await store.create({ ...input, id, fresh: true }), replayed: false },
       key ? () => store.findIdempotent(tenant, key, print) : undefined,
     );
