@@ -63,10 +63,11 @@ export class Admission {
    * Creates a task under the caller's place (or one taken now): checks the cap (`rate_limited`
    * at it) and runs `write` with the id the place is held under. A task written under that id
    * already holds its place: nothing more is written. A task under another id (an idempotent
-   * create's) takes the place over, not awaited: until then the place counts for it, and a
-   * failed swap leaves a place that ages out; the task itself is already on disk. A create that
-   * made no new task (a replay) or failed frees the place. At the cap, `replay` may find the
-   * task an accepted earlier try of the same create made: its retry gets it again.
+   * create that took over an abandoned one) takes the place over, not awaited: until then the
+   * place counts for it, and a failed swap leaves a place that ages out; the task itself is
+   * already on disk. A create that made no new task (a replay) or failed frees the place. At the
+   * cap, `replay` may find the task an accepted earlier try of the same create made: its retry
+   * gets it again.
    */
   async create(
     tenant: string,
