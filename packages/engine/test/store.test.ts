@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { eventJson, eventObject, isWellFormedId, TasklineError, TaskStore } from '../src/index.js';
 import { operatorKeys, schedulerKeys, taskKeys } from '../src/keys.js';
+import { Releases } from '../src/releases.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -414,15 +415,58 @@ test('an end gives its retention to the side keys the task wrote (inputs, token 
   for (const key of [taskKeys(old.id).inputs, taskKeys(old.id).tokens]) assert.ok((await ttl(key)) > 0, key);
 });
 
-test('tasks that end in one turn leave the lease index and their running sets in one command per key', async () => {
-  const ids: string[] = [];
-  const attempts: number[] = [];
-  for (let i = 0; i < 4; i++) {
-    const task = await h.store.create(newTask({ tenant: i < 2 ? 'ends-a' : 'ends-b' }));
-    await h.redis.zadd(schedulerKeys.active(task.tenant), 1, task.id);
-    ids.push(task.id);
-    attempts.push((await h.store.claim(task.id, 'w1', 60_000, { start: true })).attempt);
+test('releases asked for in one turn leave the lease index and their running sets in one command per key', async () => {
+  const tasks = ['a1', 'a2', 'b1', 'b2'].map((n) => ({
+    id: `task_rel${n}`,
+    tenant: `rel-${n[0]}`,
+    parent: null,
+  }));
+  for (const t of tasks) {
+    await h.redis.zadd(schedulerKeys.leases, 1, t.id);
+    await h.redis.zadd(schedulerKeys.active(t.tenant), 1, t.id);
   }
+  const minute = `e:${Math.floor(Date.now() / 60_000)}`;
+  const before = Number(await h.redis.hget(operatorKeys.throughput, minute));
+  const releases = new Releases(h.redis, Date.now);
+  const sent = await sentBy(() =>
+    Promise.all([
+      releases.add(tasks[0]!, {}),
+      releases.add(tasks[1]!, { failure: 'model_error' }),
+      releases.add(tasks[2]!, 'parked'),
+      releases.add(tasks[3]!, {}),
+    ]),
+  );
+  const removals = sent.filter((c) => c[0] === 'zrem').map((c) => [c[1], ...c.slice(2).sort()]);
+  assert.deepEqual(removals.sort(), [
+    [schedulerKeys.active('rel-a'), 'task_rela1', 'task_rela2'],
+    [schedulerKeys.active('rel-b'), 'task_relb1', 'task_relb2'],
+    [schedulerKeys.leases, 'task_rela1', 'task_rela2', 'task_relb1', 'task_relb2'],
+  ]);
+  // The parked one has not ended: three ends, one of them failed, in one count each.
+  assert.deepEqual(
+    sent.filter((c) => c[0] === 'hincrby').map((c) => c.slice(2)),
+    [
+      [minute, '3'],
+      ['model_error', '1'],
+    ],
+  );
+  assert.equal(Number(await h.redis.hget(operatorKeys.throughput, minute)), before + 3);
+  for (const t of tasks) assert.equal(await h.redis.zscore(schedulerKeys.leases, t.id), null);
+  assert.equal(await h.redis.zcard(schedulerKeys.active('rel-a')), 0);
+});
+
+test('a finished task leaves the lease index and its running set', async () => {
+  const task = await h.store.create(newTask({ tenant: 'ends' }));
+  await h.redis.zadd(schedulerKeys.active(task.tenant), 1, task.id);
+  const { attempt } = await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  assert.notEqual(await h.redis.zscore(schedulerKeys.leases, task.id), null);
+  await h.store.finish(task.id, attempt, { status: 'succeeded', result: { ok: true } });
+  assert.equal(await h.redis.zscore(schedulerKeys.leases, task.id), null);
+  assert.equal(await h.redis.zscore(schedulerKeys.active(task.tenant), task.id), null);
+});
+
+/** The commands `h.redis` sends while `fn` runs. */
+async function sentBy(fn: () => Promise<unknown>): Promise<string[][]> {
   const sent: string[][] = [];
   const original = h.redis.sendCommand.bind(h.redis);
   h.redis.sendCommand = ((command: { name: string; args: unknown[] }) => {
@@ -430,18 +474,9 @@ test('tasks that end in one turn leave the lease index and their running sets in
     return original(command as never);
   }) as typeof h.redis.sendCommand;
   try {
-    await Promise.all(
-      ids.map((id, i) => h.store.finish(id, attempts[i]!, { status: 'succeeded', result: { ok: true } })),
-    );
+    await fn();
   } finally {
     h.redis.sendCommand = original;
   }
-  const removals = sent.filter((c) => c[0] === 'zrem').map((c) => [c[1], ...c.slice(2).sort()]);
-  assert.deepEqual(removals.sort(), [
-    [schedulerKeys.active('ends-a'), ...ids.slice(0, 2).sort()],
-    [schedulerKeys.active('ends-b'), ...ids.slice(2).sort()],
-    [schedulerKeys.leases, ...[...ids].sort()],
-  ]);
-  assert.equal(sent.filter((c) => c[0] === 'hincrby' && c[1] === operatorKeys.throughput).length, 1);
-  for (const id of ids) assert.equal(await h.redis.zscore(schedulerKeys.leases, id), null);
-});
+  return sent;
+}
