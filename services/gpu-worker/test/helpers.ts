@@ -38,7 +38,11 @@ export class Cluster {
   ): Promise<Cluster> {
     const env = { TASKLINE_LEASE_MS: '1000', ...options.env };
     const stack = await startStack({ schedulers: 0, env, entries: options.entries });
-    const store = new TaskStore(connectRedis(stack.redis.url, 'test'), {
+    const redis = connectRedis(stack.redis.url, 'test');
+    // Tests kill Redis on purpose: this connection reconnects on its own, and an error event with
+    // no listener would only print ioredis's "Unhandled error event" into the test's output.
+    redis.on('error', () => undefined);
+    const store = new TaskStore(redis, {
       taskRetentionMs: 3_600_000,
       eventRetentionMs: 3_600_000,
       idempotencyTtlS: 86_400,
