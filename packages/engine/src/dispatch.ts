@@ -104,6 +104,7 @@ export async function listenForOffers(redis: Redis, onOffer: (model: string) => 
   // No retry limit: after a reconnect ioredis re-subscribes on its own, with no caller to catch a
   // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
   const sub = redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
+  sub.on('error', () => undefined); // reconnects on its own; the main connection logs the outage
   sub.on('message', (_channel: string, model: string) => onOffer(model));
   // A start during an outage (a cluster failing over gives up on a command after its redirections)
   // waits for Redis, as the start-up durability check does, instead of ending the process.

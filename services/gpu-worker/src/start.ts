@@ -39,6 +39,8 @@ export async function startWorker(
   const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
   const redisTarget = redisTargetFromEnv(env);
   const redis = connectRedis(redisTarget, id);
+  // An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
+  redis.on('error', (err) => log.warn('redis connection error', { err }));
   log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
   const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));

@@ -19,6 +19,8 @@ const id = `sched-${randomUUID().slice(0, 8)}`;
 const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
 const redisTarget = redisTargetFromEnv(env);
 const redis = connectRedis(redisTarget, id);
+// An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
+redis.on('error', (err) => log.warn('redis connection error', { err }));
 log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
 const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
 timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
