@@ -59,15 +59,17 @@ export async function sweepOperatorIndex(
     '+inf',
   );
   const oldest = minuteOf(now) - THROUGHPUT_MINUTES;
+  // Separate commands (auto-pipelined): each tenant's index is its own slot.
   const [fields] = await Promise.all([
     redis.hkeys(operatorKeys.throughput),
-    // Separate commands (auto-pipelined): each tenant's index is its own slot.
-    ...tenants.flatMap((tenant) => {
-      const key = operatorKeys.tasks(tenant);
-      return [redis.zremrangebyrank(key, 0, -(o.max + 1)), redis.pexpire(key, o.retentionMs)];
-    }),
+    Promise.all(
+      tenants.flatMap((tenant) => {
+        const key = operatorKeys.tasks(tenant);
+        return [redis.zremrangebyrank(key, 0, -(o.max + 1)), redis.pexpire(key, o.retentionMs)];
+      }),
+    ),
   ]);
-  const old = (fields as string[]).filter((f) => Number(f.slice(2)) < oldest);
+  const old = fields.filter((f) => Number(f.slice(2)) < oldest);
   await Promise.all([
     old.length > 0 ? redis.hdel(operatorKeys.throughput, ...old) : null,
     redis.expire(operatorKeys.throughput, 2 * COUNTER_TTL_S),

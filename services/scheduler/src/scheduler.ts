@@ -87,7 +87,7 @@ export class Scheduler {
    * added since (workers only ever take jobs away). While free slots exceed it, no count is read.
    */
   private readonly waitingBound = new Map<string, number>();
-  /** When this replica's last operator index sweep began (see retention). */
+  /** When this replica's last operator index sweep began (see sweepOperatorIndex). */
   private indexSweptAt = -Infinity;
 
   constructor(private readonly o: SchedulerOptions) {}
@@ -132,6 +132,8 @@ export class Scheduler {
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.retentionSweepMs, 'retention', () => this.retention());
+    // A loop of its own: a failing index sweep must not stop the running sets' repair.
+    this.every(o.retentionSweepMs, 'operator-index', () => this.sweepOperatorIndex());
     this.o.metrics.schedulerLeader.set(0);
     this.every(1000, 'metrics', () => this.exportDepth());
     // Workers report to the leader alone; the operator console reads this copy of what it knows.
@@ -348,16 +350,22 @@ export class Scheduler {
   /**
    * Drops index entries of tasks that ended or expired, or that wait parked for their caller's
    * input (the per-tenant running sets that cap concurrency), and re-offers queued tasks whose job
-   * vanished (e.g. a failed claim). Bounds the operator index of tenants that created since the
-   * last sweep, with one interval's overlap for the api replicas' clocks (a new leader visits them all).
+   * vanished (e.g. a failed claim).
    */
   async retention(): Promise<number> {
-    const started = Date.now();
-    await this.o.store.sweepOperatorIndex(this.indexSweptAt - this.o.retentionSweepMs);
-    this.indexSweptAt = started;
     return this.o.store.sweepActive(this.o.reconcileAfterMs, async (task) =>
       Boolean(await this.queue(task.model).getJob(dispatchJobId(task))),
     );
+  }
+
+  /**
+   * Bounds the operator index of tenants that created since the last sweep, with one interval's
+   * overlap for the api replicas' clocks (a new leader visits them all).
+   */
+  private async sweepOperatorIndex(): Promise<void> {
+    const started = Date.now();
+    await this.o.store.sweepOperatorIndex(this.indexSweptAt - this.o.retentionSweepMs);
+    this.indexSweptAt = started;
   }
 
   /**

@@ -1,16 +1,20 @@
 /** The leader's retention sweep bounds and expires the operator index that creates only add to. */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { operatorKeys } from '@taskline/engine/keys';
+import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
 import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 
-let cluster: Cluster | undefined;
-after(() => cluster?.stop());
+const clusters: Cluster[] = [];
+after(() => Promise.all(clusters.map((c) => c.stop())));
+
+async function start(env: Record<string, string>): Promise<Cluster> {
+  const cluster = await Cluster.start({ env });
+  clusters.push(cluster);
+  return cluster;
+}
 
 test("the leader bounds a tenant's operator index and sets it to expire, as creates go on", async () => {
-  cluster = await Cluster.start({
-    env: { TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' },
-  });
+  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
   const redis = cluster.store.redis;
   const key = operatorKeys.tasks('t1');
   for (let round = 0; round < 2; round++) {
@@ -27,4 +31,14 @@ test("the leader bounds a tenant's operator index and sets it to expire, as crea
     );
     assert.ok((await redis.pttl(key)) > 0, 'expires');
   }
+});
+
+test("a failing operator index sweep leaves the running sets' repair to go on", async () => {
+  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200' });
+  const redis = cluster.store.redis;
+  // A throughput key of the wrong type makes every index sweep fail (HKEYS answers WRONGTYPE).
+  await redis.set(operatorKeys.throughput, 'not a hash');
+  const running = schedulerKeys.active('t1');
+  await redis.zadd(running, 1, 'task_without_a_record');
+  await until('the running set repaired', async () => ((await redis.zcard(running)) === 0 ? true : undefined), 5_000);
 });
