@@ -58,9 +58,13 @@ end
 -- The side keys a task has written are named in its record's `side_keys` ('i' its inputs hash, 't'
 -- its token snapshot), so that its end expires those alone. A record written before the field
 -- existed has none (false from HMGET): any side key may be there.
+local function namesSideKey(side, letter)
+  return not side or string.find(side, letter, 1, true) ~= nil
+end
+
 -- Returns `side` with `letter` added, or nil when nothing is to be written.
 local function withSideKey(side, letter)
-  if not side or string.find(side, letter, 1, true) then
+  if namesSideKey(side, letter) then
     return nil
   end
   return side .. letter
@@ -76,7 +80,7 @@ local function expireTask(keys, now, taskRetentionMs, eventRetentionMs, stamped,
   redis.call('PEXPIRE', keys[1], taskRetentionMs)
   redis.call('PEXPIRE', keys[2], eventRetentionMs)
   for i, letter in ipairs({ 'i', 't' }) do
-    if not side or string.find(side, letter, 1, true) then
+    if namesSideKey(side, letter) then
       redis.call('PEXPIRE', keys[2 + i], taskRetentionMs)
     end
   end
