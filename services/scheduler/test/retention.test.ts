@@ -40,5 +40,9 @@ test("a failing operator index sweep leaves the running sets' repair to go on", 
   await redis.set(operatorKeys.throughput, 'not a hash');
   const running = schedulerKeys.active('t1');
   await redis.zadd(running, 1, 'task_without_a_record');
-  await until('the running set repaired', async () => ((await redis.zcard(running)) === 0 ? true : undefined), 5_000);
+  await until(
+    'the running set repaired',
+    async () => ((await redis.zcard(running)) === 0 ? true : undefined),
+    5_000,
+  );
 });
