@@ -193,7 +193,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   const createsTask = (req: Request) => {
     const body = req.body as { method?: unknown; params?: { name?: unknown } } | undefined;
     if (req.method !== 'POST' || body?.method !== 'tools/call') return false;
-    const support = tools.get(String(body.params?.name))?.taskSupport;
+    const name = body.params?.name;
+    const support = typeof name === 'string' ? tools.get(name)?.taskSupport : undefined;
     return support !== undefined && support !== 'forbidden';
   };
   router.use(async (req, res, next) => {
@@ -271,9 +272,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     rpcError(res, 405, null, -32600, 'Method not allowed');
   });
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const e = err as { type?: string; status?: number };
+    const e = err as { type?: string; status?: number; expose?: boolean; message?: string };
     if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
     if (e.type === 'entity.parse.failed') return rpcError(res, 400, null, -32700, 'Parse error');
+    // The body parser's other refusals of a body: a charset or an encoding it cannot read.
+    if (e.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
+      return rpcError(res, 400, null, -32700, `Parse error: ${e.message}`);
     const reason = redisUnavailableReason(err);
     const message = err instanceof Error ? err.message : String(err);
     if (reason) logger.warn('mcp request: task store unavailable', { reason, err: message });

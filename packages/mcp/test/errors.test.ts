@@ -34,6 +34,53 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.equal(((await res.json()) as any).error.code, -32700);
   });
 
+  it('a body in a charset or an encoding the server cannot read: -32700, HTTP 400, never a 500', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
+    for (const headers of [
+      { 'content-type': 'application/json; charset=latin1' },
+      { 'content-encoding': 'compress' },
+      { 'content-encoding': 'gzip' },
+    ]) {
+      const res = await post(body, headers);
+      assert.equal(res.status, 400, JSON.stringify(headers));
+      assert.equal(((await res.json()) as any).error.code, -32700, JSON.stringify(headers));
+    }
+  });
+
+  it('a tool name that is not a string: -32602 on either era, never a 500', async () => {
+    const names = [{ toString: 1 }, { toString: 'x', valueOf: 'y' }, 5, null];
+    for (const name of names) {
+      const res = await rpc(url, 'tools/call', { name, arguments: {} }, { token, name: 'generate' });
+      assert.equal(res.message.error?.code, -32602, `2026-07-28, ${JSON.stringify(name)}`);
+    }
+    const session = await legacySession();
+    for (const name of names) {
+      const res = await post(
+        JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name } }),
+        {
+          'mcp-session-id': session,
+          'mcp-protocol-version': '2025-11-25',
+        },
+      );
+      assert.equal(((await res.json()) as any).error?.code, -32602, `2025-11-25, ${JSON.stringify(name)}`);
+    }
+  });
+
+  /** A 2025-11-25 session, as an SDK v1 client opens one. */
+  const legacySession = async () => {
+    const res = await post(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
+    );
+    const session = res.headers.get('mcp-session-id');
+    assert.ok(session, 'initialize answers with Mcp-Session-Id');
+    return session;
+  };
+
   it('GET on the endpoint: HTTP 405', async () => {
     const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(res.status, 405);

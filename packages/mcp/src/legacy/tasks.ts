@@ -65,7 +65,10 @@ export async function serveLegacyTaskMethod(
   try {
     switch (method) {
       case 'tools/call': {
-        const tool = call.tools.get(String(params.name));
+        // The SDK v1 would answer a name of another type with -32603 and its schema's dump.
+        if (typeof params.name !== 'string')
+          throw new RpcError(-32602, 'Invalid params: name must be a string');
+        const tool = call.tools.get(params.name);
         if (!tool || tool.taskSupport === 'forbidden') return false;
         await callTool(call, tool, params);
         return true;
