@@ -364,6 +364,7 @@ export interface components {
       /** @enum {unknown} */
       reason?:
         | 'connection'
+        | 'timeout'
         | 'replication'
         | 'oom'
         | 'readonly'
@@ -668,7 +669,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -755,7 +756,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -852,7 +853,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -963,7 +964,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1106,7 +1107,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1220,7 +1221,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1317,7 +1318,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1392,7 +1393,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1467,7 +1468,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`. */
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
       503: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

@@ -30,6 +30,12 @@ export const DEFAULTS = {
    * every one of them to have it (`WAIT`); past it the request gets 503 `replication_timeout`.
    */
   TASKLINE_REPLICA_ACK_TIMEOUT_MS: '1000',
+  /**
+   * The api's bound on one Redis command: a Redis that stops answering without closing its
+   * connections (stalled, or cut off mid-network) gets requests a 503 `unavailable` (reason
+   * `timeout`) after this long instead of a hang. Longer than a create's `WAIT` for replicas.
+   */
+  TASKLINE_REDIS_COMMAND_TIMEOUT_MS: '5000',
   TASKLINE_LOG_LEVEL: 'info',
 
   TASKLINE_HOST: '127.0.0.1',

@@ -23,6 +23,7 @@ const schema = z.object({
   TASKLINE_REQUIRE_AOF: bool,
   TASKLINE_DURABILITY: z.enum(['always', 'everysec']),
   TASKLINE_REPLICA_ACK_TIMEOUT_MS: int(1).max(60_000),
+  TASKLINE_REDIS_COMMAND_TIMEOUT_MS: int(100).max(600_000),
   TASKLINE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']),
   TASKLINE_HOST: z.string().min(1),
   TASKLINE_PORT: int(0).max(65535),
@@ -125,6 +126,11 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
   if (parsed.data.TASKLINE_EVENT_RETENTION_S > parsed.data.TASKLINE_TASK_RETENTION_S) {
     throw new ConfigError(
       'invalid configuration: TASKLINE_EVENT_RETENTION_S exceeds TASKLINE_TASK_RETENTION_S',
+    );
+  }
+  if (parsed.data.TASKLINE_REDIS_COMMAND_TIMEOUT_MS <= parsed.data.TASKLINE_REPLICA_ACK_TIMEOUT_MS) {
+    throw new ConfigError(
+      "invalid configuration: TASKLINE_REDIS_COMMAND_TIMEOUT_MS must exceed TASKLINE_REPLICA_ACK_TIMEOUT_MS (a create's WAIT for replicas takes up to that long)",
     );
   }
   const jwt = parsed.data;

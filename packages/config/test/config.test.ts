@@ -37,6 +37,17 @@ test('event history may not outlive its task', () => {
   );
 });
 
+test("a Redis command may not time out before a create's WAIT for replicas can end", () => {
+  assert.throws(
+    () => loadEnv({ TASKLINE_REDIS_COMMAND_TIMEOUT_MS: '1000', TASKLINE_REPLICA_ACK_TIMEOUT_MS: '1000' }),
+    (err: Error) => err instanceof ConfigError && /TASKLINE_REDIS_COMMAND_TIMEOUT_MS/.test(err.message),
+  );
+  assert.equal(
+    loadEnv({ TASKLINE_REDIS_COMMAND_TIMEOUT_MS: '1001' }).TASKLINE_REDIS_COMMAND_TIMEOUT_MS,
+    1001,
+  );
+});
+
 test('JWT auth needs its issuer and audience: start-up refuses a key or JWKS URL without them', () => {
   const key = '-----BEGIN PUBLIC KEY-----\\nMFkw\\n-----END PUBLIC KEY-----';
   for (const jwt of [{ TASKLINE_JWT_PUBLIC_KEY: key }, { TASKLINE_JWT_JWKS_URL: 'https://idp.test/jwks' }]) {

@@ -33,12 +33,15 @@ export type RedisUnavailableReason =
   | (typeof TRY_AGAIN_REPLIES)[keyof typeof TRY_AGAIN_REPLIES]
   /** The connection is down or dropped mid-command. */
   | 'connection'
+  /** Redis did not answer within the connection's `commandTimeout` (a stalled server or network). */
+  | 'timeout'
   /** A write did not reach every connected replica in time (`replication_timeout`). */
   | 'replication';
 
 /** Every reason, for documents and dashboards. */
 export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
   'connection',
+  'timeout',
   'replication',
   ...new Set(Object.values(TRY_AGAIN_REPLIES)),
 ];
@@ -60,6 +63,8 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   // Raised by Taskline itself where it must pick a cluster node (`nodeOf`) and knows none yet.
   if (err instanceof TasklineError && err.code === 'unavailable') return 'clusterdown';
   if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
+  // ioredis's own error for a command past `commandTimeout`; Redis may still run it later.
+  if (e.message === 'Command timed out') return 'timeout';
   // Redis Cluster: every node unreachable, or the client reconnecting to them.
   if (e.name === 'ClusterAllFailedError' || CLUSTER_DOWN_MESSAGES.has(e.message as string))
     return 'connection';

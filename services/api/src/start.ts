@@ -34,7 +34,9 @@ export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const env = loadEnv();
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
-  const redis = connectRedis(redisTargetFromEnv(env), 'taskline-api');
+  const redis = connectRedis(redisTargetFromEnv(env), 'taskline-api', {
+    commandTimeout: env.TASKLINE_REDIS_COMMAND_TIMEOUT_MS,
+  });
   redis.on('error', (err) => logger.warn('redis connection error', { err }));
   logger.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), logger));
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {

@@ -107,6 +107,50 @@ describe('a primary that answers OOM or BUSY', () => {
   });
 });
 
+describe('a Redis that stops answering without closing its connections (a stall)', () => {
+  let redis: RedisServer;
+  let api: ApiProcess;
+  before(async () => {
+    redis = await startRedis();
+    api = await spawnApi(redis.url, {
+      TASKLINE_REDIS_COMMAND_TIMEOUT_MS: '500',
+      TASKLINE_REPLICA_ACK_TIMEOUT_MS: '200',
+    });
+  });
+  after(async () => {
+    redis.resume();
+    api.child.kill('SIGKILL');
+    await api.exited;
+    await redis.stop();
+  });
+
+  /** The request's answer, or a failure once it has waited far past the command timeout. */
+  const within = <T>(what: string, answer: Promise<T>) =>
+    Promise.race([
+      answer,
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`${what}: no answer in 10 s`)), 10_000).unref(),
+      ),
+    ]);
+
+  test('past TASKLINE_REDIS_COMMAND_TIMEOUT_MS: 503 on LMSP and MCP, not a request that hangs', async () => {
+    redis.pause();
+    try {
+      assertUnavailable(
+        await within('create', call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY })),
+        'timeout',
+      );
+      assertUnavailable(await within('models', call(api.base, 'GET', '/lmsp/v1/models')), 'timeout');
+      await assertMcpUnavailable(await within('tools/list', mcpCall(api.base, 'tools/list', {})), 'timeout');
+    } finally {
+      redis.resume();
+    }
+    await counted(api, 'timeout');
+    const created = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
+    assert.equal(created.status, 202, 'once Redis answers again, the same request succeeds');
+  });
+});
+
 describe('an api pointed at a replica', () => {
   let primary: RedisServer;
   let replica: RedisServer;

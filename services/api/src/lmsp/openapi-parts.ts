@@ -74,7 +74,7 @@ export const common = {
   ),
   '500': problemResponse('`internal_error`.'),
   '503': problemResponse(
-    '`unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`.',
+    '`unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request).',
     { 'Retry-After': { required: true, schema: { type: 'integer', minimum: 1 } } },
   ),
 };
