@@ -139,13 +139,17 @@ export function createApp(deps: AppDeps): TasklineApi {
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {
-    if (draining) return sendProblem(res, 'unavailable', 'This replica is shutting down.');
+    const notReady = (detail: string) => {
+      res.setHeader('Retry-After', '1');
+      sendProblem(res, 'unavailable', detail);
+    };
+    if (draining) return notReady('This replica is shutting down.');
     const ok = await Promise.race([
       redisAnswers(redis),
       new Promise<boolean>((r) => setTimeout(r, 1000, false).unref()),
     ]);
     if (ok) res.json({ status: 'ok' });
-    else sendProblem(res, 'unavailable', 'Redis is unreachable.');
+    else notReady('Redis is unreachable.');
   });
 
   app.use(API_PREFIX, lmspRouter(core, followTask));

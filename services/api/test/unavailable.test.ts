@@ -142,6 +142,9 @@ describe('a Redis that stops answering without closing its connections (a stall)
       );
       assertUnavailable(await within('models', call(api.base, 'GET', '/lmsp/v1/models')), 'timeout');
       await assertMcpUnavailable(await within('tools/list', mcpCall(api.base, 'tools/list', {})), 'timeout');
+      const ready = await within('readyz', call(api.base, 'GET', '/readyz', { key: null }));
+      assert.equal(ready.status, 503, 'out of its load balancer');
+      assert.equal(ready.headers.get('retry-after'), '1');
     } finally {
       redis.resume();
     }
