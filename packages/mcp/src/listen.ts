@@ -10,6 +10,7 @@ import {
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
 import type { McpObserver } from './observe.js';
 import { rateLimited, rpcError } from './rpc.js';
+import { findToolTask } from './toolTasks.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
 interface ListenArgs {
@@ -74,7 +75,9 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     Promise.all(
       requested.map((taskId) =>
         // Unknown and other tenants' ids are left out of the acknowledged filter, never revealed.
-        typeof taskId === 'string' && isWellFormedId(taskId, 'task') ? store.get(taskId, tenant) : null,
+        typeof taskId === 'string' && isWellFormedId(taskId, 'task')
+          ? findToolTask(store, taskId, tenant)
+          : null,
       ),
     ),
   ]);

@@ -18,7 +18,7 @@ import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpExtensions } from './extensions.js';
 import { inlineContext } from './inline.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
-import { awaitToolResult, createToolTask } from './toolTasks.js';
+import { awaitToolResult, createToolTask, findToolTask } from './toolTasks.js';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 
 export const missingTasks = () =>
@@ -79,7 +79,7 @@ export function buildServer(deps: ServerDeps): McpServer {
     if (!declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) throw missingTasks();
   };
   const find = async (taskId: string): Promise<TaskRecord> => {
-    const task = await store.get(taskId, tenant);
+    const task = await findToolTask(store, taskId, tenant);
     if (!task) throw unknownTask();
     return task;
   };
@@ -108,6 +108,7 @@ export function buildServer(deps: ServerDeps): McpServer {
   );
   const cancelTask = async (taskId: string, ctx: ServerContext) => {
     requireTasks(ctx);
+    await find(taskId);
     try {
       await store.cancel(taskId, tenant);
     } catch (err) {

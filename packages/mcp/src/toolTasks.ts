@@ -8,6 +8,16 @@ const indexKey = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;
 /** Index members sort by creation time; the id keeps members unique and names the task. */
 const member = (createdAt: number, id: string) => `${String(createdAt).padStart(15, '0')}:${id}`;
 
+/**
+ * A tenant's MCP task by id, or null: tool tasks alone, as LMSP shows its response tasks alone.
+ * One store holds both kinds; each surface sees what it created, so an MCP `tasks/result` never
+ * hands a Response object where a `CallToolResult` belongs.
+ */
+export async function findToolTask(store: TaskStore, id: string, tenant: string): Promise<TaskRecord | null> {
+  const task = await store.get(id, tenant);
+  return task?.kind === 'tool' ? task : null;
+}
+
 /** What creating a tool task runs with: the one admission path and this call's place under the cap. */
 export interface ToolTaskAdmission {
   admission: Admission;

@@ -129,6 +129,33 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.equal(new Set(errors.map((e) => e.message)).size, 1);
   });
 
+  it('an LMSP task reads as unknown on either era, as an MCP tool task does on LMSP', async () => {
+    const created = await fetch(url.replace(/\/mcp$/, '/lmsp/v1/tasks'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ type: 'response', input: { model: 'tiny-chat', input: 'hello' } }),
+    });
+    assert.equal(created.status, 202);
+    const taskId = ((await created.json()) as any).id as string;
+    for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
+      const res = await rpc(url, method, { taskId, inputResponses: {} }, { token });
+      assert.equal(res.message.error?.code, -32602, `2026-07-28 ${method}`);
+    }
+    const session = await legacySession();
+    for (const method of ['tasks/get', 'tasks/result', 'tasks/cancel']) {
+      const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 3, method, params: { taskId } }), {
+        'mcp-session-id': session,
+        'mcp-protocol-version': '2025-11-25',
+      });
+      assert.equal(((await res.json()) as any).error?.code, -32602, `2025-11-25 ${method}`);
+    }
+    const lmsp = await fetch(url.replace(/\/mcp$/, `/lmsp/v1/tasks/${taskId}`), {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const { status } = (await lmsp.json()) as any;
+    assert.ok(!['cancelling', 'cancelled'].includes(status), `never cancelled from MCP: ${status}`);
+  });
+
   it('an unknown tool: a JSON-RPC error, never a task', async () => {
     const res = await rpc(url, 'tools/call', { name: 'no_such_tool', arguments: {} }, { token });
     assert.ok(res.message.error, JSON.stringify(res.message));

@@ -11,7 +11,7 @@ import {
 import { callerLeft, type Admission, type TaskReservation } from '@taskline/admission';
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpObserver } from '../observe.js';
-import { awaitToolResult, createToolTask, listToolTasks } from '../toolTasks.js';
+import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { rpcError } from '../rpc.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
@@ -51,7 +51,7 @@ const unknownTask = () => new RpcError(-32602, 'Unknown or expired taskId');
 const reply = (call: LegacyCall, result: unknown) => call.res.json({ jsonrpc: '2.0', id: call.id, result });
 
 async function find(call: LegacyCall, taskId: unknown): Promise<TaskRecord> {
-  const task = typeof taskId === 'string' ? await call.store.get(taskId, call.tenant) : null;
+  const task = typeof taskId === 'string' ? await findToolTask(call.store, taskId, call.tenant) : null;
   if (!task) throw unknownTask();
   return task;
 }
