@@ -48,19 +48,20 @@ export async function startControlServer(options: ControlServerOptions): Promise
   const streams = new Map<string, { state: WorkerState; stream: ControlStream }>();
   const emit = options.onEvent ?? (() => undefined);
 
+  /** Points a worker at the leader and ends its stream: a standby never holds workers. */
+  const redirect = (stream: ControlStream) =>
+    void options.leadership.leaderAddr().then(
+      (addr) => {
+        stream.write({ body: 'redirect', redirect: { leader_addr: addr ?? '' } });
+        stream.end();
+      },
+      () => stream.end(),
+    );
+
   const connect = (stream: ControlStream) => {
     let workerId: string | null = null;
-    if (!options.leadership.isLeader()) {
-      // A standby never takes workers: it points them at the leader so capacity lives in one place.
-      void options.leadership.leaderAddr().then(
-        (addr) => {
-          stream.write({ body: 'redirect', redirect: { leader_addr: addr ?? '' } });
-          stream.end();
-        },
-        () => stream.end(),
-      );
-      return;
-    }
+    // Capacity lives in one place, the leader.
+    if (!options.leadership.isLeader()) return redirect(stream);
     stream.on('data', ({ register, heartbeat }: WorkerMessage__Output) => {
       const now = Date.now();
       if (register) {
@@ -79,6 +80,13 @@ export async function startControlServer(options: ControlServerOptions): Promise
       } else if (heartbeat && workerId) {
         const entry = streams.get(workerId);
         if (entry?.stream !== stream) return;
+        // Leadership moved on with this stream open (e.g. Redis stalled past the lease): the new
+        // leader would count no capacity, and this replica dispatches no more.
+        if (!options.leadership.isLeader()) {
+          streams.delete(workerId);
+          emit('worker_redirected', { worker: workerId });
+          return redirect(stream);
+        }
         const freed = heartbeat.models.some(
           (m) => m.free > (entry.state.models.find((o) => o.model === m.model)?.free ?? 0),
         );
