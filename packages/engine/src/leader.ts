@@ -30,7 +30,10 @@ export class Leadership {
     return this.leading && Date.now() < this.leaseUntil;
   }
 
-  /** Takes or renews the lease; returns whether this replica leads now. */
+  /**
+   * Takes or renews the lease; returns whether this replica leads now (isLeader): an answer that
+   * came back after the lease it renewed had run out (Redis stalled meanwhile) does not lead yet.
+   */
   async tick(): Promise<boolean> {
     const started = Date.now();
     let held = this.leading && (await this.scripts.leader_renew(LEADER_KEY, this.token, this.leaseMs)) === 1;
@@ -38,7 +41,7 @@ export class Leadership {
     this.leading = held;
     // Counted from before the call, so our view of the lease never outlives the key.
     this.leaseUntil = held ? started + this.leaseMs : 0;
-    return held;
+    return this.isLeader();
   }
 
   async leaderAddr(): Promise<string | null> {
