@@ -18,6 +18,14 @@ export interface ControlClientOptions {
   retryMs?: number;
 }
 
+/**
+ * HTTP/2 pings on the stream to the scheduler: one that hangs with the stream open (a stopped
+ * process, a stuck event loop) answers none, and the worker moves on within about four seconds
+ * instead of reporting its slots to a replica that no longer leads. grpc-js servers take pings
+ * at any rate.
+ */
+const KEEPALIVE = { 'grpc.keepalive_time_ms': 2000, 'grpc.keepalive_timeout_ms': 2000 };
+
 export interface ControlClient {
   /** Address of the scheduler this worker is registered with, or null while looking for one. */
   readonly connectedTo: string | null;
@@ -68,7 +76,7 @@ export function connectControl(options: ControlClientOptions): ControlClient {
     const address = redirect ?? options.addresses[index % options.addresses.length]!;
     if (!redirect) index++;
     redirect = null;
-    const c = new Control(address, grpc.credentials.createInsecure());
+    const c = new Control(address, grpc.credentials.createInsecure(), KEEPALIVE);
     const stream = c.Connect();
     client = c;
     call = stream;
