@@ -25,6 +25,6 @@ skip+='|^packages/engine/test/cluster\.test\.ts$'
 mapfile -t files < <(
   find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort | grep -Ev "$skip"
 )
-TASKLINE_TEST_REDIS=cluster node --import tsx --test --test-concurrency=1 --test-timeout=900000 "${files[@]}"
+TASKLINE_TEST_REDIS=cluster node --import tsx --test --test-concurrency=1 --test-timeout=900000 --test-force-exit "${files[@]}"
 
 TASKLINE_CHAOS_SECONDS=20 pnpm test:chaos:cluster

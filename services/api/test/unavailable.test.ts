@@ -54,11 +54,15 @@ describe('a primary that answers OOM or BUSY', () => {
     admin = new Redis(redis.url);
     api = await spawnApi(redis.url);
   });
+  // Redis stops even when the api never started: a server left running keeps the test process alive.
   after(async () => {
-    api.child.kill('SIGKILL');
-    await api.exited;
-    admin.disconnect();
-    await redis.stop();
+    try {
+      admin.disconnect();
+      api.child.kill('SIGKILL');
+      await api.exited;
+    } finally {
+      await redis.stop();
+    }
   });
 
   test('OOM (maxmemory reached, noeviction): 503 on LMSP and MCP, counted, and nothing written', async () => {
@@ -118,10 +122,13 @@ describe('a Redis that stops answering without closing its connections (a stall)
     });
   });
   after(async () => {
-    redis.resume();
-    api.child.kill('SIGKILL');
-    await api.exited;
-    await redis.stop();
+    try {
+      redis.resume();
+      api.child.kill('SIGKILL');
+      await api.exited;
+    } finally {
+      await redis.stop();
+    }
   });
 
   /** The request's answer, or a failure once it has waited far past the command timeout. */
@@ -169,10 +176,13 @@ describe('an api pointed at a replica', () => {
     api = await spawnApi(replica.url);
   });
   after(async () => {
-    api.child.kill('SIGKILL');
-    await api.exited;
-    admin.disconnect();
-    await Promise.all([primary.stop(), replica.stop()]);
+    try {
+      admin.disconnect();
+      api.child.kill('SIGKILL');
+      await api.exited;
+    } finally {
+      await Promise.all([primary.stop(), replica.stop()]);
+    }
   });
 
   test('READONLY (a replica after a failover): 503', async () => {
