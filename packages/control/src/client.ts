@@ -25,6 +25,11 @@ export interface ControlClientOptions {
  * at any rate.
  */
 const KEEPALIVE = { 'grpc.keepalive_time_ms': 2000, 'grpc.keepalive_timeout_ms': 2000 };
+/**
+ * A scheduler that has not welcomed (or redirected) a worker this long after it connected is
+ * skipped: a hung process still accepts TCP connections, and nothing else would time them out.
+ */
+const WELCOME_TIMEOUT_MS = 4000;
 
 export interface ControlClient {
   /** Address of the scheduler this worker is registered with, or null while looking for one. */
@@ -46,6 +51,8 @@ export function connectControl(options: ControlClientOptions): ControlClient {
   let closed = false;
   let index = 0;
   let redirect: string | null = null;
+  /** The address whose stream broke last: the next attempt goes elsewhere when it can. */
+  let failed: string | null = null;
   let call: ControlCall | null = null;
   let client: grpc.Client | null = null;
   let connectedTo: string | null = null;
@@ -73,7 +80,9 @@ export function connectControl(options: ControlClientOptions): ControlClient {
   };
 
   function attempt() {
-    const address = redirect ?? options.addresses[index % options.addresses.length]!;
+    const { addresses } = options;
+    if (!redirect && addresses.length > 1 && addresses[index % addresses.length] === failed) index++;
+    const address = redirect ?? addresses[index % addresses.length]!;
     if (!redirect) index++;
     redirect = null;
     const c = new Control(address, grpc.credentials.createInsecure(), KEEPALIVE);
@@ -81,14 +90,20 @@ export function connectControl(options: ControlClientOptions): ControlClient {
     client = c;
     call = stream;
     let ended = false;
+    let unanswered: NodeJS.Timeout | undefined;
     const end = (delay: number) => {
+      clearTimeout(unanswered);
       if (ended || call !== stream) return;
       ended = true;
+      failed = address;
       stream.cancel();
       next(delay);
     };
+    unanswered = setTimeout(() => end(0), WELCOME_TIMEOUT_MS).unref();
     stream.on('data', ({ welcome, redirect: to, drain }: SchedulerMessage__Output) => {
+      clearTimeout(unanswered);
       if (welcome) {
+        failed = null;
         connectedTo = address;
         emit('control_connected', { address, scheduler: welcome.scheduler_id });
         clearInterval(timer);
