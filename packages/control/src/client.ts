@@ -90,7 +90,6 @@ export function connectControl(options: ControlClientOptions): ControlClient {
     client = c;
     call = stream;
     let ended = false;
-    let unanswered: NodeJS.Timeout | undefined;
     const end = (delay: number) => {
       clearTimeout(unanswered);
       if (ended || call !== stream) return;
@@ -99,7 +98,7 @@ export function connectControl(options: ControlClientOptions): ControlClient {
       stream.cancel();
       next(delay);
     };
-    unanswered = setTimeout(() => end(0), WELCOME_TIMEOUT_MS).unref();
+    const unanswered = setTimeout(() => end(0), WELCOME_TIMEOUT_MS).unref();
     stream.on('data', ({ welcome, redirect: to, drain }: SchedulerMessage__Output) => {
       clearTimeout(unanswered);
       if (welcome) {
