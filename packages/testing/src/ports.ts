@@ -18,12 +18,20 @@ function ephemeralLow(): number {
 
 const LOW = 10_000;
 
-/** A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range. */
+/**
+ * Every port this process handed out. A caller often picks several before binding any (a cluster
+ * node's bus port, then its client port), and a free check alone would hand out one of those twice.
+ */
+const handedOut = new Set<number>();
+
+/** A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range, never handed out before. */
 export async function freePort(): Promise<number> {
   const high = Math.max(LOW + 1000, ephemeralLow());
   for (let tries = 0; tries < 50; tries++) {
     const port = LOW + Math.floor(Math.random() * (high - LOW));
-    if (await listens(port)) return port;
+    if (handedOut.has(port) || !(await listens(port))) continue;
+    handedOut.add(port);
+    return port;
   }
   throw new Error(`no free port found in ${LOW}-${high - 1}`);
 }

@@ -16,3 +16,11 @@ test("freePort picks below the kernel's ephemeral range, where no listen(0) or o
   });
   await new Promise((resolve) => server.close(resolve));
 });
+
+test('freePort never hands out a port twice in one process, even one not yet bound', async () => {
+  // A cluster node's bus port is picked, then its client port, before either is bound: the second
+  // pick must not land on the first (CI once saw a redis-server exit on such a collision).
+  const ports = [];
+  for (let i = 0; i < 2000; i++) ports.push(await freePort());
+  assert.equal(new Set(ports).size, ports.length);
+});
