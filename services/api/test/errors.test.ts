@@ -112,6 +112,23 @@ describe('bad requests get problem+json with stable codes', () => {
     );
   });
 
+  test('a metadata key named __proto__ is refused, not dropped unchecked', async () => {
+    // An object literal cannot carry the key as data: the body is written out.
+    const body = (metadata: string) =>
+      `{"type":"response","input":{"model":"tiny-chat","input":"hi","metadata":${metadata}}}`;
+    const headers = { 'content-type': 'application/json' };
+    for (const metadata of ['{"__proto__":5}', '{"a":"b","__proto__":"x"}']) {
+      const refused = await post({ raw: body(metadata), headers });
+      isProblem(refused, 400, 'invalid_request');
+      assert.equal((refused.body as { param?: string }).param, 'input.metadata.__proto__', refused.text);
+    }
+    // Other keys are kept as sent.
+    const kept = await post({ raw: body('{"constructor":"c","a":"b"}'), headers });
+    assert.equal(kept.status, 202, kept.text);
+    const task = (await stack.worker.get((kept.body as { id: string }).id))!;
+    assert.deepEqual((task.request as { metadata: unknown }).metadata, { constructor: 'c', a: 'b' });
+  });
+
   test('oversized bodies are 413 payload_too_large', async () => {
     const big = { ...TASK_BODY, input: { ...TASK_BODY.input, input: 'x'.repeat(8192) } };
     isProblem(await post({ body: big }), 413, 'payload_too_large');

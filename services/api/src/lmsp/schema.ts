@@ -42,6 +42,25 @@ const MessageItem = z.strictObject({
   content: z.union([text, z.array(ContentPart).min(1).max(256)]),
 });
 
+/**
+ * Request metadata: string values under short keys. Zod's records skip a key named `__proto__`
+ * (storing it would replace an object's prototype) without checking it, so such a key is refused
+ * here rather than dropped behind the caller's back. The JSON Schema is the record's.
+ */
+const Metadata = z.preprocess(
+  (value, ctx) => {
+    if (typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__'))
+      ctx.addIssue({
+        code: 'custom',
+        message: 'A metadata key cannot be named __proto__.',
+        path: ['__proto__'],
+        input: value,
+      });
+    return value;
+  },
+  z.record(z.string().min(1).max(64), z.string().max(512)),
+);
+
 /** An optional field: absent, or sent as `null`, which counts as absent (LMSP 1.0 section 7.1). */
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 
@@ -57,7 +76,7 @@ export const ResponseRequest = z.strictObject({
   temperature: optional(z.number().min(0).max(2)),
   top_p: optional(z.number().gt(0).max(1)),
   seed: optional(z.int().min(0).max(Number.MAX_SAFE_INTEGER)),
-  metadata: optional(z.record(z.string().min(1).max(64), z.string().max(512))),
+  metadata: optional(Metadata),
   stream: optional(z.boolean()),
   ...openAiFields(optional),
 });
