@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { scanKeys } from '@taskline/testing';
 import { startStack } from '../../../test/conformance/stack.js';
-import { rpc } from './helpers.js';
+import { initializeRequest, rpc } from './helpers.js';
 
 describe('MCP error paths, raw JSON-RPC against the api service', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;
@@ -68,14 +68,7 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
 
   /** A 2025-11-25 session, as an SDK v1 client opens one. */
   const legacySession = async () => {
-    const res = await post(
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-      }),
-    );
+    const res = await post(JSON.stringify(initializeRequest('2025-11-25')));
     const session = res.headers.get('mcp-session-id');
     assert.ok(session, 'initialize answers with Mcp-Session-Id');
     return session;

@@ -8,6 +8,14 @@ export interface RpcReply {
   message: { result?: any; error?: any };
 }
 
+/** The `initialize` request an SDK v1 client opens a session with, at `protocolVersion`. */
+export const initializeRequest = (protocolVersion: string) => ({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion, capabilities: {}, clientInfo: { name: 't', version: '1' } },
+});
+
 /** One raw JSON-RPC call at the 2026-07-28 wire; SSE answers are read to their response. */
 export async function rpc(
   url: string,

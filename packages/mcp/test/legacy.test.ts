@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { startHaproxy, type LoadBalancer } from '@taskline/testing';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { pollTask, rpc } from './helpers.js';
+import { initializeRequest, pollTask, rpc } from './helpers.js';
 
 const KEY_A = 'key-a-secret';
 const KEY_B = 'key-b-secret';
@@ -69,12 +69,7 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
         accept: 'application/json, text/event-stream',
         authorization: `Bearer ${KEY_A}`,
       },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-      }),
+      body: JSON.stringify(initializeRequest('2025-06-18')),
     });
     const session = init.headers.get('mcp-session-id');
     assert.ok(session, 'initialize answers with Mcp-Session-Id');

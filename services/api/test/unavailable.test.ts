@@ -45,6 +45,21 @@ const counted = async (api: ApiProcess, reason: string) =>
     return line && Number(line.split(' ').at(-1)) >= 1 ? true : undefined;
   });
 
+/**
+ * Stops a describe's api, then its Redis servers even when the api never started (it is then
+ * unset): a server left running keeps the test process alive.
+ */
+async function stopAll(api: ApiProcess | undefined, ...servers: RedisServer[]): Promise<void> {
+  try {
+    if (api) {
+      api.child.kill('SIGKILL');
+      await api.exited;
+    }
+  } finally {
+    await Promise.all(servers.map((server) => server.stop()));
+  }
+}
+
 describe('a primary that answers OOM or BUSY', () => {
   let redis: RedisServer;
   let admin: Redis;
@@ -54,15 +69,9 @@ describe('a primary that answers OOM or BUSY', () => {
     admin = new Redis(redis.url);
     api = await spawnApi(redis.url);
   });
-  // Redis stops even when the api never started: a server left running keeps the test process alive.
   after(async () => {
-    try {
-      admin.disconnect();
-      api.child.kill('SIGKILL');
-      await api.exited;
-    } finally {
-      await redis.stop();
-    }
+    admin.disconnect();
+    await stopAll(api, redis);
   });
 
   test('OOM (maxmemory reached, noeviction): 503 on LMSP and MCP, counted, and nothing written', async () => {
@@ -125,13 +134,8 @@ describe('a Redis that stops answering without closing its connections (a stall)
     });
   });
   after(async () => {
-    try {
-      redis.resume();
-      api.child.kill('SIGKILL');
-      await api.exited;
-    } finally {
-      await redis.stop();
-    }
+    redis.resume();
+    await stopAll(api, redis);
   });
 
   /** The request's answer, or a failure once it has waited far past the command timeout. */
@@ -179,13 +183,8 @@ describe('an api pointed at a replica', () => {
     api = await spawnApi(replica.url);
   });
   after(async () => {
-    try {
-      admin.disconnect();
-      api.child.kill('SIGKILL');
-      await api.exited;
-    } finally {
-      await Promise.all([primary.stop(), replica.stop()]);
-    }
+    admin.disconnect();
+    await stopAll(api, primary, replica);
   });
 
   test('READONLY (a replica after a failover): 503', async () => {
