@@ -188,7 +188,19 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       return rpcError(res, 403, null, -32600, 'Forbidden host or origin');
     next();
   });
-  router.use(express.json({ limit: env.TASKLINE_MCP_MAX_BODY_BYTES, type: () => true }));
+  // The body parser's refusals are answered here, so the error handler below never has to tell
+  // them apart from another middleware's 4xx.
+  const parseJson = express.json({ limit: env.TASKLINE_MCP_MAX_BODY_BYTES, type: () => true });
+  router.use((req, res, next) =>
+    parseJson(req, res, (err?: unknown) => {
+      if (!err) return next();
+      const e = err as { type?: string; message?: string };
+      if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
+      if (e.type === 'entity.parse.failed') return rpcError(res, 400, null, -32700, 'Parse error');
+      // A charset or an encoding it cannot read, a body that ended early or broke its gzip.
+      rpcError(res, 400, null, -32700, `Parse error: ${e.message}`);
+    }),
+  );
   /** Whether this request is a call of a tool that runs as a task (the cap applies to those). */
   const createsTask = (req: Request) => {
     const body = req.body as { method?: unknown; params?: { name?: unknown } } | undefined;
@@ -272,12 +284,6 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     rpcError(res, 405, null, -32600, 'Method not allowed');
   });
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const e = err as { type?: string; status?: number; expose?: boolean; message?: string };
-    if (e.type === 'entity.too.large') return rpcError(res, 413, null, -32600, 'Request body too large');
-    if (e.type === 'entity.parse.failed') return rpcError(res, 400, null, -32700, 'Parse error');
-    // The body parser's other refusals of a body: a charset or an encoding it cannot read.
-    if (e.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
-      return rpcError(res, 400, null, -32700, `Parse error: ${e.message}`);
     const reason = redisUnavailableReason(err);
     const message = err instanceof Error ? err.message : String(err);
     if (reason) logger.warn('mcp request: task store unavailable', { reason, err: message });
