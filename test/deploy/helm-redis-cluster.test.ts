@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CHART, CRDS, render, type Manifest } from './helm-tool.js';
+import { find } from './manifests.js';
 
 // The in-chart Redis Cluster (redis.bundled.mode: cluster), rendered by real Helm; every render
 // is also checked against the Kubernetes schemas by helm.test.ts (it renders every example).
@@ -26,11 +27,6 @@ interface Workload extends Manifest {
 
 const clusterExample = () =>
   render({ files: [`${CHART}/examples/redis-cluster-in-chart.yaml`], apiVersions: CRDS });
-function find<T = Manifest>(ms: Manifest[], kind: string, name: string): T {
-  const m = ms.find((x) => x.kind === kind && x.metadata.name === name);
-  assert.ok(m, `no ${kind} ${name}`);
-  return m as T;
-}
 const NODES = [0, 1, 2, 3, 4, 5].map((i) => `taskline-redis-${i}.taskline-redis.taskline.svc:6379`).join(',');
 
 test('cluster mode runs 6 cluster-enabled Redis pods with AOF fsynced always, on their own volumes, spread over nodes', () => {

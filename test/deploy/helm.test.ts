@@ -2,10 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { CHART, CRDS, helm, render, type Manifest } from './helm-tool.js';
+import { CHART, CRDS, helm, render } from './helm-tool.js';
 import { schemaProblems } from './k8s-schema.js';
 import { readmeWithTable } from './chart-readme.js';
 import { ROOT } from './promql.js';
+import { configMap, env, find, pod, WORKLOADS, type Workload } from './manifests.js';
 
 // The chart rendered by real Helm (helm-tool.ts). Examples render on a cluster with the KEDA and
 // prometheus-operator CRDs, except no-crds.yaml, which renders with none.
@@ -13,47 +14,6 @@ const examples = readdirSync(`${CHART}/examples`).filter((f) => f.endsWith('.yam
 const example = (file: string) => `${CHART}/examples/${file}`;
 const renderExample = (file: string) =>
   render({ files: [example(file)], apiVersions: file === 'no-crds.yaml' ? [] : CRDS });
-
-interface Container {
-  name: string;
-  image: string;
-  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
-  args?: string[];
-  ports?: { name: string; containerPort: number }[];
-  readinessProbe?: Record<string, unknown>;
-  livenessProbe?: Record<string, unknown>;
-  startupProbe?: Record<string, unknown>;
-  lifecycle?: { preStop?: { sleep?: { seconds: number } } };
-  resources?: { limits?: Record<string, unknown>; requests?: Record<string, unknown> };
-  volumeMounts?: { name: string; mountPath: string }[];
-}
-interface PodSpec extends Record<string, unknown> {
-  containers: Container[];
-  initContainers?: Container[];
-  volumes?: ({ name: string } & Record<string, unknown>)[];
-  terminationGracePeriodSeconds?: number;
-}
-interface Workload extends Manifest {
-  spec: { replicas?: number; template: { metadata: { annotations: Record<string, string> }; spec: PodSpec } };
-}
-
-function find<T = Manifest>(ms: Manifest[], kind: string, name: string): T {
-  const m = ms.find((x) => x.kind === kind && x.metadata.name === name);
-  assert.ok(m, `no ${kind} ${name}`);
-  return m as T;
-}
-const pod = (ms: Manifest[], kind: string, name: string) => find<Workload>(ms, kind, name).spec.template.spec;
-function env(c: Container, name: string) {
-  return c.env?.find((e) => e.name === name);
-}
-function configMap(ms: Manifest[]): Record<string, string> {
-  return find<{ data: Record<string, string> }>(ms, 'ConfigMap', 'taskline').data;
-}
-const WORKLOADS: [string, string][] = [
-  ['Deployment', 'taskline-api'],
-  ['Deployment', 'taskline-scheduler'],
-  ['Deployment', 'taskline-gpu-worker'],
-];
 
 test('helm lint --strict passes for the defaults and every example', () => {
   helm(['lint', '--strict', CHART]);
@@ -257,155 +217,6 @@ test('the KEDA query is scoped to the namespace, counts the leader only and surv
   assert.equal((q.match(/or vector\(0\)/g) ?? []).length, 2);
   assert.equal((q.match(/namespace="team-a"/g) ?? []).length, 3);
   assert.match(q, /taskline_scheduler_leader/);
-});
-
-// Defect 6: rollouts.
-test('probes, preStop sleep and grace periods follow the shutdown and drain deadlines', () => {
-  const ms = render({ set: { 'gpuWorker.drainDeadlineSeconds': '600' } });
-  const api = pod(ms, 'Deployment', 'taskline-api');
-  assert.deepEqual(api.containers[0]!.readinessProbe?.httpGet, { path: '/readyz', port: 'http' });
-  assert.deepEqual(api.containers[0]!.livenessProbe?.httpGet, { path: '/healthz', port: 'http' });
-  const sleep = api.containers[0]!.lifecycle?.preStop?.sleep?.seconds ?? 0;
-  assert.ok(sleep > 0);
-  const shutdown = Number(env(api.containers[0]!, 'TASKLINE_SHUTDOWN_DEADLINE_MS')?.value) / 1000;
-  assert.ok(api.terminationGracePeriodSeconds! > sleep + shutdown);
-  for (const name of ['taskline-scheduler', 'taskline-gpu-worker']) {
-    const c = pod(ms, 'Deployment', name).containers[0]!;
-    assert.ok(c.livenessProbe, `${name} liveness`);
-    assert.ok(c.readinessProbe ?? c.startupProbe, `${name} readiness or startup`);
-  }
-  const worker = pod(ms, 'Deployment', 'taskline-gpu-worker');
-  assert.equal(env(worker.containers[0]!, 'TASKLINE_DRAIN_DEADLINE_MS')?.value, '600000');
-  assert.ok(worker.terminationGracePeriodSeconds! > 600, 'grace period follows the drain deadline');
-});
-
-// Defect 7: operations.
-test('pods restart when settings or keys change', () => {
-  const pinned = { 'redis.bundled.password': 'p4ss' };
-  const a = render({ set: pinned });
-  const b = render({ set: { ...pinned, 'secrets.apiKeys': 'acme:rotated' } });
-  const c = render({ set: { ...pinned, 'config.TASKLINE_LOG_LEVEL': 'debug' } });
-  for (const [kind, name] of WORKLOADS) {
-    const ann = (ms: Manifest[]) => find<Workload>(ms, kind, name).spec.template.metadata.annotations;
-    assert.notEqual(ann(a)['checksum/secrets'], ann(b)['checksum/secrets'], `${name} keys`);
-    assert.notEqual(ann(a)['checksum/config'], ann(c)['checksum/config'], `${name} config`);
-    assert.equal(ann(a)['checksum/config'], ann(render({ set: pinned }))['checksum/config']);
-  }
-});
-
-test('bundled Redis: AOF as durability says, a password, noeviction and room for the rewrite fork', () => {
-  const toBytes = (q: string) => {
-    const m = /^(\d+)(mb|gb|Mi|Gi)$/.exec(q)!;
-    return Number(m[1]) * (m[2]!.startsWith('g') || m[2] === 'Gi' ? 1024 ** 3 : 1024 ** 2);
-  };
-  for (const durability of ['always', 'everysec']) {
-    const ms = render({ set: { 'redis.durability': durability } });
-    const redis = pod(ms, 'StatefulSet', 'taskline-redis').containers[0]!;
-    const arg = (flag: string) => redis.args![redis.args!.indexOf(flag) + 1];
-    assert.equal(arg('--appendonly'), 'yes');
-    assert.equal(arg('--appendfsync'), durability);
-    assert.equal(arg('--maxmemory-policy'), 'noeviction');
-    assert.equal(arg('--requirepass'), '$(REDIS_PASSWORD)');
-    assert.ok(toBytes(arg('--maxmemory')!) * 2 <= toBytes(String(redis.resources!.limits!.memory)));
-    for (const [kind, name] of WORKLOADS) {
-      const c = pod(ms, kind, name).containers[0]!;
-      assert.equal(env(c, 'TASKLINE_DURABILITY')?.value, durability);
-      assert.match(env(c, 'REDIS_URL')?.value ?? '', /^redis:\/\/:\$\(REDIS_PASSWORD\)@taskline-redis:6379$/);
-      assert.ok(env(c, 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef);
-    }
-  }
-  const secret = find<{ stringData: { password: string } }>(render(), 'Secret', 'taskline-redis');
-  assert.ok(secret.stringData.password.length >= 32);
-});
-
-test('metrics are served on their own port, scraped there only, and reachable only by the scraper', () => {
-  const ms = render();
-  const api = pod(ms, 'Deployment', 'taskline-api').containers[0]!;
-  assert.equal(env(api, 'TASKLINE_METRICS_PORT')?.value, '9464');
-  assert.ok(api.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9464));
-  const sm = find<{ spec: { endpoints: { port: string; honorLabels?: boolean }[] } }>(
-    ms,
-    'ServiceMonitor',
-    'taskline',
-  );
-  assert.deepEqual(
-    sm.spec.endpoints.map((e) => e.port),
-    ['metrics'],
-  );
-  // The services' own `service` label (api, scheduler, gpu-worker) wins over the operator's
-  // Service-name label, so rules and dashboards read the same labels as in the compose stack.
-  assert.equal(sm.spec.endpoints[0]!.honorLabels, true);
-  const policy = find<{
-    spec: {
-      ingress: {
-        from: Record<string, { matchLabels: Record<string, string> }>[];
-        ports: { port: number }[];
-      }[];
-    };
-  }>(ms, 'NetworkPolicy', 'taskline-metrics');
-  const from = policy.spec.ingress[0]!.from[0]!;
-  assert.deepEqual(from.namespaceSelector!.matchLabels, { 'kubernetes.io/metadata.name': 'monitoring' });
-  assert.deepEqual(from.podSelector!.matchLabels, { 'app.kubernetes.io/name': 'prometheus' });
-  assert.deepEqual(
-    policy.spec.ingress[0]!.ports.map((p) => p.port),
-    [9464],
-  );
-  const open = find<{ spec: { ingress: { ports: { port: number }[] }[] } }>(
-    ms,
-    'NetworkPolicy',
-    'taskline-api-ingress',
-  );
-  assert.deepEqual(
-    open.spec.ingress.flatMap((i) => i.ports.map((p) => p.port)),
-    [8080],
-  );
-});
-
-// Defect 8: hygiene.
-test('every object carries the standard labels; names follow the fullname helper', () => {
-  for (const m of render()) {
-    const l = m.metadata.labels ?? {};
-    for (const key of [
-      'helm.sh/chart',
-      'app.kubernetes.io/managed-by',
-      'app.kubernetes.io/version',
-      'app.kubernetes.io/instance',
-      'app.kubernetes.io/name',
-    ])
-      assert.ok(l[key], `${m.kind} ${m.metadata.name} lacks ${key}`);
-  }
-  const named = render({ release: 'prod', set: { fullnameOverride: 'tl' } });
-  assert.ok(
-    named.every((m) => m.metadata.name.startsWith('tl')),
-    'fullnameOverride',
-  );
-  assert.ok(render({ release: 'prod' }).every((m) => m.metadata.name.startsWith('prod-taskline')));
-});
-
-test('pods take pull secrets, annotations, affinity, spread, priority and runtime classes, and mount no token', () => {
-  const ms = render({
-    files: [example('gpu-pool-cuda.yaml')],
-    set: {
-      'imagePullSecrets[0].name': 'regcred',
-      'podAnnotations.a': 'b',
-      'api.priorityClassName': 'high',
-      'api.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight': '1',
-    },
-  });
-  for (const [kind, name] of WORKLOADS) {
-    const spec = pod(ms, kind, name);
-    assert.deepEqual(spec.imagePullSecrets, [{ name: 'regcred' }], name);
-    assert.equal(spec.automountServiceAccountToken, false, name);
-    assert.equal(spec.serviceAccountName, 'taskline');
-    assert.equal(find<Workload>(ms, kind, name).spec.template.metadata.annotations.a, 'b');
-  }
-  assert.equal(pod(ms, 'Deployment', 'taskline-api').priorityClassName, 'high');
-  assert.ok(pod(ms, 'Deployment', 'taskline-gpu-worker').topologySpreadConstraints);
-  assert.equal(
-    find<{ automountServiceAccountToken: boolean }>(ms, 'ServiceAccount', 'taskline')
-      .automountServiceAccountToken,
-    false,
-  );
 });
 
 test('the chart ships NOTES.txt, the SLO rules and the dashboards exactly as tested', () => {
