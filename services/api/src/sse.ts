@@ -9,7 +9,7 @@ import {
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
-import type { TenantLimits } from '@taskline/admission';
+import type { StreamSlot, TenantLimits } from '@taskline/admission';
 import { servedEventJson } from './openai/events.js';
 
 /**
@@ -73,6 +73,8 @@ export interface StreamOptions {
   after: number;
   kind: 'events' | 'response';
   metrics?: TasklineMetrics;
+  /** The stream's slot, when it was opened before the task was created (a streamed create). */
+  slot?: StreamSlot;
 }
 
 /**
@@ -129,7 +131,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   // The open-stream slot and the subscription are asked for together (one round trip, not two);
   // a refused slot (429) speaks before a failed subscription.
   const [slotted, subscribed] = await Promise.allSettled([
-    o.limits.openStream(o.tenant),
+    o.slot ?? o.limits.openStream(o.tenant),
     o.hub.subscribe(o.task.id, o.after, (event) => (buffered ? buffered.push(event) : write(event))),
   ]);
   if (slotted.status === 'rejected' || subscribed.status === 'rejected') {

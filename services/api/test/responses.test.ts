@@ -8,6 +8,7 @@ import {
   nextQueued,
   openSse,
   runWorker,
+  startApi,
   TASK_BODY,
   type InProcessApi,
   type Stack,
@@ -99,5 +100,52 @@ describe('responses: disconnects', () => {
     await until('the task to be cancelled', async () =>
       (await stack.worker.get(id))?.status === 'cancelled' ? true : undefined,
     );
+  });
+});
+
+describe('responses: a refused create creates nothing', () => {
+  const ready = 'tl:{sched}:ready:tiny-chat:tenant-a';
+  beforeEach(() => stack.redis.del(ready));
+  const body = { model: 'tiny-chat', input: 'Say hi.' };
+  const post = (api: InProcessApi, extra: Record<string, unknown>, opts: Parameters<typeof call>[3] = {}) =>
+    call(api.base, 'POST', '/lmsp/v1/responses', { ...opts, body: { ...body, ...extra } });
+
+  test('a streamed create over the open-stream cap is 429 and leaves no task behind', async () => {
+    // The OpenAI SDK retries a 429 after Retry-After: a task made by each refused try would multiply.
+    const capped = await startApi(stack, { TASKLINE_MAX_STREAMS: '1' });
+    const held = await openSse(capped.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      body: { ...body, stream: true },
+    });
+    try {
+      await held.waitFor(1);
+      await stack.redis.del(ready);
+      for (const extra of [{ stream: true }, { stream: true, background: true }]) {
+        const refused = await post(capped, extra);
+        assert.equal(refused.status, 429, refused.text);
+        assert.equal(await stack.redis.zcard(ready), 0, `no task queued by ${JSON.stringify(extra)}`);
+      }
+    } finally {
+      held.abort();
+      await held.done;
+      await capped.close();
+    }
+  });
+
+  test('a background stream with a bad or impossible resume point is 400 and leaves no task behind', async () => {
+    const cases: [Record<string, string>, Parameters<typeof call>[3]][] = [
+      [{}, { headers: { 'last-event-id': 'abc' } }],
+      [{}, { headers: { 'last-event-id': '7' } }],
+    ];
+    for (const [, opts] of cases) {
+      const refused = await post(api, { stream: true, background: true }, opts);
+      assert.equal(refused.status, 400, refused.text);
+      assert.equal(await stack.redis.zcard(ready), 0, `no task queued with ${JSON.stringify(opts)}`);
+    }
+    const query = await call(api.base, 'POST', '/lmsp/v1/responses?starting_after=abc', {
+      body: { ...body, stream: true, background: true },
+    });
+    assert.equal(query.status, 400, query.text);
+    assert.equal(await stack.redis.zcard(ready), 0, 'no task queued with starting_after=abc');
   });
 });

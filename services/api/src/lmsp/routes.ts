@@ -4,7 +4,7 @@
  * Every request goes through the one admission path (`@taskline/admission`) before its handler.
  */
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
-import { callerLeft, type TaskReservation } from '@taskline/admission';
+import { callerLeft, type StreamSlot, type TaskReservation } from '@taskline/admission';
 import {
   DURABILITY_LOSS,
   isWellFormedId,
@@ -30,10 +30,11 @@ import {
   parseBody,
   responseObject,
   ResponseRequest,
+  resumePoint,
   storedRequest,
   taskObject,
 } from './schema.js';
-import { streamOptions, type FollowTask } from './stream.js';
+import { checkResumable, streamOptions, type FollowTask } from './stream.js';
 
 /** LMSP routes that create a task (paths inside the LMSP router). */
 const CREATE_PATHS = new Set(['/tasks', '/responses']);
@@ -174,13 +175,51 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
    */
   async function postResponse(req: Request, res: Response): Promise<void> {
     const body = parseBody(ResponseRequest, req.body);
-    const task = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
-    if (body.background) return answerInBackground(req, res, task, body.stream, followTask);
+    // What can refuse the answer is asked before the task exists, so a refusal leaves nothing
+    // behind (an SDK retrying a 429 would otherwise make a task per try): the resume point of a
+    // background stream, then the stream's slot under the tenant's cap.
+    const after =
+      body.background && body.stream
+        ? resumePoint(req.headers['last-event-id'], req.query.starting_after)
+        : 0;
+    const slot = body.stream ? await core.limits.openStream(tenantOf(req)) : undefined;
+    let task: TaskRecord;
+    try {
+      task = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
+    } catch (err) {
+      await slot?.release().catch(() => undefined);
+      throw err;
+    }
+    const keyed = idempotencyKeyOf(req.headers['idempotency-key']) !== null;
+    try {
+      await answerResponse(req, res, task, body, after, slot, keyed);
+    } catch (err) {
+      // Released twice at worst, when the stream itself had already let it go.
+      await slot?.release().catch(() => undefined);
+      // A caller answered with an error holds no handle on the task; with a key, its retry finds it.
+      if (!keyed && !res.headersSent) await store.cancel(task.id, task.tenant).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async function answerResponse(
+    req: Request,
+    res: Response,
+    task: TaskRecord,
+    body: ResponseRequest,
+    after: number,
+    slot: StreamSlot | undefined,
+    keyed: boolean,
+  ): Promise<void> {
+    if (body.background && !body.stream) return answerInBackground(res, task);
+    if (body.background) {
+      checkResumable(task, after);
+      return streamTaskEvents(req, res, { ...streamOptions(core, req, task, after, 'events'), slot });
+    }
     const left = callerLeft(res);
-    const stop =
-      idempotencyKeyOf(req.headers['idempotency-key']) === null ? admission.cancelOnLeave(task, left) : null;
+    const stop = keyed ? null : admission.cancelOnLeave(task, left);
     if (body.stream) {
-      await streamTaskEvents(req, res, streamOptions(core, req, task, 0, 'response'));
+      await streamTaskEvents(req, res, { ...streamOptions(core, req, task, 0, 'response'), slot });
       return;
     }
     let ended: TaskRecord | null;

@@ -33,6 +33,15 @@ export function streamOptions(
   };
 }
 
+/** A resume point past a task's last event names nothing that was ever sent. */
+export function checkResumable(task: TaskRecord, after: number): void {
+  if (after > task.seq)
+    throw new TasklineError(
+      'invalid_request',
+      `This task has no event ${after} yet; its last is ${task.seq}.`,
+    );
+}
+
 /**
  * A task's event stream with LMSP's resume rules (Last-Event-ID or `starting_after`), for
  * tenants and for the operator console, whose streams count against `streamsOf`'s cap. A task
@@ -42,12 +51,7 @@ export function followTaskOf(core: ApiCore): FollowTask {
   return async function followTask(req: Request, res: Response, load, streamsOf) {
     const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
     const task = await load();
-    if (after > task.seq) {
-      throw new TasklineError(
-        'invalid_request',
-        `This task has no event ${after} yet; its last is ${task.seq}.`,
-      );
-    }
+    checkResumable(task, after);
     // HEAD (which Express routes here) answers the stream's headers without opening one.
     if (req.method === 'HEAD') {
       res.status(200).type('text/event-stream').end();

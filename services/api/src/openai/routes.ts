@@ -24,17 +24,11 @@ export function taskIdOf(responseId: string): string | null {
 }
 
 /**
- * A background response (OpenAI's mode, a task under another name): the queued response at once
- * (`202`), or with `stream` its events, which the reader may leave and resume; it runs on either way.
+ * A background response (OpenAI's mode, a task under another name) without `stream`: the queued
+ * response at once (`202`); it runs on whoever reads it. With `stream`, the create serves its
+ * events like `GET /responses/{id}?stream=true`, resumable the same way.
  */
-export function answerInBackground(
-  req: Request,
-  res: Response,
-  task: TaskRecord,
-  stream: boolean | undefined,
-  followTask: ResponseRouteDeps['followTask'],
-): Promise<void> | void {
-  if (stream) return followTask(req, res, () => Promise.resolve(task), tenantOf);
+export function answerInBackground(res: Response, task: TaskRecord): void {
   res.status(202).location(`${API_PREFIX}/responses/${task.responseId}`).json(responseObject(task));
 }
 
