@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { createMcpHandler, MissingRequiredClientCapabilityError } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
-import type { Admission, TaskReservation } from '@taskline/admission';
+import { MAX_NESTING, nestedDeeperThan, type Admission, type TaskReservation } from '@taskline/admission';
 import type { Env } from '@taskline/config';
 import {
   redisUnavailableReason,
@@ -236,7 +236,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     }
   });
   router.post('/', async (req, res, next) => {
-    if (nestedDeeperThan(req.body, MAX_NESTING))
+    if (nestedDeeperThan(req.body))
       return rpcError(res, 400, null, -32600, `Request nested deeper than ${MAX_NESTING} levels`);
     const body = req.body as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | undefined;
     const params = body?.params ?? {};
@@ -298,21 +298,6 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     rpcError(res, 500, req.body?.id, -32603, 'Internal error');
   });
   return router;
-}
-
-/** JSON nesting a request may have: the SDK's recursive validation overflows the stack on deep input (a 500). */
-const MAX_NESTING = 64;
-
-/** Iterative, so that measuring a hostile body cannot itself overflow the stack. */
-function nestedDeeperThan(value: unknown, limit: number): boolean {
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (v === null || typeof v !== 'object') continue;
-    if (depth >= limit) return true;
-    for (const child of Object.values(v)) stack.push([child, depth + 1]);
-  }
-  return false;
 }
 
 function hasTaskFilter(params: Record<string, unknown>): boolean {

@@ -186,6 +186,34 @@ describe('idempotency fingerprints', () => {
   });
 });
 
+describe('nesting', () => {
+  test('a body nested deeper than 64 levels is 400 invalid_request, never a 500, with or without a key', async () => {
+    // Deep enough that storing or fingerprinting it recursively overflows the stack.
+    const deep = '['.repeat(20_000) + ']'.repeat(20_000);
+    const parts = `[{"type":"input_text","text":"hi","annotations":${deep}}]`;
+    const bodies: [string, string][] = [
+      ['/lmsp/v1/responses', `{"model":"tiny-chat","input":[{"role":"user","content":${parts}}]}`],
+      ['/lmsp/v1/tasks', `{"type":"response","input":{"model":"tiny-chat","input":"hi","stream":${deep}}}`],
+    ];
+    for (const [path, raw] of bodies)
+      for (const key of [undefined, `deep-${path.length}`]) {
+        const headers: Record<string, string> = { 'content-type': 'application/json' };
+        if (key) headers['idempotency-key'] = key;
+        const r = await call(api.base, 'POST', path, { raw, headers });
+        assert.equal(r.status, 400, `${path} ${key ?? ''}: ${r.text}`);
+        assert.equal((r.body as { code: string }).code, 'invalid_request');
+        assert.match((r.body as { detail: string }).detail, /nested deeper than 64/);
+      }
+    // 64 levels are fine.
+    const ok = '['.repeat(60) + ']'.repeat(60);
+    const r = await call(api.base, 'POST', '/lmsp/v1/tasks', {
+      raw: `{"type":"response","input":{"model":"tiny-chat","input":"hi","stream":${ok}}}`,
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(r.status, 202, r.text);
+  });
+});
+
 describe('cancel (LMSP 7.3)', () => {
   const cancel = (id: string) => call(api.base, 'POST', `/lmsp/v1/tasks/${id}/cancel`);
 

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { MAX_NESTING, nestedDeeperThan } from '@taskline/admission';
 import {
   emptyResponse,
   outputTokens,
@@ -102,6 +103,8 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
       'invalid_request',
       'The request needs a JSON body (Content-Type: application/json).',
     );
+  if (nestedDeeperThan(body))
+    throw new TasklineError('invalid_request', `The body is nested deeper than ${MAX_NESTING} levels.`);
   const parsed = schema.safeParse(body);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.flatMap((i) => leafIssues(i, []));
