@@ -62,7 +62,12 @@ try {
           },
           (error: unknown) => {
             flush();
-            post({ op: 'error', id, message: error instanceof Error ? error.message : String(error) });
+            post({
+              op: 'error',
+              id,
+              message: error instanceof Error ? error.message : String(error),
+              name: error instanceof Error ? error.name : 'Error',
+            });
           },
         )
         .finally(() => {

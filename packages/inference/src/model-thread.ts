@@ -14,6 +14,7 @@ import {
   type OnnxModelOptions,
 } from './onnx-model.js';
 import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult, GenerateStep } from './types.js';
+import { InputTooLongError } from './errors.js';
 
 /** Messages to the model thread. */
 export type ToThread =
@@ -27,7 +28,7 @@ export type FromThread =
   | { op: 'failed'; message: string }
   | { op: 'steps'; steps: [id: number, tokens: number[], text: string][] }
   | { op: 'done'; id: number; result: GenerateResult }
-  | { op: 'error'; id: number; message: string }
+  | { op: 'error'; id: number; message: string; name: string }
   | { op: 'disposed' };
 
 interface Pending {
@@ -156,6 +157,7 @@ class ThreadedModel implements OnnxModel {
     const end = () => {
       if (p.failure) p.reject(p.failure.error);
       else if (message.op === 'done') p.resolve(message.result);
+      else if (message.name === 'InputTooLongError') p.reject(new InputTooLongError(message.message));
       else p.reject(new Error(message.message));
     };
     if (p.tail) void p.tail.then(end);

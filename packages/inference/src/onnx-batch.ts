@@ -8,6 +8,7 @@ import { int64, logitsRow, runGraph, type Graph } from './onnx-session.js';
 import { acceptToken, completeSequence, type Sequence } from './onnx-sequence.js';
 import type { OnnxModel, OnnxModelInfo } from './onnx-types.js';
 import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
+import { InputTooLongError } from './errors.js';
 
 /**
  * One loaded model. Concurrent generate calls are decoded together: one session.run per step for
@@ -46,7 +47,7 @@ export class OnnxChatModel implements OnnxModel {
     const prompt = this.tokenizer.encodeChat(req.messages);
     const room = this.info.maxContextTokens - prompt.length;
     if (room <= 0) {
-      throw new Error(
+      throw new InputTooLongError(
         `prompt has ${prompt.length} tokens; model ${this.id} has a context of ${this.info.maxContextTokens}`,
       );
     }

@@ -6,7 +6,7 @@ import {
   type RunContext,
   type TaskRunner,
 } from '@taskline/engine';
-import type { ChatMessage, ModelBackend } from '@taskline/inference';
+import { InputTooLongError, type ChatMessage, type ModelBackend } from '@taskline/inference';
 
 /** The LMSP response request a `response` task holds (LMSP 1.0 section 6). */
 export interface ResponseRequest {
@@ -276,17 +276,22 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
         stream.push(step.text, step.tokens);
       };
       try {
-        const result = await backend.generate(
-          {
-            messages,
-            maxOutputTokens: request.max_output_tokens,
-            temperature: request.temperature,
-            topP: request.top_p,
-            seed: request.seed,
-            resumeTokens,
-          },
-          { signal: local.signal, onStep },
-        );
+        const result = await backend
+          .generate(
+            {
+              messages,
+              maxOutputTokens: request.max_output_tokens,
+              temperature: request.temperature,
+              topP: request.top_p,
+              seed: request.seed,
+              resumeTokens,
+            },
+            { signal: local.signal, onStep },
+          )
+          .catch((err: unknown) => {
+            // The caller's request, not the worker: the task fails with a 4xx code the caller can act on.
+            throw err instanceof InputTooLongError ? new TasklineError('invalid_request', err.message) : err;
+          });
         const pending = await stream.flush().catch((err: unknown) => {
           // A cancel makes the store refuse appends (the task is `cancelling`), which also stops the
           // model at once; the refused text goes with the cancelled end, as the held-back text does.

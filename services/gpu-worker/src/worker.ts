@@ -283,7 +283,9 @@ export class GpuWorker {
             ? problem(err.code, err.message, err.status)
             : problem('internal_error', err instanceof Error ? err.message : String(err)),
       };
-      if (!reason) tlog.error('attempt_failed', { error: err });
+      // A request the model cannot run is the caller's to fix: a warning, not an error.
+      const callers = err instanceof TasklineError && err.status < 500;
+      if (!reason) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
     } finally {
       clearInterval(renew);
       this.running.delete(taskId);

@@ -67,6 +67,16 @@ test('max_output_tokens ends the response incomplete while the task succeeds', a
   assert.equal(events.at(-1)!.type, 'response.incomplete');
 });
 
+test("an input longer than the model's context fails the task as invalid_request, not internal_error", async () => {
+  // tiny-chat has a context of 256 tokens; the model runs in its own thread, so the error crosses it.
+  const { task } = await run({ input: 'The sea is wide and deep. '.repeat(60), max_output_tokens: 8 });
+  assert.equal(task.status, 'failed');
+  const error = task.error as { code: string; status: number; detail: string };
+  assert.equal(error.code, 'invalid_request', JSON.stringify(error));
+  assert.equal(error.status, 400);
+  assert.match(error.detail, /context of 256/);
+});
+
 test('the benchmark-only instant model runs through the same pipeline', async () => {
   const { task, events } = await run({ input: 'x' }, 'instant');
   assert.equal(task.status, 'succeeded');
