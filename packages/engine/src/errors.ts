@@ -66,3 +66,8 @@ export function problem(code: string, detail: string, status = 500): Problem {
 export function notFound(): TasklineError {
   return new TasklineError('task_not_found', 'No task with this id exists.');
 }
+
+/** Part of the events a reader asked for is no longer kept (LMSP 7.4). */
+export function historyExpired(): TasklineError {
+  return new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
+}

@@ -1,4 +1,4 @@
-import { TasklineError } from './errors.js';
+import { historyExpired } from './errors.js';
 import { taskKeys } from './keys.js';
 import type { StoredEvent } from './records.js';
 import { ShardLinks, type Link } from './shards.js';
@@ -217,8 +217,7 @@ export class EventHub {
       // A failed read answers at once; a lost subscriber connection is waited for.
       await Promise.all([tail.subscribed, reading]);
       const history = await reading;
-      if (history.expired)
-        throw new TasklineError('event_history_expired', 'Events before this point are no longer kept.');
+      if (history.expired) throw historyExpired();
       for (const event of history.events) this.push(listener, event);
       const buffered = listener.pending ?? [];
       listener.pending = null;

@@ -53,7 +53,15 @@ export {
   type ServedModels,
 } from './models.js';
 export type { RunContext, RunOutcome, TaskRunner } from './runner.js';
-export { TasklineError, ERROR_CODES, notFound, problem, type ErrorCode, type Problem } from './errors.js';
+export {
+  TasklineError,
+  ERROR_CODES,
+  historyExpired,
+  notFound,
+  problem,
+  type ErrorCode,
+  type Problem,
+} from './errors.js';
 export { indexTenant } from './keys.js';
 export { taskStatuses, subscribeCancels } from './lookups.js';
 export { Leadership } from './leader.js';

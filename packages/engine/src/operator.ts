@@ -3,7 +3,7 @@ import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
 import { bucketOf, createdField, endedField, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
 import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
-import { isTaskStatus, isTerminal, type TaskStatus } from './states.js';
+import { isTaskStatus, isTerminal, shownAfterRestart, type TaskStatus } from './states.js';
 import type { TaskStore } from './store.js';
 import { notFound, TasklineError } from './errors.js';
 import { isWellFormedId } from './ids.js';
@@ -246,13 +246,15 @@ export class OperatorView {
       );
     }
     const action = { action: 'requeue', operator, at: this.now() };
+    // Queued again inside; what the client saw never steps back (LMSP 7.2), as after a restart.
+    const shown = task.shownStatus === 'queued' ? 'queued' : shownAfterRestart(task.shownStatus);
     const seq = await this.store.transition(id, 'queued', {
       from: [task.status],
       // A queued task belongs to no attempt (the script refuses a fence there); a claim that
       // lands first moves it out of `queued`, and this step is refused.
       ...(leased ? { attempt: task.attempt, leaseExpiredBefore: this.now() } : {}),
-      fields: { status_message: `requeued by operator` },
-      events: [statusEvent('queued', { reason: 'operator_requeue', operator_action: action })],
+      fields: { status_message: `requeued by operator`, shown },
+      events: [statusEvent(shown, { reason: 'operator_requeue', operator_action: action })],
     });
     await this.store.enqueue({ ...task, seq });
     return (await this.store.get(id))!;

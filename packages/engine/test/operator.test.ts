@@ -72,9 +72,13 @@ test('requeue is fenced: a live lease refuses, a lapsed one queues again and rec
   const { events } = await h.store.events(task.id, 0);
   const last = JSON.parse(events.at(-1)!.data) as {
     reason: string;
+    task_status: string;
     operator_action: { action: string; operator: string };
   };
   assert.equal(last.reason, 'operator_requeue');
+  // Queued again inside, but what the client saw never steps back (LMSP 7.2), as after a restart.
+  assert.equal(last.task_status, 'running');
+  assert.equal(requeued.shownStatus, 'running');
   assert.deepEqual([last.operator_action.action, last.operator_action.operator], ['requeue', 'key:abc']);
   assert.notEqual(await h.redis.zscore('tl:{sched}:ready:tiny-chat:stuck', task.id), null);
   // The old worker's writes are refused: the task is no longer running.

@@ -122,6 +122,31 @@ describe('event streams', () => {
     assert.equal(api.api.streams.size, 0);
   });
 
+  test('HEAD on a stream whose history expired is 410, as GET is', async () => {
+    const task = await create();
+    await runWorker(stack.worker, task.id, ['x']);
+    await stack.redis.del(taskKeys(task.id).events);
+    const r = await fetch(api.base + task.events_url, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${KEY_A}`, 'last-event-id': '2' },
+    });
+    assert.equal(r.status, 410);
+  });
+
+  test("a tenant's stream says what an operator did and when, not who did it", async () => {
+    const task = await create();
+    await stack.worker.cancel(task.id, null, 'jwt:alice');
+    const read = await openSse(api.base, task.events_url);
+    await read.done;
+    const final = read.events.at(-1)!;
+    assert.equal(final.event, 'response.cancelled');
+    const action = final.data.operator_action as Record<string, unknown>;
+    assert.equal(action.action, 'cancel');
+    assert.equal(typeof action.at, 'number');
+    assert.equal(action.operator, undefined, JSON.stringify(action));
+    assert.doesNotMatch(JSON.stringify(read.events), /alice/);
+  });
+
   test('a reader that stops reading is cut off with a retry hint and resumes without loss', async () => {
     // A tenant of its own without a request rate: following the retry hints reconnects once per
     // cut-off, as often as this client is slow to read (hundreds of times on a loaded machine),

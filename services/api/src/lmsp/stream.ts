@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { ConsoleDeps } from '@taskline/console';
-import { TasklineError, type TaskRecord } from '@taskline/engine';
+import { historyExpired, TasklineError, type TaskRecord } from '@taskline/engine';
 import type { ApiCore } from '../core.js';
 import { streamTaskEvents, type StreamOptions } from '../sse.js';
 import { resumePoint } from './schema.js';
@@ -52,8 +52,10 @@ export function followTaskOf(core: ApiCore): FollowTask {
     const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
     const task = await load();
     checkResumable(task, after);
-    // HEAD (which Express routes here) answers the stream's headers without opening one.
+    // HEAD (which Express routes here) answers the stream's headers without opening one, or the
+    // error the stream would get for a history no longer kept.
     if (req.method === 'HEAD') {
+      if ((await core.store.events(task.id, after, 1)).expired) throw historyExpired();
       res.status(200).type('text/event-stream').end();
       return;
     }

@@ -24,7 +24,14 @@ const isLifecycle = (type: string) =>
 export function servedEventJson(event: StoredEvent, task: TaskRecord): string {
   if (!isLifecycle(event.type)) return eventJson(event);
   const data = JSON.parse(event.data) as Record<string, unknown>;
-  if (data.response != null && typeof data.response === 'object') return eventJson(event);
+  // Who acted stays with operators (the console's timeline reads the stored events); a stream
+  // says what was done, and when.
+  const action = data.operator_action as { action?: unknown; at?: unknown } | undefined;
+  if (action) data.operator_action = { action: action.action, at: action.at };
+  if (data.response != null && typeof data.response === 'object')
+    return action
+      ? JSON.stringify({ type: event.type, sequence_number: event.seq, ...data })
+      : eventJson(event);
   const status: ResponseStatus =
     event.type === 'response.failed'
       ? 'failed'
