@@ -356,6 +356,8 @@ export interface components {
         | 'stale_attempt'
         | 'task_terminal'
         | 'illegal_transition';
+      /** @description The detail again, where OpenAI's Responses API has an error's text (`response.error.message`). */
+      message?: string;
       errors?: {
         path: string;
         message: string;

@@ -44,13 +44,18 @@ export class TasklineError extends Error {
   }
 }
 
-/** RFC 9457 problem details with the stable `code` of LMSP 1.0 section 9.3. */
+/**
+ * RFC 9457 problem details with the stable `code` of LMSP 1.0 section 9.3, and `message`: the
+ * detail again, where OpenAI's Responses API has an error's text (a failed response's
+ * `error.message`, which the OpenAI SDKs read and show).
+ */
 export interface Problem {
   type: string;
   title: string;
   status: number;
   detail: string;
   code: string;
+  message: string;
 }
 
 export function problem(code: string, detail: string, status = 500): Problem {
@@ -60,6 +65,7 @@ export function problem(code: string, detail: string, status = 500): Problem {
     status,
     detail,
     code,
+    message: detail,
   };
 }
 

@@ -226,6 +226,22 @@ describe('the openai SDK against two api replicas', () => {
     });
   });
 
+  test('a failed response reads as OpenAI reports one: error.code and error.message, also in a stream', async () => {
+    // Longer than tiny-chat's 256-token context: the task fails as invalid_request.
+    const input = 'The sea is wide and deep. '.repeat(60);
+    const failed = await sdk(a).responses.create({ ...SHORT, input });
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.error?.code, 'invalid_request');
+    assert.match(failed.error?.message ?? '', /context of 256/);
+    // The SDK turns the failed event's error into an APIError: its message is the error's text.
+    await assert.rejects(
+      async () => {
+        for await (const _ of await sdk(b).responses.create({ ...SHORT, input, stream: true }));
+      },
+      (err: Error) => /context of 256/.test(err.message) && !err.message.includes('{'),
+    );
+  });
+
   test('LMSP clients still get problem+json; the OpenAPI document is served without credentials', async () => {
     const res = await fetch(`${a.base}/lmsp/v1/responses`, {
       method: 'POST',

@@ -168,6 +168,11 @@ export function components(): Schema {
           status: { type: 'integer', minimum: 400, maximum: 599 },
           detail: { type: 'string' },
           code: { type: 'string', enum: Object.keys(ERROR_CODES) },
+          message: {
+            type: 'string',
+            description:
+              "The detail again, where OpenAI's Responses API has an error's text (`response.error.message`).",
+          },
           errors: { type: 'array', items: obj({ path: { type: 'string' }, message: { type: 'string' } }) },
           task_status: { type: 'string' },
           reason: { enum: [...REDIS_UNAVAILABLE_REASONS] },
