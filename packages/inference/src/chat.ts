@@ -47,11 +47,18 @@ export class ChatTokenizer {
     private readonly specialTokens: Record<string, string>,
     /** Ids that end a turn: generation_config/config eos ids and the tokenizer's eos_token. */
     readonly stopIds: ReadonlySet<number>,
+    /** The text of every special token (`<|im_end|>`...), or null when the tokenizer has none. */
+    private readonly markup: RegExp | null,
   ) {}
 
   static async load(dir: string, config: Json, generationConfig: Json): Promise<ChatTokenizer> {
     const tokenizerConfig = await readJson(join(dir, 'tokenizer_config.json'));
-    const tokenizer = new Tokenizer(await readJson(join(dir, 'tokenizer.json')), tokenizerConfig);
+    const tokenizerJson = await readJson(join(dir, 'tokenizer.json'));
+    const tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
+    const special = ((tokenizerJson.added_tokens ?? []) as { content?: unknown; special?: unknown }[])
+      .filter((t) => t.special === true && typeof t.content === 'string' && t.content.length > 1)
+      .map((t) => (t.content as string).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    const markup = special.length > 0 ? new RegExp(special.join('|'), 'g') : null;
     const template = new Template(await loadChatTemplate(dir, tokenizerConfig));
     const specialTokens: Record<string, string> = {};
     for (const name of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) {
@@ -66,12 +73,28 @@ export class ChatTokenizer {
       throw new Error(
         `${dir}: no eos token id in config.json, generation_config.json or tokenizer_config.json`,
       );
-    return new ChatTokenizer(tokenizer, template, specialTokens, stopIds);
+    return new ChatTokenizer(tokenizer, template, specialTokens, stopIds, markup);
   }
 
-  /** The chat template applied with add_generation_prompt, as token ids. */
+  /**
+   * The chat template applied with add_generation_prompt, as token ids. A message's text that
+   * spells a special token (`<|im_end|>`) is encoded as text: a word joiner after its first
+   * character keeps the tokenizer from reading it as the markup only the template may place, so
+   * no caller can end a turn or open a system turn from inside its own message.
+   */
   encodeChat(messages: ChatMessage[]): number[] {
-    const prompt = this.template.render({ ...this.specialTokens, messages, add_generation_prompt: true });
+    const { markup } = this;
+    const safe = markup
+      ? messages.map((m) => ({
+          ...m,
+          content: m.content.replace(markup, (t) => `${t[0]}\u2060${t.slice(1)}`),
+        }))
+      : messages;
+    const prompt = this.template.render({
+      ...this.specialTokens,
+      messages: safe,
+      add_generation_prompt: true,
+    });
     // The template already placed every special token (bos included), as transformers' apply_chat_template does.
     return this.tokenizer.encode(prompt, { add_special_tokens: false }).ids;
   }
