@@ -66,6 +66,26 @@ describe('tasks', () => {
     assert.equal(refused.status, 400);
   });
 
+  test('an Idempotency-Key retry may send null for an absent field, or another ignored input.stream', async () => {
+    const headers = { 'idempotency-key': 'null-is-absent-1' };
+    const { on_restart: _policy, ...unset } = TASK_BODY;
+    const first = await create(unset, headers);
+    for (const body of [
+      { ...unset, on_restart: null },
+      { ...unset, input: { ...TASK_BODY.input, instructions: null, stream: true } },
+      { ...unset, input: { ...TASK_BODY.input, stream: { any: 'thing' } } },
+    ]) {
+      const again = await call(api.base, 'POST', '/lmsp/v1/tasks', { body, headers });
+      assert.equal(again.status, 202, `${JSON.stringify(body)}: ${again.text}`);
+      assert.equal((again.body as Task).id, first.id);
+    }
+    const changed = await call(api.base, 'POST', '/lmsp/v1/tasks', {
+      body: { ...unset, input: { ...TASK_BODY.input, instructions: 'Be brief.' } },
+      headers,
+    });
+    assert.equal(changed.status, 422, 'a field that counts still conflicts');
+  });
+
   test('on_restart resume is accepted only on a model that can snapshot; unknown models are model_not_found', async () => {
     const ok = await create({ ...TASK_BODY, on_restart: 'resume' });
     assert.equal((await stack.worker.get(ok.id))?.onRestart, 'resume');

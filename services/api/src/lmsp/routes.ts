@@ -105,12 +105,16 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     return task;
   }
 
-  /** Validates the model and restart policy, then creates the task under the request's place. */
+  /**
+   * Validates the model and restart policy, then creates the task under the request's place. An
+   * idempotent create compares `parsed`, the body as validated, with the key's first request.
+   */
   async function createTask(
     req: Request,
     operation: string,
     request: Parameters<typeof storedRequest>[0],
     onRestart: OnRestart,
+    parsed: unknown,
   ): Promise<TaskRecord> {
     const key = idempotencyKeyOf(req.headers['idempotency-key']);
     const model = servedModel(served, request.model);
@@ -129,7 +133,7 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
       request: storedRequest(request, served),
     };
     // Only an idempotent create compares requests.
-    const print = key ? fingerprint(operation, req.body) : '';
+    const print = key ? fingerprint(operation, parsed) : '';
     const { task } = await admission.create(
       tenant,
       reservations.get(req) ?? null,
@@ -144,7 +148,9 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
 
   async function postTask(req: Request, res: Response): Promise<void> {
     const body = parseBody(CreateTaskRequest, req.body);
-    const task = await createTask(req, 'POST /lmsp/v1/tasks', body.input, body.on_restart ?? 'fail');
+    // `input.stream` is ignored (LMSP 7.1), so a retry may send another.
+    const parsed = { ...body, input: { ...body.input, stream: undefined } };
+    const task = await createTask(req, 'POST /lmsp/v1/tasks', body.input, body.on_restart ?? 'fail', parsed);
     res.status(202).location(`${API_PREFIX}/tasks/${task.id}`).json(taskObject(task));
   }
 
@@ -185,7 +191,7 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     const slot = body.stream ? await core.limits.openStream(tenantOf(req)) : undefined;
     let task: TaskRecord;
     try {
-      task = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail');
+      task = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail', body);
     } catch (err) {
       await slot?.release().catch(() => undefined);
       throw err;

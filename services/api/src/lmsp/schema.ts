@@ -152,8 +152,9 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
 }
 
 /**
- * The idempotency fingerprint: sha256 of the canonical JSON body (keys sorted at every level),
- * prefixed by the operation, so one key reused on another endpoint is `idempotency_key_reused`.
+ * The idempotency fingerprint: sha256 of the canonical JSON of the parsed body (keys sorted at
+ * every level, a field sent as null counted as absent, as LMSP 7.1 reads it), prefixed by the
+ * operation, so one key reused on another endpoint is `idempotency_key_reused`.
  */
 export function fingerprint(operation: string, body: unknown): string {
   return createHash('sha256')
@@ -164,7 +165,9 @@ export function fingerprint(operation: string, body: unknown): string {
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
+    // An absent field and one sent as null (parsed to undefined) print the same.
     const entries = Object.keys(value)
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
       .sort()
       .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
     return `{${entries.join(',')}}`;
