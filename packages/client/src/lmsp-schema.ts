@@ -154,6 +154,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/lmsp/v1/models/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One served model (what the OpenAI SDKs call `models.retrieve`). */
+    get: operations['getModel'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/lmsp/v1/openapi.json': {
     parameters: {
       query?: never;
@@ -539,6 +556,7 @@ export interface components {
     IdempotencyKey: string;
     LastEventId: string;
     ResponseId: string;
+    ModelId: string;
     /** @description `true`: the response’s events (as the task’s event stream) instead of the object. */
     Stream: 'true' | 'false';
     StartingAfter: number;
@@ -1432,6 +1450,93 @@ export interface operations {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  getModel: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: components['parameters']['ModelId'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The model. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Model'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `model_not_found`: this deployment does not serve the model. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {

@@ -64,10 +64,14 @@ after(async () => {
 });
 
 describe('the openai SDK against two api replicas', () => {
-  test('models.list lists the served models', async () => {
+  test('models.list lists the served models; models.retrieve reads one, an unknown one is 404', async () => {
     const ids = [];
     for await (const model of sdk(a).models.list()) ids.push(model.id);
     assert.deepEqual(ids.sort(), ['plain-chat', 'tiny-chat']);
+    const one = await sdk(b).models.retrieve('tiny-chat');
+    assert.equal(one.id, 'tiny-chat');
+    assert.equal(one.object, 'model');
+    await assert.rejects(sdk(a).models.retrieve('gpt-nope'), NotFoundError);
   });
 
   test('responses.create: message items without type, instructions and ignored parameters; the LMSP task routes see it', async () => {

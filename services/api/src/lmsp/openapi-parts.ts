@@ -110,6 +110,7 @@ const params = {
     schema: { type: 'string', pattern: '^[0-9]+$' },
   },
   ResponseId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+  ModelId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
   Stream: {
     name: 'stream',
     in: 'query',

@@ -166,6 +166,18 @@ export function buildOpenApi(): Schema {
           responses: { '200': jsonResponse('The models served.', ref('ModelList')), ...common },
         },
       },
+      '/lmsp/v1/models/{id}': {
+        get: {
+          operationId: 'getModel',
+          summary: 'One served model (what the OpenAI SDKs call `models.retrieve`).',
+          parameters: [p('ModelId')],
+          responses: {
+            '200': jsonResponse('The model.', ref('Model')),
+            '404': problemResponse('`model_not_found`: this deployment does not serve the model.'),
+            ...common,
+          },
+        },
+      },
       '/lmsp/v1/openapi.json': {
         get: {
           operationId: 'getOpenApi',

@@ -277,6 +277,11 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     res.json({ object: 'list', data: [...models.values()].map(modelObject) });
   }
 
+  /** One served model (OpenAI's `models.retrieve`); any other id is `model_not_found`. */
+  function getModel(req: Request, res: Response): void {
+    res.json(modelObject(servedModel(served, String(req.params.id))));
+  }
+
   const router = express.Router();
   // Without credentials: API explorers and client generators fetch the document anonymously.
   router
@@ -314,6 +319,10 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
   router
     .route('/models')
     .get(listModels)
+    .all(methodNotAllowed(['GET']));
+  router
+    .route('/models/:id')
+    .get(getModel)
     .all(methodNotAllowed(['GET']));
   return router;
 }
