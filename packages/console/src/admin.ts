@@ -10,7 +10,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { OperatorAuthenticator } from '@taskline/auth';
-import { serveFeed, SnapshotFeed, type LiveStreams } from './live.js';
+import { FeedPool, serveFeed, SnapshotFeed, type LiveStreams } from './live.js';
 import { adminOpenApi } from './openapi.js';
 import { readOverview, type OverviewDeps } from './overview.js';
 import { burnRates } from './slo.js';
@@ -177,21 +177,13 @@ export function adminRouter(deps: ConsoleDeps): Router {
   router.get('/tenants/:tenant/tasks', async (req, res) => {
     res.json(await taskQuery(req).read());
   });
-  // The first page, pushed as it changes: one feed per distinct query, shared by its readers and
-  // dropped with its last one (so there are never more feeds than open streams).
-  const taskFeeds = new Map<string, SnapshotFeed>();
+  // The first page, pushed as it changes: one feed per distinct query, shared by its readers.
+  const taskFeeds = new FeedPool('tasks', OVERVIEW_INTERVAL_MS);
   router.get('/tenants/:tenant/tasks/events', async (req, res) => {
     if (req.query.cursor !== undefined)
       throw new TasklineError('invalid_request', 'The task list stream follows the first page: no cursor.');
     const { key, read } = taskQuery(req);
-    let feed = taskFeeds.get(key);
-    if (!feed) {
-      const created: SnapshotFeed = new SnapshotFeed('tasks', read, OVERVIEW_INTERVAL_MS, () => {
-        if (taskFeeds.get(key) === created) taskFeeds.delete(key);
-      });
-      taskFeeds.set(key, (feed = created));
-    }
-    await serveFeed(req, res, feed, deps.live, streamsOf(req));
+    await taskFeeds.serve(req, res, key, read, deps.live, streamsOf(req));
   });
 
   router.get('/tasks/:id', async (req, res) => {

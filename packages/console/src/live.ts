@@ -87,6 +87,46 @@ export class SnapshotFeed {
   }
 }
 
+/**
+ * Feeds kept by key (one per distinct query of a view), shared by that key's readers and dropped
+ * with the last of them, so there are never more feeds than open streams.
+ */
+export class FeedPool {
+  private readonly feeds = new Map<string, SnapshotFeed>();
+
+  constructor(
+    private readonly event: string,
+    private readonly intervalMs: number,
+  ) {}
+
+  /**
+   * Serves `key`'s feed as `serveFeed` does; `read` makes it when the key has none. The feed is
+   * taken only as its reader subscribes: a refused request (HEAD, a bad resume point, the stream
+   * cap) never made one, whose entry no reader's leaving would ever drop.
+   */
+  serve(
+    req: Request,
+    res: Response,
+    key: string,
+    read: () => Promise<{ at: number }>,
+    live: LiveStreams,
+    name: string,
+  ): Promise<void> {
+    return serveFeed(req, res, () => this.feed(key, read), live, name);
+  }
+
+  private feed(key: string, read: () => Promise<{ at: number }>): SnapshotFeed {
+    let feed = this.feeds.get(key);
+    if (!feed) {
+      const made: SnapshotFeed = new SnapshotFeed(this.event, read, this.intervalMs, () => {
+        if (this.feeds.get(key) === made) this.feeds.delete(key);
+      });
+      this.feeds.set(key, (feed = made));
+    }
+    return feed;
+  }
+}
+
 /** The snapshot a reader saw last: Last-Event-ID (or `starting_after`), as on task streams. */
 export function snapshotResumePoint(req: Request): number {
   const raw = req.headers['last-event-id'] ?? req.query.starting_after;
@@ -107,12 +147,13 @@ export function snapshotResumePoint(req: Request): number {
  * Serves a feed as SSE with the rules of task streams: `id:` on every snapshot, resume after
  * Last-Event-ID (only newer snapshots follow: each replaces the last, so none is missed),
  * heartbeats that renew the stream's slot under `name`'s cap, a `retry:` hint on shutdown or
- * when the reader falls `maxBufferBytes` behind. Refusals come before the first byte.
+ * when the reader falls `maxBufferBytes` behind. Refusals come before the first byte, and before
+ * `feed` is called when it is a function.
  */
 export async function serveFeed(
   req: Request,
   res: Response,
-  feed: SnapshotFeed,
+  feed: SnapshotFeed | (() => SnapshotFeed),
   live: LiveStreams,
   name: string,
 ): Promise<void> {
@@ -151,7 +192,9 @@ export async function serveFeed(
   // The client may have left before its 'close' listener was there.
   if (req.socket.destroyed) finish();
   let last = after;
-  const unsub = await feed.subscribe(after, (s) => {
+  // Taken and subscribed to in one step: its reader is there before anything else can run.
+  const source = typeof feed === 'function' ? feed() : feed;
+  const unsub = await source.subscribe(after, (s) => {
     if (done || s.id <= last) return;
     last = s.id;
     res.write(s.frame);
