@@ -47,25 +47,29 @@ export interface OperatorAuthenticator {
  * Operator authentication, apart from tenants': an operator key from `TASKLINE_ADMIN_KEYS`,
  * compared by its SHA-256 as tenant API keys are (the env may hold `sha256:<hex>` instead of the
  * key), or a JWT whose role claim names `TASKLINE_JWT_ADMIN_ROLE`. A tenant's credential is
- * never an operator's: tenant keys are not consulted here at all, and a JWT without the role is
- * refused with `forbidden` however valid it is for its tenant.
+ * never an operator's: `tenants` (the api's tenant authenticator) is asked only to tell a valid
+ * tenant credential (`forbidden`, 403) from a token that is no credential at all (`unauthorized`,
+ * 401, which asks the client to authenticate); a JWT that verifies without the role is `forbidden`
+ * however valid it is for its tenant.
  */
-export function operatorAuthenticator(env: OperatorAuthSettings): OperatorAuthenticator {
+export function operatorAuthenticator(
+  env: OperatorAuthSettings,
+  tenants: { authenticate(headers: IncomingHttpHeaders): Promise<unknown> },
+): OperatorAuthenticator {
   const hashes = new Set(
     env.TASKLINE_ADMIN_KEYS.split(',')
       .filter(Boolean)
       .map((k) => (k.startsWith('sha256:') ? k.slice('sha256:'.length) : hashKey(k))),
   );
   const role = env.TASKLINE_JWT_ADMIN_ROLE;
-  const verify = role
-    ? jwtVerifier({
-        publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
-        jwksUrl: env.TASKLINE_JWT_JWKS_URL,
-        issuer: env.TASKLINE_JWT_ISSUER,
-        audience: env.TASKLINE_JWT_AUDIENCE,
-        clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
-      })
-    : null;
+  // Built whenever JWTs are configured, role or not: a forged token is 401, a verified one without the role 403.
+  const verify = jwtVerifier({
+    publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
+    jwksUrl: env.TASKLINE_JWT_JWKS_URL,
+    issuer: env.TASKLINE_JWT_ISSUER,
+    audience: env.TASKLINE_JWT_AUDIENCE,
+    clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
+  });
 
   async function authenticate(headers: IncomingHttpHeaders): Promise<Operator> {
     const header = headers.authorization;
@@ -83,17 +87,29 @@ export function operatorAuthenticator(env: OperatorAuthSettings): OperatorAuthen
         throw new TasklineError('unauthorized', 'The bearer token is invalid or expired.');
       }
       const roles = claims[env.TASKLINE_JWT_ROLE_CLAIM];
-      const has = Array.isArray(roles) ? roles.includes(role) : roles === role;
+      const has = role !== '' && (Array.isArray(roles) ? roles.includes(role) : roles === role);
       if (!has) throw new TasklineError('forbidden', 'This token does not carry the operator role.');
       const sub = typeof claims.sub === 'string' ? claims.sub.slice(0, 64) : 'unknown';
       return { id: `jwt:${sub}`, via: 'jwt' };
+    }
+    // Only which refusal: a tenant credential never opens anything here. Any other failure (the
+    // key store unreachable) is passed on as it is, neither 401 nor 403.
+    try {
+      await tenants.authenticate(headers);
+    } catch (err) {
+      if (err instanceof TasklineError && err.code === 'unauthorized')
+        throw new TasklineError(
+          'unauthorized',
+          'The bearer token is not an operator credential, nor any other.',
+        );
+      throw err;
     }
     throw new TasklineError('forbidden', 'Only operator credentials open the console; tenant keys never do.');
   }
 
   return {
     authenticate,
-    configured: hashes.size > 0 || verify !== null,
+    configured: hashes.size > 0 || (verify !== null && role !== ''),
     middleware(req, _res, next) {
       authenticate(req.headers).then((operator) => {
         req.operator = operator;

@@ -16,28 +16,50 @@ const settings = (over: Partial<OperatorAuthSettings> = {}): OperatorAuthSetting
   ...over,
 });
 
+const TENANT_KEY = 'tenant-key-0123456789';
+/** The tenant authenticator as the api's: one static key; anything else is no credential. */
+const tenants = {
+  authenticate: async (headers: { authorization?: string }) => {
+    if (headers.authorization === `Bearer ${TENANT_KEY}`)
+      return { id: 'tenant-a', via: 'static_key' as const };
+    throw new TasklineError('unauthorized', 'The bearer token is invalid or expired.');
+  },
+};
+
 const refused = (code: 'unauthorized' | 'forbidden') => (err: unknown) =>
   err instanceof TasklineError && err.code === code;
 
 test('operator keys are compared by hash, given plain or as sha256:<hex>', async () => {
-  const ops = operatorAuthenticator(settings());
+  const ops = operatorAuthenticator(settings(), tenants);
   const plain = await ops.authenticate({ authorization: 'Bearer plain-admin-key-0123' });
   assert.deepEqual(plain, { id: `key:${hashKey('plain-admin-key-0123').slice(0, 12)}`, via: 'admin_key' });
   const hashed = await ops.authenticate({ authorization: 'Bearer hashed-admin-key-0123' });
   assert.equal(hashed.via, 'admin_key');
-  // The hash itself is not a key.
+  // The hash itself is not a key, nor any other credential.
   await assert.rejects(
     ops.authenticate({ authorization: `Bearer ${hashKey('hashed-admin-key-0123')}` }),
-    refused('forbidden'),
+    refused('unauthorized'),
   );
   await assert.rejects(ops.authenticate({}), refused('unauthorized'));
   await assert.rejects(ops.authenticate({ authorization: 'Basic abc' }), refused('unauthorized'));
+});
+
+test('a token that is no credential is unauthorized (401); a valid tenant key is forbidden (403)', async () => {
+  const ops = operatorAuthenticator(settings(), tenants);
+  await assert.rejects(ops.authenticate({ authorization: 'Bearer garbage-token' }), refused('unauthorized'));
+  await assert.rejects(ops.authenticate({ authorization: `Bearer ${TENANT_KEY}` }), refused('forbidden'));
+  // A failure to tell (the key store unreachable) is not passed off as either.
+  const down = operatorAuthenticator(settings(), {
+    authenticate: () => Promise.reject(new Error('connection lost')),
+  });
+  await assert.rejects(down.authenticate({ authorization: 'Bearer garbage-token' }), /connection lost/);
 });
 
 test('a JWT is an operator only with the admin role; a tenant token is forbidden', async () => {
   const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
   const ops = operatorAuthenticator(
     settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey), TASKLINE_JWT_ADMIN_ROLE: 'operator' }),
+    tenants,
   );
   const sign = (claims: Record<string, unknown>) =>
     new SignJWT(claims)
@@ -64,10 +86,14 @@ test('a JWT is an operator only with the admin role; a tenant token is forbidden
     .setProtectedHeader({ alg: 'ES256' })
     .sign(other.privateKey);
   await assert.rejects(ops.authenticate({ authorization: `Bearer ${forged}` }), refused('unauthorized'));
-  // Without a configured role no JWT is an operator's, whatever it claims.
-  const noRole = operatorAuthenticator(settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey) }));
+  // Without a configured role no JWT is an operator's, whatever it claims; a forged one is still no credential.
+  const noRole = operatorAuthenticator(
+    settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey) }),
+    tenants,
+  );
   await assert.rejects(
     noRole.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` }),
     refused('forbidden'),
   );
+  await assert.rejects(noRole.authenticate({ authorization: `Bearer ${forged}` }), refused('unauthorized'));
 });

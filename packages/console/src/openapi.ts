@@ -55,8 +55,9 @@ export function adminOpenApi(): Record<string, unknown> {
       version: '1.0.0',
       description:
         'What the operator console at /console shows, for scripts. Every route needs an operator ' +
-        'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE); tenant ' +
-        'credentials get 403 `forbidden`, none 401 `unauthorized`. Answers are `Cache-Control: no-store`.',
+        'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE); valid tenant ' +
+        'credentials get 403 `forbidden`; none, or a token that is no credential at all (unknown, forged, ' +
+        'expired), 401 `unauthorized` with WWW-Authenticate. Answers are `Cache-Control: no-store`.',
     },
     servers: [{ url: '/admin/v1' }],
     security: [{ bearer: [] }],

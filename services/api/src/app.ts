@@ -75,7 +75,7 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
   const { env, metrics } = core;
   mountConsole(app, {
     store: core.store,
-    operators: operatorAuthenticator(env),
+    operators: operatorAuthenticator(env, core.auth),
     models: [...core.served.models.keys()],
     followTask,
     // The live views' streams: counted, capped and ended on shutdown as task streams are.

@@ -1,0 +1,51 @@
+/** `/admin/v1` over HTTP without a browser: its refusals, against an in-process api and a Redis of its own. */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { KEY_A, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
+
+const ADMIN_KEY = 'admin-key-0123456789abcdef';
+
+let stack: Stack;
+let api: InProcessApi;
+before(async () => {
+  stack = await startStack();
+  api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
+});
+after(async () => {
+  await api?.close();
+  await stack?.close();
+});
+
+/** One request with `token` as its bearer (none when null): status, headers and problem body. */
+async function admin(method: string, path: string, token: string | null = ADMIN_KEY) {
+  const res = await fetch(api.base + path, {
+    method,
+    headers: token === null ? {} : { Authorization: `Bearer ${token}` },
+  });
+  const text = await res.text();
+  const type = res.headers.get('content-type') ?? '';
+  return {
+    status: res.status,
+    headers: res.headers,
+    type,
+    body: (type.includes('json') && text ? JSON.parse(text) : {}) as { code?: string; detail?: string },
+  };
+}
+
+describe('operator credentials', () => {
+  it('a token that is no credential is 401 with WWW-Authenticate; a tenant key 403', async () => {
+    for (const token of [null, 'garbage-token', 'a.b.c']) {
+      const r = await admin('GET', '/admin/v1/overview', token);
+      assert.equal(r.status, 401, String(token));
+      assert.equal(r.body.code, 'unauthorized', String(token));
+      assert.match(r.headers.get('www-authenticate') ?? '', /^Bearer/, String(token));
+    }
+    const tenant = await admin('GET', '/admin/v1/overview', KEY_A);
+    assert.equal(tenant.status, 403);
+    assert.equal(tenant.body.code, 'forbidden');
+    // The page shell refuses the same way when a credential is presented.
+    assert.equal((await admin('GET', '/console', 'garbage-token')).status, 401);
+    assert.equal((await admin('GET', '/console', KEY_A)).status, 403);
+    assert.equal((await admin('GET', '/admin/v1/overview')).status, 200);
+  });
+});
