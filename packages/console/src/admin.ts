@@ -1,4 +1,4 @@
-import express, { type Request, type Response, type Router } from 'express';
+import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import {
   isTaskStatus,
   isWellFormedId,
@@ -34,6 +34,8 @@ export interface ConsoleDeps extends OverviewDeps {
   limits: { maxActiveTasks: number; maxStreams: number; requestBurst: number };
   /** Tenants with a create within this long are listed (the task retention). */
   retentionMs: number;
+  /** The api's answer to a known path asked with another method: 405 with `Allow` (OPTIONS 204), as on LMSP. */
+  methodNotAllowed(allowed: string[]): RequestHandler;
 }
 
 /** Tenants the overview ranks at most (the most recently active): a bounded read however many exist. */
@@ -58,7 +60,10 @@ const strParam = (value: unknown, name: string, pattern: RegExp): string | undef
   return value;
 };
 
-/** The `/admin/v1` JSON API: every route needs an operator; every answer is `no-store`. */
+/**
+ * The `/admin/v1` JSON API: every route needs an operator; every answer is `no-store`; a known
+ * path asked with another method is 405 with `Allow` (OPTIONS 204), once the operator is known.
+ */
 export function adminRouter(deps: ConsoleDeps): Router {
   const { store } = deps;
   const view = new OperatorView(store);
@@ -84,59 +89,70 @@ export function adminRouter(deps: ConsoleDeps): Router {
   const overview = () => readOverview(deps, view);
   // One read per interval for every operator following the overview on this replica.
   const feed = new SnapshotFeed('overview', overview, OVERVIEW_INTERVAL_MS);
-  router.get('/overview', async (_req, res) => {
-    res.json(await overview());
-  });
-  router.get('/overview/events', async (req, res) => {
-    await serveFeed(req, res, feed, deps.live, streamsOf(req));
-  });
+  router
+    .route('/overview')
+    .get(async (_req, res) => {
+      res.json(await overview());
+    })
+    .all(deps.methodNotAllowed(['GET']));
+  router
+    .route('/overview/events')
+    .get(async (req, res) => {
+      await serveFeed(req, res, feed, deps.live, streamsOf(req));
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
-  router.get('/tenants', async (req, res) => {
-    const q = strParam(req.query.q, 'q', /^[A-Za-z0-9._-]{1,64}$/);
-    const offset = intParam(req.query.offset, 'offset', 0, TENANT_RANK_LIMIT, 0);
-    const limit = intParam(req.query.limit, 'limit', 1, 100, 20);
-    const recent = (await view.recentTenants(deps.retentionMs, TENANT_RANK_LIMIT)).filter(
-      (t) => !q || t.tenant.includes(q),
-    );
-    const names = recent.map((t) => t.tenant);
-    const [dispatched, backlog] = await Promise.all([view.dispatched(names), readyBacklog(store.redis)]);
-    const queued = new Map<string, number>();
-    for (const b of backlog) queued.set(b.tenant, (queued.get(b.tenant) ?? 0) + b.depth);
-    // Busiest first: the most work waiting or running; ties by the latest create.
-    const ranked = recent
-      .map((t) => ({ ...t, queued: queued.get(t.tenant) ?? 0, dispatched: dispatched.get(t.tenant) ?? 0 }))
-      .sort((a, b) => b.queued + b.dispatched - (a.queued + a.dispatched) || b.lastCreateAt - a.lastCreateAt);
-    const page = ranked.slice(offset, offset + limit);
-    const usage = await deps.usage(page.map((t) => t.tenant));
-    const summaries = await Promise.all(
-      page.map((t) => view.tenantCounts(t.tenant, usage.get(t.tenant)!.unfinished)),
-    );
-    res.json({
-      data: page.map((t, i) => {
-        const u = usage.get(t.tenant)!;
-        return {
-          tenant: t.tenant,
-          last_create_at: t.lastCreateAt,
-          queued: t.queued,
-          dispatched: t.dispatched,
-          // Exact: every unfinished task by status, and the last hour's failures by code.
-          unfinished: summaries[i]!.statuses,
-          failures_last_hour: summaries[i]!.failures,
-          limits: {
-            active_tasks: u.activeTasks,
-            max_active_tasks: deps.limits.maxActiveTasks,
-            open_streams: u.streams,
-            max_streams: deps.limits.maxStreams,
-            request_tokens: u.rateTokens,
-            request_burst: deps.limits.requestBurst,
-          },
-        };
-      }),
-      total: ranked.length,
-      offset,
-      limit,
-    });
-  });
+  router
+    .route('/tenants')
+    .get(async (req, res) => {
+      const q = strParam(req.query.q, 'q', /^[A-Za-z0-9._-]{1,64}$/);
+      const offset = intParam(req.query.offset, 'offset', 0, TENANT_RANK_LIMIT, 0);
+      const limit = intParam(req.query.limit, 'limit', 1, 100, 20);
+      const recent = (await view.recentTenants(deps.retentionMs, TENANT_RANK_LIMIT)).filter(
+        (t) => !q || t.tenant.includes(q),
+      );
+      const names = recent.map((t) => t.tenant);
+      const [dispatched, backlog] = await Promise.all([view.dispatched(names), readyBacklog(store.redis)]);
+      const queued = new Map<string, number>();
+      for (const b of backlog) queued.set(b.tenant, (queued.get(b.tenant) ?? 0) + b.depth);
+      // Busiest first: the most work waiting or running; ties by the latest create.
+      const ranked = recent
+        .map((t) => ({ ...t, queued: queued.get(t.tenant) ?? 0, dispatched: dispatched.get(t.tenant) ?? 0 }))
+        .sort(
+          (a, b) => b.queued + b.dispatched - (a.queued + a.dispatched) || b.lastCreateAt - a.lastCreateAt,
+        );
+      const page = ranked.slice(offset, offset + limit);
+      const usage = await deps.usage(page.map((t) => t.tenant));
+      const summaries = await Promise.all(
+        page.map((t) => view.tenantCounts(t.tenant, usage.get(t.tenant)!.unfinished)),
+      );
+      res.json({
+        data: page.map((t, i) => {
+          const u = usage.get(t.tenant)!;
+          return {
+            tenant: t.tenant,
+            last_create_at: t.lastCreateAt,
+            queued: t.queued,
+            dispatched: t.dispatched,
+            // Exact: every unfinished task by status, and the last hour's failures by code.
+            unfinished: summaries[i]!.statuses,
+            failures_last_hour: summaries[i]!.failures,
+            limits: {
+              active_tasks: u.activeTasks,
+              max_active_tasks: deps.limits.maxActiveTasks,
+              open_streams: u.streams,
+              max_streams: deps.limits.maxStreams,
+              request_tokens: u.rateTokens,
+              request_burst: deps.limits.requestBurst,
+            },
+          };
+        }),
+        total: ranked.length,
+        offset,
+        limit,
+      });
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
   /** A page of a tenant's tasks as the query asks; `since` is taken when it is read. */
   const taskQuery = (req: Request) => {
@@ -174,66 +190,84 @@ export function adminRouter(deps: ConsoleDeps): Router {
     };
     return { key, read };
   };
-  router.get('/tenants/:tenant/tasks', async (req, res) => {
-    res.json(await taskQuery(req).read());
-  });
+  router
+    .route('/tenants/:tenant/tasks')
+    .get(async (req, res) => {
+      res.json(await taskQuery(req).read());
+    })
+    .all(deps.methodNotAllowed(['GET']));
   // The first page, pushed as it changes: one feed per distinct query, shared by its readers.
   const taskFeeds = new FeedPool('tasks', OVERVIEW_INTERVAL_MS);
-  router.get('/tenants/:tenant/tasks/events', async (req, res) => {
-    if (req.query.cursor !== undefined)
-      throw new TasklineError('invalid_request', 'The task list stream follows the first page: no cursor.');
-    const { key, read } = taskQuery(req);
-    await taskFeeds.serve(req, res, key, read, deps.live, streamsOf(req));
-  });
+  router
+    .route('/tenants/:tenant/tasks/events')
+    .get(async (req, res) => {
+      if (req.query.cursor !== undefined)
+        throw new TasklineError('invalid_request', 'The task list stream follows the first page: no cursor.');
+      const { key, read } = taskQuery(req);
+      await taskFeeds.serve(req, res, key, read, deps.live, streamsOf(req));
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
-  router.get('/tasks/:id', async (req, res) => {
-    const task = await loadTask(req);
-    const [inputs, { events }] = await Promise.all([
-      store.openInputRequests(task.id),
-      store.events(task.id, 0, TIMELINE_READ),
-    ]);
-    // The timeline: every event that says a state (output deltas carry none of their own).
-    const timeline = events.flatMap((e) => {
-      const data = JSON.parse(e.data) as Record<string, unknown>;
-      if (typeof data.task_status !== 'string' || e.type.includes('.delta')) return [];
-      return [
-        {
-          sequence_number: e.seq,
-          type: e.type,
-          status: data.task_status,
-          ...(data.reason ? { reason: data.reason } : {}),
-          ...(data.worker ? { worker: data.worker } : {}),
-          ...(data.operator_action ? { operator_action: data.operator_action } : {}),
-        },
-      ];
-    });
-    res.json({
-      task: taskView(task),
-      timeline,
-      timeline_truncated: task.seq > TIMELINE_READ,
-      input_requests: inputs,
-    });
-  });
+  router
+    .route('/tasks/:id')
+    .get(async (req, res) => {
+      const task = await loadTask(req);
+      const [inputs, { events }] = await Promise.all([
+        store.openInputRequests(task.id),
+        store.events(task.id, 0, TIMELINE_READ),
+      ]);
+      // The timeline: every event that says a state (output deltas carry none of their own).
+      const timeline = events.flatMap((e) => {
+        const data = JSON.parse(e.data) as Record<string, unknown>;
+        if (typeof data.task_status !== 'string' || e.type.includes('.delta')) return [];
+        return [
+          {
+            sequence_number: e.seq,
+            type: e.type,
+            status: data.task_status,
+            ...(data.reason ? { reason: data.reason } : {}),
+            ...(data.worker ? { worker: data.worker } : {}),
+            ...(data.operator_action ? { operator_action: data.operator_action } : {}),
+          },
+        ];
+      });
+      res.json({
+        task: taskView(task),
+        timeline,
+        timeline_truncated: task.seq > TIMELINE_READ,
+        input_requests: inputs,
+      });
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
-  router.get('/tasks/:id/events', async (req, res) => {
-    await deps.followTask(
-      req,
-      res,
-      () => loadTask(req),
-      () => streamsOf(req),
-    );
-  });
+  router
+    .route('/tasks/:id/events')
+    .get(async (req, res) => {
+      await deps.followTask(
+        req,
+        res,
+        () => loadTask(req),
+        () => streamsOf(req),
+      );
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
-  router.post('/tasks/:id/cancel', async (req, res) => {
-    const task = await loadTask(req);
-    const { outcome, task: after } = await store.cancel(task.id, null, operatorOf(req));
-    res.json({ outcome, task: taskView(after) });
-  });
+  router
+    .route('/tasks/:id/cancel')
+    .post(async (req, res) => {
+      const task = await loadTask(req);
+      const { outcome, task: after } = await store.cancel(task.id, null, operatorOf(req));
+      res.json({ outcome, task: taskView(after) });
+    })
+    .all(deps.methodNotAllowed(['POST']));
 
-  router.post('/tasks/:id/requeue', async (req, res) => {
-    const task = await loadTask(req);
-    res.json({ task: taskView(await view.requeue(task.id, operatorOf(req))) });
-  });
+  router
+    .route('/tasks/:id/requeue')
+    .post(async (req, res) => {
+      const task = await loadTask(req);
+      res.json({ task: taskView(await view.requeue(task.id, operatorOf(req))) });
+    })
+    .all(deps.methodNotAllowed(['POST']));
 
   const workers = async () => {
     const [snapshot, leader] = await Promise.all([view.workers(), view.leader()]);
@@ -253,21 +287,33 @@ export function adminRouter(deps: ConsoleDeps): Router {
     };
   };
   const workersFeed = new SnapshotFeed('workers', workers, OVERVIEW_INTERVAL_MS);
-  router.get('/workers', async (_req, res) => {
-    res.json(await workers());
-  });
-  router.get('/workers/events', async (req, res) => {
-    await serveFeed(req, res, workersFeed, deps.live, streamsOf(req));
-  });
+  router
+    .route('/workers')
+    .get(async (_req, res) => {
+      res.json(await workers());
+    })
+    .all(deps.methodNotAllowed(['GET']));
+  router
+    .route('/workers/events')
+    .get(async (req, res) => {
+      await serveFeed(req, res, workersFeed, deps.live, streamsOf(req));
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
-  router.get('/slo', async (_req, res) => {
-    res.json(await burnRates(deps.prometheusUrl));
-  });
+  router
+    .route('/slo')
+    .get(async (_req, res) => {
+      res.json(await burnRates(deps.prometheusUrl));
+    })
+    .all(deps.methodNotAllowed(['GET']));
 
   const openapi = adminOpenApi();
-  router.get('/openapi.json', (_req, res) => {
-    res.json(openapi);
-  });
+  router
+    .route('/openapi.json')
+    .get((_req, res) => {
+      res.json(openapi);
+    })
+    .all(deps.methodNotAllowed(['GET']));
   return router;
 }
 

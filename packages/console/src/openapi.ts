@@ -57,7 +57,9 @@ export function adminOpenApi(): Record<string, unknown> {
         'What the operator console at /console shows, for scripts. Every route needs an operator ' +
         'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE); valid tenant ' +
         'credentials get 403 `forbidden`; none, or a token that is no credential at all (unknown, forged, ' +
-        'expired), 401 `unauthorized` with WWW-Authenticate. Answers are `Cache-Control: no-store`.',
+        'expired), 401 `unauthorized` with WWW-Authenticate. A path asked with a method it does not take is ' +
+        '405 `invalid_request` with `Allow` (OPTIONS: 204 with `Allow`), as on LMSP. Answers are ' +
+        '`Cache-Control: no-store`.',
     },
     servers: [{ url: '/admin/v1' }],
     security: [{ bearer: [] }],

@@ -13,7 +13,7 @@ import { createCore, type ApiCore, type AppDeps } from './core.js';
 import { lmspRouter } from './lmsp/routes.js';
 import { API_PREFIX } from './lmsp/schema.js';
 import { followTaskOf, type FollowTask } from './lmsp/stream.js';
-import { errorHandler, routeNotFound, sendProblem } from './problem.js';
+import { errorHandler, methodNotAllowed, routeNotFound, sendProblem } from './problem.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -95,6 +95,8 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
     },
     prometheusUrl: env.TASKLINE_PROMETHEUS_URL,
     retentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
+    // LMSP's own: the console's wrong methods answer as LMSP's do, in the api's problem+json.
+    methodNotAllowed,
   });
 }
 

@@ -49,3 +49,45 @@ describe('operator credentials', () => {
     assert.equal((await admin('GET', '/admin/v1/overview')).status, 200);
   });
 });
+
+describe('methods', () => {
+  it('a known path asked with a method it does not take is 405 with Allow, as on LMSP', async () => {
+    const task = 'task_00000000000000000000000000';
+    const cases: [string, string, string][] = [
+      ['DELETE', `/admin/v1/tasks/${task}`, 'GET, HEAD, OPTIONS'],
+      ['PUT', `/admin/v1/tasks/${task}/cancel`, 'POST, OPTIONS'],
+      ['GET', `/admin/v1/tasks/${task}/cancel`, 'POST, OPTIONS'],
+      ['GET', `/admin/v1/tasks/${task}/requeue`, 'POST, OPTIONS'],
+      ['POST', '/admin/v1/overview', 'GET, HEAD, OPTIONS'],
+      ['POST', '/admin/v1/overview/events', 'GET, HEAD, OPTIONS'],
+      ['PATCH', '/admin/v1/tenants', 'GET, HEAD, OPTIONS'],
+      ['POST', '/admin/v1/tenants/tenant-a/tasks', 'GET, HEAD, OPTIONS'],
+      ['POST', '/admin/v1/tenants/tenant-a/tasks/events', 'GET, HEAD, OPTIONS'],
+      ['POST', `/admin/v1/tasks/${task}/events`, 'GET, HEAD, OPTIONS'],
+      ['DELETE', '/admin/v1/workers', 'GET, HEAD, OPTIONS'],
+      ['POST', '/admin/v1/workers/events', 'GET, HEAD, OPTIONS'],
+      ['POST', '/admin/v1/slo', 'GET, HEAD, OPTIONS'],
+      ['POST', '/admin/v1/openapi.json', 'GET, HEAD, OPTIONS'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const r = await admin(method, path);
+      assert.equal(r.status, 405, `${method} ${path}`);
+      assert.match(r.type, /^application\/problem\+json/, `${method} ${path}`);
+      assert.equal(r.body.code, 'invalid_request', `${method} ${path}`);
+      assert.equal(r.headers.get('allow'), allow, `${method} ${path}`);
+    }
+    // Still an operator's question: without a credential it is refused before any route.
+    assert.equal((await admin('DELETE', `/admin/v1/tasks/${task}`, null)).status, 401);
+    assert.equal((await admin('GET', '/admin/v1/nope')).status, 404);
+  });
+
+  it('OPTIONS answers 204 with Allow, as LMSP does', async () => {
+    const lmsp = await admin('OPTIONS', '/lmsp/v1/models', KEY_A);
+    for (const path of ['/admin/v1/overview', '/admin/v1/tasks/task_x/cancel']) {
+      const r = await admin('OPTIONS', path);
+      assert.equal(r.status, lmsp.status, path);
+      assert.equal(r.status, 204, path);
+      assert.match(r.headers.get('allow') ?? '', /OPTIONS$/, path);
+    }
+  });
+});
