@@ -4,9 +4,10 @@
  * - Request rate: a token bucket per tenant, updated by one script per request.
  * - Unfinished tasks: a ZSET of task ids per tenant (`tl:api:active:{tenant}`), scored by when
  *   each place was taken. A create first takes a place under the id its task will be written
- *   with, then counts; only when the count is over the cap are entries pruned against the task
- *   records (finished and expired tasks leave, and an id with no record once its place is older
- *   than a create can take), so no cleanup hook is needed when a task ends, no write follows a
+ *   with, then counts; only when the count is over the cap (or the console reads the tenant's
+ *   usage) are entries pruned against the task records (finished and expired tasks leave, and an
+ *   id with no record once its place is older than a create can take), so no cleanup hook is
+ *   needed when a task ends, no write follows a
  *   create that used its place, and nothing is lost when a replica dies between steps. Racing
  *   creates can both be refused near the cap, never both admitted over it.
  * - Open streams: a ZSET per tenant of stream ids scored by a lease that each heartbeat renews;
@@ -114,7 +115,7 @@ export class TenantLimits {
     let freed = false;
     const check = async () => {
       let count = counted;
-      if (count > this.settings.maxActiveTasks) count = await this.prune(key);
+      if (count > this.settings.maxActiveTasks) count = (await this.prune(key)).length;
       if (count > this.settings.maxActiveTasks) {
         settled = freed = true;
         await this.redis.zrem(key, taskId);
@@ -140,10 +141,10 @@ export class TenantLimits {
 
   /**
    * Drops the places of finished and expired tasks and of creates that died before their record;
-   * returns what is left. (`r:` places are what releases before places took their task's id
+   * returns the places left. (`r:` places are what releases before places took their task's id
    * held: they leave by age alone.)
    */
-  private async prune(key: string): Promise<number> {
+  private async prune(key: string): Promise<string[]> {
     const members = await this.redis.zrange(key, 0, -1, 'WITHSCORES');
     const stale = Date.now() - RESERVATION_MS;
     const ids: string[] = [];
@@ -165,32 +166,37 @@ export class TenantLimits {
       if (status ? isTerminal(status) : takenAt[i]! < stale) gone.push(id);
     });
     if (gone.length > 0) await this.redis.zrem(key, ...gone);
-    return members.length / 2 - gone.length;
+    const dropped = new Set(gone);
+    return members.filter((m, i) => i % 2 === 0 && !dropped.has(m));
   }
 
   /**
-   * What each tenant uses of its limits now, for the operator console: unfinished tasks and
-   * open streams (as counted, before pruning) and the request tokens left in its bucket. The
-   * unfinished entries come as read (task ids and reservations): every task not yet ended holds
-   * one, and pruning keeps them near the cap, so the console counts statuses from them.
+   * What each tenant uses of its limits now, for the operator console: unfinished tasks and open
+   * streams as the caps count them, and the request tokens left in its bucket. The unfinished-task
+   * set is pruned here as a create over the cap prunes it (ended tasks and dead creates leave), or
+   * a tenant whose creates stayed under the cap would show every task it ever ended there: the
+   * read costs one status read per place, which the console's counts by status then no longer
+   * spend on ended ones, and creates pay nothing for it. The places left come back as read (task
+   * ids and creates in flight), and the console counts statuses from them.
    */
   async usage(
     tenants: string[],
   ): Promise<
     Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
   > {
+    const now = Date.now();
     // Separate commands (one write all the same, auto-pipelined): each tenant is its own slot, and
     // a pipeline on a Redis Cluster must stay on one node.
     const rows = await Promise.all(
       tenants.map((t) =>
         Promise.all([
-          this.redis.zrange(keys.active(t), 0, -1),
-          this.redis.zcard(keys.streams(t)),
+          this.prune(keys.active(t)),
+          // A lapsed lease (a replica that died) no longer counts: the next open drops it.
+          this.redis.zcount(keys.streams(t), `(${now}`, '+inf'),
           this.redis.hmget(keys.rate(t), 'tokens', 'ts'),
         ]),
       ),
     );
-    const now = Date.now();
     const { ratePerS, burst } = this.settings;
     return new Map(
       tenants.map((t, i) => {

@@ -179,3 +179,19 @@ test("an idempotent create writes its task under its place's id too; its retry g
   assert.deepEqual([retry.task.id, retry.replayed], [first.task.id, true]);
   assert.deepEqual(await redis.zrange('tl:api:active:{idem}', 0, -1), [first.task.id]);
 });
+
+test("usage counts what the cap would: a tenant's unfinished tasks and creates in flight, not tasks that ended", async () => {
+  const ended = await admission.create('usage', null, write('usage'));
+  await store.cancel(ended.task.id, 'usage');
+  assert.equal((await store.get(ended.task.id))?.status, 'cancelled');
+  const open = await admission.create('usage', null, write('usage'));
+  const inFlight = await admission.limits.takeCreate('usage');
+  await redis.zadd('tl:api:active:{usage}', Date.now() - 61_000, 'task_died');
+  // A stream of a replica that died: its lease lapsed, so it no longer counts against the cap.
+  await redis.zadd('tl:api:streams:{usage}', Date.now() - 1000, 'lapsed');
+  const usage = (await admission.limits.usage(['usage'])).get('usage')!;
+  assert.deepEqual(usage.unfinished.sort(), [open.task.id, inFlight.taskId].sort());
+  assert.equal(usage.activeTasks, 2);
+  assert.equal(usage.streams, 0);
+  await inFlight.commit(null);
+});

@@ -75,7 +75,7 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tenants': {
         get: {
           summary:
-            'Tenants active within the task retention, busiest first (queued + dispatched), paginated; each with every unfinished task counted by status (`unfinished`), failures by code in the last hour (`failures_last_hour`) and limit usage.',
+            'Tenants active within the task retention, busiest first (queued + dispatched), paginated; each with every unfinished task counted by status (`unfinished`), failures by code in the last hour (`failures_last_hour`) and limit usage (`limits`: unfinished tasks with creates in flight, and open streams, as the caps count them).',
           parameters: [
             q('q', { type: 'string' }, 'Only tenants whose id contains this.'),
             q('offset', { type: 'integer', minimum: 0 }, 'Rows to skip.'),

@@ -91,3 +91,34 @@ describe('methods', () => {
     }
   });
 });
+
+describe('limit usage', () => {
+  it("a tenant's active_tasks counts its unfinished tasks, not the ones that ended", async () => {
+    const lmsp = (method: string, path: string, body?: unknown) =>
+      fetch(api.base + path, {
+        method,
+        headers: { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await lmsp('POST', '/lmsp/v1/tasks', {
+        type: 'response',
+        input: { model: 'tiny-chat', input: 'Hello' },
+      });
+      assert.equal(res.status, 202);
+      ids.push(((await res.json()) as { id: string }).id);
+    }
+    // No worker here: the tasks stay queued until cancelled, all but the last.
+    for (const id of ids.slice(0, -1))
+      assert.equal((await lmsp('POST', `/lmsp/v1/tasks/${id}/cancel`)).status, 200);
+    const res = await fetch(`${api.base}/admin/v1/tenants?q=tenant-a`, {
+      headers: { Authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    const row = (
+      (await res.json()) as { data: { tenant: string; unfinished: object; limits: object }[] }
+    ).data.find((t) => t.tenant === 'tenant-a')!;
+    assert.deepEqual(row.unfinished, { queued: 1 });
+    assert.equal((row.limits as { active_tasks: number }).active_tasks, 1);
+  });
+});
