@@ -303,17 +303,24 @@ async function resume(ctx: Ctx): Promise<number> {
     return EXIT.ok;
   }
   let worst: number = EXIT.ok;
-  for (const { entry, task } of pending) {
-    if (!values.json)
-      io.stderr.write(`resuming ${task.id} (${task.status}) after event ${entry.lastEventId}\n`);
+  for (const { entry, task, error } of pending) {
     let code: number;
-    try {
-      code = await follow(ctx, task.id, entry.lastEventId, task.on_restart);
-    } catch (err) {
-      if (err instanceof TasklineClientError && err.code === 'aborted') throw err;
-      const d = describeError(err);
-      io.stderr.write(`taskline: ${task.id}: ${d.message}\n`);
+    if (error) {
+      // A create the server refuses for good: the client marked it done; say so and go on.
+      const d = describeError(error);
+      io.stderr.write(`taskline: ${entry.key}: not created: ${d.message}\n`);
       code = d.code;
+    } else {
+      if (!values.json)
+        io.stderr.write(`resuming ${task.id} (${task.status}) after event ${entry.lastEventId}\n`);
+      try {
+        code = await follow(ctx, task.id, entry.lastEventId, task.on_restart);
+      } catch (err) {
+        if (err instanceof TasklineClientError && err.code === 'aborted') throw err;
+        const d = describeError(err);
+        io.stderr.write(`taskline: ${task.id}: ${d.message}\n`);
+        code = d.code;
+      }
     }
     // Failed outranks cancelled outranks success; any other error code wins over all three.
     const rank = (c: number) =>

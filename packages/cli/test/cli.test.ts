@@ -132,6 +132,46 @@ describe('taskline CLI against a running stack', () => {
     assert.match(again.stderr, /no unfinished tasks/);
   });
 
+  test('a refused create never replaces an entry, and resume goes past a create refused for good', async () => {
+    const state = join(dir, 'reuse.db');
+    const env = { TASKLINE_STATE: state };
+    const run = cli(['run', '--idempotency-key', 'long-1', ...longArgs.slice(1)], env);
+    const id = await until('the task id on stderr', () => /task (task_\S+)/.exec(run.stderr)?.[1]);
+    run.child.kill('SIGINT');
+    assert.equal(await run.done, EXIT.interrupted);
+    const reused = await finished(['run', '--idempotency-key', 'long-1', 'other'], env);
+    assert.equal(reused.code, EXIT.refused, reused.stderr);
+    assert.match(reused.stderr, /idempotency_key_reused/);
+    const unknownModel = await finished(['run', '--model', 'nope', 'Hi.'], env);
+    assert.equal(unknownModel.code, EXIT.refused);
+    const store = new SqliteTaskIdStore(state);
+    const entry = store.get('long-1');
+    assert.equal(entry?.taskId, id, 'the first task is still tracked');
+    assert.deepEqual(
+      store.unfinished().map((e) => e.key),
+      ['long-1'],
+      'a refused create leaves nothing to resume',
+    );
+    // What an older CLI left: a create never answered that the server now refuses for good.
+    store.put({
+      ...entry!,
+      key: 'gone-model',
+      taskId: null,
+      request: { type: 'response', input: { model: 'nope', input: 'Hi.' } },
+      status: 'creating',
+      lastEventId: 0,
+      createdAt: entry!.createdAt - 1,
+    });
+    store.close();
+    const resumed = await finished(['tasks', 'resume'], env);
+    assert.match(resumed.stderr, /gone-model: not created: .*model_not_found/);
+    assert.match(resumed.stderr, new RegExp(`resuming ${id}`), 'the entry after it is still followed');
+    assert.equal(resumed.code, EXIT.refused, resumed.stderr);
+    const again = await finished(['tasks', 'resume'], env);
+    assert.match(again.stderr, /no unfinished tasks/);
+    assert.equal(again.code, EXIT.ok);
+  });
+
   test('cancel says "cancellation requested" (exit 8) until the task stops; watch then exits 3', async () => {
     // A long lease: the worker held with SIGSTOP below keeps its task while a CLI starts, rather
     // than losing it to recovery (a worker of its own: the crash tests above need short leases).

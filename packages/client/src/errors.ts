@@ -34,6 +34,16 @@ export class TasklineClientError extends Error {
     if (this.code === 'idempotency_key_in_use' || this.code === 'rate_limited') return true;
     return this.status === 502 || this.status === 503 || this.status === 504;
   }
+
+  /**
+   * The server refused this very request and will refuse it however often it is sent (its
+   * Idempotency-Key reused for another body, an unknown model, …): a 4xx that is neither
+   * retryable nor about the credential, which another key could fix.
+   */
+  get refusedForGood(): boolean {
+    const status = this.status ?? 0;
+    return status >= 400 && status < 500 && status !== 401 && status !== 403 && !this.retryable;
+  }
 }
 
 export function abortError(): TasklineClientError {

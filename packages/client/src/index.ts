@@ -19,6 +19,7 @@ export {
   type Problem,
   type ResponseObject,
   type ResponseRequest,
+  type ResumedTask,
   type StreamEvent,
   type Task,
   type TaskStatus,

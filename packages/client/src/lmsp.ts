@@ -98,15 +98,19 @@ export class LmspClient {
   /**
    * Creates a task. Every create carries an `Idempotency-Key` (one is made if none is given) and
    * is retried with that same key, so a lost reply never makes a second task. With a store, the
-   * key and body are written first: `resume()` after a crash finishes the create.
+   * key and body are written first: `resume()` after a crash finishes the create. A create the
+   * server refuses for good leaves nothing to resume, and never replaces the entry of a key
+   * reused while its first task is unfinished.
    */
   async createTask(
     body: CreateTaskRequest,
     opts: { idempotencyKey?: string; signal?: AbortSignal } = {},
   ): Promise<Task> {
     const key = opts.idempotencyKey ?? `tl-${randomUUID()}`;
+    const store = this.o.store;
     const now = this.t.clock.now();
-    await this.o.store?.put({
+    const previous = store ? await store.get(key) : null;
+    const fresh: TrackedTask = {
       key,
       protocol: 'lmsp',
       endpoint: this.base,
@@ -117,8 +121,20 @@ export class LmspClient {
       done: false,
       createdAt: now,
       updatedAt: now,
-    });
-    return this.sendCreate(key, body, opts.signal);
+    };
+    // An unfinished entry under this key tracks a task (or a create not answered yet): the server
+    // answers this create with that same task or refuses it, so the entry stays as it is.
+    const replaces = !previous || previous.done;
+    if (replaces) await store?.put(fresh);
+    try {
+      return await this.sendCreate(key, body, opts.signal);
+    } catch (err) {
+      // Nothing was created: a finished entry that was there comes back, a new one is closed, so
+      // `resume()` never sends this create again.
+      if (store && replaces && err instanceof TasklineClientError && err.refusedForGood)
+        await store.put(previous ?? { ...fresh, status: 'refused', done: true });
+      throw err;
+    }
   }
 
   private async sendCreate(key: string, body: unknown, signal?: AbortSignal): Promise<Task> {
@@ -279,10 +295,12 @@ export class LmspClient {
    * The LMSP tasks in the store that did not end, each with its task: a create that never got its
    * reply is sent again under its Idempotency-Key (the same task comes back, never a second one).
    * Follow each with `stream()` or `wait()`; the stored `lastEventId` is where `stream()` resumes.
+   * A create the server refuses for good is marked done and comes back with its `error` instead,
+   * so one such entry never stops the others from being followed.
    */
-  async resume(signal?: AbortSignal): Promise<{ entry: TrackedTask; task: Task }[]> {
+  async resume(signal?: AbortSignal): Promise<ResumedTask[]> {
     if (!this.o.store) return [];
-    const out: { entry: TrackedTask; task: Task }[] = [];
+    const out: ResumedTask[] = [];
     for (const entry of await this.o.store.unfinished()) {
       if (entry.protocol !== 'lmsp' || entry.endpoint !== this.base) continue;
       let task: Task;
@@ -304,13 +322,25 @@ export class LmspClient {
           throw err;
         }
       } else {
-        task = await this.sendCreate(entry.key, entry.request, signal);
+        try {
+          task = await this.sendCreate(entry.key, entry.request, signal);
+        } catch (err) {
+          if (!(err instanceof TasklineClientError && err.refusedForGood)) throw err;
+          await patchTracked(this.o.store, entry.key, { done: true, status: 'refused' }, this.t.clock.now());
+          out.push({ entry, error: err });
+          continue;
+        }
       }
       out.push({ entry: { ...entry, taskId: task.id }, task });
     }
     return out;
   }
 }
+
+/** What `resume()` found for one unfinished entry: its task, or why its create can never succeed. */
+export type ResumedTask =
+  | { entry: TrackedTask; task: Task; error?: undefined }
+  | { entry: TrackedTask; task?: undefined; error: TasklineClientError };
 
 /**
  * The response text a task's events add up to, honouring restarts: feed it every event of
