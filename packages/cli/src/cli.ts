@@ -295,8 +295,32 @@ async function follow(
   return exitForStatus(final.status);
 }
 
+/**
+ * Entries of an older CLI recorded no credential. One whose task this credential can read is its
+ * own (another tenant's task is not found) and is followed from now on; the others stay as they are.
+ */
+async function claimUnscoped(ctx: Ctx): Promise<void> {
+  const { client, store, io } = ctx;
+  for (const { key, taskId } of store.unscoped(client.endpoint)) {
+    if (taskId === null) {
+      io.stderr.write(
+        `taskline: ${key}: not resumed: an older taskline recorded neither its task nor its API key\n`,
+      );
+      continue;
+    }
+    try {
+      await client.getTask(taskId, io.signal);
+    } catch (err) {
+      if (err instanceof TasklineClientError && err.code === 'task_not_found') continue;
+      throw err;
+    }
+    store.claim(key, client.scope);
+  }
+}
+
 async function resume(ctx: Ctx): Promise<number> {
   const { client, io, values } = ctx;
+  await claimUnscoped(ctx);
   const pending = await client.resume(io.signal);
   if (pending.length === 0) {
     if (!values.json) io.stderr.write('no unfinished tasks\n');

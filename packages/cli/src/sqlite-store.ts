@@ -1,12 +1,14 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import type { TaskIdStore, TrackedTask } from '@taskline/client';
+import type { TaskIdStore, TaskScope, TrackedTask } from '@taskline/client';
 
 interface Row {
   key: string;
   protocol: 'lmsp' | 'mcp';
   endpoint: string;
+  /** NULL: written by an older CLI, which did not record whose task it was. */
+  credential: string | null;
   task_id: string | null;
   request: string;
   status: string;
@@ -16,9 +18,28 @@ interface Row {
   updated_at: number;
 }
 
+const COLUMNS =
+  'key, protocol, endpoint, credential, task_id, request, status, last_event_id, done, created_at, updated_at';
+
+const CREATE = `CREATE TABLE IF NOT EXISTS tasks (
+  key TEXT NOT NULL,
+  protocol TEXT NOT NULL,
+  endpoint TEXT NOT NULL,
+  credential TEXT,
+  task_id TEXT,
+  request TEXT NOT NULL,
+  status TEXT NOT NULL,
+  last_event_id INTEGER NOT NULL,
+  done INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (endpoint, credential, key)
+)`;
+
 /**
- * The CLI's task ids on disk. `synchronous = FULL` in WAL mode: a `put` has reached the disk when
- * it returns, so a CLI killed right after (even by a power loss) still finds the entry.
+ * The CLI's task ids on disk, each entry in its scope (endpoint and credential hash). `synchronous =
+ * FULL` in WAL mode: a `put` has reached the disk when it returns, so a CLI killed right after (even
+ * by a power loss) still finds the entry.
  */
 export class SqliteTaskIdStore implements TaskIdStore {
   private readonly db: Database.Database;
@@ -29,30 +50,40 @@ export class SqliteTaskIdStore implements TaskIdStore {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.pragma('busy_timeout = 5000');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS tasks (
-      key TEXT PRIMARY KEY,
-      protocol TEXT NOT NULL,
-      endpoint TEXT NOT NULL,
-      task_id TEXT,
-      request TEXT NOT NULL,
-      status TEXT NOT NULL,
-      last_event_id INTEGER NOT NULL,
-      done INTEGER NOT NULL,
-      created_at INTEGER NOT NULL,
-      updated_at INTEGER NOT NULL
-    )`);
+    // IMMEDIATE: two CLIs opening an old file at once migrate it once.
+    this.db.transaction(() => this.migrate()).immediate();
+  }
+
+  /**
+   * A file of an older CLI keyed entries by key alone and did not record the credential: its rows
+   * are kept with none (NULL), which no scope matches, so no other tenant's key ever follows them
+   * (see `unscoped`).
+   */
+  private migrate(): void {
+    const columns = this.db.prepare(`SELECT name FROM pragma_table_info('tasks')`).all() as {
+      name: string;
+    }[];
+    if (columns.length > 0 && !columns.some((c) => c.name === 'credential')) {
+      this.db.exec('ALTER TABLE tasks RENAME TO tasks_v1');
+      this.db.exec(CREATE);
+      this.db.exec(
+        `INSERT INTO tasks (${COLUMNS}) SELECT ${COLUMNS.replace('credential', 'NULL')} FROM tasks_v1`,
+      );
+      this.db.exec('DROP TABLE tasks_v1');
+    } else this.db.exec(CREATE);
   }
 
   put(t: TrackedTask): void {
     this.db
       .prepare(
-        `INSERT OR REPLACE INTO tasks VALUES (@key, @protocol, @endpoint, @task_id, @request, @status,
-          @last_event_id, @done, @created_at, @updated_at)`,
+        `INSERT OR REPLACE INTO tasks (${COLUMNS}) VALUES (@key, @protocol, @endpoint, @credential,
+          @task_id, @request, @status, @last_event_id, @done, @created_at, @updated_at)`,
       )
       .run({
         key: t.key,
         protocol: t.protocol,
         endpoint: t.endpoint,
+        credential: t.credential,
         task_id: t.taskId,
         request: JSON.stringify(t.request ?? null),
         status: t.status,
@@ -63,22 +94,46 @@ export class SqliteTaskIdStore implements TaskIdStore {
       });
   }
 
-  get(key: string): TrackedTask | null {
-    const row = this.db.prepare('SELECT * FROM tasks WHERE key = ?').get(key) as Row | undefined;
+  get(key: string, scope: TaskScope): TrackedTask | null {
+    const row = this.db
+      .prepare('SELECT * FROM tasks WHERE key = ? AND endpoint = ? AND credential = ?')
+      .get(key, scope.endpoint, scope.credential) as Row | undefined;
     return row ? fromRow(row) : null;
   }
 
   /** The entry of a task id, whichever key it was stored under. */
   byTaskId(taskId: string): TrackedTask | null {
-    const row = this.db.prepare('SELECT * FROM tasks WHERE task_id = ?').get(taskId) as Row | undefined;
+    const row = this.db
+      .prepare('SELECT * FROM tasks WHERE task_id = ? AND credential IS NOT NULL')
+      .get(taskId) as Row | undefined;
     return row ? fromRow(row) : null;
   }
 
-  unfinished(): TrackedTask[] {
+  unfinished(scope: TaskScope): TrackedTask[] {
     const rows = this.db
-      .prepare('SELECT * FROM tasks WHERE done = 0 ORDER BY created_at, key')
-      .all() as Row[];
+      .prepare(
+        'SELECT * FROM tasks WHERE done = 0 AND endpoint = ? AND credential = ? ORDER BY created_at, key',
+      )
+      .all(scope.endpoint, scope.credential) as Row[];
     return rows.map(fromRow);
+  }
+
+  /** Unfinished entries of an older CLI at `endpoint`, which recorded no credential. */
+  unscoped(endpoint: string): { key: string; taskId: string | null }[] {
+    return this.db
+      .prepare(
+        'SELECT key, task_id AS taskId FROM tasks WHERE done = 0 AND endpoint = ? AND credential IS NULL ORDER BY created_at, key',
+      )
+      .all(endpoint) as { key: string; taskId: string | null }[];
+  }
+
+  /** Gives an unscoped entry to `scope`, once its task proved to be that credential's. */
+  claim(key: string, scope: TaskScope): void {
+    this.db
+      .prepare(
+        'UPDATE OR IGNORE tasks SET credential = ? WHERE key = ? AND endpoint = ? AND credential IS NULL',
+      )
+      .run(scope.credential, key, scope.endpoint);
   }
 
   close(): void {
@@ -91,6 +146,7 @@ function fromRow(r: Row): TrackedTask {
     key: r.key,
     protocol: r.protocol,
     endpoint: r.endpoint,
+    credential: r.credential ?? '',
     taskId: r.task_id,
     request: JSON.parse(r.request) as unknown,
     status: r.status,

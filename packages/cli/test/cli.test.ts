@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import Database from 'better-sqlite3';
+import { credentialId } from '@taskline/client';
 import { EXIT, SqliteTaskIdStore } from '../src/index.js';
 import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '../../client/test/stack.js';
 
@@ -145,10 +147,11 @@ describe('taskline CLI against a running stack', () => {
     const unknownModel = await finished(['run', '--model', 'nope', 'Hi.'], env);
     assert.equal(unknownModel.code, EXIT.refused);
     const store = new SqliteTaskIdStore(state);
-    const entry = store.get('long-1');
+    const scope = { endpoint: stack.base, credential: credentialId(KEY_A) };
+    const entry = store.get('long-1', scope);
     assert.equal(entry?.taskId, id, 'the first task is still tracked');
     assert.deepEqual(
-      store.unfinished().map((e) => e.key),
+      store.unfinished(scope).map((e) => e.key),
       ['long-1'],
       'a refused create leaves nothing to resume',
     );
@@ -170,6 +173,38 @@ describe('taskline CLI against a running stack', () => {
     const again = await finished(['tasks', 'resume'], env);
     assert.match(again.stderr, /no unfinished tasks/);
     assert.equal(again.code, EXIT.ok);
+  });
+
+  test("the task store is per credential: another tenant's key neither follows nor touches an entry", async () => {
+    const env = { TASKLINE_STATE: join(dir, 'tenants.db') };
+    const created = await finished(['--json', 'keys', 'create', '--tenant', 'tenant-b'], env);
+    const asB = { ...env, TASKLINE_API_KEY: (JSON.parse(created.stdout) as { key: string }).key };
+    const run = cli(['run', '--idempotency-key', 'shared-1', ...longArgs.slice(1)], env);
+    const id = await until('the task id on stderr', () => /task (task_\S+)/.exec(run.stderr)?.[1]);
+    run.child.kill('SIGINT');
+    assert.equal(await run.done, EXIT.interrupted);
+    const other = await finished(['tasks', 'resume'], asB);
+    assert.equal(other.code, EXIT.ok, other.stderr);
+    assert.match(other.stderr, /no unfinished tasks/);
+    // The same Idempotency-Key under tenant B is B's own task and entry.
+    const bRun = await finished(
+      ['run', '--idempotency-key', 'shared-1', '--max-output-tokens', '2', 'Hi.'],
+      asB,
+    );
+    assert.equal(bRun.code, EXIT.ok, bRun.stderr);
+    const store = new SqliteTaskIdStore(env.TASKLINE_STATE);
+    const entry = store.get('shared-1', { endpoint: stack.base, credential: credentialId(KEY_A) });
+    store.close();
+    assert.ok(entry?.taskId === id && !entry.done, `A's entry is untouched: ${JSON.stringify(entry)}`);
+    // What an older CLI left: the entry without its credential. B cannot read A's task, so
+    // leaves it; A can, and follows it.
+    const db = new Database(env.TASKLINE_STATE);
+    db.prepare('UPDATE tasks SET credential = NULL WHERE task_id = ?').run(id);
+    db.close();
+    assert.match((await finished(['tasks', 'resume'], asB)).stderr, /no unfinished tasks/);
+    const resumed = await finished(['tasks', 'resume'], env);
+    assert.equal(resumed.code, EXIT.ok, resumed.stderr);
+    assert.match(resumed.stderr, new RegExp(`resuming ${id}`));
   });
 
   test('cancel says "cancellation requested" (exit 8) until the task stops; watch then exits 3', async () => {

@@ -1,7 +1,13 @@
 export { TasklineClientError, type ClientErrorCode } from './errors.js';
 export { systemClock, type Clock } from './clock.js';
 export { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
-export { MemoryTaskIdStore, type TaskIdStore, type TrackedTask } from './store.js';
+export {
+  credentialId,
+  MemoryTaskIdStore,
+  type TaskIdStore,
+  type TaskScope,
+  type TrackedTask,
+} from './store.js';
 export type { TransportOptions } from './http.js';
 export {
   FINAL_EVENT_TYPES,

@@ -4,7 +4,7 @@ import { abortError, TasklineClientError } from './errors.js';
 import { problemOf, requestJson, send, transport, type Transport, type TransportOptions } from './http.js';
 import type { components } from './lmsp-schema.js';
 import { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
-import { patchTracked, type TaskIdStore, type TrackedTask } from './store.js';
+import { credentialId, patchTracked, type TaskIdStore, type TaskScope, type TrackedTask } from './store.js';
 
 /** The LMSP types, generated from the server's OpenAPI document (`pnpm --filter @taskline/client types`). */
 export type CreateTaskRequest = components['schemas']['CreateTaskRequest'];
@@ -65,6 +65,8 @@ export class LmspClient {
   private readonly t: Transport;
   private readonly base: string;
   private readonly poll: PollPolicy;
+  /** Whose entries of the store this client reads and writes. */
+  readonly scope: TaskScope;
   /** task id -> store key, for the tasks this client created or resumed. */
   private readonly tracked = new Map<string, string>();
 
@@ -72,6 +74,7 @@ export class LmspClient {
     this.t = transport(o);
     this.base = o.baseUrl.replace(/\/+$/, '');
     this.poll = { ...DEFAULT_POLL, ...o.poll };
+    this.scope = { endpoint: this.base, credential: credentialId(o.apiKey) };
   }
 
   get endpoint(): string {
@@ -109,11 +112,11 @@ export class LmspClient {
     const key = opts.idempotencyKey ?? `tl-${randomUUID()}`;
     const store = this.o.store;
     const now = this.t.clock.now();
-    const previous = store ? await store.get(key) : null;
+    const previous = store ? await store.get(key, this.scope) : null;
     const fresh: TrackedTask = {
       key,
       protocol: 'lmsp',
-      endpoint: this.base,
+      ...this.scope,
       taskId: null,
       request: body,
       status: 'creating',
@@ -152,7 +155,7 @@ export class LmspClient {
 
   private async record(taskId: string, patch: Partial<TrackedTask>): Promise<void> {
     const key = this.tracked.get(taskId);
-    if (key && this.o.store) await patchTracked(this.o.store, key, patch, this.t.clock.now());
+    if (key && this.o.store) await patchTracked(this.o.store, key, this.scope, patch, this.t.clock.now());
   }
 
   async getTask(id: string, signal?: AbortSignal): Promise<Task> {
@@ -287,7 +290,7 @@ export class LmspClient {
 
   private async storedPosition(id: string): Promise<number> {
     const key = this.tracked.get(id);
-    const entry = key && this.o.store ? await this.o.store.get(key) : null;
+    const entry = key && this.o.store ? await this.o.store.get(key, this.scope) : null;
     return entry?.lastEventId ?? 0;
   }
 
@@ -301,8 +304,8 @@ export class LmspClient {
   async resume(signal?: AbortSignal): Promise<ResumedTask[]> {
     if (!this.o.store) return [];
     const out: ResumedTask[] = [];
-    for (const entry of await this.o.store.unfinished()) {
-      if (entry.protocol !== 'lmsp' || entry.endpoint !== this.base) continue;
+    for (const entry of await this.o.store.unfinished(this.scope)) {
+      if (entry.protocol !== 'lmsp') continue;
       let task: Task;
       if (entry.taskId) {
         this.tracked.set(entry.taskId, entry.key);
@@ -314,6 +317,7 @@ export class LmspClient {
             await patchTracked(
               this.o.store,
               entry.key,
+              this.scope,
               { done: true, status: 'not_found' },
               this.t.clock.now(),
             );
@@ -326,7 +330,13 @@ export class LmspClient {
           task = await this.sendCreate(entry.key, entry.request, signal);
         } catch (err) {
           if (!(err instanceof TasklineClientError && err.refusedForGood)) throw err;
-          await patchTracked(this.o.store, entry.key, { done: true, status: 'refused' }, this.t.clock.now());
+          await patchTracked(
+            this.o.store,
+            entry.key,
+            this.scope,
+            { done: true, status: 'refused' },
+            this.t.clock.now(),
+          );
           out.push({ entry, error: err });
           continue;
         }

@@ -11,7 +11,7 @@ import {
 import { abortError, TasklineClientError } from './errors.js';
 import { problemOf, send, transport, type Transport, type TransportOptions } from './http.js';
 import { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
-import { patchTracked, type TaskIdStore } from './store.js';
+import { credentialId, patchTracked, type TaskIdStore, type TaskScope } from './store.js';
 
 export const MCP_PROTOCOL_VERSION = '2026-07-28';
 export type McpTask = DetailedTaskV2;
@@ -57,11 +57,14 @@ export const rpcCodeOf = (err: unknown): number | undefined =>
 export class McpTasksClient {
   private readonly t: Transport;
   private readonly poll: PollPolicy;
+  /** Whose entries of the store this client reads and writes. */
+  readonly scope: TaskScope;
   private nextId = 1;
 
   constructor(private readonly o: McpClientOptions) {
     this.t = transport(o);
     this.poll = { ...DEFAULT_POLL, ...o.poll };
+    this.scope = { endpoint: o.url, credential: credentialId(o.apiKey) };
   }
 
   /** The per-request `_meta` envelope; `elicitation` is declared only when an input handler can answer. */
@@ -191,7 +194,7 @@ export class McpTasksClient {
     await this.o.store?.put({
       key: taskId,
       protocol: 'mcp',
-      endpoint: this.o.url,
+      ...this.scope,
       taskId,
       request,
       status,
@@ -260,6 +263,7 @@ export class McpTasksClient {
         await patchTracked(
           this.o.store ?? NO_STORE,
           taskId,
+          this.scope,
           { status: task.status, done: TERMINAL.has(task.status) },
           this.t.clock.now(),
         );
@@ -364,8 +368,8 @@ export class McpTasksClient {
     opts: FollowOptions = {},
   ): Promise<{ taskId: string; result?: ToolResult; error?: TasklineClientError }[]> {
     const out: { taskId: string; result?: ToolResult; error?: TasklineClientError }[] = [];
-    for (const entry of (await this.o.store?.unfinished()) ?? []) {
-      if (entry.protocol !== 'mcp' || entry.endpoint !== this.o.url || !entry.taskId) continue;
+    for (const entry of (await this.o.store?.unfinished(this.scope)) ?? []) {
+      if (entry.protocol !== 'mcp' || !entry.taskId) continue;
       try {
         out.push({ taskId: entry.taskId, result: await this.follow(entry.taskId, opts) });
       } catch (err) {
@@ -374,6 +378,7 @@ export class McpTasksClient {
           await patchTracked(
             this.o.store!,
             entry.key,
+            this.scope,
             { done: true, status: 'not_found' },
             this.t.clock.now(),
           );

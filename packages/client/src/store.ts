@@ -1,15 +1,33 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Whose entries: a store may hold entries of several servers and credentials, and a client reads
+ * only those of its own endpoint and credential. Another tenant's task is "not found" to this
+ * one, so following (or re-creating) it under the wrong credential would lose or duplicate it.
+ */
+export interface TaskScope {
+  /** Where the task lives (an LMSP base URL or an MCP endpoint). */
+  endpoint: string;
+  /** `credentialId()` of the bearer token the task was created with; never the token itself. */
+  credential: string;
+}
+
+/** Stands for a bearer token in a store: a one-way hash, `''` for none. */
+export function credentialId(apiKey: string | undefined): string {
+  if (!apiKey) return '';
+  return `sha256:${createHash('sha256').update(`taskline task store\n${apiKey}`).digest('hex').slice(0, 32)}`;
+}
+
 /**
  * Where a client keeps the ids of the tasks it created, so that a restarted client resumes
  * waiting on them. The entry is written *before* the create request is sent (with the
  * Idempotency-Key it will use): a crash between send and reply loses nothing, because resuming
  * sends the same request with the same key and gets the same task back.
  */
-export interface TrackedTask {
-  /** The client's own id for the entry: the Idempotency-Key for LMSP, the task id for MCP. */
+export interface TrackedTask extends TaskScope {
+  /** The client's own id for the entry in its scope: the Idempotency-Key for LMSP, the task id for MCP. */
   key: string;
   protocol: 'lmsp' | 'mcp';
-  /** Where the task lives (an LMSP base URL or an MCP endpoint). */
-  endpoint: string;
   /** Known once the server answered the create. */
   taskId: string | null;
   /** The create body, so an unanswered create can be sent again. */
@@ -25,28 +43,31 @@ export interface TrackedTask {
 }
 
 export interface TaskIdStore {
+  /** Writes the entry of `task.key` in the task's scope. */
   put(task: TrackedTask): Promise<void> | void;
-  get(key: string): Promise<TrackedTask | null> | TrackedTask | null;
-  /** Every entry not `done`, oldest first. */
-  unfinished(): Promise<TrackedTask[]> | TrackedTask[];
+  get(key: string, scope: TaskScope): Promise<TrackedTask | null> | TrackedTask | null;
+  /** Every entry of the scope not `done`, oldest first. */
+  unfinished(scope: TaskScope): Promise<TrackedTask[]> | TrackedTask[];
 }
+
+const scopedKey = (key: string, s: TaskScope) => JSON.stringify([s.endpoint, s.credential, key]);
 
 /** For tests and short-lived scripts: nothing survives the process. */
 export class MemoryTaskIdStore implements TaskIdStore {
   private readonly tasks = new Map<string, TrackedTask>();
 
   put(task: TrackedTask): void {
-    this.tasks.set(task.key, { ...task });
+    this.tasks.set(scopedKey(task.key, task), { ...task });
   }
 
-  get(key: string): TrackedTask | null {
-    const t = this.tasks.get(key);
+  get(key: string, scope: TaskScope): TrackedTask | null {
+    const t = this.tasks.get(scopedKey(key, scope));
     return t ? { ...t } : null;
   }
 
-  unfinished(): TrackedTask[] {
+  unfinished(scope: TaskScope): TrackedTask[] {
     return [...this.tasks.values()]
-      .filter((t) => !t.done)
+      .filter((t) => !t.done && t.endpoint === scope.endpoint && t.credential === scope.credential)
       .sort((a, b) => a.createdAt - b.createdAt)
       .map((t) => ({ ...t }));
   }
@@ -56,9 +77,10 @@ export class MemoryTaskIdStore implements TaskIdStore {
 export async function patchTracked(
   store: TaskIdStore,
   key: string,
+  scope: TaskScope,
   patch: Partial<TrackedTask>,
   now: number,
 ): Promise<void> {
-  const current = await store.get(key);
+  const current = await store.get(key, scope);
   if (current) await store.put({ ...current, ...patch, updatedAt: now });
 }

@@ -57,14 +57,15 @@ describe('LMSP client against a running stack', () => {
       return res;
     };
     const store = new MemoryTaskIdStore();
-    const task = await client({ fetch: flaky, store }).createTask({
+    const c = client({ fetch: flaky, store });
+    const task = await c.createTask({
       type: 'response',
       input: { model: 'tiny-chat', input: 'Hi.', max_output_tokens: 2 },
     });
     assert.equal(keys.length, 2);
     assert.equal(keys[0], keys[1], 'the retry carries the same key');
     assert.equal(task.id, lostReply!.id, 'the retry got the task the lost reply named');
-    assert.equal(store.get(keys[0]!)?.taskId, task.id);
+    assert.equal(store.get(keys[0]!, c.scope)?.taskId, task.id);
   });
 
   test('resume() finishes a create that a crash left unanswered, once, and follows it to its end', async () => {
@@ -73,7 +74,7 @@ describe('LMSP client against a running stack', () => {
     store.put({
       key: 'crash-key-1',
       protocol: 'lmsp',
-      endpoint: stack.base,
+      ...client().scope,
       taskId: null,
       request: { type: 'response', input: { model: 'tiny-chat', input: 'Hello.', max_output_tokens: 4 } },
       status: 'creating',
@@ -88,7 +89,7 @@ describe('LMSP client against a running stack', () => {
     assert.equal((await resumed.resume())[0]!.task.id, first[0]!.task.id);
     const final = await resumed.wait(first[0]!.task.id);
     assert.equal(final.status, 'succeeded');
-    assert.deepEqual(store.unfinished(), [], 'a task seen terminal leaves nothing to resume');
+    assert.deepEqual(store.unfinished(resumed.scope), [], 'a task seen terminal leaves nothing to resume');
   });
 
   test('a stream cut by killing the api replica resumes with Last-Event-ID without loss or repeats', async () => {

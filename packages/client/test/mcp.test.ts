@@ -133,11 +133,13 @@ describe('MCP tasks client against the api process', () => {
     await until('the task id', () => taskId || undefined);
     controller.abort(); // the "crash": this client stops following
     assert.equal(((await abandoned) as TasklineClientError).code, 'aborted');
-    assert.equal(store.unfinished().length, 1);
+    assert.equal(store.unfinished(first.scope).length, 1);
+    // Another credential neither sees nor touches it (the task is not found under it).
+    assert.deepEqual(await client({ store, apiKey: 'another-key-0123' }).resume(), []);
     const resumed = await client({ store }).resume();
     assert.equal(resumed.length, 1);
     assert.equal(resumed[0]!.taskId, taskId);
     assert.match(text(resumed[0]!.result!), /Computed after 1 seconds/);
-    assert.deepEqual(store.unfinished(), []);
+    assert.deepEqual(store.unfinished(first.scope), []);
   });
 });
