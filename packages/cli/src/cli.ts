@@ -96,7 +96,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     );
     const [group, sub, ...rest] = positionals;
     if (group === 'keys') return await runKeys(sub, rest, values, config, io);
-    store = new SqliteTaskIdStore(config.state);
+    store = openStore(config.state);
     const client = new LmspClient({ baseUrl: config.url, apiKey: config.apiKey, store });
     const ctx: Ctx = { client, store, values, io, config };
     if (group === 'run')
@@ -122,6 +122,17 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     return code;
   } finally {
     store?.close();
+  }
+}
+
+/** A task database that cannot be opened is the configuration's fault (a folder, no write access). */
+function openStore(path: string): SqliteTaskIdStore {
+  try {
+    return new SqliteTaskIdStore(path);
+  } catch (err) {
+    throw new UsageError(
+      `Cannot use ${path} as the task database (--state, TASKLINE_STATE): ${(err as Error).message}`,
+    );
   }
 }
 

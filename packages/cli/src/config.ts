@@ -73,3 +73,19 @@ export function resolveConfig(
   }
   return config;
 }
+
+/** The Redis URL of `keys`, checked before any connection: ioredis throws a bare "Invalid URL". */
+export function keysRedisUrl(config: CliConfig): string {
+  const url = config.redisUrl;
+  let valid = false;
+  try {
+    valid = /^(redis|rediss|redis-cluster|rediss-cluster):$/.test(new URL(url).protocol);
+  } catch {
+    // not a URL at all
+  }
+  if (!valid)
+    throw new UsageError(
+      `--redis-url (REDIS_URL) must be a redis://, rediss://, redis-cluster:// or rediss-cluster:// URL, not ${JSON.stringify(url)}.`,
+    );
+  return url;
+}

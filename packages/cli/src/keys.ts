@@ -1,7 +1,7 @@
 import { ApiKeyStore } from '@taskline/auth';
 import { connectRedis, TasklineError } from '@taskline/engine';
 import { TasklineClientError } from '@taskline/client';
-import { UsageError, type CliConfig } from './config.js';
+import { keysRedisUrl, UsageError, type CliConfig } from './config.js';
 import { EXIT } from './exit.js';
 import type { CliIo } from './io.js';
 
@@ -24,7 +24,8 @@ export async function runKeys(
     throw new UsageError(
       'usage: taskline keys create --tenant <tenant> [--name <label>] | keys list [--tenant <tenant>] | keys revoke <key id>',
     );
-  const redis = connectRedis(config.redisUrl, 'taskline-cli');
+  const redisUrl = keysRedisUrl(config);
+  const redis = connectRedis(redisUrl, 'taskline-cli');
   // Fail fast with a clear message instead of retrying forever against a Redis that is not there.
   redis.options.maxRetriesPerRequest = 1;
   redis.options.retryStrategy = () => null;
@@ -63,7 +64,7 @@ export async function runKeys(
     if (err instanceof TasklineClientError || err instanceof UsageError) throw err;
     throw new TasklineClientError(
       'network_error',
-      `Cannot use Redis at ${config.redisUrl}: ${(err as Error).message}`,
+      `Cannot use Redis at ${redisUrl}: ${(err as Error).message}`,
     );
   } finally {
     redis.disconnect();

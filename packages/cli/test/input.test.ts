@@ -1,0 +1,54 @@
+/**
+ * Mistakes in flags and configuration: exit 2 and a message that says what to fix, found before
+ * anything is sent. In process, with nothing listening at the URLs given: a check that is missing
+ * shows up as another exit code, never as a request reaching a real server or Redis.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { test } from 'node:test';
+import { EXIT, runCli } from '../src/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'taskline-input-'));
+/** Port 9 (discard): nothing listens there. */
+const NOWHERE = { TASKLINE_URL: 'http://127.0.0.1:9', REDIS_URL: 'redis://127.0.0.1:9' };
+
+async function taskline(argv: string[], env: Record<string, string> = {}) {
+  let stderr = '';
+  const err = new PassThrough();
+  err.on('data', (d) => (stderr += d));
+  const out = new PassThrough().resume();
+  const code = await runCli(argv, {
+    stdout: out,
+    stderr: err,
+    stdin: new PassThrough(),
+    env: {
+      XDG_CONFIG_HOME: dir,
+      XDG_STATE_HOME: dir,
+      TASKLINE_API_KEY: 'key-0123456789',
+      ...NOWHERE,
+      ...env,
+    },
+  });
+  return { code, stderr };
+}
+
+async function refused(argv: string[], message: RegExp, env: Record<string, string> = {}) {
+  const r = await taskline(argv, env);
+  assert.equal(r.code, EXIT.usage, `${JSON.stringify(argv)}: ${r.stderr}`);
+  assert.match(r.stderr, message);
+  assert.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
+}
+
+test('a task database that cannot be opened is a config error (2), not an internal one', async () => {
+  await refused(['--state', dir, 'tasks', 'get', 'task_x'], /--state/);
+  await refused(['--state', '/etc/passwd/x.db', 'tasks', 'get', 'task_x'], /--state/);
+  await refused(['tasks', 'resume'], /TASKLINE_STATE/, { TASKLINE_STATE: dir });
+});
+
+test('a Redis URL that is not one is a config error (2)', async () => {
+  await refused(['--redis-url', 'notaurl', 'keys', 'list'], /--redis-url/);
+  await refused(['keys', 'list'], /REDIS_URL/, { REDIS_URL: 'http://127.0.0.1:9' });
+});
