@@ -109,6 +109,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       if (sub === 'resume' && id === undefined) return await resume(ctx);
       if (id === undefined || extra.length > 0 || !['get', 'cancel', 'watch'].includes(sub ?? ''))
         throw new UsageError(`usage: taskline tasks get|cancel|watch <task id> | taskline tasks resume`);
+      // An empty id would name the collection (GET /lmsp/v1/tasks), which answers 405.
+      if (id.trim() === '') throw new UsageError('A task id cannot be empty.');
       if (sub === 'get') return await get(ctx, id);
       if (sub === 'cancel') return await cancel(ctx, id);
       return await follow(ctx, id, 0);

@@ -65,6 +65,12 @@ export function resolveConfig(
     state: flags.state ?? fromEnv('TASKLINE_STATE') ?? file.state ?? join(stateHome, 'taskline', 'tasks.db'),
     redisUrl: flags.redisUrl ?? fromEnv('REDIS_URL') ?? file.redisUrl ?? 'redis://127.0.0.1:6379',
   };
+  // Sent in the Authorization header: a character no header can carry failed every request as
+  // "server unreachable". The key is a secret, so the message does not repeat it.
+  if (config.apiKey !== undefined && /[^\x21-\x7e\xa1-\xff]/.test(config.apiKey))
+    throw new UsageError(
+      '--api-key (TASKLINE_API_KEY, config "apiKey") holds a space, a control character or a character no HTTP header can carry.',
+    );
   try {
     const u = new URL(config.url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();

@@ -24,6 +24,7 @@ export async function runKeys(
     throw new UsageError(
       'usage: taskline keys create --tenant <tenant> [--name <label>] | keys list [--tenant <tenant>] | keys revoke <key id>',
     );
+  if (sub === 'revoke' && rest[0]!.trim() === '') throw new UsageError('A key id cannot be empty.');
   const redisUrl = keysRedisUrl(config);
   const redis = connectRedis(redisUrl, 'taskline-cli');
   // Fail fast with a clear message instead of retrying forever against a Redis that is not there.

@@ -52,3 +52,13 @@ test('a Redis URL that is not one is a config error (2)', async () => {
   await refused(['--redis-url', 'notaurl', 'keys', 'list'], /--redis-url/);
   await refused(['keys', 'list'], /REDIS_URL/, { REDIS_URL: 'http://127.0.0.1:9' });
 });
+
+test('an empty task id or an API key no header can carry is a usage error (2), never sent', async () => {
+  await refused(['tasks', 'get', ''], /task id/);
+  await refused(['tasks', 'watch', ' '], /task id/);
+  await refused(['keys', 'revoke', ''], /key id/);
+  await refused(['--api-key', 'k\nX: 1', 'tasks', 'get', 'task_x'], /--api-key/);
+  const r = await taskline(['tasks', 'get', 'task_x'], { TASKLINE_API_KEY: 'secret-key 1' });
+  assert.equal(r.code, EXIT.usage);
+  assert.doesNotMatch(r.stderr, /secret/, 'the key itself is never printed');
+});
