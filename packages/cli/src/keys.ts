@@ -1,4 +1,4 @@
-import { ApiKeyStore } from '@taskline/auth';
+import { ApiKeyStore, TENANT_PATTERN } from '@taskline/auth';
 import { connectRedis, TasklineError } from '@taskline/engine';
 import { TasklineClientError } from '@taskline/client';
 import { keysRedisUrl, UsageError, type CliConfig } from './config.js';
@@ -25,6 +25,13 @@ export async function runKeys(
       'usage: taskline keys create --tenant <tenant> [--name <label>] | keys list [--tenant <tenant>] | keys revoke <key id>',
     );
   if (sub === 'revoke' && rest[0]!.trim() === '') throw new UsageError('A key id cannot be empty.');
+  if (values.tenant !== undefined && !TENANT_PATTERN.test(values.tenant))
+    throw new UsageError(
+      `--tenant takes 1-64 letters, digits, ".", "_" or "-", not ${JSON.stringify(values.tenant)}.`,
+    );
+  // keys list prints one key a line: a line break in a name would break or forge lines.
+  if (values.name !== undefined && /[\p{Cc}\p{Zl}\p{Zp}]/u.test(values.name))
+    throw new UsageError('--name cannot hold line breaks or other control characters.');
   const redisUrl = keysRedisUrl(config);
   const redis = connectRedis(redisUrl, 'taskline-cli');
   // Fail fast with a clear message instead of retrying forever against a Redis that is not there.

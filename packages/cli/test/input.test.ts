@@ -62,3 +62,10 @@ test('an empty task id or an API key no header can carry is a usage error (2), n
   assert.equal(r.code, EXIT.usage);
   assert.doesNotMatch(r.stderr, /secret/, 'the key itself is never printed');
 });
+
+test('keys refuses a tenant id it cannot store and a name that would break keys list (2)', async () => {
+  await refused(['keys', 'create', '--tenant', 'bad tenant'], /--tenant/);
+  await refused(['keys', 'list', '--tenant', 'a{b}'], /--tenant/);
+  await refused(['keys', 'create', '--tenant', 't', '--name', 'a\nb'], /--name/);
+  await refused(['keys', 'create', '--tenant', 't', '--name', 'a\u2028b'], /--name/);
+});
