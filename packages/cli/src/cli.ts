@@ -33,7 +33,7 @@ options:
   --url URL          API origin        (TASKLINE_URL, config "url"; default http://127.0.0.1:8080)
   --api-key KEY      bearer token      (TASKLINE_API_KEY, config "apiKey")
   --state FILE       task id database  (TASKLINE_STATE, config "state"; default ~/.local/state/taskline/tasks.db)
-  --redis-url URL    for keys          (REDIS_URL, config "redisUrl")
+  --redis-url URL    for keys          (REDIS_URL, config "redisUrl"; required, no default)
   --config FILE      JSON config file  (TASKLINE_CONFIG; default ~/.config/taskline/config.json)
   --json             machine-readable output on stdout
   --quiet            no progress line

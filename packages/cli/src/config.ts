@@ -11,8 +11,8 @@ export interface CliConfig {
   apiKey: string | undefined;
   /** The SQLite file holding the ids of the tasks this CLI created. */
   state: string;
-  /** For `keys`: the Redis that holds the API keys. */
-  redisUrl: string;
+  /** For `keys`: the Redis that holds the API keys. No default: a guess may be another Redis. */
+  redisUrl: string | undefined;
 }
 
 const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl'] as const;
@@ -63,7 +63,7 @@ export function resolveConfig(
     url: flags.url ?? fromEnv('TASKLINE_URL') ?? file.url ?? 'http://127.0.0.1:8080',
     apiKey: flags.apiKey ?? fromEnv('TASKLINE_API_KEY') ?? file.apiKey,
     state: flags.state ?? fromEnv('TASKLINE_STATE') ?? file.state ?? join(stateHome, 'taskline', 'tasks.db'),
-    redisUrl: flags.redisUrl ?? fromEnv('REDIS_URL') ?? file.redisUrl ?? 'redis://127.0.0.1:6379',
+    redisUrl: flags.redisUrl ?? fromEnv('REDIS_URL') ?? file.redisUrl,
   };
   // Sent in the Authorization header: a character no header can carry failed every request as
   // "server unreachable". The key is a secret, so the message does not repeat it.
@@ -80,9 +80,16 @@ export function resolveConfig(
   return config;
 }
 
-/** The Redis URL of `keys`, checked before any connection: ioredis throws a bare "Invalid URL". */
+/**
+ * The Redis URL of `keys`, checked before any connection: ioredis throws a bare "Invalid URL", and
+ * a default would write keys into whatever Redis listens on 6379, not the one the API reads.
+ */
 export function keysRedisUrl(config: CliConfig): string {
   const url = config.redisUrl;
+  if (url === undefined)
+    throw new UsageError(
+      'keys needs the Redis that holds the API keys: set REDIS_URL, --redis-url or "redisUrl" in the config file.',
+    );
   let valid = false;
   try {
     valid = /^(redis|rediss|redis-cluster|rediss-cluster):$/.test(new URL(url).protocol);

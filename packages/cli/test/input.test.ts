@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
-import { EXIT, runCli } from '../src/index.js';
+import { EXIT, resolveConfig, runCli } from '../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'taskline-input-'));
 /** Port 9 (discard): nothing listens there. */
@@ -68,4 +68,10 @@ test('keys refuses a tenant id it cannot store and a name that would break keys 
   await refused(['keys', 'list', '--tenant', 'a{b}'], /--tenant/);
   await refused(['keys', 'create', '--tenant', 't', '--name', 'a\nb'], /--name/);
   await refused(['keys', 'create', '--tenant', 't', '--name', 'a\u2028b'], /--name/);
+});
+
+test('keys needs REDIS_URL or --redis-url: no default that could be some other Redis (2)', async () => {
+  // Checked first: without the fix, the command below would connect to a Redis on 6379.
+  assert.equal(resolveConfig({}, { XDG_CONFIG_HOME: dir }).redisUrl, undefined);
+  await refused(['keys', 'list'], /REDIS_URL/, { REDIS_URL: '' });
 });
