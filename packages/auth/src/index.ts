@@ -62,13 +62,7 @@ export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
     const at = pair.indexOf(':');
     staticKeys.set(hashKey(pair.slice(at + 1)), pair.slice(0, at));
   }
-  const verify = jwtVerifier({
-    publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
-    jwksUrl: env.TASKLINE_JWT_JWKS_URL,
-    issuer: env.TASKLINE_JWT_ISSUER,
-    audience: env.TASKLINE_JWT_AUDIENCE,
-    clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
-  });
+  const verify = jwtVerifier(env);
   const keys = new ApiKeyStore(redis);
 
   async function authenticate(headers: IncomingHttpHeaders): Promise<Tenant> {

@@ -1,14 +1,17 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 
+/**
+ * The JWT settings, as the environment names them. The public key is PEM (SPKI); literal `\n`
+ * sequences are accepted so it fits in one env line. The tolerance is seconds of clock skew
+ * forgiven on `exp` and `nbf`.
+ */
 export interface JwtSettings {
-  /** PEM (SPKI) public key; literal `\n` sequences are accepted so it fits in one env line. */
-  publicKey: string;
-  jwksUrl: string;
-  issuer: string;
-  audience: string;
-  /** Seconds of clock skew forgiven on `exp` and `nbf`. */
-  clockToleranceS: number;
+  TASKLINE_JWT_PUBLIC_KEY: string;
+  TASKLINE_JWT_JWKS_URL: string;
+  TASKLINE_JWT_ISSUER: string;
+  TASKLINE_JWT_AUDIENCE: string;
+  TASKLINE_JWT_CLOCK_TOLERANCE_S: number;
 }
 
 /** The verified token's claims; callers pick the claim they need (tenant, operator role). */
@@ -19,18 +22,18 @@ export type JwtVerifier = (token: string) => Promise<Record<string, unknown>>;
  * must name the configured issuer and audience and carry `exp`; a verifier without an issuer or
  * audience is refused (`loadEnv` refuses the same settings at start-up).
  */
-export function jwtVerifier(settings: JwtSettings): JwtVerifier | null {
+export function jwtVerifier(env: JwtSettings): JwtVerifier | null {
   let key: KeyObject | JWTVerifyGetKey;
-  if (settings.publicKey) key = createPublicKey(settings.publicKey.replace(/\\n/g, '\n'));
-  else if (settings.jwksUrl) key = createRemoteJWKSet(new URL(settings.jwksUrl));
+  if (env.TASKLINE_JWT_PUBLIC_KEY) key = createPublicKey(env.TASKLINE_JWT_PUBLIC_KEY.replace(/\\n/g, '\n'));
+  else if (env.TASKLINE_JWT_JWKS_URL) key = createRemoteJWKSet(new URL(env.TASKLINE_JWT_JWKS_URL));
   else return null;
-  if (!settings.issuer || !settings.audience)
+  if (!env.TASKLINE_JWT_ISSUER || !env.TASKLINE_JWT_AUDIENCE)
     throw new Error('JWT auth needs TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE');
   const options = {
-    issuer: settings.issuer,
-    audience: settings.audience,
+    issuer: env.TASKLINE_JWT_ISSUER,
+    audience: env.TASKLINE_JWT_AUDIENCE,
     requiredClaims: ['exp'],
-    clockTolerance: settings.clockToleranceS,
+    clockTolerance: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
   };
   return async (token) => {
     // jose overloads on the key's type; both branches accept the same options.

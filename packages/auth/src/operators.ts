@@ -63,13 +63,7 @@ export function operatorAuthenticator(
   );
   const role = env.TASKLINE_JWT_ADMIN_ROLE;
   // Built whenever JWTs are configured, role or not: a forged token is 401, a verified one without the role 403.
-  const verify = jwtVerifier({
-    publicKey: env.TASKLINE_JWT_PUBLIC_KEY,
-    jwksUrl: env.TASKLINE_JWT_JWKS_URL,
-    issuer: env.TASKLINE_JWT_ISSUER,
-    audience: env.TASKLINE_JWT_AUDIENCE,
-    clockToleranceS: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
-  });
+  const verify = jwtVerifier(env);
 
   async function authenticate(headers: IncomingHttpHeaders): Promise<Operator> {
     const header = headers.authorization;
