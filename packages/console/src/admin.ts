@@ -88,19 +88,22 @@ export function adminRouter(deps: ConsoleDeps): Router {
 
   const overview = () => readOverview(deps, view);
   // One read per interval for every operator following the overview on this replica.
-  const feed = new SnapshotFeed('overview', overview, OVERVIEW_INTERVAL_MS);
-  router
-    .route('/overview')
-    .get(async (_req, res) => {
-      res.json(await overview());
-    })
-    .all(deps.methodNotAllowed(['GET']));
-  router
-    .route('/overview/events')
-    .get(async (req, res) => {
-      await serveFeed(req, res, feed, deps.live, streamsOf(req));
-    })
-    .all(deps.methodNotAllowed(['GET']));
+  /** A snapshot's two routes: `GET path` reads it once, `GET path/events` follows its feed. */
+  const snapshotRoutes = (path: string, read: () => Promise<unknown>, feed: SnapshotFeed) => {
+    router
+      .route(path)
+      .get(async (_req, res) => {
+        res.json(await read());
+      })
+      .all(deps.methodNotAllowed(['GET']));
+    router
+      .route(`${path}/events`)
+      .get(async (req, res) => {
+        await serveFeed(req, res, feed, deps.live, streamsOf(req));
+      })
+      .all(deps.methodNotAllowed(['GET']));
+  };
+  snapshotRoutes('/overview', overview, new SnapshotFeed('overview', overview, OVERVIEW_INTERVAL_MS));
 
   router
     .route('/tenants')
@@ -286,19 +289,7 @@ export function adminRouter(deps: ConsoleDeps): Router {
       })),
     };
   };
-  const workersFeed = new SnapshotFeed('workers', workers, OVERVIEW_INTERVAL_MS);
-  router
-    .route('/workers')
-    .get(async (_req, res) => {
-      res.json(await workers());
-    })
-    .all(deps.methodNotAllowed(['GET']));
-  router
-    .route('/workers/events')
-    .get(async (req, res) => {
-      await serveFeed(req, res, workersFeed, deps.live, streamsOf(req));
-    })
-    .all(deps.methodNotAllowed(['GET']));
+  snapshotRoutes('/workers', workers, new SnapshotFeed('workers', workers, OVERVIEW_INTERVAL_MS));
 
   router
     .route('/slo')
