@@ -7,9 +7,9 @@
  *   with, then counts; only when the count is over the cap (or the console reads the tenant's
  *   usage) are entries pruned against the task records (finished and expired tasks leave, and an
  *   id with no record once its place is older than a create can take), so no cleanup hook is
- *   needed when a task ends, no write follows a
- *   create that used its place, and nothing is lost when a replica dies between steps. Racing
- *   creates can both be refused near the cap, never both admitted over it.
+ *   needed when a task ends, no write follows a create that used its place, and nothing is lost
+ *   when a replica dies between steps. Racing creates can both be refused near the cap, never
+ *   both admitted over it.
  * - Open streams: a ZSET per tenant of stream ids scored by a lease that each heartbeat renews;
  *   a stream of a replica that died stops counting when its lease lapses.
  */
