@@ -439,6 +439,13 @@ export interface components {
       incomplete_details: {
         reason: string;
       } | null;
+      instructions?: string | null;
+      metadata?: {
+        [key: string]: string;
+      };
+      temperature?: number | null;
+      top_p?: number | null;
+      max_output_tokens?: number | null;
     };
     OutputMessage: {
       id?: string;

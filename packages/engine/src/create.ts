@@ -36,7 +36,10 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
     ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
   };
   const created = statusEvent('queued', {
-    response: emptyResponse({ responseId, createdAt: now, model: input.model }, 'queued'),
+    response: emptyResponse(
+      { responseId, createdAt: now, model: input.model, request: input.request },
+      'queued',
+    ),
   });
   // On one Redis, journal and record in one round trip: both are sent before either reply is
   // read, and Redis runs (and, with appendfsync always, logs) them in the order sent, so no

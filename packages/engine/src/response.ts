@@ -19,6 +19,11 @@ export interface ResponseObject {
   usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
   error: Problem | null;
   incomplete_details: { reason: string } | null;
+  instructions: string | null;
+  metadata: Record<string, string>;
+  temperature: number | null;
+  top_p: number | null;
+  max_output_tokens: number | null;
 }
 
 export interface EventInput {
@@ -37,11 +42,22 @@ export function isFinalEventType(type: string): boolean {
   return (FINAL_EVENT_TYPES as readonly string[]).includes(type);
 }
 
-/** The response a task stands for, before any output: what `response.created` carries. */
+/**
+ * The response a task stands for, before any output: what `response.created` carries. Like
+ * OpenAI's Responses API, it repeats the request's instructions, metadata and sampling settings
+ * (null, or no metadata, where the request left them out).
+ */
 export function emptyResponse(
-  task: Pick<TaskRecord, 'responseId' | 'createdAt' | 'model'>,
+  task: Pick<TaskRecord, 'responseId' | 'createdAt' | 'model' | 'request'>,
   status: ResponseStatus,
 ): ResponseObject {
+  const request = (typeof task.request === 'object' && task.request !== null ? task.request : {}) as {
+    instructions?: string;
+    metadata?: Record<string, string>;
+    temperature?: number;
+    top_p?: number;
+    max_output_tokens?: number;
+  };
   return {
     id: task.responseId,
     object: 'response',
@@ -52,6 +68,11 @@ export function emptyResponse(
     usage: null,
     error: null,
     incomplete_details: null,
+    instructions: request.instructions ?? null,
+    metadata: request.metadata ?? {},
+    temperature: request.temperature ?? null,
+    top_p: request.top_p ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
   };
 }
 

@@ -54,6 +54,38 @@ describe('requests', () => {
     ]);
   });
 
+  test("a response echoes the request's instructions, metadata and sampling, as OpenAI's does", async () => {
+    const sent = {
+      instructions: 'Be brief.',
+      metadata: { order: 'A-17' },
+      temperature: 0.5,
+      top_p: 0.9,
+      max_output_tokens: 16,
+    };
+    const echo = (r: Record<string, unknown>) => Object.fromEntries(Object.keys(sent).map((k) => [k, r[k]]));
+    const created = await background(sent);
+    assert.deepEqual(echo(created), sent);
+    const read = await call(api.base, 'GET', `/lmsp/v1/responses/${created.id}`);
+    assert.deepEqual(echo(read.body as Record<string, unknown>), sent);
+    // Left out: null, and an empty metadata map, as OpenAI answers (max_output_tokens: the cap applied).
+    const plain = await background();
+    assert.deepEqual(echo(plain), {
+      instructions: null,
+      metadata: {},
+      temperature: null,
+      top_p: null,
+      max_output_tokens: (plain as { max_output_tokens: number }).max_output_tokens,
+    });
+    assert.equal(typeof (plain as { max_output_tokens: unknown }).max_output_tokens, 'number');
+    // OpenAI's bound on metadata: 16 pairs.
+    const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']));
+    const refused = await call(api.base, 'POST', '/lmsp/v1/responses', {
+      body: { model: 'tiny-chat', input: 'Hi', background: true, metadata: many },
+    });
+    assert.equal(refused.status, 400, refused.text);
+    assert.equal((refused.body as { param: string }).param, 'metadata');
+  });
+
   test('a refused value is 400 naming the parameter, in the problem and in its OpenAI member', async () => {
     const cases: [Record<string, unknown>, string][] = [
       [{ truncation: 'auto' }, 'truncation'],

@@ -43,23 +43,35 @@ const MessageItem = z.strictObject({
   content: z.union([text, z.array(ContentPart).min(1).max(256)]),
 });
 
+/** OpenAI's bound on a request's metadata; every response repeats it, so it stays small. */
+const MAX_METADATA_PAIRS = 16;
+
 /**
- * Request metadata: string values under short keys. Zod's records skip a key named `__proto__`
- * (storing it would replace an object's prototype) without checking it, so such a key is refused
- * here rather than dropped behind the caller's back. The JSON Schema is the record's.
+ * Request metadata: at most 16 string values under short keys. Zod's records skip a key named
+ * `__proto__` (storing it would replace an object's prototype) without checking it, so such a key
+ * is refused here rather than dropped behind the caller's back. The JSON Schema is the record's.
  */
 const Metadata = z.preprocess(
   (value, ctx) => {
-    if (typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__'))
+    if (typeof value !== 'object' || value === null) return value;
+    if (Object.hasOwn(value, '__proto__'))
       ctx.addIssue({
         code: 'custom',
         message: 'A metadata key cannot be named __proto__.',
         path: ['__proto__'],
         input: value,
       });
+    if (Object.keys(value).length > MAX_METADATA_PAIRS)
+      ctx.addIssue({
+        code: 'custom',
+        message: `At most ${MAX_METADATA_PAIRS} metadata pairs.`,
+        input: value,
+      });
     return value;
   },
-  z.record(z.string().min(1).max(64), z.string().max(512)),
+  z
+    .record(z.string().min(1).max(64), z.string().max(512))
+    .describe(`At most ${MAX_METADATA_PAIRS} pairs; every response repeats them.`),
 );
 
 /** An optional field: absent, or sent as `null`, which counts as absent (LMSP 1.0 section 7.1). */
