@@ -38,7 +38,8 @@ test('a leader that loses leadership sends its workers on to the new one', async
 
   // Leadership moves while the worker's stream to `a` stays open (a Redis stall past the lease).
   leader.id = 'b';
-  await until('the worker registered with b', () => b.workers().length === 1);
+  // The worker learns it is welcomed a moment after b counts it.
+  await until('the worker registered with b', () => b.workers().length === 1 && worker.connectedTo !== null);
   assert.deepEqual(b.capacity(), new Map([['m', 2]]));
   assert.equal(a.workers().length, 0, 'a standby counts no worker');
   assert.equal(worker.connectedTo, addr.get('b'));

@@ -21,6 +21,9 @@ export const BASE_ENV: Record<string, string> = {
   TASKLINE_PORT: '0',
   TASKLINE_METRICS_PORT: '0',
   TASKLINE_SSE_HEARTBEAT_MS: '200',
+  // A test file sends its requests in bursts a client never would; the rate limit has tests of its
+  // own (auth-limits.test.ts sets it low), and elsewhere it would only make a busy run flaky.
+  TASKLINE_RATE_LIMIT_BURST: '1000',
 };
 
 /** One Redis of the test's own, plus a TaskStore on it for playing the worker. */

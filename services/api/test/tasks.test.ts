@@ -67,21 +67,24 @@ describe('tasks', () => {
   });
 
   test('an Idempotency-Key retry may send null for an absent field, or another ignored input.stream', async () => {
+    // Tenant B's own rate bucket: this file's other tests spend most of tenant A's burst.
     const headers = { 'idempotency-key': 'null-is-absent-1' };
     const { on_restart: _policy, ...unset } = TASK_BODY;
-    const first = await create(unset, headers);
+    const first = (await call(api.base, 'POST', '/lmsp/v1/tasks', { body: unset, headers, key: KEY_B }))
+      .body as Task;
     for (const body of [
       { ...unset, on_restart: null },
       { ...unset, input: { ...TASK_BODY.input, instructions: null, stream: true } },
       { ...unset, input: { ...TASK_BODY.input, stream: { any: 'thing' } } },
     ]) {
-      const again = await call(api.base, 'POST', '/lmsp/v1/tasks', { body, headers });
+      const again = await call(api.base, 'POST', '/lmsp/v1/tasks', { body, headers, key: KEY_B });
       assert.equal(again.status, 202, `${JSON.stringify(body)}: ${again.text}`);
       assert.equal((again.body as Task).id, first.id);
     }
     const changed = await call(api.base, 'POST', '/lmsp/v1/tasks', {
       body: { ...unset, input: { ...TASK_BODY.input, instructions: 'Be brief.' } },
       headers,
+      key: KEY_B,
     });
     assert.equal(changed.status, 422, 'a field that counts still conflicts');
   });
@@ -219,7 +222,8 @@ describe('nesting', () => {
       for (const key of [undefined, `deep-${path.length}`]) {
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (key) headers['idempotency-key'] = key;
-        const r = await call(api.base, 'POST', path, { raw, headers });
+        // Tenant B's own rate bucket, as above.
+        const r = await call(api.base, 'POST', path, { raw, headers, key: KEY_B });
         assert.equal(r.status, 400, `${path} ${key ?? ''}: ${r.text}`);
         assert.equal((r.body as { code: string }).code, 'invalid_request');
         assert.match((r.body as { detail: string }).detail, /nested deeper than 64/);
@@ -229,6 +233,7 @@ describe('nesting', () => {
     const r = await call(api.base, 'POST', '/lmsp/v1/tasks', {
       raw: `{"type":"response","input":{"model":"tiny-chat","input":"hi","stream":${ok}}}`,
       headers: { 'content-type': 'application/json' },
+      key: KEY_B,
     });
     assert.equal(r.status, 202, r.text);
   });
