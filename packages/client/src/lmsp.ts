@@ -302,9 +302,13 @@ export class LmspClient {
    * so one such entry never stops the others from being followed.
    */
   async resume(signal?: AbortSignal): Promise<ResumedTask[]> {
-    if (!this.o.store) return [];
+    const store = this.o.store;
+    if (!store) return [];
+    /** An entry with nothing left to follow: its task is gone, or its create can never succeed. */
+    const close = (key: string, status: string) =>
+      patchTracked(store, key, this.scope, { done: true, status }, this.t.clock.now());
     const out: ResumedTask[] = [];
-    for (const entry of await this.o.store.unfinished(this.scope)) {
+    for (const entry of await store.unfinished(this.scope)) {
       if (entry.protocol !== 'lmsp') continue;
       let task: Task;
       if (entry.taskId) {
@@ -314,13 +318,7 @@ export class LmspClient {
         } catch (err) {
           // Expired or deleted on the server: nothing left to wait for.
           if (err instanceof TasklineClientError && err.code === 'task_not_found') {
-            await patchTracked(
-              this.o.store,
-              entry.key,
-              this.scope,
-              { done: true, status: 'not_found' },
-              this.t.clock.now(),
-            );
+            await close(entry.key, 'not_found');
             continue;
           }
           throw err;
@@ -330,13 +328,7 @@ export class LmspClient {
           task = await this.sendCreate(entry.key, entry.request, signal);
         } catch (err) {
           if (!(err instanceof TasklineClientError && err.refusedForGood)) throw err;
-          await patchTracked(
-            this.o.store,
-            entry.key,
-            this.scope,
-            { done: true, status: 'refused' },
-            this.t.clock.now(),
-          );
+          await close(entry.key, 'refused');
           out.push({ entry, error: err });
           continue;
         }
