@@ -9,6 +9,7 @@
   ARGV[6] event type  ARGV[7] event data of the final event
 
   Returns {'ok', kind, created_at} | {'missing'} | {'skipped', status}
+        | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local cur = redis.call('HMGET', KEYS[1], 'status', 'parked', 'input_deadline', 'kind', 'created_at', 'side_keys')
 local status = cur[1]
@@ -18,6 +19,10 @@ end
 local now = tonumber(ARGV[1])
 if status ~= 'input_required' or not cur[2] or tonumber(cur[3] or now + 1) > now then
   return { 'skipped', status }
+end
+local unwritable = refuseUnwritable(KEYS[1], KEYS[2])
+if unwritable then
+  return unwritable
 end
 redis.call('HSET', KEYS[1], 'status', 'failed', 'updated_at', now, 'error', ARGV[4], 'result', ARGV[5])
 redis.call('HDEL', KEYS[1], 'parked', 'input_deadline', 'input_keys')

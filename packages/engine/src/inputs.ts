@@ -161,6 +161,7 @@ export async function sweepInputDeadlines(h: StoreCore, limit = 500): Promise<st
       end.type,
       JSON.stringify(end.data),
     );
+    if (reply[0] === 'corrupt') check(id, reply);
     if (reply[0] === 'ok') {
       failed.push(id);
       h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));

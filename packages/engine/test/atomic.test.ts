@@ -11,7 +11,9 @@ before(async () => (h = await harness()));
 after(() => h.close());
 
 /** Every key of the task, dumped: type and content, to compare before and after a refused script. */
-async function snapshot(id: string): Promise<string> {
+const snapshot = (id: string) => snapshotOf(h, id);
+
+async function snapshotOf(h: Harness, id: string): Promise<string> {
   const keys = taskKeys(id);
   const out: Record<string, unknown> = {};
   for (const key of [keys.task, keys.events, keys.inputs, keys.tokens]) {
@@ -112,4 +114,26 @@ test('a log ahead of its task (a record rewritten under a surviving log) refuses
   const task = await h.store.create(newTask());
   await h.redis.hset(taskKeys(task.id).task, 'seq', 0);
   await refusedWithoutWrites(task.id, 'claim', () => h.store.claim(task.id, 'w1', 60_000));
+});
+
+test('an input deadline writes nothing when its event cannot be appended (log of the wrong type)', async () => {
+  const short = await harness({ inputTimeoutMs: 1 });
+  try {
+    const task = await short.store.create(newTask({ kind: 'tool', model: 'tools' }));
+    const { attempt } = await short.store.claim(task.id, 'w1', 60_000, { start: true });
+    await short.store.requestInput(task.id, attempt, { confirm: { type: 'confirm' } });
+    await short.redis.del(taskKeys(task.id).events);
+    await short.redis.set(taskKeys(task.id).events, 'not a stream');
+    await new Promise((r) => setTimeout(r, 5));
+    const before = await snapshotOf(short, task.id);
+    await assert.rejects(short.store.sweepInputDeadlines(), (err) => {
+      assert.ok(err instanceof TasklineError, String(err));
+      assert.equal(err.code, 'internal_error');
+      return true;
+    });
+    assert.equal(await snapshotOf(short, task.id), before, 'the task is still parked, nothing written');
+    assert.equal((await short.store.get(task.id))?.status, 'input_required');
+  } finally {
+    await short.close();
+  }
 });
