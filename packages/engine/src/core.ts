@@ -17,7 +17,7 @@ import {
   type TaskRecord,
   type TransitionObserved,
 } from './records.js';
-import { isCluster } from './redis.js';
+import { isCluster, isRedisUnavailable } from './redis.js';
 import type { EventInput } from './response.js';
 import { loadScripts, type Scripts } from './scripts.js';
 import { isTerminal, sourcesOf, type TaskStatus } from './states.js';
@@ -210,6 +210,34 @@ export class StoreCore {
   observe(kind: TaskKind, state: TaskStatus, createdAt: number): void {
     this.options.onTransition?.({ kind, state, terminal: isTerminal(state), createdAt });
   }
+}
+
+/** Told of a task a sweep could not handle, which the sweep skipped (see `sweepEach`). */
+export type SweepFailed = (id: string, error: unknown) => void;
+
+/**
+ * Runs a sweep's `step` on each due id in turn. A task it fails on keeps its index entry, so it is
+ * due first again next time: were the failure thrown there, every sweep would stop at that task
+ * and none after it would ever be swept. So it is skipped and told to `failed`; without `failed`,
+ * the first failure is thrown once the others had their turn. A Redis outage is no task's own:
+ * it ends the sweep at once.
+ */
+export async function sweepEach<T extends string>(
+  ids: readonly T[],
+  step: (id: T) => Promise<void>,
+  failed?: (id: T, error: unknown) => void,
+): Promise<void> {
+  let first: { error: unknown } | null = null;
+  for (const id of ids) {
+    try {
+      await step(id);
+    } catch (error) {
+      if (isRedisUnavailable(error)) throw error;
+      if (failed) failed(id, error);
+      else first ??= { error };
+    }
+  }
+  if (first) throw first.error;
 }
 
 export function flattenEvents(events: EventInput[]): string[] {

@@ -20,6 +20,7 @@ export {
 export {
   TaskStore,
   storeOptionsFromEnv,
+  type SweepFailed,
   type TaskStoreOptions,
   type CancelOutcome,
   type Finish,

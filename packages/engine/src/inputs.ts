@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { StoreCore } from './core.js';
+import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { problem } from './errors.js';
 import { schedulerKeys, taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
@@ -135,41 +135,49 @@ export async function answers(redis: Redis, id: string): Promise<Record<string, 
  * Fails every parked task whose input deadline passed (`input_timeout`), and drops index entries
  * of tasks no longer waiting. Returns the ids failed. Safe on any number of replicas at once.
  */
-export async function sweepInputDeadlines(h: StoreCore, limit = 500): Promise<string[]> {
+export async function sweepInputDeadlines(
+  h: StoreCore,
+  limit = 500,
+  skipped?: SweepFailed,
+): Promise<string[]> {
   const now = h.now();
   const due = await h.redis.zrangebyscore(schedulerKeys.parked, '-inf', now, 'LIMIT', 0, limit);
   const failed: string[] = [];
-  for (const id of due) {
-    const keys = taskKeys(id);
-    const error = problem(
-      'input_timeout',
-      `Nobody answered the task's input requests within ${Math.round(h.inputTimeoutMs / 1000)} s.`,
-      408,
-    );
-    const end = finalEvent('failed', null, 'tool', error);
-    const reply = await h.scripts.input_timeout(
-      keys.task,
-      keys.events,
-      keys.channel,
-      keys.inputs,
-      keys.tokens,
-      now,
-      h.options.taskRetentionMs,
-      h.options.eventRetentionMs,
-      JSON.stringify(error),
-      'null',
-      end.type,
-      JSON.stringify(end.data),
-    );
-    if (reply[0] === 'corrupt') check(id, reply);
-    if (reply[0] === 'ok') {
-      failed.push(id);
-      h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));
-      const task = await h.redis.hmget(keys.task, 'tenant', 'parent');
-      await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null }, { failure: error.code });
-    }
-    // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
-    await h.scripts.lease_unindex(schedulerKeys.parked, id, now);
-  }
+  await sweepEach(
+    due,
+    async (id) => {
+      const keys = taskKeys(id);
+      const error = problem(
+        'input_timeout',
+        `Nobody answered the task's input requests within ${Math.round(h.inputTimeoutMs / 1000)} s.`,
+        408,
+      );
+      const end = finalEvent('failed', null, 'tool', error);
+      const reply = await h.scripts.input_timeout(
+        keys.task,
+        keys.events,
+        keys.channel,
+        keys.inputs,
+        keys.tokens,
+        now,
+        h.options.taskRetentionMs,
+        h.options.eventRetentionMs,
+        JSON.stringify(error),
+        'null',
+        end.type,
+        JSON.stringify(end.data),
+      );
+      if (reply[0] === 'corrupt') check(id, reply);
+      if (reply[0] === 'ok') {
+        failed.push(id);
+        h.observe(reply[1] as TaskKind, 'failed', Number(reply[2]));
+        const task = await h.redis.hmget(keys.task, 'tenant', 'parent');
+        await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null }, { failure: error.code });
+      }
+      // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
+      await h.scripts.lease_unindex(schedulerKeys.parked, id, now);
+    },
+    skipped,
+  );
   return failed;
 }

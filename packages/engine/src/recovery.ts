@@ -2,7 +2,7 @@
  * Recovery: lapsed leases and drained attempts get their `on_restart` policy (LMSP 1.0 section
  * 7.5, planned in restart.ts), and the create journal is reconciled with the ready index.
  */
-import type { StoreCore } from './core.js';
+import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { problem, TasklineError, type Problem } from './errors.js';
 import { schedulerKeys } from './keys.js';
 import { nodeOf } from './redis.js';
@@ -76,16 +76,20 @@ async function restartTask(
  * The recovery sweep: applies `recoverTask` to every task whose indexed lease lapsed, and drops
  * index entries of tasks nobody holds any more. Safe on any number of replicas at once.
  */
-export async function sweepLeases(core: StoreCore, limit = 500): Promise<Recovered[]> {
+export async function sweepLeases(core: StoreCore, limit = 500, failed?: SweepFailed): Promise<Recovered[]> {
   const now = core.now();
   const due = await core.redis.zrangebyscore(schedulerKeys.leases, '-inf', now, 'LIMIT', 0, limit);
   const recovered: Recovered[] = [];
-  for (const id of due) {
-    const done = await recoverTask(core, id, now);
-    if (done) recovered.push(done);
-    const task = await core.get(id);
-    if (!task || task.leaseUntil === null) await core.scripts.lease_unindex(schedulerKeys.leases, id, now);
-  }
+  await sweepEach(
+    due,
+    async (id) => {
+      const done = await recoverTask(core, id, now);
+      if (done) recovered.push(done);
+      const task = await core.get(id);
+      if (!task || task.leaseUntil === null) await core.scripts.lease_unindex(schedulerKeys.leases, id, now);
+    },
+    failed,
+  );
   return recovered;
 }
 
@@ -93,7 +97,12 @@ export async function sweepLeases(core: StoreCore, limit = 500): Promise<Recover
  * The reconciler: every create journalled more than `olderThanMs` ago either made a task, which
  * is queued now if it is still waiting, or failed before it was written, and is forgotten.
  */
-export async function reconcileIntake(core: StoreCore, olderThanMs: number, limit = 500): Promise<string[]> {
+export async function reconcileIntake(
+  core: StoreCore,
+  olderThanMs: number,
+  limit = 500,
+  failed?: SweepFailed,
+): Promise<string[]> {
   const ids = await core.redis.zrangebyscore(
     schedulerKeys.intake,
     '-inf',
@@ -103,15 +112,19 @@ export async function reconcileIntake(core: StoreCore, olderThanMs: number, limi
     limit,
   );
   const queued: string[] = [];
-  for (const id of ids) {
-    const task = await core.get(id);
-    if (task?.status === 'queued') {
-      await core.enqueue(task);
-      queued.push(id);
-    } else {
-      await core.redis.zrem(schedulerKeys.intake, id);
-    }
-  }
+  await sweepEach(
+    ids,
+    async (id) => {
+      const task = await core.get(id);
+      if (task?.status === 'queued') {
+        await core.enqueue(task);
+        queued.push(id);
+      } else {
+        await core.redis.zrem(schedulerKeys.intake, id);
+      }
+    },
+    failed,
+  );
   return queued;
 }
 
@@ -123,6 +136,7 @@ export async function reconcileDispatches(
   core: StoreCore,
   olderThanMs: number,
   limit = 500,
+  failed?: SweepFailed,
 ): Promise<string[]> {
   const stale = await core.redis.zrangebyscore(
     schedulerKeys.inflight,
@@ -132,11 +146,15 @@ export async function reconcileDispatches(
     0,
     limit,
   );
-  for (const id of stale) {
-    const task = await core.get(id);
-    if (task?.status === 'queued') await core.enqueue(task);
-    await core.redis.zrem(schedulerKeys.inflight, id);
-  }
+  await sweepEach(
+    stale,
+    async (id) => {
+      const task = await core.get(id);
+      if (task?.status === 'queued') await core.enqueue(task);
+      await core.redis.zrem(schedulerKeys.inflight, id);
+    },
+    failed,
+  );
   return stale;
 }
 
@@ -150,22 +168,30 @@ export async function sweepActive(
   core: StoreCore,
   olderThanMs: number,
   hasJob: (task: TaskRecord) => Promise<boolean>,
+  failed?: SweepFailed,
 ): Promise<number> {
   let dropped = 0;
   const prefix = schedulerKeys.active('');
-  for (const key of await scan(core, `${prefix}*`)) {
-    const tenant = key.slice(prefix.length);
-    for (const id of await core.redis.zrange(key, 0, -1)) {
+  // Every entry of every running set, as `<set key> <id>` (neither has a space), in one sweep.
+  const entries: string[] = [];
+  for (const key of await scan(core, `${prefix}*`))
+    for (const id of await core.redis.zrange(key, 0, -1)) entries.push(`${key} ${id}`);
+  await sweepEach(
+    entries,
+    async (entry) => {
+      const [key, id] = entry.split(' ') as [string, string];
       const task = await core.get(id);
       if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
         await core.redis.zrem(key, id);
         dropped++;
       } else if (task.status === 'queued' && task.updatedAt < core.now() - olderThanMs) {
+        const tenant = key.slice(prefix.length);
         const waiting = await core.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
         if (waiting === null && !(await hasJob(task))) await core.enqueue(task);
       }
-    }
-  }
+    },
+    failed && ((entry, error) => failed(entry.slice(entry.indexOf(' ') + 1), error)),
+  );
   return dropped;
 }
 

@@ -1,5 +1,11 @@
 import type { Redis } from 'ioredis';
-import { StoreCore, flattenEvents, type TaskStoreOptions, type TransitionOptions } from './core.js';
+import {
+  StoreCore,
+  flattenEvents,
+  type SweepFailed,
+  type TaskStoreOptions,
+  type TransitionOptions,
+} from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
 import { persist } from './create.js';
 import * as idempotency from './idempotency.js';
@@ -20,7 +26,7 @@ import { emptyResponse, finalEvent, statusEvent, type EventInput } from './respo
 import type { Recovered } from './restart.js';
 import { CANCEL_OUTCOME, TASK_STATUSES, type TaskStatus } from './states.js';
 
-export { storeOptionsFromEnv, type TaskStoreOptions } from './core.js';
+export { storeOptionsFromEnv, type SweepFailed, type TaskStoreOptions } from './core.js';
 
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
 
@@ -301,9 +307,12 @@ export class TaskStore {
     return inputs.answers(this.redis, id);
   }
 
-  /** Fails parked tasks past their input deadline with `input_timeout`; returns their ids. */
-  sweepInputDeadlines(limit?: number): Promise<string[]> {
-    return inputs.sweepInputDeadlines(this.core, limit);
+  /**
+   * Fails parked tasks past their input deadline with `input_timeout`; returns their ids. A task
+   * it cannot fail is skipped and told to `failed` (see sweepEach), as in every sweep below.
+   */
+  sweepInputDeadlines(limit?: number, failed?: SweepFailed): Promise<string[]> {
+    return inputs.sweepInputDeadlines(this.core, limit, failed);
   }
 
   /** How many tasks wait for their caller's input, holding no worker slot. */
@@ -333,18 +342,18 @@ export class TaskStore {
   }
 
   /** The recovery sweep over lapsed leases (see recovery.ts). Safe on any number of replicas. */
-  sweepLeases(limit?: number): Promise<Recovered[]> {
-    return recovery.sweepLeases(this.core, limit);
+  sweepLeases(limit?: number, failed?: SweepFailed): Promise<Recovered[]> {
+    return recovery.sweepLeases(this.core, limit, failed);
   }
 
   /** Queues journalled creates older than `olderThanMs` that never reached the ready index. */
-  reconcileIntake(olderThanMs: number, limit?: number): Promise<string[]> {
-    return recovery.reconcileIntake(this.core, olderThanMs, limit);
+  reconcileIntake(olderThanMs: number, limit?: number, failed?: SweepFailed): Promise<string[]> {
+    return recovery.reconcileIntake(this.core, olderThanMs, limit, failed);
   }
 
   /** Offers again the tasks of dispatches that died before their job was queued (see recovery.ts). */
-  reconcileDispatches(olderThanMs: number, limit?: number): Promise<string[]> {
-    return recovery.reconcileDispatches(this.core, olderThanMs, limit);
+  reconcileDispatches(olderThanMs: number, limit?: number, failed?: SweepFailed): Promise<string[]> {
+    return recovery.reconcileDispatches(this.core, olderThanMs, limit, failed);
   }
 
   /**
@@ -357,8 +366,12 @@ export class TaskStore {
   }
 
   /** Repairs the tenants' running sets (see recovery.ts); returns how many entries it dropped. */
-  sweepActive(olderThanMs: number, hasJob: (task: TaskRecord) => Promise<boolean>): Promise<number> {
-    return recovery.sweepActive(this.core, olderThanMs, hasJob);
+  sweepActive(
+    olderThanMs: number,
+    hasJob: (task: TaskRecord) => Promise<boolean>,
+    failed?: SweepFailed,
+  ): Promise<number> {
+    return recovery.sweepActive(this.core, olderThanMs, hasJob, failed);
   }
 
   /**

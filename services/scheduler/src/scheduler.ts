@@ -23,6 +23,7 @@ import {
   type FairShareOptions,
   type Pick,
   type RedisTarget,
+  type SweepFailed,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
@@ -326,10 +327,15 @@ export class Scheduler {
     return true;
   }
 
+  /** How a sweep reports a task it skipped (its step failed): logged; the next round tries again. */
+  private skipped(sweep: string): SweepFailed {
+    return (task, error) => this.o.log.warn('sweep_skipped_task', { sweep, task, error });
+  }
+
   private async recover(): Promise<void> {
-    const timedOut = await this.o.store.sweepInputDeadlines();
+    const timedOut = await this.o.store.sweepInputDeadlines(undefined, this.skipped('input_deadlines'));
     if (timedOut.length) this.o.log.info('input_timed_out', { tasks: timedOut });
-    const recovered = await this.o.store.sweepLeases();
+    const recovered = await this.o.store.sweepLeases(undefined, this.skipped('leases'));
     for (const r of recovered) {
       this.o.metrics.leasesExpiredTotal.inc();
       this.o.metrics.restartPoliciesAppliedTotal.inc({ kind: r.kind, policy: r.policy });
@@ -342,9 +348,10 @@ export class Scheduler {
    * index, and picks whose dispatch died between the pick and the BullMQ add.
    */
   private async reconcile(): Promise<void> {
-    const requeued = await this.o.store.reconcileIntake(this.o.reconcileAfterMs);
+    const after = this.o.reconcileAfterMs;
+    const requeued = await this.o.store.reconcileIntake(after, undefined, this.skipped('intake'));
     if (requeued.length) this.o.log.info('intake_reconciled', { tasks: requeued });
-    await this.o.store.reconcileDispatches(this.o.reconcileAfterMs);
+    await this.o.store.reconcileDispatches(after, undefined, this.skipped('dispatches'));
   }
 
   /**
@@ -353,8 +360,10 @@ export class Scheduler {
    * vanished (e.g. a failed claim).
    */
   async retention(): Promise<number> {
-    return this.o.store.sweepActive(this.o.reconcileAfterMs, async (task) =>
-      Boolean(await this.queue(task.model).getJob(dispatchJobId(task))),
+    return this.o.store.sweepActive(
+      this.o.reconcileAfterMs,
+      async (task) => Boolean(await this.queue(task.model).getJob(dispatchJobId(task))),
+      this.skipped('running_sets'),
     );
   }
 
