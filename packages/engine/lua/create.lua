@@ -7,7 +7,8 @@
   KEYS[4] inputs hash    tl:{id}:inputs
   KEYS[5] token snapshot tl:{id}:tokens
   ARGV[1] now (ms)
-  ARGV[2] '1' when the id was drawn for this create (nothing can be under it: no check), else '0'
+  ARGV[2] '1' when the id was drawn for this create (nothing a vanished task left can be under it:
+          nothing is cleared), else '0'
   ARGV[3] number of field/value pairs that follow (N)
   ARGV[4 .. 3+2N] field, value, ...
   ARGV[4+2N ..] event type, event data (JSON)
@@ -15,13 +16,15 @@
   Without its record, whatever else is kept under the id (event log, inputs, snapshot) is what a
   task that vanished left (an expiry racing its log's, an eviction): it is dropped first, so the
   new task starts its log at 1 instead of failing half-way on an XADD or replaying an old run.
+  A drawn id is checked too: a create that stalled past its Idempotency-Key's hold may land after
+  the retry that took the key over made (and ran) the task under that id.
 
   Returns {'ok', seq} or {'exists'} when the id is taken (a retried create of the same id).
 ]]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return { 'exists' }
+end
 if ARGV[2] ~= '1' then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return { 'exists' }
-  end
   redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
 end
 local now = ARGV[1]

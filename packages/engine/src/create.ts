@@ -17,9 +17,9 @@ import { emptyResponse, statusEvent } from './response.js';
  */
 export async function persist(core: StoreCore, input: NewTask): Promise<TaskRecord> {
   const id = input.id ?? newId('task');
-  // A fresh id cannot exist yet: its record needs no check, and its enqueue goes out in the same
-  // round trip, behind the record (Redis runs them in order), so the scheduler hears of the task
-  // one round trip sooner.
+  // A fresh id has nothing left under it to clear, and its enqueue goes out in the same round
+  // trip, behind the record (Redis runs them in order), so the scheduler hears of the task one
+  // round trip sooner. (It is still checked: see create.lua.)
   const fresh = input.id === undefined || input.fresh === true;
   const now = core.now();
   const responseId = `resp_${id.slice('task_'.length)}`;

@@ -4,6 +4,7 @@ import {
   connectRedis,
   finalEvent,
   isFinalEventType,
+  newId,
   problem,
   TASK_STATUSES,
   TaskStore,
@@ -196,6 +197,42 @@ test('an abandoned create is finished by a retry under the same task id', async 
     await new Promise((r) => setTimeout(r, 350));
     const { task } = await short.store.createIdempotent(newTask(), 'k', 'fp');
     assert.equal(task.id, begun.taskId);
+  } finally {
+    await short.close();
+  }
+});
+
+test('a create that stalls past its hold, and lands after the retry that took over, leaves that task alone', async () => {
+  const short = await harness({ idempotencyPendingMs: 300 });
+  try {
+    // The first request reserves the key with the id it drew for its task, then stalls (a pause,
+    // a failover) before its create lands.
+    const first = await short.store.beginIdempotent('tenant-a', 'k', 'fp');
+    await new Promise((r) => setTimeout(r, 350));
+    const retry = await short.store.createIdempotent(newTask({ id: newId('task'), fresh: true }), 'k', 'fp');
+    assert.equal(retry.task.id, first.taskId, 'the retry took over the first id');
+    const { attempt } = await short.store.claim(first.taskId, 'w1', 60_000, { start: true });
+    await short.store.append(
+      first.taskId,
+      attempt,
+      [1],
+      [{ type: 'response.output_text.delta', data: { delta: 'hi' } }],
+    );
+    const before = await short.store.eventsAfter(first.taskId, 0);
+
+    // The first request goes on as createIdempotent does: its drawn id, still taken for fresh.
+    const late = await short.store.create({
+      ...newTask(),
+      id: first.taskId,
+      fresh: true,
+      idempotencyKey: 'k',
+    });
+    assert.equal(late.status, 'running', 'it answers with the task that is there');
+    const task = await short.store.get(first.taskId);
+    assert.equal(task?.status, 'running');
+    assert.equal(task?.attempt, attempt);
+    assert.deepEqual(await short.store.eventsAfter(first.taskId, 0), before, 'its history untouched');
+    await short.store.finish(first.taskId, attempt, { status: 'succeeded', result: null });
   } finally {
     await short.close();
   }

@@ -24,7 +24,7 @@ test('create refuses an id that exists', async () => {
   assert.equal(await h.redis.hget(keys[0]!, 'tenant'), 'a');
 });
 
-test('create of an id drawn for it neither checks nor clears what is under the id', async () => {
+test('create of an id drawn for it clears nothing under the id, but refuses a task there', async () => {
   const [task, , , inputs] = ['tl:{u}:task', 'tl:{u}:events', 'tl:{u}:ev', 'tl:{u}:inputs', 'tl:{u}:tokens'];
   const create = (fresh: string, tenant: string) =>
     h.redis.eval(
@@ -45,9 +45,10 @@ test('create of an id drawn for it neither checks nor clears what is under the i
     );
   await h.redis.hset(inputs!, 'q:left', '{}');
   assert.deepEqual(await create('1', 'a'), ['ok', 1]);
-  // No EXISTS and no DEL ran: what a vanished task left is still there.
+  // No DEL ran: what a vanished task left is still there.
   assert.equal(await h.redis.hget(inputs!, 'q:left'), '{}');
   assert.deepEqual(await create('0', 'b'), ['exists']);
+  assert.deepEqual(await create('1', 'c'), ['exists']);
   assert.equal(await h.redis.hget(task!, 'tenant'), 'a');
 });
 
