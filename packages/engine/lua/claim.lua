@@ -13,7 +13,8 @@
   queued it) writes neither event: to them it never stopped running (ARCHITECTURE.md, "What
   clients see").
 
-  Returns {'ok', attempt, seq, record} | {'missing'} | {'terminal', status} | {'illegal', status}
+  Returns {'ok', attempt, seq, record} | {'missing'} | {'terminal', status, tenant, parent ('' for none)}
+        | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
   where `record` is the task hash as this step leaves it (field, value, ...), so that the worker
   needs no read of its own.
@@ -29,7 +30,8 @@ if not status then
   return { 'missing' }
 end
 if isTerminal(status) then
-  return { 'terminal', status }
+  -- Whose running set a job for an ended task took a place in (see TaskStore.claim).
+  return { 'terminal', status, fields['tenant'] or '', fields['parent'] or '' }
 end
 if status ~= 'queued' then
   return { 'illegal', status }

@@ -183,10 +183,14 @@ export class TaskStore {
     );
     const [index, reply] = await Promise.allSettled([indexed, claimed]);
     if (reply.status === 'rejected') throw reply.reason;
-    // Refused because the task is gone or finished: drop the entry. Refused because another
-    // attempt holds it: the entry is the holder's, and must stay for the sweep.
-    if (reply.value[0] === 'missing' || reply.value[0] === 'terminal') {
-      await this.redis.zrem(schedulerKeys.leases, id);
+    // Refused because the task is gone or finished: drop the entry (another attempt's stays for
+    // the sweep), and an ended task's place in its running set, which dispatch gave a job of an
+    // offer that landed after the end (a cancel between a requeue and its offer).
+    const [refusal, , tenant, parent] = reply.value as string[];
+    if (refusal === 'missing') await this.redis.zrem(schedulerKeys.leases, id);
+    if (refusal === 'terminal') {
+      const running = schedulerKeys.active(queueTenant({ tenant: tenant!, parent: parent || null }));
+      await this.redis.multi().zrem(schedulerKeys.leases, id).zrem(running, id).exec();
     }
     check(id, reply.value);
     // The claim went through without its index entry: write it now, before any work starts.

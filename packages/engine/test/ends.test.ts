@@ -93,6 +93,23 @@ test('a finished task leaves the lease index and its running set', async () => {
   assert.equal(await h.redis.zscore(schedulerKeys.active(task.tenant), task.id), null);
 });
 
+test('a job for a task that ended before its offer landed frees its place under the running cap when refused', async () => {
+  // An offer that follows its task's requeue (an answer, a restart, the reconciler) may land after
+  // a cancel that ended the task meanwhile and cleaned the scheduler's index: dispatch then picks
+  // the ended task into its tenant's running set and queues a job the claim refuses.
+  const task = await h.store.create(newTask({ tenant: 'late-offer' }));
+  await h.store.cancel(task.id, 'late-offer');
+  await h.store.enqueue(task);
+  const ready = schedulerKeys.ready('late-offer', task.model);
+  assert.deepEqual(await h.redis.zrange(ready, 0, -1), [task.id]);
+  // As dispatch.lua does: out of the ready index, into the tenant's running set.
+  await h.redis.zrem(ready, task.id);
+  await h.redis.zadd(schedulerKeys.active('late-offer'), 1, task.id);
+  await assert.rejects(h.store.claim(task.id, 'w1', 60_000), /already cancelled/);
+  assert.equal(await h.redis.zscore(schedulerKeys.active('late-offer'), task.id), null);
+  assert.equal(await h.redis.zscore(schedulerKeys.leases, task.id), null);
+});
+
 /** The commands `h.redis` sends while `fn` runs. */
 async function sentBy(fn: () => Promise<unknown>): Promise<string[][]> {
   const sent: string[][] = [];
