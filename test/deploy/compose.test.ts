@@ -1,0 +1,50 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { loadEnv, type Env } from '../../packages/config/src/index.js';
+import { ROOT } from './promql.js';
+
+// deploy/compose.yaml as the services would read it: each container is a host of its own, so
+// loopback reaches only itself, and the other services are reached by their compose names.
+
+interface Service {
+  environment?: Record<string, string>;
+}
+
+/** `${NAME:-default}` as compose resolves it with nothing set in the caller's environment. */
+const interpolate = (value: string) => String(value).replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1');
+
+const compose = parse(readFileSync(`${ROOT}deploy/compose.yaml`, 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+};
+
+/** A service's settings after loadEnv: its environment over the defaults of packages/config. */
+function settings(name: string): Env {
+  const raw = compose.services[name]?.environment ?? {};
+  const env = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, interpolate(v)]));
+  return loadEnv(env);
+}
+
+const hostPort = (addr: string) => {
+  const i = addr.lastIndexOf(':');
+  return { host: addr.slice(0, i), port: Number(addr.slice(i + 1)) };
+};
+
+test('compose: workers reach the scheduler control plane across containers', () => {
+  const scheduler = settings('scheduler');
+  const worker = settings('gpu-worker');
+  // Dispatch counts only the slots workers report over gRPC: a worker that cannot connect never
+  // gets a task. A scheduler listening on its own loopback is out of every other container's reach.
+  assert.ok(
+    !['127.0.0.1', 'localhost', '::1'].includes(scheduler.TASKLINE_CONTROL_HOST),
+    `scheduler listens on ${scheduler.TASKLINE_CONTROL_HOST}`,
+  );
+  const advertised = hostPort(
+    scheduler.TASKLINE_CONTROL_ADVERTISE ||
+      `${scheduler.TASKLINE_CONTROL_HOST}:${scheduler.TASKLINE_CONTROL_PORT}`,
+  );
+  assert.deepEqual(advertised, { host: 'scheduler', port: scheduler.TASKLINE_CONTROL_PORT }, 'advertised');
+  for (const addr of worker.TASKLINE_SCHEDULER_ADDR.split(','))
+    assert.deepEqual(hostPort(addr), { host: 'scheduler', port: scheduler.TASKLINE_CONTROL_PORT }, addr);
+});
