@@ -10,6 +10,7 @@ import { ROOT } from './promql.js';
 
 interface Service {
   environment?: Record<string, string>;
+  deploy?: { resources?: { reservations?: { devices?: { capabilities?: string[] }[] } } };
 }
 
 /** `${NAME:-default}` as compose resolves it with nothing set in the caller's environment. */
@@ -47,4 +48,13 @@ test('compose: workers reach the scheduler control plane across containers', () 
   assert.deepEqual(advertised, { host: 'scheduler', port: scheduler.TASKLINE_CONTROL_PORT }, 'advertised');
   for (const addr of worker.TASKLINE_SCHEDULER_ADDR.split(','))
     assert.deepEqual(hostPort(addr), { host: 'scheduler', port: scheduler.TASKLINE_CONTROL_PORT }, addr);
+});
+
+test('compose: a worker that reserves a GPU runs the CUDA provider on it', () => {
+  const devices = compose.services['gpu-worker']?.deploy?.resources?.reservations?.devices ?? [];
+  assert.ok(
+    devices.some((d) => d.capabilities?.includes('gpu')),
+    'the worker reserves a GPU',
+  );
+  assert.equal(settings('gpu-worker').TASKLINE_EXECUTION_PROVIDER, 'cuda');
 });
