@@ -58,3 +58,12 @@ test('compose: a worker that reserves a GPU runs the CUDA provider on it', () =>
   );
   assert.equal(settings('gpu-worker').TASKLINE_EXECUTION_PROVIDER, 'cuda');
 });
+
+test('compose: the api has a credential to call it with, and every service starts on its settings', () => {
+  for (const name of ['api', 'scheduler', 'gpu-worker']) settings(name);
+  const api = settings('api');
+  assert.ok(
+    api.TASKLINE_API_KEYS || api.TASKLINE_JWT_PUBLIC_KEY || api.TASKLINE_JWT_JWKS_URL,
+    'no API key or JWT setting: every request would be 401, and keys made by the CLI need a Redis the compose stack does not publish',
+  );
+});
