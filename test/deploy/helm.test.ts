@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { parse } from 'yaml';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { CHART, CRDS, helm, render } from './helm-tool.js';
 import { schemaProblems } from './k8s-schema.js';
 import { readmeWithTable } from './chart-readme.js';
@@ -245,27 +247,64 @@ test('the chart README documents every value of values.schema.json', () => {
     assert.ok(readme.includes(`| \`${key}`), key);
 });
 
-// Settings named by the contract of issue 16 item 6, read by the services once that work lands in
-// packages/config; the chart sets them already. Remove a name here once DEFAULTS has it.
-const PENDING = new Set(['TASKLINE_DURABILITY']);
 /** Variables only the pod spec uses: Kubernetes expands them into others, no service reads them. */
 const POD_ONLY = new Set(['POD_IP', 'REDIS_PASSWORD', 'REDISCLI_AUTH']);
 
-test('every setting the chart passes is one the services read (packages/config defaults)', async () => {
-  const { DEFAULTS } = await import('../../packages/config/src/defaults.js');
-  const ms = [render(), renderExample('external-managed-redis.yaml')].flat();
-  const names = new Set<string>(Object.keys(configMap(render())));
-  for (const m of ms) {
+/**
+ * Settings the chart passes from values of its own, in every Redis shape: the services' env,
+ * the keys' Secret, and the ConfigMap's entries that do not come from `config`.
+ */
+function chartSettings(): Set<string> {
+  const values = parse(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { config: object };
+  const names = new Set(Object.keys(configMap(render())).filter((k) => !(k in values.config)));
+  const shapes = ['external-managed-redis.yaml', 'redis-cluster-in-chart.yaml'];
+  for (const m of [render(), ...shapes.map(renderExample)].flat()) {
     if (m.kind === 'Secret' && m.metadata.name === 'taskline')
       for (const k of Object.keys((m as { stringData?: object }).stringData ?? {})) names.add(k);
-    const spec = (m as Partial<Workload>).spec?.template?.spec;
-    for (const c of spec?.containers ?? []) for (const e of c.env ?? []) names.add(e.name);
+    if (m.kind !== 'Deployment') continue; // Redis's own pods and Job read none of them
+    for (const c of (m as Workload).spec.template.spec.containers)
+      for (const e of c.env ?? []) names.add(e.name);
   }
-  for (const name of names) {
-    if (POD_ONLY.has(name) || PENDING.has(name)) continue;
-    assert.ok(name in DEFAULTS, `${name} is not a setting of packages/config`);
-  }
+  for (const name of POD_ONLY) names.delete(name);
+  return names;
+}
+
+test('every setting the chart passes is one the services read (packages/config defaults)', async () => {
+  const { DEFAULTS } = await import('../../packages/config/src/defaults.js');
+  const names = chartSettings();
+  for (const name of names) assert.ok(name in DEFAULTS, `${name} is not a setting of packages/config`);
   assert.ok(names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS'));
+});
+
+// A name in `config` that the chart also sets is overridden without a word (env wins over
+// envFrom, and the keys' Secret, listed after the ConfigMap, wins over it: config.TASKLINE_ADMIN_KEYS
+// met the Secret's empty one), and one no service reads (a typo) does nothing. TASKLINE_WORKER_ID
+// would name every worker replica alike: they share the ConfigMap.
+test('config takes every other setting of packages/config, and refuses those the chart sets and unknown names', async () => {
+  const { DEFAULTS } = await import('../../packages/config/src/defaults.js');
+  const own = new Set([...chartSettings(), 'TASKLINE_WORKER_ID']);
+  const open = Object.fromEntries(Object.entries(DEFAULTS).filter(([k]) => !own.has(k)));
+  const schema = JSON.parse(readFileSync(`${CHART}/values.schema.json`, 'utf8')) as {
+    properties: { config: { propertyNames: { enum?: string[] } } };
+  };
+  assert.deepEqual(schema.properties.config.propertyNames.enum?.toSorted(), Object.keys(open).toSorted());
+  const dir = mkdtempSync(join(tmpdir(), 'taskline-config-'));
+  const valuesFile = (name: string, config: Record<string, string>) => {
+    writeFileSync(join(dir, name), stringify({ config }));
+    return join(dir, name);
+  };
+  try {
+    const all = configMap(render({ files: [valuesFile('open.yaml', open)] }));
+    assert.deepEqual(all, { ...configMap(render()), ...open });
+    const refused = [...own, 'TASKLINE_RATE_LIMIT_PER_SECOND'];
+    const file = valuesFile('refused.yaml', Object.fromEntries(refused.map((k) => [k, '1'])));
+    assert.throws(
+      () => render({ files: [file] }),
+      (err: Error) => refused.every((k) => err.message.includes(`invalid propertyName '${k}'`)),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('operator console keys reach the api through the Secret', () => {
