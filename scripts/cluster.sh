@@ -11,18 +11,10 @@ pnpm build # incremental: cheap when nothing changed, and never runs stale code
 
 data=.data/cluster
 mkdir -p "$data/redis"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
+source scripts/local-stack.sh
 
 redis_port=${TASKLINE_CLUSTER_REDIS_PORT:-6391}
-redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$PWD/$data/redis" \
-  --appendonly yes --appendfsync always --save '' --daemonize no --loglevel warning &
-pids+=($!)
-until redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
+start_redis "$redis_port" "$PWD/$data/redis"
 
 export REDIS_URL="redis://127.0.0.1:$redis_port"
 export TASKLINE_HOST=127.0.0.1

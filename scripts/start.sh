@@ -7,30 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 
-pids=()
-redis_pid=''
-# The services first, Redis once they are gone: a stopping worker and scheduler still write to it
-# (running tasks' on_restart policies, the leader stepping down).
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}" 2>/dev/null || true
-  if [ -n "$redis_pid" ]; then
-    kill -TERM "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT INT TERM
+source scripts/local-stack.sh
 
 if [ -z "${REDIS_URL:-}" ]; then
-  port=6390
   mkdir -p .data/redis
-  # A session of its own, so that Ctrl-C (sent to the terminal's whole process group) leaves it
-  # to cleanup, after the services.
-  setsid redis-server --port "$port" --bind 127.0.0.1 --dir "$PWD/.data/redis" \
-    --appendonly yes --appendfsync always --save '' --daemonize no --loglevel warning &
-  redis_pid=$!
-  export REDIS_URL="redis://127.0.0.1:$port"
-  until redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
+  start_redis 6390 "$PWD/.data/redis"
+  export REDIS_URL="redis://127.0.0.1:6390"
 fi
 
 # A local key so the API answers out of the box; set TASKLINE_API_KEYS or JWT settings for anything else.
