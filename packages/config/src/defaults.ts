@@ -124,7 +124,10 @@ export const DEFAULTS = {
   TASKLINE_SNAPSHOT_MODELS: 'tiny-chat',
   /** The model MCP `generate`/`batch_generate` use when a call names none; empty: callers must name one. */
   TASKLINE_DEFAULT_MODEL: '',
-  /** Static API keys for local use, `tenant:key,tenant:key`; keys made by the CLI live hashed in Redis. */
+  /**
+   * Static API keys for local use, `tenant:key,tenant:key`; keys made by the CLI live hashed in Redis.
+   * A key names one tenant and is never also in TASKLINE_ADMIN_KEYS (start-up refuses either).
+   */
   TASKLINE_API_KEYS: '',
   /** JWT bearer tokens: verified against a PEM (SPKI) public key or a JWKS URL; empty turns JWTs off. */
   TASKLINE_JWT_PUBLIC_KEY: '',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { DEFAULTS } from './defaults.js';
 
@@ -142,5 +143,31 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
       'invalid configuration: JWT auth (TASKLINE_JWT_PUBLIC_KEY or TASKLINE_JWT_JWKS_URL) needs both TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE, so that a token minted for another audience is refused',
     );
   }
+  const shared = sharedKey(parsed.data);
+  if (shared) throw new ConfigError(`invalid configuration: ${shared}`);
   return parsed.data;
+}
+
+/**
+ * A static key names one tenant and is never an operator's: the authenticators look a key up by
+ * its SHA-256, so a key given to two tenants proved the last of them, and one in both lists
+ * opened the console to a tenant. What is wrong is said without the key.
+ */
+function sharedKey(env: Pick<Env, 'TASKLINE_API_KEYS' | 'TASKLINE_ADMIN_KEYS'>): string | null {
+  const sha256 = (key: string) => createHash('sha256').update(key).digest('hex');
+  const tenants = new Map<string, string>();
+  for (const pair of env.TASKLINE_API_KEYS.split(',').filter(Boolean)) {
+    const at = pair.indexOf(':');
+    const [tenant, hash] = [pair.slice(0, at), sha256(pair.slice(at + 1))];
+    const other = tenants.get(hash);
+    if (other !== undefined && other !== tenant)
+      return `TASKLINE_API_KEYS gives one key to two tenants (${other} and ${tenant})`;
+    tenants.set(hash, tenant);
+  }
+  for (const key of env.TASKLINE_ADMIN_KEYS.split(',').filter(Boolean)) {
+    const tenant = tenants.get(key.startsWith('sha256:') ? key.slice('sha256:'.length) : sha256(key));
+    if (tenant !== undefined)
+      return `TASKLINE_ADMIN_KEYS holds the key TASKLINE_API_KEYS gives tenant ${tenant}: a tenant's key is never an operator's`;
+  }
+  return null;
 }

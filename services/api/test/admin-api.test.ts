@@ -1,7 +1,18 @@
 /** `/admin/v1` over HTTP without a browser: its refusals, against an in-process api and a Redis of its own. */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { KEY_A, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
+import { ConfigError } from '@taskline/config';
+import {
+  call,
+  KEY_A,
+  KEY_B,
+  startApi,
+  startStack,
+  TASK_BODY,
+  type InProcessApi,
+  type Stack,
+} from './helpers.js';
 
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
@@ -47,6 +58,38 @@ describe('operator credentials', () => {
     assert.equal((await admin('GET', '/console', 'garbage-token')).status, 401);
     assert.equal((await admin('GET', '/console', KEY_A)).status, 403);
     assert.equal((await admin('GET', '/admin/v1/overview')).status, 200);
+  });
+
+  it("start-up refuses a tenant's key that is also an operator's, or one key given to two tenants", async () => {
+    // Either would hand its holder another's rights: the console to a tenant, one tenant's tasks to another.
+    const sha = createHash('sha256').update(KEY_A).digest('hex');
+    for (const env of [
+      { TASKLINE_ADMIN_KEYS: KEY_A },
+      { TASKLINE_ADMIN_KEYS: `${ADMIN_KEY},sha256:${sha}` },
+      { TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-b:${KEY_A}` },
+    ]) {
+      let served: InProcessApi;
+      try {
+        served = await startApi(stack, env);
+      } catch (err) {
+        assert.ok(err instanceof ConfigError, String(err));
+        assert.match(err.message, /TASKLINE_API_KEYS/);
+        assert.ok(!err.message.includes(KEY_A) && !err.message.includes(sha), 'the key is never told');
+        continue;
+      }
+      // What the key's holder gets where such a configuration is served.
+      const opened = await call(served.base, 'GET', '/admin/v1/overview', { key: KEY_A, skipCheck: true });
+      const created = await call(served.base, 'POST', '/lmsp/v1/tasks', { key: KEY_A, body: TASK_BODY });
+      const owner = (await stack.worker.get((created.body as { id: string }).id))?.tenant;
+      const seen = `/admin/v1/overview ${opened.status}, its task made for ${owner}`;
+      await served.close();
+      assert.fail(`${JSON.stringify(env)} was served: ${seen}`);
+    }
+    // The same key listed twice for one tenant is one credential, and fine.
+    const twice = await startApi(stack, {
+      TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-a:${KEY_A},tenant-b:${KEY_B}`,
+    });
+    await twice.close();
   });
 });
 
