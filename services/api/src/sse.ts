@@ -75,6 +75,8 @@ export interface StreamOptions {
   metrics?: TasklineMetrics;
   /** The stream's slot, when it was opened before the task was created (a streamed create). */
   slot?: StreamSlot;
+  /** Asked on every heartbeat, never rejects: false ends the stream (the key that opened it was revoked). */
+  stillAuthorized?: () => Promise<boolean>;
 }
 
 /**
@@ -155,6 +157,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));
+    void o.stillAuthorized?.().then((ok) => ok || finish());
   }, o.heartbeatMs);
 
   const pending = buffered;

@@ -70,6 +70,29 @@ describe('API keys from the CLI', () => {
     const revoked = await call(api.base, 'GET', '/lmsp/v1/models', { key: created.key });
     assert.equal(revoked.status, 401);
   });
+
+  test("a revoked key's open streams end at their next heartbeat; other keys' streams go on", async () => {
+    const make = async () =>
+      JSON.parse(await cli('keys', 'create', '--tenant', 'tenant-cli')) as { id: string; key: string };
+    const [revoked, kept] = [await make(), await make()];
+    const task = (await call(api.base, 'POST', '/lmsp/v1/tasks', { key: revoked.key, body: TASK_BODY }))
+      .body as { events_url: string; response_id: string };
+    // Its task's event stream, and the same events through the response, for each key.
+    const paths = [task.events_url, `/lmsp/v1/responses/${task.response_id}?stream=true`];
+    const open = (key: string) => Promise.all(paths.map((path) => openSse(api.base, path, { key })));
+    const [doomed, going] = [await open(revoked.key), await open(kept.key)];
+    for (const read of [...doomed, ...going]) await read.waitFor(1);
+    await cli('keys', 'revoke', revoked.id);
+    const ended = (read: (typeof doomed)[number]) =>
+      Promise.race([read.done.then(() => true), new Promise((r) => setTimeout(r, 2000, false))]);
+    for (const read of doomed) assert.equal(await ended(read), true, 'ended within 10 heartbeats of 200 ms');
+    for (const read of going) {
+      const comments = read.comments;
+      await new Promise((r) => setTimeout(r, 500));
+      assert.ok(read.comments > comments, 'still sending heartbeats');
+      read.abort();
+    }
+  });
 });
 
 describe('JWT bearer tokens', () => {
