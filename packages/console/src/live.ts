@@ -43,13 +43,13 @@ export class SnapshotFeed {
     private readonly onIdle?: () => void,
   ) {}
 
-  /** Calls `fn` with each new snapshot (the latest one first, if it is newer than `after`). */
+  /** Calls `fn` with each new snapshot (the latest one first, unless it is `after` itself). */
   async subscribe(after: number, fn: (s: Snapshot) => void): Promise<() => void> {
     this.listeners.add(fn);
     if (!this.timer) this.schedule();
     // A new reader gets the state now, not an interval later: read it unless one is fresh.
     if (!this.latest || Date.now() - this.latest.id >= this.intervalMs) await this.tick();
-    else if (this.latest.id > after) fn(this.latest);
+    else if (this.latest.id !== after) fn(this.latest);
     return () => {
       this.listeners.delete(fn);
       if (this.listeners.size === 0) {
@@ -145,7 +145,8 @@ export function snapshotResumePoint(req: Request): number {
 
 /**
  * Serves a feed as SSE with the rules of task streams: `id:` on every snapshot, resume after
- * Last-Event-ID (only newer snapshots follow: each replaces the last, so none is missed),
+ * Last-Event-ID (the current snapshot, unless it is the reader's last, then newer ones: each
+ * replaces the last, so none is missed),
  * heartbeats that renew the stream's slot under `name`'s cap, a `retry:` hint on shutdown or
  * when the reader falls `maxBufferBytes` behind. Refusals come before the first byte, and before
  * `feed` is called when it is a function.
@@ -191,11 +192,13 @@ export async function serveFeed(
   res.on('close', () => finish());
   // The client may have left before its 'close' listener was there.
   if (req.socket.destroyed) finish();
-  let last = after;
+  // Only this process's ids are in order: the resume point may be another replica's, by its clock,
+  // ahead of this one's. So the first snapshot goes unless it is the very one the reader has.
+  let last: number | null = null;
   // Taken and subscribed to in one step: its reader is there before anything else can run.
   const source = typeof feed === 'function' ? feed() : feed;
   const unsub = await source.subscribe(after, (s) => {
-    if (done || s.id <= last) return;
+    if (done || (last === null ? s.id === after : s.id <= last)) return;
     last = s.id;
     res.write(s.frame);
     if (res.writableLength > live.maxBufferBytes) finish(live.retryMs);

@@ -30,7 +30,7 @@ export function adminOpenApi(): Record<string, unknown> {
     get: {
       summary:
         `${what} as SSE: an \`${event}\` event (the JSON route's body) now and every 2 s, \`id:\` its time in ms; ` +
-        'heartbeat comments; resume with Last-Event-ID or starting_after (only newer snapshots follow). ' +
+        'heartbeat comments; resume with Last-Event-ID or starting_after (the current snapshot unless it is that one, then newer ones). ' +
         "Counts against the operator's open-stream cap (429); ended with a `retry:` hint on shutdown.",
       parameters: [
         ...parameters,

@@ -48,16 +48,33 @@ after(async () => {
   await close();
 });
 
-/** Opens `key`'s stream as `by`: its first snapshot's `by`, and a way to leave. */
-async function follow(key: string, by: string): Promise<{ by: string; leave(): void }> {
+/**
+ * Opens `key`'s stream as `by` (resumed from `lastEventId` if given): its first snapshot's `by` and
+ * id, or null for none within `waitMs`, and a way to leave.
+ */
+async function follow(
+  key: string,
+  by: string,
+  lastEventId?: string,
+  waitMs = 5000,
+): Promise<{ by: string | null; id: string | null; leave(): void }> {
   const leaving = new AbortController();
-  const res = await fetch(`${base}/feeds/${key}?by=${by}`, { signal: leaving.signal });
+  const headers: Record<string, string> = lastEventId ? { 'Last-Event-ID': lastEventId } : {};
+  const res = await fetch(`${base}/feeds/${key}?by=${by}`, { headers, signal: leaving.signal });
   assert.equal(res.status, 200);
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let text = '';
-  while (!text.includes('\n\n')) text += (await reader.read()).value ?? '';
-  const data = /^data: (.*)$/m.exec(text)![1]!;
-  return { by: (JSON.parse(data) as { by: string }).by, leave: () => leaving.abort() };
+  const deadline = setTimeout(() => void reader.cancel(), waitMs);
+  while (!text.includes('\n\n')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += value;
+  }
+  clearTimeout(deadline);
+  const leave = () => leaving.abort();
+  const data = /^data: (.*)$/m.exec(text)?.[1];
+  if (data === undefined) return { by: null, id: null, leave };
+  return { by: (JSON.parse(data) as { by: string }).by, id: /^id: (.*)$/m.exec(text)![1]!, leave };
 }
 
 test('a refused request leaves no feed behind: the next reader of its key gets a feed of its own', async () => {
@@ -90,4 +107,19 @@ test('readers of one key share its feed while any reads it; it goes with the las
     assert.ok(i < 50, 'the feed outlived its last reader');
     await new Promise((r) => setTimeout(r, 20));
   }
+});
+
+test("a reader resumed from another replica's snapshot gets this one's at once, whichever clock is ahead", async () => {
+  // Snapshot ids are each replica's clock: one resumed from a replica 20 s ahead still has an older state.
+  for (const skew of [20_000, -20_000]) {
+    const resumed = await follow('resumed', 'reader', String(Date.now() + skew), 2000);
+    resumed.leave();
+    assert.equal(resumed.by, 'reader', `resumed from a replica ${skew} ms ahead: no snapshot`);
+  }
+  // Resumed here from the snapshot the feed holds: nothing new to send until the next one.
+  const first = await follow('held', 'first');
+  const again = await follow('held', 'again', first.id!, 300);
+  first.leave();
+  again.leave();
+  assert.equal(again.by, null, 'the snapshot the reader has was sent again');
 });
