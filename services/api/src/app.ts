@@ -119,15 +119,19 @@ export function createApp(deps: AppDeps): TasklineApi {
     res.setHeader('X-Request-Id', req.id);
     if (draining) res.setHeader('Connection', 'close');
     const started = process.hrtime.bigint();
+    // Taken now: a router mounted under a prefix (`/lmsp/v1`, `/admin/v1`) leaves `req.path`
+    // without it, so an operator's `/admin/v1/tasks/...` would read as a tenant's `/tasks/...`.
+    const path = req.path;
     inFlight++;
     res.once('close', () => {
       inFlight--;
       logger.info('request', {
         request_id: req.id,
         method: req.method,
-        path: req.path,
+        path,
         status: res.statusCode,
         tenant: req.tenant?.id,
+        operator: req.operator?.id,
         ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
         aborted: !res.writableFinished,
       });

@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startRedis, until } from '@taskline/testing';
+import { hashKey } from '@taskline/auth';
 import { connectRedis } from '@taskline/engine';
 import {
   call,
   checkSse,
   completedResponse,
   delta,
+  KEY_A,
   nextQueued,
   openSse,
   spawnApi,
@@ -15,6 +17,9 @@ import {
   type ApiProcess,
   type Stack,
 } from './helpers.js';
+
+/** An operator key, so that the replicas' logs show an operator's requests too. */
+const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
 let stack: Stack;
 before(async () => {
@@ -28,7 +33,8 @@ describe('two api processes on one Redis', () => {
   let a: ApiProcess;
   let b: ApiProcess;
   before(async () => {
-    [a, b] = await Promise.all([spawnApi(stack.redisServer.url), spawnApi(stack.redisServer.url)]);
+    const env = { TASKLINE_ADMIN_KEYS: ADMIN_KEY };
+    [a, b] = await Promise.all([spawnApi(stack.redisServer.url, env), spawnApi(stack.redisServer.url, env)]);
   });
   after(async () => {
     a.child.kill('SIGKILL');
@@ -83,15 +89,22 @@ describe('two api processes on one Redis', () => {
     assert.equal(text, 'The first half and the second half.');
   });
 
-  test('JSON logs carry the request id', async () => {
-    const r = await call(a.base, 'GET', '/lmsp/v1/models', { headers: { 'x-request-id': 'trace-123' } });
-    assert.equal(r.headers.get('x-request-id'), 'trace-123');
-    await until('the request log line', () =>
-      a.logs.some((l) => l.msg === 'request' && l.request_id === 'trace-123') ? true : undefined,
+  test('JSON logs carry the request id, the path as asked and who asked: a tenant or an operator', async () => {
+    const logged = async (path: string, key: string, id: string) => {
+      const r = await call(a.base, 'GET', path, { key, headers: { 'x-request-id': id }, skipCheck: true });
+      assert.equal(r.headers.get('x-request-id'), id);
+      return until('the request log line', () =>
+        a.logs.find((l) => l.msg === 'request' && l.request_id === id),
+      );
+    };
+    const tenant = await logged('/lmsp/v1/models', KEY_A, 'trace-123');
+    assert.deepEqual([tenant.path, tenant.status, tenant.tenant], ['/lmsp/v1/models', 200, 'tenant-a']);
+    // An operator's request reads as one: its whole path (not LMSP's `/tasks/...` look-alike) and its id.
+    const operator = await logged(`/admin/v1/tasks/${'task_' + '0'.repeat(26)}`, ADMIN_KEY, 'trace-op');
+    assert.deepEqual(
+      [operator.path, operator.status, operator.operator, operator.tenant],
+      [`/admin/v1/tasks/task_${'0'.repeat(26)}`, 404, `key:${hashKey(ADMIN_KEY).slice(0, 12)}`, undefined],
     );
-    const line = a.logs.find((l) => l.request_id === 'trace-123')!;
-    assert.equal(line.tenant, 'tenant-a');
-    assert.equal(line.status, 200);
   });
 
   test('each replica serves Prometheus metrics on its metrics port, never on the api port', async () => {
