@@ -228,11 +228,9 @@ export class TenantLimits {
     return {
       renew: async () => {
         // The set's own expiry moves with each renewal, or a long-lived stream would stop counting.
-        await this.redis
-          .multi()
-          .zadd(key, 'XX', lease(), id)
-          .pexpire(key, this.settings.streamLeaseMs)
-          .exec();
+        // Added back if it went (Redis away past the lease): an open stream always counts, even
+        // over the cap it was opened under. `release` comes after the last renewal, on one connection.
+        await this.redis.multi().zadd(key, lease(), id).pexpire(key, this.settings.streamLeaseMs).exec();
       },
       release: async () => {
         await this.redis.zrem(key, id);

@@ -195,3 +195,13 @@ test("usage counts what the cap would: a tenant's unfinished tasks and creates i
   assert.equal(usage.streams, 0);
   await inFlight.commit(null);
 });
+
+test('a stream still open after its slot lapsed (Redis away past the lease) counts against the cap again at its next renewal', async () => {
+  const slot = await admission.limits.openStream('outage');
+  // What an outage longer than the lease leaves: the set expired, or another open pruned the entry.
+  await redis.del('tl:api:streams:{outage}');
+  await slot.renew();
+  assert.equal((await admission.limits.usage(['outage'])).get('outage')!.streams, 1);
+  await admission.limits.openStream('outage');
+  await assert.rejects(admission.limits.openStream('outage'), { code: 'rate_limited' });
+});
