@@ -35,12 +35,13 @@ const SECRET_FIELDS = new Set([
 
 /**
  * Credentials inside values, which no field name gives away: the password of a URL's userinfo
- * (`redis://user:secret@host`, as in REDIS_URL) and the token of an `Authorization` value.
+ * (`redis://user:secret@host`, as in REDIS_URL) and the token of an `Authorization` value, up to
+ * white space (a static key may hold any visible character but a comma).
  */
 function scrubString(s: string): string {
   return s
     .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]*:)[^@\s/]*@/gi, `$1${REDACTED}@`)
-    .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/g, `$1 ${REDACTED}`);
+    .replace(/\b(Bearer|Basic)\s+\S+/g, `$1 ${REDACTED}`);
 }
 
 /**

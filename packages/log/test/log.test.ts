@@ -42,6 +42,14 @@ test('credentials never reach a line: fields named like one, URL passwords, bear
   assert.deepEqual(refused!.err, { name: 'Error', message: `connect to redis://u:${REDACTED}@h:1 failed` });
 });
 
+test('a bearer token is redacted whole, whatever visible characters a static key holds', () => {
+  // TASKLINE_API_KEYS takes any visible characters but commas: the token ends at white space.
+  const { log, lines, events } = capture();
+  log.warn('Authorization: Bearer k3y!with#odd$chars;and"quotes refused');
+  assert.ok(!lines[0]!.includes('with#odd'), lines[0]);
+  assert.equal(events()[0]!.msg, `Authorization: Bearer ${REDACTED} refused`);
+});
+
 test('a field named like a credential is redacted in nested objects too, not only at the top and in headers', () => {
   const { log, lines, events } = capture();
   log.info('tool call', { call: { params: { arguments: { password: 'hunter2', city: 'Oslo' } } } });
