@@ -108,3 +108,18 @@ function wrap(p: Pino): Logger {
     child: (fields) => wrap(p.child(scrub(fields) as Record<string, unknown>)),
   };
 }
+
+/**
+ * Runs a service's start-up. A failure (bad settings, a Redis that refuses durability, a model
+ * that will not load) is one scrubbed JSON line on stderr and exit code 1, like every other event,
+ * not Node's multi-line stack trace.
+ */
+export function exitOnStartFailure(service: string, start: () => Promise<unknown>): void {
+  start().catch((error: unknown) => {
+    const log = createLogger({ service, pid: process.pid }, 'error', (line) =>
+      process.stderr.write(`${line}\n`),
+    );
+    log.error('start_failed', { error });
+    process.exit(1);
+  });
+}

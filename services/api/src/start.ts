@@ -6,7 +6,7 @@ import {
   redisTargetFromEnv,
   timeRedisCommands,
 } from '@taskline/engine';
-import { createLogger } from '@taskline/log';
+import { createLogger, exitOnStartFailure } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { createApp } from './app.js';
@@ -17,18 +17,7 @@ import { serve } from './server.js';
  * on one Redis. `main.ts` runs it as deployed; a test entry may add `/mcp` extensions.
  */
 export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void {
-  main(options.mcpExtensions).catch((err: unknown) => {
-    process.stderr.write(
-      JSON.stringify({
-        ts: new Date().toISOString(),
-        level: 'error',
-        msg: 'api failed to start',
-        service: 'api',
-        err: String(err),
-      }) + '\n',
-    );
-    process.exit(1);
-  });
+  exitOnStartFailure('api', () => main(options.mcpExtensions));
 }
 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {

@@ -1,4 +1,5 @@
+import { exitOnStartFailure } from '@taskline/log';
 import { startWorker } from './start.js';
 
 // The worker as deployed: the built-in tools only.
-await startWorker();
+exitOnStartFailure('gpu-worker', () => startWorker());

@@ -10,63 +10,67 @@ import {
   TaskStore,
   timeRedisCommands,
 } from '@taskline/engine';
-import { createLogger } from '@taskline/log';
+import { createLogger, exitOnStartFailure } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { Scheduler } from './scheduler.js';
 
-const env = loadEnv();
-const id = `sched-${randomUUID().slice(0, 8)}`;
-const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
-const redisTarget = redisTargetFromEnv(env);
-const redis = connectRedis(redisTarget, id);
-// An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
-redis.on('error', (err) => log.warn('redis connection error', { err }));
-log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
-const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
-timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
-const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
-const metricsServer = await startMetricsServer({
-  metrics,
-  port: env.TASKLINE_METRICS_PORT,
-  host: env.TASKLINE_HOST,
-});
+exitOnStartFailure('scheduler', main);
 
-const scheduler = new Scheduler({
-  id,
-  redis,
-  redisTarget,
-  store,
-  log,
-  metrics,
-  controlHost: env.TASKLINE_CONTROL_HOST,
-  controlPort: env.TASKLINE_CONTROL_PORT,
-  advertise: env.TASKLINE_CONTROL_ADVERTISE,
-  leaderLeaseMs: env.TASKLINE_LEADER_LEASE_MS,
-  heartbeatMs: env.TASKLINE_HEARTBEAT_MS,
-  workerTimeoutMs: env.TASKLINE_WORKER_TIMEOUT_MS,
-  dispatchIntervalMs: env.TASKLINE_DISPATCH_INTERVAL_MS,
-  recoveryIntervalMs: env.TASKLINE_RECOVERY_INTERVAL_MS,
-  reconcileAfterMs: env.TASKLINE_RECONCILE_AFTER_MS,
-  retentionSweepMs: env.TASKLINE_RETENTION_SWEEP_MS,
-  fairShare: {
-    quantum: env.TASKLINE_DISPATCH_QUANTUM,
-    maxRunning: env.TASKLINE_TENANT_MAX_RUNNING,
-    weights: parseWeights(env.TASKLINE_TENANT_WEIGHTS),
-  },
-});
-await scheduler.start();
-log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
+async function main(): Promise<void> {
+  const env = loadEnv();
+  const id = `sched-${randomUUID().slice(0, 8)}`;
+  const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
+  const redisTarget = redisTargetFromEnv(env);
+  const redis = connectRedis(redisTarget, id);
+  // An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
+  redis.on('error', (err) => log.warn('redis connection error', { err }));
+  log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
+  const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
+  const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
+  const metricsServer = await startMetricsServer({
+    metrics,
+    port: env.TASKLINE_METRICS_PORT,
+    host: env.TASKLINE_HOST,
+  });
 
-let stopping = false;
-const shutdown = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  log.info('shutting_down', { signal });
-  await scheduler.stop();
-  await metricsServer.close();
-  metrics.close();
-  redis.disconnect();
-  process.exit(0);
-};
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
+  const scheduler = new Scheduler({
+    id,
+    redis,
+    redisTarget,
+    store,
+    log,
+    metrics,
+    controlHost: env.TASKLINE_CONTROL_HOST,
+    controlPort: env.TASKLINE_CONTROL_PORT,
+    advertise: env.TASKLINE_CONTROL_ADVERTISE,
+    leaderLeaseMs: env.TASKLINE_LEADER_LEASE_MS,
+    heartbeatMs: env.TASKLINE_HEARTBEAT_MS,
+    workerTimeoutMs: env.TASKLINE_WORKER_TIMEOUT_MS,
+    dispatchIntervalMs: env.TASKLINE_DISPATCH_INTERVAL_MS,
+    recoveryIntervalMs: env.TASKLINE_RECOVERY_INTERVAL_MS,
+    reconcileAfterMs: env.TASKLINE_RECONCILE_AFTER_MS,
+    retentionSweepMs: env.TASKLINE_RETENTION_SWEEP_MS,
+    fairShare: {
+      quantum: env.TASKLINE_DISPATCH_QUANTUM,
+      maxRunning: env.TASKLINE_TENANT_MAX_RUNNING,
+      weights: parseWeights(env.TASKLINE_TENANT_WEIGHTS),
+    },
+  });
+  await scheduler.start();
+  log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting_down', { signal });
+    await scheduler.stop();
+    await metricsServer.close();
+    metrics.close();
+    redis.disconnect();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
