@@ -165,14 +165,22 @@ test('every metric family of issue 6.1 is observed on the live stack, with bound
   assert.ok(taskId, JSON.stringify(called.message));
   const listen = await openSse(api.base, '/mcp', {
     method: 'POST',
-    headers: { accept: 'application/json, text/event-stream', 'mcp-method': 'subscriptions/listen' },
+    headers: {
+      accept: 'application/json, text/event-stream',
+      'mcp-method': 'subscriptions/listen',
+      'mcp-protocol-version': '2026-07-28',
+    },
     body: {
       jsonrpc: '2.0',
       id: 7,
       method: 'subscriptions/listen',
       params: {
         notifications: { taskIds: [taskId] },
-        _meta: { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } },
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
+        },
       },
     },
   });

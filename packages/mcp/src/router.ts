@@ -16,6 +16,7 @@ import type { Logger } from '@taskline/log';
 import { builtinTools, modelChoice, type ToolRegistry } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks } from './view.js';
 import { serveTaskListen } from './listen.js';
+import { modernRejection } from './ladder.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
 import { LegacySessions } from './legacy/session.js';
@@ -246,15 +247,24 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     };
     const tenant = auth.clientId;
     try {
+      const ahead =
+        body?.method === 'tools/call' || (body?.method === 'subscriptions/listen' && hasTaskFilter(params));
+      // What is answered below, ahead of the SDK, first passes the checks the SDK makes of any request.
+      const rejected = ahead ? modernRejection(req) : 'legacy';
+      if (rejected !== null && rejected !== 'legacy') {
+        const { http, error } = rejected;
+        return rpcError(res, http, body?.id, error.code, error.message, error.data);
+      }
+      const modern = rejected === null;
       // The SDK turns a tool's throw into an isError result, so -32021 is answered here. Only once
       // the Mcp-Name header matches (whitespace around it is allowed): a mismatch is the SDK's -32020.
       const header = String(req.headers['mcp-name'] ?? '').trim();
-      if (body?.method === 'tools/call' && header === params.name) {
+      if (modern && body?.method === 'tools/call' && header === params.name) {
         const err = missingCapability(String(params.name), capabilities);
         // HTTP 400, as for every MissingRequiredClientCapabilityError on the 2026 wire.
         if (err) return rpcError(res, 400, body.id, err.code, err.message, err.data);
       }
-      if (body?.method === 'subscriptions/listen' && hasTaskFilter(params)) {
+      if (modern && body?.method === 'subscriptions/listen') {
         return await serveTaskListen({
           res,
           store,

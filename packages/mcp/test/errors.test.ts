@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { scanKeys } from '@taskline/testing';
 import { startStack } from '../../../test/conformance/stack.js';
-import { initializeRequest, rpc } from './helpers.js';
+import { initializeRequest, rpc, TASKS } from './helpers.js';
 
 describe('MCP error paths, raw JSON-RPC against the api service', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;
@@ -102,6 +102,79 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     );
     assert.equal(res.status, 400);
     assert.equal(((await res.json()) as any).error.code, -32022);
+  });
+
+  it('a task listen and a task tool call are checked as every 2026-07-28 request is, never served around it', async () => {
+    const meta = (version: string, tasks = true) => ({
+      'io.modelcontextprotocol/protocolVersion': version,
+      'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
+      'io.modelcontextprotocol/clientCapabilities': tasks ? { extensions: { [TASKS]: {} } } : {},
+    });
+    const listen = (version: string) => ({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'subscriptions/listen',
+      params: { notifications: { taskIds: ['task_00000000000000000000000000'] }, _meta: meta(version) },
+    });
+    const call = (version: string) => ({
+      jsonrpc: '2.0',
+      id: 8,
+      method: 'tools/call',
+      params: {
+        name: 'generate',
+        arguments: { model: 'tiny-chat', input: 'x' },
+        _meta: meta(version, false),
+      },
+    });
+    const modern = { 'mcp-protocol-version': '2026-07-28' };
+    const cases: [string, object, Record<string, string>, number, number][] = [
+      // An unsupported revision in the envelope, with no header to contradict it: -32022.
+      ['listen, 1999-01-01', listen('1999-01-01'), { 'mcp-method': 'subscriptions/listen' }, 400, -32022],
+      [
+        'call, 1999-01-01',
+        call('1999-01-01'),
+        { 'mcp-method': 'tools/call', 'mcp-name': 'generate' },
+        400,
+        -32022,
+      ],
+      // The required MCP-Protocol-Version and Mcp-Method headers: -32020.
+      [
+        'listen, no version header',
+        listen('2026-07-28'),
+        { 'mcp-method': 'subscriptions/listen' },
+        400,
+        -32020,
+      ],
+      ['listen, no method header', listen('2026-07-28'), modern, 400, -32020],
+      [
+        'listen, other method header',
+        listen('2026-07-28'),
+        { ...modern, 'mcp-method': 'tools/list' },
+        400,
+        -32020,
+      ],
+      [
+        'call, no version header',
+        call('2026-07-28'),
+        { 'mcp-method': 'tools/call', 'mcp-name': 'generate' },
+        400,
+        -32020,
+      ],
+      // A body that is not application/json: 415, as the SDK answers any other request.
+      [
+        'listen, text/plain',
+        listen('2026-07-28'),
+        { ...modern, 'mcp-method': 'subscriptions/listen', 'content-type': 'text/plain' },
+        415,
+        -32000,
+      ],
+    ];
+    for (const [what, body, headers, status, code] of cases) {
+      const res = await post(JSON.stringify(body), headers);
+      const text = await res.text();
+      assert.equal(res.status, status, `${what}: ${text.slice(0, 200)}`);
+      assert.equal(JSON.parse(text).error?.code, code, `${what}: ${text.slice(0, 200)}`);
+    }
   });
 
   it('tasks/list does not exist: -32601', async () => {

@@ -114,6 +114,7 @@ describe('MCP tasks over two replicas on one Redis', () => {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
         'mcp-method': 'subscriptions/listen',
+        'mcp-protocol-version': '2026-07-28',
         authorization: 'Bearer key-a-secret',
       },
       body: JSON.stringify({
@@ -122,7 +123,11 @@ describe('MCP tasks over two replicas on one Redis', () => {
         method: 'subscriptions/listen',
         params: {
           notifications: { taskIds: [taskId, 'task_unknown'] },
-          _meta: { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } },
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+            'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
+          },
         },
       }),
     });

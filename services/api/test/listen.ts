@@ -25,6 +25,7 @@ export async function listen(base: string, taskIds: unknown[], id = 7): Promise<
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
       'mcp-method': 'subscriptions/listen',
+      'mcp-protocol-version': '2026-07-28',
     },
     body: JSON.stringify({
       jsonrpc: '2.0',
@@ -32,7 +33,11 @@ export async function listen(base: string, taskIds: unknown[], id = 7): Promise<
       method: 'subscriptions/listen',
       params: {
         notifications: { taskIds },
-        _meta: { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } },
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
+        },
       },
     }),
   });
