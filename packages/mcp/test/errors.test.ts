@@ -74,6 +74,33 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     return session;
   };
 
+  it('a 2025-era request naming a revision the server does not speak: HTTP 400 on every method, no task made', async () => {
+    const session = await legacySession();
+    const before = await taskKeys();
+    const calls = [
+      { method: 'tools/list', params: {} },
+      { method: 'tasks/list', params: {} },
+      { method: 'tasks/get', params: { taskId: 'task_00000000000000000000000000' } },
+      {
+        method: 'tools/call',
+        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
+      },
+    ];
+    // 2025-03-26 is a revision the SDK knows, but not one `initialize` here ever settles on.
+    for (const version of ['1999-01-01', '2025-03-26']) {
+      for (const { method, params } of calls) {
+        const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 4, method, params }), {
+          'mcp-session-id': session,
+          'mcp-protocol-version': version,
+        });
+        const text = await res.text();
+        assert.equal(res.status, 400, `${version} ${method}: ${text.slice(0, 200)}`);
+        assert.match(JSON.parse(text).error?.message, /Unsupported protocol version/, `${version} ${method}`);
+      }
+    }
+    assert.deepEqual(await taskKeys(), before);
+  });
+
   it('GET on the endpoint: HTTP 405', async () => {
     const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(res.status, 405);

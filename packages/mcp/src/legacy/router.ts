@@ -7,7 +7,7 @@ import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
 import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod, type LegacyCall } from './tasks.js';
-import { negotiateVersion } from './wire.js';
+import { LEGACY_VERSIONS, negotiateVersion } from './wire.js';
 import type { McpExtensions } from '../extensions.js';
 import { rpcError } from '../rpc.js';
 
@@ -62,6 +62,20 @@ export async function serveLegacy(
   const session = await deps.sessions.find(header, tenant);
   if (!session) {
     rpcError(res, 404, id, -32001, 'Session not found');
+    return;
+  }
+  // MCP 2025-11-25, Streamable HTTP "Protocol Version Header": an unsupported one is 400. Absent, the
+  // session's negotiated revision applies. Checked here, as the task methods never reach the SDK.
+  const version = req.headers['mcp-protocol-version'];
+  if (version !== undefined && !LEGACY_VERSIONS.includes(version as never)) {
+    const supported = LEGACY_VERSIONS.join(', ');
+    rpcError(
+      res,
+      400,
+      id,
+      -32000,
+      `Bad Request: Unsupported protocol version: ${version} (supported versions: ${supported})`,
+    );
     return;
   }
   if (req.method === 'DELETE') {
