@@ -191,7 +191,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   });
   // The body parser's refusals are answered here, so the error handler below never has to tell
   // them apart from another middleware's 4xx.
-  const parseJson = express.json({ limit: env.TASKLINE_MCP_MAX_BODY_BYTES, type: () => true });
+  // Not strict: `5` or `null` is JSON, so JSON-RPC 2.0 makes it -32600 Invalid Request, never -32700.
+  const parseJson = express.json({ limit: env.TASKLINE_MCP_MAX_BODY_BYTES, type: () => true, strict: false });
   router.use((req, res, next) =>
     parseJson(req, res, (err?: unknown) => {
       if (!err) return next();

@@ -34,6 +34,15 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.equal(((await res.json()) as any).error.code, -32700);
   });
 
+  it('JSON that is no JSON-RPC message (a number, a string, null, [1]): -32600, not a parse error', async () => {
+    for (const body of ['5', '"tools/list"', 'null', 'true', '[1]']) {
+      const res = await post(body);
+      const text = await res.text();
+      assert.equal(res.status, 400, `${body}: ${text}`);
+      assert.equal(JSON.parse(text).error?.code, -32600, `${body}: ${text}`);
+    }
+  });
+
   it('a body in a charset or an encoding the server cannot read: -32700, HTTP 400, never a 500', async () => {
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
     for (const headers of [
