@@ -10,6 +10,7 @@ import {
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
 import type { McpObserver } from './observe.js';
 import { rateLimited, rpcError } from './rpc.js';
+import { openEventStream } from './stream.js';
 import { findToolTask } from './toolTasks.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
@@ -89,23 +90,8 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   }
   const slot: StreamSlot = slotted.value;
   const tasks = found.value.filter((t) => t !== null);
-  res.writeHead(200, {
-    'content-type': 'text/event-stream',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-  });
   args.observe?.listener(1);
-  const heartbeat = setInterval(() => {
-    res.write(': keep-alive\n\n');
-    slot.renew().catch(() => undefined);
-  }, args.heartbeatMs);
-  res.once('close', () => {
-    clearInterval(heartbeat);
-    void slot.release().catch(() => undefined);
-    args.observe?.listener(-1);
-  });
-  const send = (message: object) =>
-    res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
+  const send = openEventStream(res, slot, args.heartbeatMs, () => args.observe?.listener(-1));
   send({
     method: 'notifications/subscriptions/acknowledged',
     params: { notifications: { taskIds: tasks.map((t) => t.id) } },

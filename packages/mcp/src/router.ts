@@ -166,6 +166,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     admission: deps.admission,
     tools,
     poll,
+    heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
     served,
     sessions: new LegacySessions(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
     extensions,

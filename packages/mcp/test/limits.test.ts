@@ -13,6 +13,7 @@ import { rpc, type RpcReply } from './helpers.js';
 
 const BURST = 12;
 const CAP = 2;
+const MAX_STREAMS = 2;
 
 describe('MCP under the per-tenant limits of the api', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;
@@ -22,12 +23,14 @@ describe('MCP under the per-tenant limits of the api', () => {
     stack = await startStack({
       env: {
         TASKLINE_API_KEYS:
-          'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret',
+          'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret,tenant-sse:key-sse-secret',
         TASKLINE_RATE_LIMIT_PER_S: '1',
         TASKLINE_RATE_LIMIT_BURST: String(BURST),
         TASKLINE_MAX_ACTIVE_TASKS: String(CAP),
         // Every batch asks to be confirmed first, so its task stays unfinished until answered.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
+        TASKLINE_MAX_STREAMS: String(MAX_STREAMS),
+        TASKLINE_SSE_HEARTBEAT_MS: '200',
       },
     });
     url = stack.replicas[0]!.url;
@@ -83,6 +86,65 @@ describe('MCP under the per-tenant limits of the api', () => {
     });
     const again = await batch();
     assert.equal(again.message.result?.resultType, 'task', JSON.stringify(again.message));
+  });
+
+  /** A raw POST of tenant `token`, in `session` when given (MCP 2025-11-25). */
+  const post2025 = (token: string, body: object, session?: string, signal?: AbortSignal) =>
+    fetch(url, {
+      method: 'POST',
+      signal,
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${token}`,
+        ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
+    });
+  const initialize = {
+    protocolVersion: '2025-11-25',
+    capabilities: {},
+    clientInfo: { name: 't', version: '1' },
+  };
+
+  it('a 2025-11-25 tasks/result stream is an open stream like a listen: capped and kept alive', async () => {
+    const token = 'key-sse-secret';
+    const init = await post2025(token, { method: 'initialize', params: initialize });
+    const session = init.headers.get('mcp-session-id')!;
+    // A batch that waits for its confirmation: its tasks/result stays open.
+    const created = (await (
+      await post2025(
+        token,
+        {
+          method: 'tools/call',
+          params: { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hi'] }, task: {} },
+        },
+        session,
+      )
+    ).json()) as any;
+    const taskId = created.result.task.taskId as string;
+    const controller = new AbortController();
+    const result = () =>
+      post2025(token, { method: 'tasks/result', params: { taskId } }, session, controller.signal);
+    try {
+      const open = [];
+      for (let i = 0; i < MAX_STREAMS; i++) open.push(await result());
+      for (const res of open) assert.equal(res.headers.get('content-type'), 'text/event-stream');
+      const over = await result();
+      // The status first: a stream let through would never end.
+      assert.equal(over.status, 429, over.headers.get('content-type') ?? '');
+      assert.equal(((await over.json()) as any).error.code, -32005);
+      assert.ok(Number(over.headers.get('retry-after')) >= 1);
+      // Heartbeat comments keep the waiting stream alive through proxies.
+      const reader = open[0]!.body!.getReader();
+      let seen = '';
+      const deadline = Date.now() + 10_000;
+      while (!seen.includes(': keep-alive') && Date.now() < deadline)
+        seen += new TextDecoder().decode((await reader.read()).value);
+      assert.match(seen, /: keep-alive/);
+    } finally {
+      controller.abort();
+    }
   });
 
   it('a 2025-11-25 session takes from the same cap through the same admission', async () => {

@@ -8,11 +8,12 @@ import {
   type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
-import { callerLeft, type Admission, type TaskReservation } from '@taskline/admission';
+import { callerLeft, type Admission, type StreamSlot, type TaskReservation } from '@taskline/admission';
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
-import { rpcError } from '../rpc.js';
+import { rateLimited, rpcError } from '../rpc.js';
+import { openEventStream } from '../stream.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
 /** What one 2025-era request runs with: the engine, the caller's tenant and the HTTP exchange. */
@@ -22,6 +23,8 @@ export interface LegacyCall {
   admission: Admission;
   tools: ToolRegistry;
   poll: number;
+  /** SSE comment interval (TASKLINE_SSE_HEARTBEAT_MS) of `tasks/result` streams. */
+  heartbeatMs: number;
   served: ServedModels;
   tenant: string;
   res: Response;
@@ -192,7 +195,8 @@ function outcome(task: TaskRecord): {
 
 /**
  * `tasks/result`: blocks until the task is terminal, then answers with its outcome. Meanwhile the
- * response is an SSE stream carrying `notifications/tasks/status` on every visible change, and,
+ * response is an open stream like a `subscriptions/listen` (a place under TASKLINE_MAX_STREAMS,
+ * heartbeats), an SSE stream carrying `notifications/tasks/status` on every visible change, and,
  * while the task is `input_required`, each open question as a server request (elicitation and the
  * like) tagged with the related-task metadata. Its JSON-RPC id names the task and the question,
  * so the client's answer, POSTed to any replica, is stored durably as `tasks/update` stores it.
@@ -200,13 +204,15 @@ function outcome(task: TaskRecord): {
 async function taskResult(call: LegacyCall, first: TaskRecord) {
   const { store, hub, res, tenant } = call;
   if (isTerminal(first.status)) return res.json({ jsonrpc: '2.0', id: call.id, ...outcome(first) });
-  res.writeHead(200, {
-    'content-type': 'text/event-stream',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-  });
-  const send = (message: object) =>
-    res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
+  let slot: StreamSlot;
+  try {
+    slot = await call.admission.limits.openStream(tenant);
+  } catch (err) {
+    if (err instanceof TasklineError && err.code === 'rate_limited')
+      return void rateLimited(res, call.id, err);
+    throw err;
+  }
+  const send = openEventStream(res, slot, call.heartbeatMs);
   let closed = false;
   let sub: Subscription | null = null;
   res.on('close', () => {
