@@ -24,7 +24,10 @@ export function ttlMs(task: TaskRecord): number | null {
 export function taskBase(task: TaskRecord): Record<string, unknown> {
   // What clients see: a new attempt of a running task stays `working (running)`.
   const { status, statusMessage } = toMcpStatus(task.shownStatus);
-  const message = task.statusMessage ?? statusMessage;
+  // A failed task says why (SEP-2663 "Task Execution Errors"; MCP 2025-11-25's Task carries no
+  // error, so this is all its tasks/get shows), not the last progress message of its run.
+  const failure = status === 'failed' ? task.error?.detail : undefined;
+  const message = failure ?? task.statusMessage ?? statusMessage;
   return {
     taskId: task.id,
     status,

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { TaskRecord } from '@taskline/engine';
+import { problem, type TaskRecord } from '@taskline/engine';
 import { taskFields } from '../src/index.js';
+import { legacyTask } from '../src/legacy/wire.js';
 
 /** A tool task whose interrupted attempt was restarted: queued or loading inside the engine. */
 const restarted = (status: 'queued' | 'loading'): TaskRecord => ({
@@ -32,5 +33,19 @@ test('the MCP view shows what LMSP shows: a restarted running task stays working
     const view = taskFields(restarted(status), 1000);
     assert.equal(view.status, 'working');
     assert.equal(view.statusMessage, 'running');
+  }
+});
+
+test('a failed task says why in statusMessage on both eras, over its last progress message', () => {
+  const failed: TaskRecord = {
+    ...restarted('queued'),
+    status: 'failed',
+    shownStatus: 'failed',
+    statusMessage: '2 of 5 prompts done',
+    error: problem('tool_failed', 'the model ran out of memory'),
+  };
+  for (const view of [taskFields(failed, 1000), legacyTask(failed, 1000)]) {
+    assert.equal(view.status, 'failed');
+    assert.equal(view.statusMessage, 'the model ran out of memory');
   }
 });
