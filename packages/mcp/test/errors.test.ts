@@ -110,6 +110,15 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.deepEqual(await taskKeys(), before);
   });
 
+  it('initialize sent as a notification (no id): -32600, and no session is opened', async () => {
+    const { id: _, ...notification } = initializeRequest('2025-11-25');
+    const res = await post(JSON.stringify(notification));
+    const text = await res.text();
+    assert.equal(res.status, 400, text);
+    assert.equal(JSON.parse(text).error?.code, -32600, text);
+    assert.equal(res.headers.get('mcp-session-id'), null);
+  });
+
   it('GET on the endpoint: HTTP 405', async () => {
     const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(res.status, 405);

@@ -51,6 +51,16 @@ export async function serveLegacy(
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
+    // A notification gets no response, and a session nobody learns the id of is only litter.
+    if (body.id === undefined) {
+      return void rpcError(
+        res,
+        400,
+        null,
+        -32600,
+        'Invalid Request: initialize is a request and needs an id',
+      );
+    }
     return initialize(deps, res, tenant, body);
   }
   const header = req.headers['mcp-session-id'];
