@@ -193,9 +193,9 @@ export class StoreCore {
   /**
    * Drops an ended task from the lease index and its tenant's running set, so the scheduler's
    * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
-   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. A
-   * parked task is released too, but has not ended: only an end is counted for the console.
-   * The releases of one turn of the event loop go together (see Releases).
+   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. Only
+   * for an end, after which no attempt can take entries under the task's id again: a parked task
+   * frees only what its asking attempt held (see requestInput). The releases of one turn of the event loop go together (see Releases).
    */
   released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
     return this.releases.add(task, end);

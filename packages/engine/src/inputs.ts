@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { problem } from './errors.js';
-import { schedulerKeys, taskKeys } from './keys.js';
+import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
 import { finalEvent, statusEvent } from './response.js';
 import type { TaskStatus } from './states.js';
@@ -19,11 +19,21 @@ export async function requestInput(
   attempt: number,
   requests: Record<string, unknown>,
 ): Promise<{ waiting: boolean; parked: boolean; answers: Record<string, unknown> }> {
+  const task = await h.require(id);
   const keys = taskKeys(id);
+  const running = schedulerKeys.active(queueTenant(task));
   const entries = Object.entries(requests);
   const event = statusEvent('input_required', { input_requests: requests });
   const deadline = h.now() + h.inputTimeoutMs;
-  const indexed = h.redis.zadd(schedulerKeys.parked, deadline, id);
+  // With the parked entry, what this attempt holds in the scheduler's index, read while it still
+  // holds the task: once it parks, an answer may queue it and a new attempt take entries under the
+  // same id. On a cluster the index is on another node: both are done before the park is sent.
+  const indexed = Promise.all([
+    h.redis.zadd(schedulerKeys.parked, deadline, id),
+    h.redis.zscore(schedulerKeys.leases, id),
+    h.redis.zscore(running, id),
+  ]);
+  await h.indexFirst(indexed);
   const asked = h.scripts.request_input(
     keys.task,
     keys.events,
@@ -38,7 +48,7 @@ export async function requestInput(
     event.type,
     JSON.stringify(event.data),
   );
-  const [, reply] = await Promise.all([indexed, asked]);
+  const [[, lease, place], reply] = await Promise.all([indexed, asked]);
   if (reply[0] !== 'ok') {
     await h.redis.zrem(schedulerKeys.parked, id);
     if (reply[0] !== 'answered') check(id, reply);
@@ -46,8 +56,8 @@ export async function requestInput(
   }
   h.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
-  const task = await h.require(id);
-  await h.released(task, 'parked');
+  // Only the entries read above go: those of a new attempt claimed since stay (park_unindex.lua).
+  await h.scripts.park_unindex(schedulerKeys.leases, running, id, lease ?? '', place ?? '');
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 

@@ -77,8 +77,8 @@ export async function sweepOperatorIndex(
   return tenants.length;
 }
 
-/** How a released task left its worker: it ended (`failure`: the code of a `failed` end), or it parked for input. */
-export type TaskEnd = { failure?: string } | 'parked';
+/** How a released task ended (`failure`: the code of a `failed` end). */
+export type TaskEnd = { failure?: string };
 
 /**
  * Counts `ended` tasks for the throughput chart and, of those that failed, their tenants' failures

@@ -12,7 +12,6 @@ interface Batch {
   leases: string[];
   /** Running-set key -> task ids. */
   active: Map<string, string[]>;
-  ended: number;
   failures: { tenant: string; code: string }[];
   sent: Promise<void>;
 }
@@ -33,15 +32,12 @@ export class Releases {
     const ids = batch.active.get(key);
     if (ids) ids.push(task.id);
     else batch.active.set(key, [task.id]);
-    if (end !== 'parked') {
-      batch.ended++;
-      if (end.failure !== undefined) batch.failures.push({ tenant: task.tenant, code: end.failure });
-    }
+    if (end.failure !== undefined) batch.failures.push({ tenant: task.tenant, code: end.failure });
     return batch.sent;
   }
 
   private open(): Batch {
-    const batch: Batch = { leases: [], active: new Map(), ended: 0, failures: [], sent: Promise.resolve() };
+    const batch: Batch = { leases: [], active: new Map(), failures: [], sent: Promise.resolve() };
     // After this turn's I/O callbacks: every finish whose reply came in the same read has joined.
     batch.sent = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
       this.batch = null;
@@ -56,7 +52,7 @@ export class Releases {
     await Promise.all([
       this.redis.zrem(schedulerKeys.leases, ...batch.leases),
       ...[...batch.active].map(([key, ids]) => this.redis.zrem(key, ...ids)),
-      countEnded(this.redis, this.now(), batch.ended, batch.failures),
+      countEnded(this.redis, this.now(), batch.leases.length, batch.failures),
     ]);
   }
 }

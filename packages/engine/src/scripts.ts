@@ -117,6 +117,7 @@ const TASK_SCRIPTS = [
   'idempotency_begin',
   'idempotency_finish',
   'lease_unindex',
+  'park_unindex',
 ] as const;
 
 export type ScriptName = (typeof TASK_SCRIPTS)[number];

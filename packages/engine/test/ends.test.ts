@@ -60,7 +60,7 @@ test('releases asked for in one turn leave the lease index and their running set
     Promise.all([
       releases.add(tasks[0]!, {}),
       releases.add(tasks[1]!, { failure: 'model_error' }),
-      releases.add(tasks[2]!, 'parked'),
+      releases.add(tasks[2]!, {}),
       releases.add(tasks[3]!, {}),
     ]),
   );
@@ -70,15 +70,15 @@ test('releases asked for in one turn leave the lease index and their running set
     [schedulerKeys.active('rel-b'), 'task_relb1', 'task_relb2'],
     [schedulerKeys.leases, 'task_rela1', 'task_rela2', 'task_relb1', 'task_relb2'],
   ]);
-  // The parked one has not ended: three ends, one of them failed, in one count each.
+  // Four ends, one of them failed, in one count each.
   assert.deepEqual(
     sent.filter((c) => c[0] === 'hincrby').map((c) => c.slice(2)),
     [
-      [minute, '3'],
+      [minute, '4'],
       ['model_error', '1'],
     ],
   );
-  assert.equal(Number(await h.redis.hget(operatorKeys.throughput, minute)), before + 3);
+  assert.equal(Number(await h.redis.hget(operatorKeys.throughput, minute)), before + 4);
   for (const t of tasks) assert.equal(await h.redis.zscore(schedulerKeys.leases, t.id), null);
   assert.equal(await h.redis.zcard(schedulerKeys.active('rel-a')), 0);
 });

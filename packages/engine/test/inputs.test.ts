@@ -5,9 +5,17 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { TasklineError, visibleStepViolation, type TaskStatus } from '../src/index.js';
+import {
+  connectRedis,
+  TaskStore,
+  TasklineError,
+  visibleStepViolation,
+  type TaskRecord,
+  type TaskStatus,
+} from '../src/index.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
-import { harness, newTask, until, type Harness } from './helpers.js';
+import type { Scripts } from '../src/scripts.js';
+import { defaults, harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;
 before(async () => (h = await harness({ inputTimeoutMs: 60_000 })));
@@ -79,6 +87,41 @@ test('a task waiting for input is parked: no lease, out of the running set, its 
   // The visible status never steps back: no `queued` or `loading` after the first claim, and the
   // new attempt's claim writes no status event (its clients see it running since the answer).
   assert.deepEqual(statuses, ['queued', 'loading', 'running', 'input_required', 'running']);
+});
+
+/** The script runners of `store`, to hold a step back or fail it where a test needs to. */
+const scriptsOf = (store: TaskStore) => (store as unknown as { core: { scripts: Scripts } }).core.scripts;
+
+test('a park frees only its own attempt’s entries: a new attempt claimed before the release keeps its lease entry and running place', async () => {
+  const task = await runningTool('tenant-p');
+  const active = schedulerKeys.active('tenant-p');
+  // The asking worker, on its own connection, stalls right after its park committed; meanwhile
+  // the caller answers, and the task is dispatched and claimed for its next attempt.
+  const redis = connectRedis(h.server.url, 'stalled-worker');
+  const worker = new TaskStore(redis, { ...defaults, inputTimeoutMs: 60_000 });
+  const park = scriptsOf(worker).request_input;
+  let resumed: TaskRecord | undefined;
+  let dispatchedAt = 0;
+  scriptsOf(worker).request_input = async (...args) => {
+    const reply = await park(...args);
+    await h.store.provideInput(task.id, 'tenant-p', { confirm: { action: 'accept' } });
+    // As dispatch.lua does, later than the first dispatch.
+    dispatchedAt = Number(await h.redis.zscore(schedulerKeys.active('tenant-p'), task.id)) + 1;
+    await h.redis.zrem(schedulerKeys.ready('tenant-p', 'tools'), task.id);
+    await h.redis.zadd(active, dispatchedAt, task.id);
+    // A longer lease than the first attempt's: its index entry differs even within one millisecond.
+    resumed = await h.store.claim(task.id, 'w2', 90_000, { start: true });
+    return reply;
+  };
+  try {
+    assert.equal((await worker.requestInput(task.id, task.attempt, { confirm: CONFIRM })).parked, true);
+  } finally {
+    redis.disconnect();
+  }
+  assert.equal(resumed?.attempt, task.attempt + 1);
+  // The new attempt counts under its tenant's running cap, and the recovery sweep finds its lease.
+  assert.equal(Number(await h.redis.zscore(active, task.id)), dispatchedAt);
+  assert.notEqual(await h.redis.zscore(schedulerKeys.leases, task.id), null);
 });
 
 test('a partial answer keeps the task parked; the last one resumes it', async () => {

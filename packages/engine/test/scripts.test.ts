@@ -123,6 +123,18 @@ test('lease_unindex keeps an entry that a claim re-indexed meanwhile', async () 
   assert.deepEqual(await h.redis.zrange('tl:{sched}:leases', 0, -1), ['b']);
 });
 
+test('park_unindex removes a task’s lease entry and running place only where each still has the score read', async () => {
+  const source = scriptSource('park_unindex');
+  const [leases, running] = ['tl:{sched}:leases', 'tl:{sched}:active:park'];
+  await h.redis.zadd(leases, 100, 'a', 100, 'b');
+  await h.redis.zadd(running, 10, 'a', 20, 'b');
+  assert.equal(await h.redis.eval(source, 2, leases, running, 'a', 100, 10), 2);
+  // Re-scored meanwhile (a new attempt's claim and dispatch), or never held: kept.
+  assert.equal(await h.redis.eval(source, 2, leases, running, 'b', 50, ''), 0);
+  assert.deepEqual(await h.redis.zrange(leases, 0, -1), ['b']);
+  assert.deepEqual(await h.redis.zrange(running, 0, -1), ['b']);
+});
+
 test('enqueue offers a task once in its latest state, wakes the scheduler, and drops the journal entry only when told', async () => {
   const source = scriptSource('enqueue');
   const k = ['tl:{sched}:ready:m:t', 'tl:{sched}:active:t', 'tl:{sched}:tenants:m', 'tl:{sched}:models'];
