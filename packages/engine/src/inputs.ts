@@ -4,7 +4,7 @@ import { problem } from './errors.js';
 import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
 import { finalEvent, statusEvent } from './response.js';
-import type { TaskStatus } from './states.js';
+import { isTerminal, type TaskStatus } from './states.js';
 
 /**
  * Asks the caller questions. Returns the answers already on record for keys asked before (a
@@ -65,7 +65,8 @@ export async function requestInput(
  * The caller's answers; unknown and already answered keys are ignored, partial answers kept. The
  * answer that closes the current ask resumes a parked task: it is queued (shown `running`) and
  * offered for a new attempt. A journal entry (`intake`) goes first, in the same round trip on one
- * Redis, so a crash before the offer leaves the reconciler a task to offer.
+ * Redis, so a crash or a lost connection before the offer leaves the reconciler a task to offer;
+ * an answer that resumes nothing drops it again.
  */
 export async function provideInput(
   h: StoreCore,
@@ -77,8 +78,10 @@ export async function provideInput(
   const keys = taskKeys(id);
   const entries = Object.entries(given);
   const event = statusEvent('running', { input_received: true });
-  const journalled = before.parked ? h.redis.zadd(schedulerKeys.intake, h.now(), id) : null;
-  // On a cluster the journal is on another node: a refused one would strand the task queued.
+  // Whatever the read saw, short of an end: the task may park between the read and the script,
+  // and the script then resume it. On a cluster the journal is on another node: a refused one
+  // would strand the task queued.
+  const journalled = isTerminal(before.status) ? null : h.redis.zadd(schedulerKeys.intake, h.now(), id);
   if (journalled) await h.indexFirst(journalled);
   const [, reply] = await Promise.all([
     journalled,

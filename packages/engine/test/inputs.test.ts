@@ -124,11 +124,32 @@ test('a park frees only its own attempt’s entries: a new attempt claimed befor
   assert.notEqual(await h.redis.zscore(schedulerKeys.leases, task.id), null);
 });
 
+test('an answer that resumes a task parked after the answer read it leaves a journal entry when the offer fails', async () => {
+  const task = await runningTool('tenant-j');
+  // The api read the task running; the attempt parks before the answer's script runs; the offer
+  // after it is lost (a dropped connection).
+  const api = new TaskStore(h.redis, { ...defaults, inputTimeoutMs: 60_000 });
+  const answer = scriptsOf(api).provide_input;
+  scriptsOf(api).provide_input = async (...args) => {
+    assert.equal((await h.store.requestInput(task.id, task.attempt, { confirm: CONFIRM })).parked, true);
+    return answer(...args);
+  };
+  scriptsOf(api).enqueue = () => Promise.reject(new Error('Connection is closed.'));
+  await assert.rejects(api.provideInput(task.id, 'tenant-j', { confirm: { action: 'accept' } }), /closed/);
+  assert.equal((await h.store.get(task.id))?.status, 'queued');
+  assert.equal(await h.redis.zscore(schedulerKeys.ready('tenant-j', 'tools'), task.id), null);
+  // The reconciler finds it in the journal and offers it.
+  assert.deepEqual(await h.store.reconcileIntake(0), [task.id]);
+  assert.notEqual(await h.redis.zscore(schedulerKeys.ready('tenant-j', 'tools'), task.id), null);
+});
+
 test('a partial answer keeps the task parked; the last one resumes it', async () => {
   const task = await runningTool();
   await h.store.requestInput(task.id, task.attempt, { a: CONFIRM, b: CONFIRM });
   const partial = await h.store.provideInput(task.id, 'tenant-a', { a: 1 });
   assert.deepEqual(partial, { accepted: 1, status: 'input_required' });
+  // Nothing to offer: the answer's journal entry is gone with it.
+  assert.equal(await h.redis.zscore(schedulerKeys.intake, task.id), null);
   assert.deepEqual(Object.keys(await h.store.openInputRequests(task.id)), ['b']);
   assert.equal(await h.redis.zscore(schedulerKeys.ready('tenant-a', 'tools'), task.id), null);
   const last = await h.store.provideInput(task.id, 'tenant-a', { b: 2 });
