@@ -1,14 +1,21 @@
 --[[
-  Drop a task from the lease index only if its entry is still the lapsed one the sweep saw: a
-  claim that re-indexed the task meanwhile (a later deadline) keeps its entry.
+  Drop a task from a deadline index (leases, parked) only if its entry is still the one the caller
+  saw or wrote: a claim that re-indexed the task meanwhile (a later deadline) keeps its entry, as
+  does an ask that parked it again. With a score to put back, the entry gets that score instead
+  of leaving (what an ask refused after its write found there).
 
-  KEYS[1] lease index (zset)  tl:{sched}:leases
-  ARGV[1] task id  ARGV[2] deadline (ms): remove only an entry scored at or before it
+  KEYS[1] deadline index (zset)  tl:{sched}:leases or tl:{sched}:parked
+  ARGV[1] task id  ARGV[2] deadline (ms): only an entry scored at or before it
+  ARGV[3] optional: the score to put back
 
-  Returns 1 when removed, else 0.
+  Returns 1 when removed or put back, else 0.
 ]]
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) <= tonumber(ARGV[2]) then
-  return redis.call('ZREM', KEYS[1], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then
+  return 0
 end
-return 0
+if ARGV[3] then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  return 1
+end
+return redis.call('ZREM', KEYS[1], ARGV[1])

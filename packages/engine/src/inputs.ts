@@ -25,10 +25,12 @@ export async function requestInput(
   const entries = Object.entries(requests);
   const event = statusEvent('input_required', { input_requests: requests });
   const deadline = h.now() + h.inputTimeoutMs;
-  // With the parked entry, what this attempt holds in the scheduler's index, read while it still
-  // holds the task: once it parks, an answer may queue it and a new attempt take entries under the
-  // same id. On a cluster the index is on another node: both are done before the park is sent.
+  // With the parked entry (and what it replaces), what this attempt holds in the scheduler's
+  // index, read while it still holds the task: once it parks, an answer may queue it and a new
+  // attempt take entries under the same id. On a cluster the index is on another node: all of it
+  // is done before the park is sent.
   const indexed = Promise.all([
+    h.redis.zscore(schedulerKeys.parked, id),
     h.redis.zadd(schedulerKeys.parked, deadline, id),
     h.redis.zscore(schedulerKeys.leases, id),
     h.redis.zscore(running, id),
@@ -48,9 +50,15 @@ export async function requestInput(
     event.type,
     JSON.stringify(event.data),
   );
-  const [[, lease, place], reply] = await Promise.all([indexed, asked]);
+  const [[replaced, , lease, place], reply] = await Promise.all([indexed, asked]);
   if (reply[0] !== 'ok') {
-    await h.redis.zrem(schedulerKeys.parked, id);
+    // The entry as it was: an attempt that lost the task asks after the one that parked it.
+    await h.scripts.lease_unindex(
+      schedulerKeys.parked,
+      id,
+      deadline,
+      ...(replaced === null ? [] : [replaced]),
+    );
     if (reply[0] !== 'answered') check(id, reply);
     return { waiting: false, parked: false, answers: await answers(h.redis, id) };
   }

@@ -81,6 +81,7 @@ test('a task waiting for input is parked: no lease, out of the running set, its 
   // The new attempt replays the answer instead of asking again.
   const again = await h.store.requestInput(task.id, resumed.attempt, { confirm: CONFIRM });
   assert.deepEqual(again, { waiting: false, parked: false, answers: { confirm: { action: 'accept' } } });
+  assert.equal(await h.redis.zscore(schedulerKeys.parked, task.id), null, 'nothing parked, nothing indexed');
   const statuses = (await h.store.events(task.id, 0)).events.map(
     (e) => (JSON.parse(e.data) as { task_status?: string }).task_status,
   );
@@ -141,6 +142,22 @@ test('an answer that resumes a task parked after the answer read it leaves a jou
   // The reconciler finds it in the journal and offers it.
   assert.deepEqual(await h.store.reconcileIntake(0), [task.id]);
   assert.notEqual(await h.redis.zscore(schedulerKeys.ready('tenant-j', 'tools'), task.id), null);
+});
+
+test('an ask refused to an attempt that lost the task leaves the parked entry of the attempt that parked it', async () => {
+  const task = await runningTool('tenant-s');
+  // The first attempt's lease lapsed: restarted (on_restart retry), claimed and parked by the next.
+  assert.equal(await h.store.recover(task.id, Date.now() + 3_600_000), 'queued');
+  const next = await h.store.claim(task.id, 'w2', 60_000, { start: true });
+  assert.equal((await h.store.requestInput(task.id, next.attempt, { confirm: CONFIRM })).parked, true);
+  const deadline = await h.redis.zscore(schedulerKeys.parked, task.id);
+  // The first attempt, back from its pause, asks too.
+  await assert.rejects(
+    h.store.requestInput(task.id, task.attempt, { other: CONFIRM }),
+    code('stale_attempt'),
+  );
+  // The deadline sweep still finds the parked task, at its own deadline.
+  assert.equal(await h.redis.zscore(schedulerKeys.parked, task.id), deadline);
 });
 
 test('a partial answer keeps the task parked; the last one resumes it', async () => {

@@ -123,6 +123,14 @@ test('lease_unindex keeps an entry that a claim re-indexed meanwhile', async () 
   assert.deepEqual(await h.redis.zrange('tl:{sched}:leases', 0, -1), ['b']);
 });
 
+test('lease_unindex puts back the score it is given, on the entry it would have removed only', async () => {
+  const source = scriptSource('lease_unindex');
+  await h.redis.zadd('tl:{sched}:parked', 500, 'a', 900, 'b');
+  assert.equal(await h.redis.eval(source, 1, 'tl:{sched}:parked', 'a', 500, 300), 1);
+  assert.equal(await h.redis.eval(source, 1, 'tl:{sched}:parked', 'b', 500, 300), 0);
+  assert.deepEqual(await h.redis.zrange('tl:{sched}:parked', 0, -1, 'WITHSCORES'), ['a', '300', 'b', '900']);
+});
+
 test('park_unindex removes a task’s lease entry and running place only where each still has the score read', async () => {
   const source = scriptSource('park_unindex');
   const [leases, running] = ['tl:{sched}:leases', 'tl:{sched}:active:park'];
