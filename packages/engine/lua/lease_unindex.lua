@@ -1,11 +1,12 @@
 --[[
-  Drop a task from a deadline index (leases, parked) only if its entry is still the one the caller
-  saw or wrote: a claim that re-indexed the task meanwhile (a later deadline) keeps its entry, as
-  does an ask that parked it again. With a score to put back, the entry gets that score instead
-  of leaving (what an ask refused after its write found there).
+  Drop a task from a time-scored index (leases, parked, intake) only if its entry is still the one
+  the caller saw or wrote: a claim that re-indexed the task meanwhile (a later deadline) keeps its
+  entry, as do an ask that parked it again and an answer that journalled it again. With a score
+  to put back, the entry gets that score instead of leaving (what an ask refused after its write
+  found there).
 
-  KEYS[1] deadline index (zset)  tl:{sched}:leases or tl:{sched}:parked
-  ARGV[1] task id  ARGV[2] deadline (ms): only an entry scored at or before it
+  KEYS[1] the index (zset)  tl:{sched}:leases, tl:{sched}:parked or tl:{sched}:intake
+  ARGV[1] task id  ARGV[2] score (ms, a deadline or a time): only an entry scored at or before it
   ARGV[3] optional: the score to put back
 
   Returns 1 when removed or put back, else 0.

@@ -103,14 +103,8 @@ export async function reconcileIntake(
   limit = 500,
   failed?: SweepFailed,
 ): Promise<string[]> {
-  const ids = await core.redis.zrangebyscore(
-    schedulerKeys.intake,
-    '-inf',
-    core.now() - olderThanMs,
-    'LIMIT',
-    0,
-    limit,
-  );
+  const before = core.now() - olderThanMs;
+  const ids = await core.redis.zrangebyscore(schedulerKeys.intake, '-inf', before, 'LIMIT', 0, limit);
   const queued: string[] = [];
   await sweepEach(
     ids,
@@ -120,7 +114,8 @@ export async function reconcileIntake(
         await core.enqueue(task);
         queued.push(id);
       } else {
-        await core.redis.zrem(schedulerKeys.intake, id);
+        // Only the entry listed: an answer may have journalled the task again since the read.
+        await core.scripts.lease_unindex(schedulerKeys.intake, id, before);
       }
     },
     failed,

@@ -144,6 +144,30 @@ test('an answer that resumes a task parked after the answer read it leaves a jou
   assert.notEqual(await h.redis.zscore(schedulerKeys.ready('tenant-j', 'tools'), task.id), null);
 });
 
+test('the reconciler keeps a journal entry that an answer wrote again after its read', async () => {
+  const task = await runningTool('tenant-r');
+  assert.equal((await h.store.requestInput(task.id, task.attempt, { confirm: CONFIRM })).parked, true);
+  // Left over from an earlier answer (one whose drop was lost), so the reconciler visits the task.
+  await h.redis.zadd(schedulerKeys.intake, 1, task.id);
+  // Between the reconciler's read (parked, nothing to offer) and its drop, an answer resumes the
+  // task, and the offer after it is lost (a dropped connection).
+  const api = new TaskStore(h.redis, { ...defaults, inputTimeoutMs: 60_000 });
+  scriptsOf(api).enqueue = () => Promise.reject(new Error('Connection is closed.'));
+  const reconciler = new TaskStore(h.redis, defaults);
+  const core = (reconciler as unknown as { core: { get: TaskStore['get'] } }).core;
+  const read = core.get.bind(core);
+  core.get = async (id, tenant) => {
+    const seen = await read(id, tenant);
+    await assert.rejects(api.provideInput(task.id, 'tenant-r', { confirm: { action: 'accept' } }), /closed/);
+    return seen;
+  };
+  assert.deepEqual(await reconciler.reconcileIntake(1000), []);
+  assert.equal((await h.store.get(task.id))?.status, 'queued');
+  // Its next round finds the answer's entry and offers the task.
+  assert.notEqual(await h.redis.zscore(schedulerKeys.intake, task.id), null);
+  assert.deepEqual(await h.store.reconcileIntake(0), [task.id]);
+});
+
 test('an ask refused to an attempt that lost the task leaves the parked entry of the attempt that parked it', async () => {
   const task = await runningTool('tenant-s');
   // The first attempt's lease lapsed: restarted (on_restart retry), claimed and parked by the next.
