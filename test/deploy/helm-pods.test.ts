@@ -154,3 +154,55 @@ test('pods take pull secrets, annotations, affinity, spread, priority and runtim
     false,
   );
 });
+
+interface Pdb extends Manifest {
+  spec: {
+    minAvailable?: number;
+    maxUnavailable?: number;
+    selector: { matchLabels: Record<string, string> };
+  };
+}
+
+/**
+ * Pods a drain may evict, per component with a PDB, with the component at its fewest replicas
+ * (its HPA's or ScaledObject's minimum, else its own count).
+ */
+function drainable(ms: Manifest[]): Record<string, number> {
+  const scaler = (kind: string, name: string) =>
+    ms.find((m) => m.kind === kind && (m.spec?.scaleTargetRef as { name: string }).name === name)?.spec;
+  const fewest = (name: string) =>
+    (scaler('HorizontalPodAutoscaler', name)?.minReplicas ??
+      scaler('ScaledObject', name)?.minReplicaCount ??
+      ms.find((m) => m.metadata.name === name && /^(Deployment|StatefulSet)$/.test(m.kind))?.spec
+        ?.replicas) as number;
+  return Object.fromEntries(
+    ms
+      .filter((m): m is Pdb => m.kind === 'PodDisruptionBudget')
+      .map(({ metadata, spec }) => [
+        metadata.labels?.['app.kubernetes.io/component'],
+        spec.maxUnavailable ?? fewest(metadata.name) - spec.minAvailable!,
+      ]),
+  );
+}
+
+// A PDB whose minAvailable is every pod the component runs lets no pod be evicted: `kubectl
+// drain` of that pod's node waits forever (scheduler.replicas: 1, or an api of 1 replica).
+test('no PodDisruptionBudget blocks a node drain, whatever the replica counts', () => {
+  const renders: [string, Record<string, string>, string[]][] = [
+    ['defaults', {}, []],
+    ['one scheduler', { 'scheduler.replicas': '1' }, []],
+    ['one api, no HPA', { 'api.autoscaling.enabled': 'false', 'api.replicas': '1' }, []],
+    ['HPA down to one api', { 'api.autoscaling.minReplicas': '1' }, []],
+    ['two of two kept', { 'scheduler.pdb.minAvailable': '2' }, []],
+    ['in-chart Redis Cluster', {}, [`${CHART}/examples/redis-cluster-in-chart.yaml`]],
+  ];
+  for (const [what, set, files] of renders)
+    for (const [name, allowed] of Object.entries(drainable(render({ set, files }))))
+      assert.ok(allowed >= 1, `${what}: ${name} lets a drain evict ${allowed} pods`);
+  assert.throws(
+    () => render({ set: { 'gpuWorker.pdb.maxUnavailable': '0' } }),
+    /values don't meet the specifications|schema/,
+  );
+  // Where there are pods to spare, the budget is there: one pod at a time.
+  assert.deepEqual(drainable(render()), { api: 1, scheduler: 1, 'gpu-worker': 1 });
+});
