@@ -206,3 +206,20 @@ test('no PodDisruptionBudget blocks a node drain, whatever the replica counts', 
   // Where there are pods to spare, the budget is there: one pod at a time.
   assert.deepEqual(drainable(render()), { api: 1, scheduler: 1, 'gpu-worker': 1 });
 });
+
+// CPU workers (gpusPerPod: 0) that tolerate the GPU nodes' taint land on GPU nodes, taking room
+// (and, in node autoscalers, keeping GPU nodes up) that GPU workers need.
+test('workers tolerate the GPU taint only when they request GPUs, or when told to', () => {
+  const GPU = { key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' };
+  const tolerations = (set: Record<string, string>) =>
+    (pod(render({ set }), 'Deployment', 'taskline-gpu-worker').tolerations as unknown[] | undefined) ?? [];
+  assert.deepEqual(tolerations({}), [GPU]);
+  assert.deepEqual(tolerations({ 'gpuWorker.gpusPerPod': '0' }), [], 'a CPU worker');
+  const spot = { key: 'spot', operator: 'Exists', effect: 'NoSchedule' };
+  const own = { 'gpuWorker.tolerations[0].key': 'spot', 'gpuWorker.tolerations[0].operator': 'Exists' };
+  const withSpot = { ...own, 'gpuWorker.tolerations[0].effect': 'NoSchedule' };
+  assert.deepEqual(tolerations(withSpot), [GPU, spot], "the pool's own taints as well");
+  assert.deepEqual(tolerations({ ...withSpot, 'gpuWorker.gpusPerPod': '0' }), [spot]);
+  const asked = { ...own, 'gpuWorker.tolerations[0].key': 'nvidia.com/gpu', 'gpuWorker.gpusPerPod': '0' };
+  assert.deepEqual(tolerations(asked), [{ key: 'nvidia.com/gpu', operator: 'Exists' }], 'asked for');
+});
