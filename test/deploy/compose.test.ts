@@ -10,6 +10,7 @@ import { ROOT } from './promql.js';
 
 interface Service {
   environment?: Record<string, string>;
+  ports?: string[];
   deploy?: { resources?: { reservations?: { devices?: { capabilities?: string[] }[] } } };
 }
 
@@ -66,4 +67,14 @@ test('compose: the api has a credential to call it with, and every service start
     api.TASKLINE_API_KEYS || api.TASKLINE_JWT_PUBLIC_KEY || api.TASKLINE_JWT_JWKS_URL,
     'no API key or JWT setting: every request would be 401, and keys made by the CLI need a Redis the compose stack does not publish',
   );
+});
+
+// Prometheus holds the tenant-labelled metrics the api keeps off its own port, and Grafana lets
+// anyone in anonymously: published on every interface, the whole network could read them.
+test('compose: every published port is on this machine only', () => {
+  const published = Object.entries(compose.services).flatMap(([name, s]) =>
+    (s.ports ?? []).map((p) => [name, p] as const),
+  );
+  assert.ok(published.some(([name]) => name === 'grafana'));
+  for (const [name, port] of published) assert.match(port, /^127\.0\.0\.1:\d+:\d+$/, `${name}: ${port}`);
 });
