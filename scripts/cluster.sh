@@ -14,7 +14,7 @@ mkdir -p "$data/redis"
 source scripts/local-stack.sh
 
 redis_port=${TASKLINE_CLUSTER_REDIS_PORT:-6391}
-start_redis "$redis_port" "$PWD/$data/redis"
+start_redis "$redis_port" "$PWD/$data/redis" "set TASKLINE_CLUSTER_REDIS_PORT to a free port"
 
 export REDIS_URL="redis://127.0.0.1:$redis_port"
 export TASKLINE_HOST=127.0.0.1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to a running local stack: installs what is missing, builds,
-# starts a Redis of its own with AOF in .data/redis (unless REDIS_URL names one), then the
-# scheduler, a gpu-worker with the bundled model, and the api on http://127.0.0.1:${TASKLINE_PORT:-8080}.
+# starts a Redis of its own with AOF in .data/redis on 127.0.0.1:${TASKLINE_START_REDIS_PORT:-6390}
+# (unless REDIS_URL names one), then the scheduler, a gpu-worker with the bundled model, and the api
+# on http://127.0.0.1:${TASKLINE_PORT:-8080}.
 # Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,9 +11,11 @@ bash scripts/bootstrap.sh
 source scripts/local-stack.sh
 
 if [ -z "${REDIS_URL:-}" ]; then
+  redis_port=${TASKLINE_START_REDIS_PORT:-6390}
   mkdir -p .data/redis
-  start_redis 6390 "$PWD/.data/redis"
-  export REDIS_URL="redis://127.0.0.1:6390"
+  start_redis "$redis_port" "$PWD/.data/redis" \
+    "set TASKLINE_START_REDIS_PORT to a free port (or REDIS_URL to use a Redis of yours)"
+  export REDIS_URL="redis://127.0.0.1:$redis_port"
 fi
 
 # A local key so the API answers out of the box; set TASKLINE_API_KEYS or JWT settings for anything else.

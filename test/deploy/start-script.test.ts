@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -12,15 +12,17 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { until } from '@taskline/testing';
+import { bounded, exited, freePort, until } from '@taskline/testing';
 import { ROOT } from './promql.js';
 
 // scripts/start.sh and scripts/cluster.sh as they are, in a copy of the checkout's layout whose
-// services, bootstrap, pnpm, haproxy, redis-server and redis-cli are stand-ins: no port is taken,
-// nothing is built. Each stand-in service takes a moment to stop after its signal, as the real ones
-// do while they write their drain and step-down to Redis.
+// services, bootstrap, pnpm, haproxy, redis-server and redis-cli are stand-ins: nothing is built,
+// and the only port taken is the one a test holds on purpose. Each stand-in service takes a
+// moment to stop after its signal, as the real ones do while they write their drain and
+// step-down to Redis.
 
 /** A stand-in service: `started-<name>-<pid>` once up, `exited-<name>-<pid>` as it exits. */
 const service = (name: string) => `
@@ -33,8 +35,12 @@ process.once('SIGTERM', stop);
 setInterval(() => {}, 1000);
 `;
 
-/** Runs until signalled; redis-server also records which services had stopped by then. */
+/**
+ * Runs until signalled (its pid kept in `daemons`, since Redis runs in a session of its own that
+ * a signal to the script's group misses); redis-server also records which services had stopped.
+ */
 const daemon = (onStop: string) => `#!/usr/bin/env bash
+echo $$ >> daemons
 stop() { ${onStop} exit 0; }
 trap stop INT TERM
 while :; do sleep 0.05; done
@@ -47,7 +53,7 @@ const BIN: Record<string, string> = {
   pnpm: '#!/usr/bin/env bash\nexit 0\n',
 };
 
-function checkout(script: string): string {
+function checkout(script: string, bins: Record<string, string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'taskline-start-'));
   for (const sub of ['scripts', 'bin', '.data']) mkdirSync(join(dir, sub));
   for (const file of [script, 'local-stack.sh'])
@@ -57,11 +63,49 @@ function checkout(script: string): string {
     mkdirSync(join(dir, 'services', name, 'dist'), { recursive: true });
     writeFileSync(join(dir, 'services', name, 'dist/main.js'), service(name));
   }
-  for (const [bin, text] of Object.entries(BIN)) {
+  for (const [bin, text] of Object.entries({ ...BIN, ...bins })) {
     writeFileSync(join(dir, 'bin', bin), text);
     chmodSync(join(dir, 'bin', bin), 0o755);
   }
   return dir;
+}
+
+/** Where each script's own Redis listens (a free port: 6390 and 6391 may be a developer's). */
+const PORT_VAR = { 'start.sh': 'TASKLINE_START_REDIS_PORT', 'cluster.sh': 'TASKLINE_CLUSTER_REDIS_PORT' };
+
+interface Run {
+  child: ChildProcess;
+  exit: Promise<number | NodeJS.Signals | null>;
+  stderr: () => string;
+}
+
+/** Runs `script` in `dir` in a process group of its own, as a terminal's foreground job. */
+function run(dir: string, script: keyof typeof PORT_VAR, env: NodeJS.ProcessEnv): Run {
+  const full = { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}`, ...env };
+  delete full.REDIS_URL;
+  const child = spawn('bash', [`scripts/${script}`], {
+    cwd: dir,
+    env: full,
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  return { child, exit: exited(child), stderr: () => stderr };
+}
+
+/** Ends what a run left (a script that never exits on its own fails its test, not the suite). */
+function reap(dir: string, r: Run) {
+  if (r.child.exitCode === null && r.child.signalCode === null) process.kill(-r.child.pid!, 'SIGKILL');
+  const daemons = existsSync(join(dir, 'daemons')) ? readFileSync(join(dir, 'daemons'), 'utf8') : '';
+  for (const pid of daemons.split(/\s+/).filter(Boolean)) {
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // already stopped by the script
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
 }
 
 /** The service names of the files `prefix-<name>-<pid>` in `names`, sorted. */
@@ -77,22 +121,54 @@ for (const [script, expected] of [
 ] as const) {
   test(`Ctrl-C on ${script} stops the services before the Redis they write to while stopping`, async () => {
     const dir = checkout(script);
+    const r = run(dir, script, { [PORT_VAR[script]]: String(await freePort()) });
     try {
-      const env = { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}` };
-      delete env.REDIS_URL;
-      // Its own process group, as a terminal's foreground job: Ctrl-C signals the whole group.
-      const child = spawn('bash', [`scripts/${script}`], { cwd: dir, env, detached: true, stdio: 'ignore' });
-      const exited = new Promise((resolve) => child.once('exit', resolve));
       await until('every service to start', () =>
         services(readdirSync(dir), 'started').length === expected.length ? true : undefined,
       );
-      process.kill(-child.pid!, 'SIGINT');
-      await exited;
+      process.kill(-r.child.pid!, 'SIGINT');
+      await r.exit;
       await until('Redis to be stopped', () => (existsSync(join(dir, 'redis-stopped')) ? true : undefined));
       const stoppedFirst = readFileSync(join(dir, 'redis-stopped'), 'utf8').trim().split(/\s+/);
       assert.deepEqual(services(stoppedFirst, 'exited'), expected);
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      reap(dir, r);
+    }
+  });
+
+  // Whatever answered there (another checkout's Redis, someone's server) would have been used
+  // as this stack's Redis: its data, its settings, and gone when its owner stops it.
+  test(`${script} refuses a Redis port that another program already holds`, async () => {
+    const taken = createServer((socket) => socket.on('data', () => socket.write('+PONG\r\n')));
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    const dir = checkout(script);
+    const r = run(dir, script, { [PORT_VAR[script]]: String(port) });
+    try {
+      assert.notEqual(await bounded(`${script} to refuse`, 20_000, r.exit), 0);
+      assert.match(r.stderr(), new RegExp(`port ${port} is taken.*${PORT_VAR[script]}`, 's'));
+      assert.deepEqual(services(readdirSync(dir), 'started'), [], 'no service started');
+    } finally {
+      reap(dir, r);
+      taken.close();
     }
   });
 }
+
+test('start.sh gives up with a clear error when its redis-server exits or never answers', async () => {
+  const refused = '#!/usr/bin/env bash\necho "Could not connect to Redis" >&2\nexit 1\n';
+  for (const [what, redisServer, message] of [
+    ['exits', '#!/usr/bin/env bash\necho "bind: Address in use" >&2\nexit 1\n', /redis-server .*exited/],
+    ['hangs', BIN['redis-server']!, /did not answer within 10 s/],
+  ] as const) {
+    const dir = checkout('start.sh', { 'redis-server': redisServer, 'redis-cli': refused });
+    const r = run(dir, 'start.sh', { TASKLINE_START_REDIS_PORT: String(await freePort()) });
+    try {
+      assert.notEqual(await bounded(`start.sh to give up (${what})`, 30_000, r.exit), 0, what);
+      assert.match(r.stderr(), message, what);
+      assert.deepEqual(services(readdirSync(dir), 'started'), [], `${what}: no service started`);
+    } finally {
+      reap(dir, r);
+    }
+  }
+});
