@@ -32,7 +32,9 @@ fi
 export TASKLINE_ADMIN_KEYS
 
 TASKLINE_METRICS_PORT=9464 node services/scheduler/dist/main.js & pids+=($!)
-TASKLINE_METRICS_PORT=9465 node services/gpu-worker/dist/main.js & pids+=($!)
+# The worker dials the scheduler where it listens, on the control port the user may have moved.
+TASKLINE_SCHEDULER_ADDR="${TASKLINE_SCHEDULER_ADDR:-127.0.0.1:${TASKLINE_CONTROL_PORT:-7070}}" \
+  TASKLINE_METRICS_PORT=9465 node services/gpu-worker/dist/main.js & pids+=($!)
 TASKLINE_METRICS_PORT=9466 node services/api/dist/main.js & pids+=($!)
 
 echo "Taskline is starting on http://${TASKLINE_HOST:-127.0.0.1}:${TASKLINE_PORT:-8080} (Redis: $REDIS_URL)."

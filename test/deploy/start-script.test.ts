@@ -16,6 +16,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bounded, exited, freePort, until } from '@taskline/testing';
+import { loadEnv } from '../../packages/config/src/index.js';
 import { ROOT } from './promql.js';
 
 // scripts/start.sh and scripts/cluster.sh as they are, in a copy of the checkout's layout whose
@@ -24,14 +25,16 @@ import { ROOT } from './promql.js';
 // moment to stop after its signal, as the real ones do while they write their drain and
 // step-down to Redis.
 
-/** A stand-in service: `started-<name>-<pid>` once up, `exited-<name>-<pid>` as it exits. */
+/** A stand-in service: `started-<name>-<pid>` (its environment) once up, `exited-<name>-<pid>` as it exits. */
 const service = (name: string) => `
-const { writeFileSync } = require('node:fs');
+const { renameSync, writeFileSync } = require('node:fs');
 const me = ${JSON.stringify(name)} + '-' + process.pid;
-writeFileSync('started-' + me, '');
 const stop = () => setTimeout(() => { writeFileSync('exited-' + me, ''); process.exit(0); }, 300);
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
+// Announced once it handles signals (the tests signal it as soon as they see the file), whole.
+writeFileSync('.started-' + me, JSON.stringify(process.env));
+renameSync('.started-' + me, 'started-' + me);
 setInterval(() => {}, 1000);
 `;
 
@@ -170,5 +173,30 @@ test('start.sh gives up with a clear error when its redis-server exits or never 
     } finally {
       reap(dir, r);
     }
+  }
+});
+
+// A user who moves the scheduler's control port (say 7070 is taken) must not leave the worker
+// dialling the default one: it would never report its slots, and no task would be dispatched.
+test("start.sh's worker dials the scheduler on the control port the user set", async () => {
+  const dir = checkout('start.sh');
+  const control = await freePort();
+  const r = run(dir, 'start.sh', {
+    TASKLINE_START_REDIS_PORT: String(await freePort()),
+    TASKLINE_CONTROL_PORT: String(control),
+  });
+  try {
+    const started = await until('every service to start', () => {
+      const files = readdirSync(dir).filter((f) => f.startsWith('started-'));
+      return files.length === 3 ? files : undefined;
+    });
+    const settings = (name: string) => {
+      const file = started.find((f) => f.startsWith(`started-${name}-`))!;
+      return loadEnv(JSON.parse(readFileSync(join(dir, file), 'utf8')) as NodeJS.ProcessEnv);
+    };
+    assert.equal(settings('scheduler').TASKLINE_CONTROL_PORT, control);
+    assert.deepEqual(settings('gpu-worker').TASKLINE_SCHEDULER_ADDR, `127.0.0.1:${control}`);
+  } finally {
+    reap(dir, r);
   }
 });
