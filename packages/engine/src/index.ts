@@ -63,7 +63,7 @@ export {
   type ErrorCode,
   type Problem,
 } from './errors.js';
-export { indexTenant } from './keys.js';
+export { indexTenant, toolTaskIndex } from './keys.js';
 export { taskStatuses, subscribeCancels } from './lookups.js';
 export { Leadership } from './leader.js';
 export {

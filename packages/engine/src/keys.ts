@@ -100,6 +100,13 @@ export function parseOfferedState(value: string): QueuedState | null {
 }
 
 /**
+ * A tenant's MCP tool tasks of both eras, what 2025-11-25 `tasks/list` pages through (zset, score
+ * 0, members `<createdAt, 15 digits>:<id>` in lex order, so rank is creation order). `@taskline/mcp`
+ * writes it before the task; the retention sweep bounds and expires it beside the operator index.
+ */
+export const toolTaskIndex = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;
+
+/**
  * The operator index: what the console lists, never shown to tenants. It holds ids and times
  * only; every row is read from the task record itself, so an expired task drops out of the
  * listing the moment its record expires (and its index entry is dropped on that read).

@@ -3,7 +3,7 @@
  * from the console's reads (operator.ts) so that the store, which writes them, needs nothing of it.
  */
 import type { Redis } from 'ioredis';
-import { operatorKeys } from './keys.js';
+import { operatorKeys, toolTaskIndex } from './keys.js';
 import type { TaskRecord } from './records.js';
 
 export const minuteOf = (ms: number) => Math.floor(ms / 60_000);
@@ -42,10 +42,11 @@ export function indexCreated(
 }
 
 /**
- * Bounds the index of every tenant that created a task since `since` (ms) to its newest `max`
- * entries and sets it to expire `retentionMs` from now, and drops throughput minutes over an
- * hour old; returns how many tenants it visited. Between two sweeps an index may pass its bound
- * by the creates in between. The throughput hash expires too, should sweeps stop altogether.
+ * Bounds the operator index and the MCP tool-task index (`toolTaskIndex`) of every tenant that
+ * created a task since `since` (ms) to their newest `max` entries and sets them to expire
+ * `retentionMs` from now, and drops throughput minutes over an hour old; returns how many tenants
+ * it visited. Between two sweeps an index may pass its bound by the creates in between. The
+ * throughput hash expires too, should sweeps stop altogether.
  */
 export async function sweepOperatorIndex(
   redis: Redis,
@@ -63,10 +64,12 @@ export async function sweepOperatorIndex(
   const [fields] = await Promise.all([
     redis.hkeys(operatorKeys.throughput),
     Promise.all(
-      tenants.flatMap((tenant) => {
-        const key = operatorKeys.tasks(tenant);
-        return [redis.zremrangebyrank(key, 0, -(o.max + 1)), redis.pexpire(key, o.retentionMs)];
-      }),
+      tenants.flatMap((tenant) =>
+        [operatorKeys.tasks(tenant), toolTaskIndex(tenant)].flatMap((key) => [
+          redis.zremrangebyrank(key, 0, -(o.max + 1)),
+          redis.pexpire(key, o.retentionMs),
+        ]),
+      ),
     ),
   ]);
   const old = fields.filter((f) => Number(f.slice(2)) < oldest);

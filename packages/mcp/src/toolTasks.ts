@@ -1,10 +1,10 @@
 import type { Admission, TaskReservation } from '@taskline/admission';
-import type { TaskRecord, TaskStore } from '@taskline/engine';
+import { toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { TOOLS_MODEL, type ToolResult } from '@taskline/tools';
 import type { McpObserver } from './observe.js';
 
-/** A tenant's MCP tool tasks, both eras: the index `tasks/list` (MCP 2025-11-25) pages through. */
-const indexKey = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;
+/** Index entries one page reads at most, live or dead: its cost is bounded whatever lies ahead. */
+const PAGE_READS = 1000;
 /** Index members sort by creation time; the id keeps members unique and names the task. */
 const member = (createdAt: number, id: string) => `${String(createdAt).padStart(15, '0')}:${id}`;
 
@@ -40,7 +40,7 @@ export async function createToolTask(
   deps: ToolTaskAdmission,
 ): Promise<TaskRecord> {
   const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async (id) => {
-    await store.redis.zadd(indexKey(tenant), 0, member(Date.now(), id));
+    await store.redis.zadd(toolTaskIndex(tenant), 0, member(Date.now(), id));
     const created = await store.create({
       id,
       fresh: true,
@@ -58,7 +58,9 @@ export async function createToolTask(
 
 /**
  * One page of the tenant's tool tasks, oldest first. The cursor is opaque to clients (the last
- * index member, base64url); entries of tasks that expired are removed on the way.
+ * index member read, base64url); entries of tasks that expired are removed on the way. A page
+ * reads at most PAGE_READS entries, so one behind many dead entries may come short (even empty)
+ * with a cursor to go on.
  */
 export async function listToolTasks(
   store: TaskStore,
@@ -66,7 +68,7 @@ export async function listToolTasks(
   cursor: string | undefined,
   pageSize: number,
 ): Promise<{ tasks: TaskRecord[]; nextCursor?: string }> {
-  const key = indexKey(tenant);
+  const key = toolTaskIndex(tenant);
   let from = '-';
   if (cursor !== undefined) {
     const last = Buffer.from(cursor, 'base64url').toString();
@@ -75,15 +77,17 @@ export async function listToolTasks(
   }
   const tasks: TaskRecord[] = [];
   let lastMember: string | undefined;
-  while (tasks.length < pageSize) {
-    const members = await store.redis.zrangebylex(key, from, '+', 'LIMIT', 0, pageSize - tasks.length);
+  for (let read = 0; tasks.length < pageSize && read < PAGE_READS;) {
+    const limit = Math.min(pageSize - tasks.length, PAGE_READS - read);
+    const members = await store.redis.zrangebylex(key, from, '+', 'LIMIT', 0, limit);
     if (members.length === 0) return { tasks };
-    for (const m of members) {
-      const task = await store.get(m.slice(16), tenant);
-      if (task) tasks.push(task);
-      else await store.redis.zrem(key, m);
-      lastMember = m;
-    }
+    read += members.length;
+    // The batch's records at once (one auto-pipelined round trip), not one round trip each.
+    const found = await Promise.all(members.map((m) => store.get(m.slice(16), tenant)));
+    const gone = members.filter((_, i) => !found[i]);
+    if (gone.length > 0) await store.redis.zrem(key, ...gone);
+    for (const task of found) if (task) tasks.push(task);
+    lastMember = members.at(-1)!;
     from = `(${lastMember}`;
   }
   const more = await store.redis.zrangebylex(key, from, '+', 'LIMIT', 0, 1);
