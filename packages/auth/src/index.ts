@@ -47,6 +47,11 @@ export interface Authenticator {
   middleware: (req: Request, res: Response, next: NextFunction) => void;
   /** The tenant a request's headers prove; throws TasklineError('unauthorized'). */
   authenticate(headers: IncomingHttpHeaders): Promise<Tenant>;
+  /**
+   * What a stream opened by `tenant` with `headers` asks on each heartbeat (false ends it), or
+   * undefined when nothing can revoke it while it is open (see below).
+   */
+  stillAuthorized(headers: IncomingHttpHeaders, tenant: Tenant): (() => Promise<boolean>) | undefined;
 }
 
 const unauthorized = (detail: string) => new TasklineError('unauthorized', detail);
@@ -90,8 +95,25 @@ export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
     throw unauthorized('The bearer token is invalid or expired.');
   }
 
+  /**
+   * A key made by the CLI can be revoked while a stream it opened is open: asked again on each
+   * heartbeat, the stream ends as the key's next request would be refused, on whichever replica
+   * holds it. A static key is revoked only with a restart, and a JWT is not asked again: it was
+   * valid when the stream was asked for, and its expiry is no revocation. A key store that cannot
+   * answer now cuts nothing.
+   */
+  function stillAuthorized(headers: IncomingHttpHeaders, tenant: Tenant) {
+    if (tenant.via !== 'api_key') return undefined;
+    return () =>
+      authenticate(headers).then(
+        (now) => now.id === tenant.id,
+        (err: unknown) => !(err instanceof TasklineError && err.code === 'unauthorized'),
+      );
+  }
+
   return {
     authenticate,
+    stillAuthorized,
     middleware(req, _res, next) {
       authenticate(req.headers).then((tenant) => {
         req.tenant = tenant;

@@ -10,7 +10,7 @@ import {
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
 import type { McpObserver } from './observe.js';
 import { rateLimited, rpcError } from './rpc.js';
-import { openEventStream } from './stream.js';
+import { openEventStream, type StillAuthorized } from './stream.js';
 import { findToolTask } from './toolTasks.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
@@ -30,6 +30,7 @@ interface ListenArgs {
   params: Record<string, unknown>;
   capabilities: unknown;
   observe?: McpObserver;
+  stillAuthorized?: StillAuthorized;
 }
 
 /**
@@ -91,7 +92,12 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   const slot: StreamSlot = slotted.value;
   const tasks = found.value.filter((t) => t !== null);
   args.observe?.listener(1);
-  const send = openEventStream(res, slot, args.heartbeatMs, () => args.observe?.listener(-1));
+  const send = openEventStream(res, {
+    slot,
+    heartbeatMs: args.heartbeatMs,
+    stillAuthorized: args.stillAuthorized,
+    onClose: () => args.observe?.listener(-1),
+  });
   send({
     method: 'notifications/subscriptions/acknowledged',
     params: { notifications: { taskIds: tasks.map((t) => t.id) } },

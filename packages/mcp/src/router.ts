@@ -23,6 +23,7 @@ import { LegacySessions } from './legacy/session.js';
 import type { McpExtensions } from './extensions.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { buildServer, missingTasks } from './server.js';
+import type { StillAuthorized } from './stream.js';
 
 export type McpEnv = Pick<
   Env,
@@ -45,8 +46,11 @@ export interface McpRouterDeps {
   hub: EventHub;
   env: McpEnv;
   logger: Logger;
-  /** The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves. */
-  authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string }>;
+  /**
+   * The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves, and what
+   * a stream it opens asks on each heartbeat, when its key can be revoked meanwhile.
+   */
+  authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string; stillAuthorized?: StillAuthorized }>;
   /** The tools to offer; by default `builtinTools` as configured by `env` and `extensions` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
@@ -214,9 +218,9 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   };
   router.use(async (req, res, next) => {
     try {
-      const tenant = env.TASKLINE_MCP_LOCAL_NO_AUTH
-        ? LOCAL_TENANT
-        : (await deps.authenticate!(req.headers)).id;
+      const { id: tenant, stillAuthorized } = env.TASKLINE_MCP_LOCAL_NO_AUTH
+        ? { id: LOCAL_TENANT, stillAuthorized: undefined }
+        : await deps.authenticate!(req.headers);
       // The admission step: a `tools/call` that runs as a task needs its place under the cap now.
       const reservation = await deps.admission.admit(tenant, res, createsTask(req));
       await reservation?.admit();
@@ -225,7 +229,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         token: '',
         clientId: tenant,
         scopes: [],
-        extra: { outcome, ...(reservation && { reservation }) },
+        extra: { outcome, stillAuthorized, ...(reservation && { reservation }) },
       };
       next();
     } catch (err) {
@@ -245,7 +249,10 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     const params = body?.params ?? {};
     const capabilities = (params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_KEY];
     const { auth } = req as Request & {
-      auth: { clientId: string; extra?: { reservation?: TaskReservation } };
+      auth: {
+        clientId: string;
+        extra?: { reservation?: TaskReservation; stillAuthorized?: StillAuthorized };
+      };
     };
     const tenant = auth.clientId;
     try {
@@ -280,11 +287,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           params,
           capabilities,
           observe: deps.observe,
+          stillAuthorized: auth.extra?.stillAuthorized,
         });
       }
       // Everything of the stateful 2025 era (initialize, sessions, answers) is served apart; the
       // branches above need 2026-only headers and methods (Mcp-Name, subscriptions/listen).
-      if (await isLegacy(req)) return await serveLegacy(legacy, req, res, tenant, auth.extra?.reservation);
+      if (await isLegacy(req)) return await serveLegacy(legacy, req, res, tenant, auth.extra);
       await node(req, res, req.body);
     } catch (err) {
       next(err);

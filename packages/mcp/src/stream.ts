@@ -1,17 +1,26 @@
 import type { Response } from 'express';
 import type { StreamSlot } from '@taskline/admission';
 
+/** Asked on each heartbeat of a stream, never rejects: false ends it (the key that opened it was revoked). */
+export type StillAuthorized = () => Promise<boolean>;
+
+export interface EventStreamOptions {
+  /** The stream's place under the tenant's TASKLINE_MAX_STREAMS (shared with LMSP event streams). */
+  slot: StreamSlot;
+  heartbeatMs: number;
+  /** The request's revocation check (`@taskline/auth` `stillAuthorized`), as LMSP streams ask it. */
+  stillAuthorized?: StillAuthorized;
+  onClose?: () => void;
+}
+
 /**
- * Starts an SSE response that holds `slot`, its place under the tenant's TASKLINE_MAX_STREAMS
- * (shared with LMSP event streams): a heartbeat comment every `heartbeatMs` keeps it open through
- * proxies and renews the slot, which is released when the response closes. Returns the function
- * that sends one JSON-RPC message on it.
+ * Starts an SSE response that holds `slot`: a heartbeat comment every `heartbeatMs` keeps it open
+ * through proxies, renews the slot and ends the stream once `stillAuthorized` says no; the slot is
+ * released when the response closes. Returns the function that sends one JSON-RPC message on it.
  */
 export function openEventStream(
   res: Response,
-  slot: StreamSlot,
-  heartbeatMs: number,
-  onClose?: () => void,
+  { slot, heartbeatMs, stillAuthorized, onClose }: EventStreamOptions,
 ): (message: object) => void {
   res.writeHead(200, {
     'content-type': 'text/event-stream',
@@ -21,6 +30,7 @@ export function openEventStream(
   const heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch(() => undefined);
+    void stillAuthorized?.().then((ok) => ok || res.end());
   }, heartbeatMs);
   res.once('close', () => {
     clearInterval(heartbeat);

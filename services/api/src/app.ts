@@ -51,7 +51,10 @@ function mcpRouter(core: ApiCore): Router {
     hub: core.hub,
     env: core.env,
     logger: core.logger.child({ surface: 'mcp' }),
-    authenticate: core.auth.authenticate,
+    authenticate: async (headers) => {
+      const tenant = await core.auth.authenticate(headers);
+      return { id: tenant.id, stillAuthorized: core.auth.stillAuthorized(headers, tenant) };
+    },
     admission: core.admission,
     extensions: core.mcpExtensions,
     observe: metrics && {

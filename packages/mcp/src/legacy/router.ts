@@ -1,7 +1,6 @@
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isLegacyRequest } from '@modelcontextprotocol/server';
-import type { TaskReservation } from '@taskline/admission';
 import type { Logger } from '@taskline/log';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
@@ -12,7 +11,10 @@ import type { McpExtensions } from '../extensions.js';
 import { rpcError } from '../rpc.js';
 
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
-export interface LegacyDeps extends Omit<LegacyCall, 'tenant' | 'res' | 'id' | 'reservation'> {
+export interface LegacyDeps extends Omit<
+  LegacyCall,
+  'tenant' | 'res' | 'id' | 'reservation' | 'stillAuthorized'
+> {
   sessions: LegacySessions;
   extensions: McpExtensions;
   logger: Logger;
@@ -47,7 +49,7 @@ export async function serveLegacy(
   req: Request,
   res: Response,
   tenant: string,
-  reservation?: TaskReservation,
+  request: Pick<LegacyCall, 'reservation' | 'stillAuthorized'> = {},
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
@@ -108,7 +110,8 @@ export async function serveLegacy(
     res.status(202).end(); // Notifications (initialized, cancelled...) need nothing from this server.
     return;
   }
-  const call = { ...deps, tenant, res, id: body.id, reservation };
+  const { reservation, stillAuthorized } = request;
+  const call = { ...deps, tenant, res, id: body.id, reservation, stillAuthorized };
   if (typeof body.method === 'string' && (await serveLegacyTaskMethod(call, body.method, body.params ?? {})))
     return;
   await serveWithSdk(deps, req, res, session, tenant);

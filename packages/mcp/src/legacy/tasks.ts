@@ -13,7 +13,7 @@ import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { rateLimited, rpcError } from '../rpc.js';
-import { openEventStream } from '../stream.js';
+import { openEventStream, type StillAuthorized } from '../stream.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
 /** What one 2025-era request runs with: the engine, the caller's tenant and the HTTP exchange. */
@@ -31,6 +31,8 @@ export interface LegacyCall {
   id: unknown;
   /** This call's place under the tenant's unfinished-task cap (admission step), if it creates a task. */
   reservation?: TaskReservation;
+  /** Asked on each heartbeat of a `tasks/result` stream (see openEventStream). */
+  stillAuthorized?: StillAuthorized;
   observe?: McpObserver;
 }
 
@@ -212,7 +214,11 @@ async function taskResult(call: LegacyCall, first: TaskRecord) {
       return void rateLimited(res, call.id, err);
     throw err;
   }
-  const send = openEventStream(res, slot, call.heartbeatMs);
+  const send = openEventStream(res, {
+    slot,
+    heartbeatMs: call.heartbeatMs,
+    stillAuthorized: call.stillAuthorized,
+  });
   let closed = false;
   let sub: Subscription | null = null;
   res.on('close', () => {

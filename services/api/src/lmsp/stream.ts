@@ -30,22 +30,8 @@ export function streamOptions(
     after,
     kind,
     metrics: core.metrics,
-    stillAuthorized: req.tenant?.via === 'api_key' ? () => stillAuthorized(core, req) : undefined,
+    stillAuthorized: req.tenant && core.auth.stillAuthorized(req.headers, req.tenant),
   };
-}
-
-/**
- * A key made by the CLI can be revoked while a stream it opened is open: asked again on each
- * heartbeat, the stream ends as the key's next request would be refused, on whichever replica
- * holds it. A static key is revoked only with a restart, and a JWT is not asked again: it was
- * valid when the stream was asked for, and its expiry is no revocation. A key store that cannot
- * answer now cuts nothing.
- */
-function stillAuthorized(core: ApiCore, req: Request): Promise<boolean> {
-  return core.auth.authenticate(req.headers).then(
-    (tenant) => tenant.id === req.tenant?.id,
-    (err: unknown) => !(err instanceof TasklineError && err.code === 'unauthorized'),
-  );
 }
 
 /** A resume point past a task's last event names nothing that was ever sent. */
