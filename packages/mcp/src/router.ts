@@ -274,6 +274,15 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         if (err) return rpcError(res, 400, body.id, err.code, err.message, err.data);
       }
       if (modern && body?.method === 'subscriptions/listen') {
+        // JSON-RPC 2.0 (section 4.1): a notification gets no response, so it cannot be a listen.
+        if (body.id === undefined)
+          return rpcError(
+            res,
+            400,
+            null,
+            -32600,
+            'Invalid Request: subscriptions/listen is a request and needs an id',
+          );
         return await serveTaskListen({
           res,
           store,

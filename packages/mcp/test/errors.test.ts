@@ -213,6 +213,14 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
         415,
         -32000,
       ],
+      // A notification (no id) gets no response, so a listen sent as one is no listen: -32600.
+      [
+        'listen as a notification',
+        { ...listen('2026-07-28'), id: undefined },
+        { ...modern, 'mcp-method': 'subscriptions/listen' },
+        400,
+        -32600,
+      ],
     ];
     for (const [what, body, headers, status, code] of cases) {
       const res = await post(JSON.stringify(body), headers);
