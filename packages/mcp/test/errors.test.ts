@@ -110,6 +110,36 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.deepEqual(await taskKeys(), before);
   });
 
+  it('a 2025-era request that does not accept both JSON and SSE: 406 on every method, as the SDK transport answers', async () => {
+    const session = await legacySession();
+    const before = await taskKeys();
+    const taskId = 'task_00000000000000000000000000';
+    const calls = [
+      { method: 'tools/list', params: {} },
+      { method: 'tasks/list', params: {} },
+      { method: 'tasks/get', params: { taskId } },
+      { method: 'tasks/result', params: { taskId } },
+      { method: 'tasks/cancel', params: { taskId } },
+      {
+        method: 'tools/call',
+        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
+      },
+    ];
+    for (const accept of ['application/json', 'text/event-stream', '*/*']) {
+      for (const { method, params } of calls) {
+        const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 5, method, params }), {
+          accept,
+          'mcp-session-id': session,
+          'mcp-protocol-version': '2025-11-25',
+        });
+        const text = await res.text();
+        assert.equal(res.status, 406, `${accept} ${method}: ${text.slice(0, 200)}`);
+        assert.equal(JSON.parse(text).error?.code, -32000, `${accept} ${method}`);
+      }
+    }
+    assert.deepEqual(await taskKeys(), before);
+  });
+
   it('initialize sent as a notification (no id): -32600, and no session is opened', async () => {
     const { id: _, ...notification } = initializeRequest('2025-11-25');
     const res = await post(JSON.stringify(notification));

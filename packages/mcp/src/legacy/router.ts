@@ -52,6 +52,16 @@ export async function serveLegacy(
   request: Pick<LegacyCall, 'reservation' | 'stillAuthorized'> = {},
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
+  // MCP 2025-11-25 Streamable HTTP (Sending Messages to the Server): the client accepts both. The
+  // SDK v1 transport answers 406 first on every POST; what is served here ahead of it does too.
+  const accept = String(req.headers.accept ?? '');
+  if (
+    req.method === 'POST' &&
+    !(accept.includes('application/json') && accept.includes('text/event-stream'))
+  ) {
+    const message = 'Not Acceptable: Client must accept both application/json and text/event-stream';
+    return void rpcError(res, 406, null, -32000, message);
+  }
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
     // A notification gets no response, and a session nobody learns the id of is only litter.
     if (body.id === undefined) {
