@@ -16,6 +16,58 @@ export const initializeRequest = (protocolVersion: string) => ({
   params: { protocolVersion, capabilities: {}, clientInfo: { name: 't', version: '1' } },
 });
 
+/** A raw JSON-RPC POST of tenant key `token` at the 2025-11-25 wire, in `session` when given. */
+export const post2025 = (
+  url: string,
+  token: string,
+  body: object,
+  session?: string | null,
+  signal?: AbortSignal,
+) =>
+  fetch(url, {
+    method: 'POST',
+    signal,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`,
+      ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
+  });
+
+/** A raw 2026-07-28 `subscriptions/listen` on `taskIds` by tenant key `token`: the open stream's answer. */
+export const listenTasks = (
+  url: string,
+  token: string,
+  taskIds: unknown[],
+  o: { id?: number; signal?: AbortSignal } = {},
+) =>
+  fetch(url, {
+    method: 'POST',
+    signal: o.signal,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-method': 'subscriptions/listen',
+      'mcp-protocol-version': '2026-07-28',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: o.id ?? 1,
+      method: 'subscriptions/listen',
+      params: {
+        notifications: { taskIds },
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
+        },
+      },
+    }),
+  });
+
 /** One raw JSON-RPC call at the 2026-07-28 wire; SSE answers are read to their response. */
 export async function rpc(
   url: string,

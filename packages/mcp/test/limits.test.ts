@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
 import { scanKeys } from '@taskline/testing';
 import { startStack, until } from '../../../test/conformance/stack.js';
-import { rpc, type RpcReply } from './helpers.js';
+import { post2025, rpc, type RpcReply } from './helpers.js';
 
 const BURST = 12;
 const CAP = 2;
@@ -89,18 +89,6 @@ describe('MCP under the per-tenant limits of the api', () => {
   });
 
   /** A raw POST of tenant `token`, in `session` when given (MCP 2025-11-25). */
-  const post2025 = (token: string, body: object, session?: string, signal?: AbortSignal) =>
-    fetch(url, {
-      method: 'POST',
-      signal,
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        authorization: `Bearer ${token}`,
-        ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
-      },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
-    });
   const initialize = {
     protocolVersion: '2025-11-25',
     capabilities: {},
@@ -109,11 +97,12 @@ describe('MCP under the per-tenant limits of the api', () => {
 
   it('a 2025-11-25 tasks/result stream is an open stream like a listen: capped and kept alive', async () => {
     const token = 'key-sse-secret';
-    const init = await post2025(token, { method: 'initialize', params: initialize });
+    const init = await post2025(url, token, { method: 'initialize', params: initialize });
     const session = init.headers.get('mcp-session-id')!;
     // A batch that waits for its confirmation: its tasks/result stays open.
     const created = (await (
       await post2025(
+        url,
         token,
         {
           method: 'tools/call',
@@ -125,7 +114,7 @@ describe('MCP under the per-tenant limits of the api', () => {
     const taskId = created.result.task.taskId as string;
     const controller = new AbortController();
     const result = () =>
-      post2025(token, { method: 'tasks/result', params: { taskId } }, session, controller.signal);
+      post2025(url, token, { method: 'tasks/result', params: { taskId } }, session, controller.signal);
     try {
       const open = [];
       for (let i = 0; i < MAX_STREAMS; i++) open.push(await result());
@@ -150,16 +139,7 @@ describe('MCP under the per-tenant limits of the api', () => {
   it('a 2025-11-25 session takes from the same cap through the same admission', async () => {
     const token = 'key-2025-secret';
     const post = async (body: object, session?: string) => {
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          authorization: `Bearer ${token}`,
-          ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
-      });
+      const res = await post2025(url, token, body, session);
       return {
         status: res.status,
         headers: res.headers,

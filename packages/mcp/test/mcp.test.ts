@@ -2,7 +2,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { pollTask, rpc, TASKS } from './helpers.js';
+import { listenTasks, pollTask, rpc, TASKS } from './helpers.js';
 
 describe('MCP tasks over two replicas on one Redis', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;
@@ -107,29 +107,9 @@ describe('MCP tasks over two replicas on one Redis', () => {
       60_000,
     );
     deadline.unref();
-    const res = await fetch(b.url, {
-      method: 'POST',
+    const res = await listenTasks(b.url, 'key-a-secret', [taskId, 'task_unknown'], {
+      id: 99,
       signal: controller.signal,
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-method': 'subscriptions/listen',
-        'mcp-protocol-version': '2026-07-28',
-        authorization: 'Bearer key-a-secret',
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 99,
-        method: 'subscriptions/listen',
-        params: {
-          notifications: { taskIds: [taskId, 'task_unknown'] },
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-            'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
-            'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
-          },
-        },
-      }),
     });
     const reader = res.body!.getReader();
     const seen: any[] = [];

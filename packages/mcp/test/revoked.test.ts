@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { startStack } from '../../../test/conformance/stack.js';
-import { rpc, TASKS } from './helpers.js';
+import { listenTasks, post2025, rpc } from './helpers.js';
 
 const CLI = fileURLToPath(new URL('../../cli/bin/taskline.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -62,47 +62,14 @@ describe('MCP streams of a revoked API key', () => {
   /** A 2026-07-28 listen on `taskId`. */
   const listen = async (key: string, taskId: string): Promise<Reading> => {
     const controller = new AbortController();
-    const res = await fetch(url, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-method': 'subscriptions/listen',
-        'mcp-protocol-version': '2026-07-28',
-        authorization: `Bearer ${key}`,
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'subscriptions/listen',
-        params: {
-          notifications: { taskIds: [taskId] },
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-            'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
-            'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
-          },
-        },
-      }),
-    });
+    const res = await listenTasks(url, key, [taskId], { signal: controller.signal });
     return read(res, controller);
   };
 
   /** A 2025-11-25 session's `tasks/result` on `taskId`. */
   const result = async (key: string, taskId: string): Promise<Reading> => {
-    const post = (body: object, session?: string, signal?: AbortSignal) =>
-      fetch(url, {
-        method: 'POST',
-        signal,
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          authorization: `Bearer ${key}`,
-          ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
-      });
+    const post = (body: object, session?: string | null, signal?: AbortSignal) =>
+      post2025(url, key, body, session, signal);
     const init = await post({
       method: 'initialize',
       params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
