@@ -1,7 +1,6 @@
 /** An MCP `subscriptions/listen` stream read as raw SSE, and the tasks it follows. */
+import { listenTasks } from '../../../packages/mcp/test/helpers.js';
 import { KEY_A, type Stack } from './helpers.js';
-
-const TASKS = 'io.modelcontextprotocol/tasks';
 
 /** A listen as it arrived: the HTTP answer, then the stream's messages and heartbeat comments. */
 export interface Listen {
@@ -17,30 +16,7 @@ export interface Listen {
 /** Opens a listen on `taskIds` (JSON-RPC id `id`) and reads it until `close()`. */
 export async function listen(base: string, taskIds: unknown[], id = 7): Promise<Listen> {
   const controller = new AbortController();
-  const res = await fetch(`${base}/mcp`, {
-    method: 'POST',
-    signal: controller.signal,
-    headers: {
-      authorization: `Bearer ${KEY_A}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-method': 'subscriptions/listen',
-      'mcp-protocol-version': '2026-07-28',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id,
-      method: 'subscriptions/listen',
-      params: {
-        notifications: { taskIds },
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
-          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
-        },
-      },
-    }),
-  });
+  const res = await listenTasks(`${base}/mcp`, KEY_A, taskIds, { id, signal: controller.signal });
   const out: Listen = {
     status: res.status,
     headers: res.headers,
