@@ -140,6 +140,44 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     assert.deepEqual(await taskKeys(), before);
   });
 
+  it('a 2025-era POST whose Content-Type is not application/json: 415 on every method, as the SDK transport answers, no task made', async () => {
+    const session = await legacySession();
+    const before = await taskKeys();
+    const taskId = 'task_00000000000000000000000000';
+    const calls = [
+      { method: 'tools/list', params: {} },
+      { method: 'tasks/list', params: {} },
+      { method: 'tasks/get', params: { taskId } },
+      { method: 'tasks/result', params: { taskId } },
+      { method: 'tasks/cancel', params: { taskId } },
+      {
+        method: 'tools/call',
+        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
+      },
+    ];
+    // The media type is parsed, never searched: the last one merely mentions application/json.
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'text/plain; a=application/json',
+    ]) {
+      for (const { method, params } of calls) {
+        const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 6, method, params }), {
+          'content-type': type,
+          'mcp-session-id': session,
+          'mcp-protocol-version': '2025-11-25',
+        });
+        const text = await res.text();
+        assert.equal(res.status, 415, `${type} ${method}: ${text.slice(0, 200)}`);
+        assert.equal(JSON.parse(text).error?.code, -32000, `${type} ${method}`);
+      }
+      const res = await post(JSON.stringify(initializeRequest('2025-11-25')), { 'content-type': type });
+      assert.equal(res.status, 415, `${type} initialize: ${(await res.text()).slice(0, 200)}`);
+      assert.equal(res.headers.get('mcp-session-id'), null, `${type} initialize`);
+    }
+    assert.deepEqual(await taskKeys(), before);
+  });
+
   it('initialize sent as a notification (no id): -32600, and no session is opened', async () => {
     const { id: _, ...notification } = initializeRequest('2025-11-25');
     const res = await post(JSON.stringify(notification));

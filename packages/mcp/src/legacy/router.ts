@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isLegacyRequest } from '@modelcontextprotocol/server';
+import { isJsonContentType, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { Logger } from '@taskline/log';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
@@ -53,14 +53,18 @@ export async function serveLegacy(
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   // MCP 2025-11-25 Streamable HTTP (Sending Messages to the Server): the client accepts both. The
-  // SDK v1 transport answers 406 first on every POST; what is served here ahead of it does too.
-  const accept = String(req.headers.accept ?? '');
-  if (
-    req.method === 'POST' &&
-    !(accept.includes('application/json') && accept.includes('text/event-stream'))
-  ) {
-    const message = 'Not Acceptable: Client must accept both application/json and text/event-stream';
-    return void rpcError(res, 406, null, -32000, message);
+  // SDK v1 transport answers 406 first on every POST, then 415 to a body not typed application/json
+  // (the media type parsed, not searched); what is served here ahead of it does too.
+  if (req.method === 'POST') {
+    const accept = String(req.headers.accept ?? '');
+    if (!(accept.includes('application/json') && accept.includes('text/event-stream'))) {
+      const message = 'Not Acceptable: Client must accept both application/json and text/event-stream';
+      return void rpcError(res, 406, null, -32000, message);
+    }
+    if (!isJsonContentType(req.headers['content-type'])) {
+      const message = 'Unsupported Media Type: Content-Type must be application/json';
+      return void rpcError(res, 415, null, -32000, message);
+    }
   }
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
     // A notification gets no response, and a session nobody learns the id of is only litter.
