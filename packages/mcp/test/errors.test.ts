@@ -75,6 +75,22 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
     }
   });
 
+  /** Every 2025-11-25 method this server answers ahead of the SDK, and one the SDK answers (tools/list). */
+  const legacyCalls = (() => {
+    const taskId = 'task_00000000000000000000000000';
+    return [
+      { method: 'tools/list', params: {} },
+      { method: 'tasks/list', params: {} },
+      { method: 'tasks/get', params: { taskId } },
+      { method: 'tasks/result', params: { taskId } },
+      { method: 'tasks/cancel', params: { taskId } },
+      {
+        method: 'tools/call',
+        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
+      },
+    ];
+  })();
+
   /** A 2025-11-25 session, as an SDK v1 client opens one. */
   const legacySession = async () => {
     const res = await post(JSON.stringify(initializeRequest('2025-11-25')));
@@ -86,18 +102,9 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
   it('a 2025-era request naming a revision the server does not speak: HTTP 400 on every method, no task made', async () => {
     const session = await legacySession();
     const before = await taskKeys();
-    const calls = [
-      { method: 'tools/list', params: {} },
-      { method: 'tasks/list', params: {} },
-      { method: 'tasks/get', params: { taskId: 'task_00000000000000000000000000' } },
-      {
-        method: 'tools/call',
-        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
-      },
-    ];
     // 2025-03-26 is a revision the SDK knows, but not one `initialize` here ever settles on.
     for (const version of ['1999-01-01', '2025-03-26']) {
-      for (const { method, params } of calls) {
+      for (const { method, params } of legacyCalls) {
         const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 4, method, params }), {
           'mcp-session-id': session,
           'mcp-protocol-version': version,
@@ -113,20 +120,8 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
   it('a 2025-era request that does not accept both JSON and SSE: 406 on every method, as the SDK transport answers', async () => {
     const session = await legacySession();
     const before = await taskKeys();
-    const taskId = 'task_00000000000000000000000000';
-    const calls = [
-      { method: 'tools/list', params: {} },
-      { method: 'tasks/list', params: {} },
-      { method: 'tasks/get', params: { taskId } },
-      { method: 'tasks/result', params: { taskId } },
-      { method: 'tasks/cancel', params: { taskId } },
-      {
-        method: 'tools/call',
-        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
-      },
-    ];
     for (const accept of ['application/json', 'text/event-stream', '*/*']) {
-      for (const { method, params } of calls) {
+      for (const { method, params } of legacyCalls) {
         const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 5, method, params }), {
           accept,
           'mcp-session-id': session,
@@ -143,25 +138,13 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
   it('a 2025-era POST whose Content-Type is not application/json: 415 on every method, as the SDK transport answers, no task made', async () => {
     const session = await legacySession();
     const before = await taskKeys();
-    const taskId = 'task_00000000000000000000000000';
-    const calls = [
-      { method: 'tools/list', params: {} },
-      { method: 'tasks/list', params: {} },
-      { method: 'tasks/get', params: { taskId } },
-      { method: 'tasks/result', params: { taskId } },
-      { method: 'tasks/cancel', params: { taskId } },
-      {
-        method: 'tools/call',
-        params: { name: 'generate', arguments: { model: 'tiny-chat', input: 'x' }, task: {} },
-      },
-    ];
     // The media type is parsed, never searched: the last one merely mentions application/json.
     for (const type of [
       'text/plain',
       'application/x-www-form-urlencoded',
       'text/plain; a=application/json',
     ]) {
-      for (const { method, params } of calls) {
+      for (const { method, params } of legacyCalls) {
         const res = await post(JSON.stringify({ jsonrpc: '2.0', id: 6, method, params }), {
           'content-type': type,
           'mcp-session-id': session,
