@@ -53,8 +53,13 @@ test('a hung scheduler is skipped, and a redirect to it is not followed by a sec
     await Promise.all([standby.close(), leader.close(), new Promise((r) => hung.server.close(r))]);
   });
   // Unbounded, the wait for the hung one's welcome would never end; the bound is the client's own.
-  await until('the worker registered with the live leader', () => leader.workers().length === 1, 20_000);
-  assert.equal(worker.connectedTo, `127.0.0.1:${leader.port}`);
+  // Both ends: the leader counts the worker as it sends its welcome, before the worker reads it.
+  const live = `127.0.0.1:${leader.port}`;
+  await until(
+    'the worker registered with the live leader and saw its welcome',
+    () => leader.workers().length === 1 && worker.connectedTo === live,
+    20_000,
+  );
   assert.equal(
     hung.connections(),
     1,
