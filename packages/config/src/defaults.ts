@@ -58,7 +58,10 @@ export const DEFAULTS = {
   TASKLINE_RECOVERY_INTERVAL_MS: '2000',
   /** A task persisted this long without a queue entry is queued by the reconciler. */
   TASKLINE_RECONCILE_AFTER_MS: '10000',
-  /** Scheduler control plane (gRPC): where a replica listens, and the address it gives workers (default host:port). */
+  /**
+   * Scheduler control plane (gRPC): where a replica listens, and the address it gives workers
+   * (default host:port). An IPv6 host may come unbracketed (`$(POD_IP):7070`): the last `:port` is the port.
+   */
   TASKLINE_CONTROL_HOST: '127.0.0.1',
   TASKLINE_CONTROL_PORT: '7070',
   TASKLINE_CONTROL_ADVERTISE: '',

@@ -38,7 +38,7 @@ const schema = z.object({
   TASKLINE_RECONCILE_AFTER_MS: int(10),
   TASKLINE_CONTROL_HOST: z.string().min(1),
   TASKLINE_CONTROL_PORT: int(0).max(65535),
-  TASKLINE_CONTROL_ADVERTISE: z.string(),
+  TASKLINE_CONTROL_ADVERTISE: z.string().regex(/^([^,\s]+:\d+)?$/, 'host:port, or empty'),
   TASKLINE_SCHEDULER_ADDR: z.string().regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'comma separated host:port'),
   TASKLINE_LEADER_LEASE_MS: int(100),
   TASKLINE_HEARTBEAT_MS: int(10),

@@ -89,3 +89,16 @@ test('Redis is one URL or a cluster: seed nodes as host:port, or a redis-cluster
   assert.throws(() => loadEnv({ TASKLINE_REDIS_CLUSTER_NODES: 'a.example' }), /TASKLINE_REDIS_CLUSTER_NODES/);
   assert.throws(() => loadEnv({ REDIS_URL: 'http://h:6379' }), /REDIS_URL/);
 });
+
+test('the advertised control address is host:port (an IPv6 host bracketed or not), or empty', () => {
+  assert.equal(
+    loadEnv({ TASKLINE_CONTROL_ADVERTISE: 'fd00::5:7070' }).TASKLINE_CONTROL_ADVERTISE,
+    'fd00::5:7070',
+  );
+  assert.equal(
+    loadEnv({ TASKLINE_CONTROL_ADVERTISE: '[fd00::5]:7070' }).TASKLINE_CONTROL_ADVERTISE,
+    '[fd00::5]:7070',
+  );
+  for (const bad of ['scheduler', '10.0.0.5:', 'a:1,b:2'])
+    assert.throws(() => loadEnv({ TASKLINE_CONTROL_ADVERTISE: bad }), /TASKLINE_CONTROL_ADVERTISE/);
+});

@@ -1,9 +1,10 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SchedulerMessage__Output } from './generated/taskline/control/v1/SchedulerMessage.js';
+import { normaliseControlAddress } from './address.js';
 import { controlService, type ControlCall, type ModelSlots } from './proto.js';
 
 export interface ControlClientOptions {
-  /** Scheduler control addresses (`host:port`), tried in order; redirects are followed. */
+  /** Scheduler control addresses (`host:port`, an IPv6 host bracketed or not), tried in order; redirects are followed. */
   addresses: string[];
   workerId: string;
   /** The worker's slots per model right now. */
@@ -79,8 +80,9 @@ export function connectControl(options: ControlClientOptions): ControlClient {
     retry = setTimeout(attempt, delay);
   };
 
+  const addresses = options.addresses.map(normaliseControlAddress);
+
   function attempt() {
-    const { addresses } = options;
     if (!redirect && addresses.length > 1 && addresses[index % addresses.length] === failed) index++;
     const address = redirect ?? addresses[index % addresses.length]!;
     if (!redirect) index++;
@@ -109,7 +111,8 @@ export function connectControl(options: ControlClientOptions): ControlClient {
         timer = setInterval(heartbeat, Math.max(50, welcome.heartbeat_ms));
         heartbeat();
       } else if (to) {
-        const leader = to.leader_addr;
+        // An older leader may advertise an unbracketed IPv6 address.
+        const leader = to.leader_addr && normaliseControlAddress(to.leader_addr);
         emit('control_redirect', { address, leader });
         redirect = leader && leader !== address ? leader : null;
         end(redirect ? 0 : retryMs);

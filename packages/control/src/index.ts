@@ -8,3 +8,4 @@ export {
 } from './server.js';
 export { connectControl, type ControlClient, type ControlClientOptions } from './client.js';
 export { TOOLS_MODEL, modelQueueName, queuePrefix, dispatchJobId, type DispatchJob } from './queues.js';
+export { normaliseControlAddress } from './address.js';

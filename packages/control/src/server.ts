@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { normaliseControlAddress } from './address.js';
 import type { WorkerMessage__Output } from './generated/taskline/control/v1/WorkerMessage.js';
 import { controlService, type ControlStream, type ModelSlots } from './proto.js';
 
@@ -19,7 +20,7 @@ export interface WorkerState {
 }
 
 export interface ControlServerOptions {
-  /** `host:port`; port 0 picks a free one. */
+  /** `host:port` (an IPv6 host bracketed or not); port 0 picks a free one. */
   address: string;
   leadership: Leadership;
   /** Interval the workers are told to heartbeat at. */
@@ -114,8 +115,10 @@ export async function startControlServer(options: ControlServerOptions): Promise
   const server = new grpc.Server();
   server.addService(controlService().service, { Connect: connect });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(options.address, grpc.ServerCredentials.createInsecure(), (err, p) =>
-      err ? reject(err) : resolve(p),
+    server.bindAsync(
+      normaliseControlAddress(options.address),
+      grpc.ServerCredentials.createInsecure(),
+      (err, p) => (err ? reject(err) : resolve(p)),
     ),
   );
 

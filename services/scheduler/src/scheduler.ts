@@ -4,6 +4,7 @@ import {
   startControlServer,
   dispatchJobId,
   modelQueueName,
+  normaliseControlAddress,
   queuePrefix,
   type ControlServer,
   type DispatchJob,
@@ -120,7 +121,8 @@ export class Scheduler {
       },
       onEvent: (event, fields) => o.log.info(event, fields),
     });
-    const address = o.advertise || `${o.controlHost}:${this.control.port}`;
+    // Stored for workers of any version, so an IPv6 literal is bracketed here ($(POD_IP):port has none).
+    const address = normaliseControlAddress(o.advertise || `${o.controlHost}:${this.control.port}`);
     this.leadership = new Leadership(o.redis, address, o.leaderLeaseMs);
     defineDispatch(o.redis);
     this.every(Math.max(50, Math.floor(o.leaderLeaseMs / 3)), 'leadership', () => this.lead());
