@@ -33,3 +33,11 @@ test('the api, metrics and control listeners the chart sets accept IPv6 and IPv4
     }
   }
 });
+
+test('listenHost sets every listen address, for nodes whose kernel has no IPv6', () => {
+  const ms = render({ set: { listenHost: '0.0.0.0' } });
+  assert.equal(configMap(ms).TASKLINE_HOST, '0.0.0.0');
+  const scheduler = pod(ms, 'Deployment', 'taskline-scheduler').containers[0]!;
+  assert.equal(env(scheduler, 'TASKLINE_CONTROL_HOST')?.value, '0.0.0.0');
+  assert.throws(() => render({ set: { listenHost: '' } }), /schema|specifications/);
+});

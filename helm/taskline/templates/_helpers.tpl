@@ -191,3 +191,42 @@ queue (running generations keep their workers). promtool tests it (test/deploy/k
 {{- define "taskline.kedaQuery" -}}
 {{- .Files.Get "files/keda-query.promql" | replace "NAMESPACE" .Release.Namespace | trim -}}
 {{- end -}}
+
+{{/*
+`affinity:` of a pod: (list $ affinity avoid-gpu-nodes). Avoiding GPU nodes adds
+`<gpuNodeLabel.key> NotIn [<gpuNodeLabel.value>]`, which nodes without the label meet too, to every
+required node selector term of the affinity given: terms are ORed, so one without it would let the
+pod onto a GPU node. With no term given it is the only one. The rest of the affinity is kept.
+*/}}
+{{- define "taskline.affinity" -}}
+{{- $ := index . 0 -}}
+{{- $affinity := deepCopy (index . 1 | default dict) -}}
+{{- if index . 2 -}}
+{{- $avoid := dict "key" $.Values.gpuNodeLabel.key "operator" "NotIn" "values" (list $.Values.gpuNodeLabel.value) -}}
+{{- $node := $affinity.nodeAffinity | default dict -}}
+{{- $required := $node.requiredDuringSchedulingIgnoredDuringExecution | default dict -}}
+{{- $terms := list -}}
+{{- range $required.nodeSelectorTerms | default (list dict) -}}
+{{- $terms = append $terms (set . "matchExpressions" (append (.matchExpressions | default list) $avoid)) -}}
+{{- end -}}
+{{- $_ := set $required "nodeSelectorTerms" $terms -}}
+{{- $_ = set $node "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
+{{- $_ = set $affinity "nodeAffinity" $node -}}
+{{- end -}}
+{{- with $affinity -}}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* Preferred spread of a component's pods over nodes: (list $ "component"). */}}
+{{- define "taskline.preferOtherNodes" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "taskline.selectorLabels" . | nindent 12 }}
+{{- end -}}
