@@ -136,3 +136,19 @@ test("the avoidance is ANDed into every required term of the values' affinity; t
   }
   assert.deepEqual(await schemaProblems(ms), []);
 });
+
+test("api and scheduler replicas prefer different nodes unless the values' affinity says otherwise", () => {
+  const spread = (a: Affinity | undefined) =>
+    JSON.stringify(a?.podAntiAffinity ?? null).includes('"topologyKey":"kubernetes.io/hostname"');
+  for (const name of ['taskline-api', 'taskline-scheduler']) {
+    assert.ok(spread(affinity(render(), 'Deployment', name)), `${name}: one node down takes one replica`);
+    const own = { podAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [] } };
+    const component = name.replace('taskline-', '');
+    const given = affinity(
+      render({ files: [valuesFile({ [component]: { affinity: own } })] }),
+      'Deployment',
+      name,
+    );
+    assert.equal(given?.podAntiAffinity, undefined, `${name}: the values' affinity replaces the default`);
+  }
+});
