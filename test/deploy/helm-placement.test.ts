@@ -152,3 +152,33 @@ test("api and scheduler replicas prefer different nodes unless the values' affin
     assert.equal(given?.podAntiAffinity, undefined, `${name}: the values' affinity replaces the default`);
   }
 });
+
+test('the bundled Redis takes a node selector, tolerations, affinity, spread and a priority class', async () => {
+  const placement = {
+    nodeSelector: { pool: 'storage' },
+    tolerations: [{ key: 'storage', operator: 'Exists', effect: 'NoSchedule' }],
+    affinity: { podAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [] } },
+    topologySpreadConstraints: [
+      { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' },
+    ],
+    priorityClassName: 'datastore',
+  };
+  const ms = render({
+    set: { 'redis.bundled.mode': 'cluster' },
+    files: [valuesFile({ redis: { bundled: placement } })],
+  });
+  for (const [kind, name] of [
+    ['StatefulSet', 'taskline-redis'],
+    ['Job', 'taskline-redis-cluster-init'],
+  ] as const) {
+    const spec = pod(ms, kind, name);
+    assert.deepEqual(spec.nodeSelector, placement.nodeSelector, name);
+    assert.deepEqual(spec.tolerations, placement.tolerations, name);
+    assert.equal(spec.priorityClassName, 'datastore', name);
+    assert.ok(hasAvoid(spec.affinity as Affinity), `${name} still avoids GPU nodes`);
+  }
+  const redis = pod(ms, 'StatefulSet', 'taskline-redis');
+  assert.deepEqual(redis.topologySpreadConstraints, placement.topologySpreadConstraints);
+  assert.deepEqual((redis.affinity as { podAffinity: unknown }).podAffinity, placement.affinity.podAffinity);
+  assert.deepEqual(await schemaProblems(ms), []);
+});
