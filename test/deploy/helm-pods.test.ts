@@ -230,3 +230,21 @@ test('workers tolerate the GPU taint only when they request GPUs, or when told t
   const asked = { ...own, 'gpuWorker.tolerations[0].key': 'nvidia.com/gpu', 'gpuWorker.gpusPerPod': '0' };
   assert.deepEqual(tolerations(asked), [{ key: 'nvidia.com/gpu', operator: 'Exists' }], 'asked for');
 });
+
+test('every container and init container requests CPU and memory, as a ResourceQuota requires', () => {
+  const renders = [
+    render(),
+    render({ files: [`${CHART}/examples/gpu-pool-cuda.yaml`] }),
+    render({ files: [`${CHART}/examples/redis-cluster-in-chart.yaml`] }),
+  ];
+  for (const m of renders.flat()) {
+    const spec = (m as Partial<Workload>).spec?.template?.spec;
+    for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
+      const { requests } = c.resources ?? {};
+      assert.ok(
+        requests?.cpu && requests.memory,
+        `${m.kind} ${m.metadata.name}: ${c.name} requests cpu and memory`,
+      );
+    }
+  }
+});
