@@ -6,7 +6,8 @@ export const DEFAULTS = {
   /** Where the services find Redis. The local stack (`pnpm start`) starts its own with AOF. */
   REDIS_URL: 'redis://127.0.0.1:6390',
   /**
-   * A Redis Cluster instead: `host:port` seed nodes, comma separated (the client learns the rest).
+   * A Redis Cluster instead: `host:port` seed nodes, comma separated (the client learns the rest;
+   * an IPv6 host bracketed or not).
    * When set, `REDIS_URL` is not used. `REDIS_URL` may name a cluster too, by one seed:
    * `redis-cluster://[user:password@]host:port` (`rediss-cluster://` with TLS).
    */

@@ -32,12 +32,17 @@ export function redisTargetFromEnv(env: {
   return {
     nodes: env.TASKLINE_REDIS_CLUSTER_NODES.split(',').map((hostPort) => {
       const at = hostPort.lastIndexOf(':');
-      return { host: hostPort.slice(0, at), port: Number(hostPort.slice(at + 1)) };
+      return { host: unbracket(hostPort.slice(0, at)), port: Number(hostPort.slice(at + 1)) };
     }),
     username: env.TASKLINE_REDIS_USERNAME || undefined,
     password: env.TASKLINE_REDIS_PASSWORD || undefined,
     tls: env.TASKLINE_REDIS_TLS,
   };
+}
+
+/** An IPv6 host without the brackets a URL or `host:port` gives it (RFC 3986 section 3.2.2): ioredis takes it bare. */
+function unbracket(host: string): string {
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
 }
 
 /** The cluster a target names, or null for one Redis. */
@@ -46,7 +51,7 @@ function clusterTarget(target: RedisTarget): ClusterTarget | null {
   const url = new URL(target);
   if (url.protocol !== 'redis-cluster:' && url.protocol !== 'rediss-cluster:') return null;
   return {
-    nodes: [{ host: url.hostname, port: Number(url.port || 6379) }],
+    nodes: [{ host: unbracket(url.hostname), port: Number(url.port || 6379) }],
     username: decodeURIComponent(url.username) || undefined,
     password: decodeURIComponent(url.password) || undefined,
     tls: url.protocol === 'rediss-cluster:',

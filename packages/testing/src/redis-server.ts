@@ -84,7 +84,8 @@ async function launch(dir: string, port: number, appendfsync: string, args: stri
       '--port',
       String(port),
       '--bind',
-      '127.0.0.1',
+      // IPv6 loopback too where the host has it (`-`: optional), for clients given an IPv6 literal.
+      '127.0.0.1 -::1',
       '--dir',
       dir,
       '--appendonly',
