@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
+import { ipv6Loopback } from '@taskline/testing';
 import { connectControl, normaliseControlAddress, startControlServer } from '../src/index.js';
 
 test('an unbracketed IPv6 host is bracketed; names, IPv4 and bracketed hosts are kept', () => {
@@ -16,41 +17,47 @@ test('an unbracketed IPv6 host is bracketed; names, IPv4 and bracketed hosts are
   assert.equal(normaliseControlAddress('taskline-scheduler:7070'), 'taskline-scheduler:7070');
 });
 
-test('a worker follows a redirect to a leader advertised as an unbracketed IPv6 address', async (t) => {
-  const leaderAddr = { value: '' };
-  const leadership = (leads: boolean) => ({
-    isLeader: () => leads,
-    leaderAddr: async () => leaderAddr.value,
-  });
-  const options = { heartbeatMs: 50, workerTimeoutMs: 1000 };
-  const standby = await startControlServer({
-    ...options,
-    address: '127.0.0.1:0',
-    schedulerId: 's',
-    leadership: leadership(false),
-  });
-  // Bound as the chart's scheduler would be on an IPv6-only pod: host and port joined unbracketed.
-  const leader = await startControlServer({
-    ...options,
-    address: '::1:0',
-    schedulerId: 'l',
-    leadership: leadership(true),
-  });
-  leaderAddr.value = `::1:${leader.port}`;
-  const worker = connectControl({
-    addresses: [`127.0.0.1:${standby.port}`],
-    workerId: 'w1',
-    slots: () => [{ model: 'm', slots: 1, free: 1 }],
-    draining: () => false,
-    onDrain: () => undefined,
-    retryMs: 50,
-  });
-  t.after(async () => {
-    worker.close();
-    await Promise.all([standby.close(), leader.close()]);
-  });
-  for (const end = Date.now() + 5000; worker.connectedTo === null; await sleep(20))
-    if (Date.now() > end) throw new Error('the worker never reached the leader');
-  assert.equal(worker.connectedTo, `[::1]:${leader.port}`);
-  assert.equal(leader.workers().length, 1);
-});
+const noIPv6 = !(await ipv6Loopback()) && 'this host has no IPv6 loopback';
+
+test(
+  'a worker follows a redirect to a leader advertised as an unbracketed IPv6 address',
+  { skip: noIPv6 },
+  async (t) => {
+    const leaderAddr = { value: '' };
+    const leadership = (leads: boolean) => ({
+      isLeader: () => leads,
+      leaderAddr: async () => leaderAddr.value,
+    });
+    const options = { heartbeatMs: 50, workerTimeoutMs: 1000 };
+    const standby = await startControlServer({
+      ...options,
+      address: '127.0.0.1:0',
+      schedulerId: 's',
+      leadership: leadership(false),
+    });
+    // Bound as the chart's scheduler would be on an IPv6-only pod: host and port joined unbracketed.
+    const leader = await startControlServer({
+      ...options,
+      address: '::1:0',
+      schedulerId: 'l',
+      leadership: leadership(true),
+    });
+    leaderAddr.value = `::1:${leader.port}`;
+    const worker = connectControl({
+      addresses: [`127.0.0.1:${standby.port}`],
+      workerId: 'w1',
+      slots: () => [{ model: 'm', slots: 1, free: 1 }],
+      draining: () => false,
+      onDrain: () => undefined,
+      retryMs: 50,
+    });
+    t.after(async () => {
+      worker.close();
+      await Promise.all([standby.close(), leader.close()]);
+    });
+    for (const end = Date.now() + 5000; worker.connectedTo === null; await sleep(20))
+      if (Date.now() > end) throw new Error('the worker never reached the leader');
+    assert.equal(worker.connectedTo, `[::1]:${leader.port}`);
+    assert.equal(leader.workers().length, 1);
+  },
+);

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { bounded, scanKeys, startRedisCluster, type RedisCluster } from '@taskline/testing';
+import { bounded, ipv6Loopback, scanKeys, startRedisCluster, type RedisCluster } from '@taskline/testing';
 import type { Redis } from 'ioredis';
 import {
   connectRedis,
@@ -303,28 +303,32 @@ async function replicaOf(primary: { port: number }) {
   throw new Error(`no replica of ${primary.port}`);
 }
 
-test('cluster seeds may be IPv6 literals, bracketed in TASKLINE_REDIS_CLUSTER_NODES or in a URL', async () => {
-  const ports = cluster.seeds.split(',').map((s) => s.slice(s.lastIndexOf(':') + 1));
-  const env = {
-    REDIS_URL: 'redis://127.0.0.1:1',
-    TASKLINE_REDIS_USERNAME: '',
-    TASKLINE_REDIS_PASSWORD: '',
-    TASKLINE_REDIS_TLS: false,
-  };
-  for (const target of [
-    redisTargetFromEnv({ ...env, TASKLINE_REDIS_CLUSTER_NODES: ports.map((p) => `[::1]:${p}`).join(',') }),
-    `redis-cluster://[::1]:${ports[0]}`,
-  ]) {
-    const seeded = connectRedis(target, 'seeded-ipv6');
-    seeded.on('error', () => undefined);
-    try {
-      const answer = await Promise.race([
-        seeded.set('tl:{probe}:v6', '1'),
-        sleep(3000).then(() => 'no answer'),
-      ]);
-      assert.equal(answer, 'OK', JSON.stringify(target));
-    } finally {
-      seeded.disconnect();
+test(
+  'cluster seeds may be IPv6 literals, bracketed in TASKLINE_REDIS_CLUSTER_NODES or in a URL',
+  { skip: !(await ipv6Loopback()) && 'this host has no IPv6 loopback' },
+  async () => {
+    const ports = cluster.seeds.split(',').map((s) => s.slice(s.lastIndexOf(':') + 1));
+    const env = {
+      REDIS_URL: 'redis://127.0.0.1:1',
+      TASKLINE_REDIS_USERNAME: '',
+      TASKLINE_REDIS_PASSWORD: '',
+      TASKLINE_REDIS_TLS: false,
+    };
+    for (const target of [
+      redisTargetFromEnv({ ...env, TASKLINE_REDIS_CLUSTER_NODES: ports.map((p) => `[::1]:${p}`).join(',') }),
+      `redis-cluster://[::1]:${ports[0]}`,
+    ]) {
+      const seeded = connectRedis(target, 'seeded-ipv6');
+      seeded.on('error', () => undefined);
+      try {
+        const answer = await Promise.race([
+          seeded.set('tl:{probe}:v6', '1'),
+          sleep(3000).then(() => 'no answer'),
+        ]);
+        assert.equal(answer, 'OK', JSON.stringify(target));
+      } finally {
+        seeded.disconnect();
+      }
     }
-  }
-});
+  },
+);

@@ -1,5 +1,5 @@
 export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
-export { freePort } from './ports.js';
+export { freePort, ipv6Loopback } from './ports.js';
 export { flushAll, scanKeys } from './keys.js';
 export { bounded, exited, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';

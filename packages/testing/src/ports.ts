@@ -44,3 +44,15 @@ function listens(port: number): Promise<boolean> {
     server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
+
+let ipv6: Promise<boolean> | undefined;
+
+/** Whether this host has IPv6 loopback (`::1`): tests that connect over IPv6 skip where it has none. */
+export function ipv6Loopback(): Promise<boolean> {
+  ipv6 ??= new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(0, '::1', () => server.close(() => resolve(true)));
+  });
+  return ipv6;
+}
