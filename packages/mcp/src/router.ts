@@ -19,6 +19,7 @@ import { serveTaskListen } from './listen.js';
 import { modernRejection } from './ladder.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
+import { LegacyCallCancels } from './legacy/cancel.js';
 import { LegacySessions } from './legacy/session.js';
 import type { McpExtensions } from './extensions.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
@@ -173,6 +174,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
     served,
     sessions: new LegacySessions(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
+    cancels: new LegacyCallCancels(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
     extensions,
     logger,
     observe: deps.observe,

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { toolTaskIndex } from '@taskline/engine/keys';
 import { startHaproxy, type LoadBalancer } from '@taskline/testing';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
 import { initializeRequest, pollTask, rpc } from './helpers.js';
@@ -25,6 +26,37 @@ async function v1Client(url: string, key: string, onElicit?: (req: any) => Promi
   await client.connect(transport);
   // As hosts do: the listing tells `callToolStream` which tools run as tasks.
   await client.listTools();
+  return client;
+}
+
+/**
+ * An SDK v1 client of tenant A whose requests all go to `calls` but whose `notifications/cancelled`
+ * go to `cancels` (what a load balancer may do). With `holdCall`, a tools/call POST calls it, then
+ * leaves only once a cancel was delivered (a call that reaches its replica after its own cancel).
+ */
+async function routedClient(calls: Replica, cancels: Replica, holdCall?: () => void): Promise<Client> {
+  let delivered!: () => void;
+  const cancelDelivered = new Promise<void>((resolve) => (delivered = resolve));
+  const fetchRouted = async (_url: string | URL, init?: RequestInit) => {
+    const method = typeof init?.body === 'string' ? (JSON.parse(init.body) as any).method : undefined;
+    if (method === 'notifications/cancelled') {
+      const res = await fetch(cancels.url, init);
+      delivered();
+      return res;
+    }
+    if (method === 'tools/call' && holdCall) {
+      holdCall();
+      await cancelDelivered;
+    }
+    return fetch(calls.url, init);
+  };
+  const client = new Client({ name: 'taskline-test', version: '1.0.0' }, { capabilities: {} });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(calls.url), {
+      requestInit: { headers: { authorization: `Bearer ${KEY_A}` } },
+      fetch: fetchRouted,
+    }),
+  );
   return client;
 }
 
@@ -169,6 +201,42 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
     await assert.rejects(other.experimental.tasks.getTask(oldId), /Unknown or expired taskId/);
     await assert.rejects(other.experimental.tasks.cancelTask(newId), /Unknown or expired taskId/);
     await Promise.all([client.close(), other.close()]);
+  });
+
+  it('notifications/cancelled cancels the task of a plain tools/call, whichever replica it lands on', async () => {
+    const redis = stack.cluster.store.redis;
+    const indexed = async () => new Set(await redis.zrange(toolTaskIndex('tenant-a'), 0, -1));
+    // The call's replica, another, and another that gets the cancel before the call arrives.
+    for (const [cancels, holdCall] of [
+      [a, false],
+      [b, false],
+      [b, true],
+    ] as const) {
+      const abort = new AbortController();
+      const client = await routedClient(
+        a,
+        cancels,
+        holdCall ? () => abort.abort('the user gave up') : undefined,
+      );
+      const before = await indexed();
+      const call = client.callTool({ name: 'slow_compute', arguments: { seconds: 300 } }, undefined, {
+        signal: abort.signal,
+      });
+      call.catch(() => undefined);
+      const id = await until('the call creates its task', async () => {
+        const fresh = [...(await indexed())].find((m) => !before.has(m));
+        return fresh && (await stack.cluster.store.get(fresh.slice(16))) ? fresh.slice(16) : undefined;
+      });
+      if (!holdCall) {
+        await stack.cluster.waitFor(id, 'running', (t) => t.status === 'running');
+        abort.abort('the user gave up');
+      }
+      await assert.rejects(call, /the user gave up/);
+      // Checked before the client closes: closing drops the call's connection, which cancels too.
+      const ended = await stack.cluster.waitForEnd(id, 15_000);
+      assert.equal(ended.status, 'cancelled', `cancel sent to ${cancels === a ? 'its' : 'another'} replica`);
+      await client.close();
+    }
   });
 
   it('resumes a task answered through the v1 elicitation flow after its worker is killed', async () => {

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isJsonContentType, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { Logger } from '@taskline/log';
+import { cancelUnlessEnded } from './cancel.js';
 import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
@@ -13,7 +14,7 @@ import { rpcError } from '../rpc.js';
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
 export interface LegacyDeps extends Omit<
   LegacyCall,
-  'tenant' | 'res' | 'id' | 'reservation' | 'stillAuthorized'
+  'tenant' | 'session' | 'res' | 'id' | 'reservation' | 'stillAuthorized'
 > {
   sessions: LegacySessions;
   extensions: McpExtensions;
@@ -121,11 +122,12 @@ export async function serveLegacy(
   }
   if (body.method === undefined && body.id !== undefined) return answer(deps, res, session, body);
   if (typeof body.method === 'string' && body.id === undefined) {
-    res.status(202).end(); // Notifications (initialized, cancelled...) need nothing from this server.
+    if (body.method === 'notifications/cancelled') await cancelled(deps, session, body.params?.requestId);
+    res.status(202).end(); // Other notifications (initialized...) need nothing from this server.
     return;
   }
   const { reservation, stillAuthorized } = request;
-  const call = { ...deps, tenant, res, id: body.id, reservation, stillAuthorized };
+  const call = { ...deps, tenant, session: session.id, res, id: body.id, reservation, stillAuthorized };
   if (typeof body.method === 'string' && (await serveLegacyTaskMethod(call, body.method, body.params ?? {})))
     return;
   await serveWithSdk(deps, req, res, session, tenant);
@@ -164,6 +166,18 @@ async function answer(deps: LegacyDeps, res: Response, session: LegacySession, b
     await postAnswer(deps.store.redis, session.id, message);
   }
   res.status(202).end();
+}
+
+/**
+ * MCP 2025-11-25 Cancellation: a cancelled plain `tools/call` served as an engine task has its
+ * task cancelled, whichever replica holds the call (see LegacyCallCancels). Nothing else a
+ * session requests outlives its POST here but inline tool calls, which run on the replica
+ * holding them and stop when their caller leaves.
+ */
+async function cancelled(deps: LegacyDeps, session: LegacySession, requestId: unknown): Promise<void> {
+  if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+  const taskId = await deps.cancels.cancel(session.id, requestId);
+  if (taskId) await cancelUnlessEnded(deps.store, taskId, session.tenant);
 }
 
 async function serveWithSdk(

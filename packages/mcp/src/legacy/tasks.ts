@@ -14,6 +14,7 @@ import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { rateLimited, rpcError } from '../rpc.js';
 import { openEventStream, type StillAuthorized } from '../stream.js';
+import { cancelUnlessEnded, type LegacyCallCancels, type RequestId } from './cancel.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
 /** What one 2025-era request runs with: the engine, the caller's tenant and the HTTP exchange. */
@@ -27,6 +28,9 @@ export interface LegacyCall {
   heartbeatMs: number;
   served: ServedModels;
   tenant: string;
+  /** The request's session (`Mcp-Session-Id`): a plain call's cancel names the request within it. */
+  session: string;
+  cancels: LegacyCallCancels;
   res: Response;
   id: unknown;
   /** This call's place under the tenant's unfinished-task cap (admission step), if it creates a task. */
@@ -134,7 +138,14 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
   }
   const task = await createToolTask(call.store, call.tenant, tool.name, args, call);
   if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
-  reply(call, await awaitToolResult(call.admission, task, callerLeft(call.res)));
+  // MCP 2025-11-25 Cancellation: the request's `notifications/cancelled`, on any replica, cancels its task.
+  const tie = await call.cancels.track(call.session, call.id as RequestId, task.id);
+  try {
+    if (tie.cancelled) await cancelUnlessEnded(call.store, task.id, call.tenant);
+    reply(call, await awaitToolResult(call.admission, task, callerLeft(call.res)));
+  } finally {
+    await tie.release();
+  }
 }
 
 async function listTasks(call: LegacyCall, cursor: unknown) {
