@@ -187,7 +187,10 @@ export const DEFAULTS = {
   /** A verified JWT (TASKLINE_JWT_*) whose claim `TASKLINE_JWT_ROLE_CLAIM` holds this role is an operator; empty turns that off. */
   TASKLINE_JWT_ADMIN_ROLE: '',
   TASKLINE_JWT_ROLE_CLAIM: 'role',
-  /** Most recent tasks the operator index keeps per tenant (older entries drop off; the tasks stay reachable by id). */
+  /**
+   * Most recent tasks the operator index keeps per tenant (older entries drop off; the tasks stay
+   * reachable by id); MCP's `tasks/list` keeps as many ended tool tasks, and every unfinished one.
+   */
   TASKLINE_OPERATOR_INDEX_MAX: '10000',
   /** Prometheus the console reads SLO burn rates from (e.g. `http://prometheus:9090`); empty: "not configured". */
   TASKLINE_PROMETHEUS_URL: '',

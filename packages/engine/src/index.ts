@@ -65,6 +65,7 @@ export {
 } from './errors.js';
 export { indexTenant, toolTaskIndex } from './keys.js';
 export { taskStatuses, subscribeCancels } from './lookups.js';
+export { indexToolTask } from './tool-index.js';
 export { Leadership } from './leader.js';
 export {
   defineDispatch,

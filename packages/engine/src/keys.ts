@@ -101,10 +101,18 @@ export function parseOfferedState(value: string): QueuedState | null {
 
 /**
  * A tenant's MCP tool tasks of both eras, what 2025-11-25 `tasks/list` pages through (zset, score
- * 0, members `<createdAt, 15 digits>:<id>` in lex order, so rank is creation order). `@taskline/mcp`
- * writes it before the task; the retention sweep bounds and expires it beside the operator index.
+ * 0, members `<createdAt, 15 digits>:<id>` in lex order, so rank is creation order). Written before
+ * the task (`indexToolTask`); the retention sweep bounds and expires it beside the operator index,
+ * never dropping a task that has not ended (tool-index.ts).
  */
 export const toolTaskIndex = (tenant: string) => `tl:mcp:tasks:{${tenant}}`;
+/**
+ * The entries of `toolTaskIndex` whose tasks may not have ended: added with them, dropped by the
+ * sweep once their task has ended. What the sweep keeps past the bound and reads statuses of.
+ */
+export const toolTaskOpen = (tenant: string) => `tl:mcp:tasks:{${tenant}}:open`;
+/** Tenants whose `toolTaskOpen` was not empty at the last sweep (set): every sweep visits them. */
+export const toolTaskTenants = 'tl:mcp:tasks:open';
 
 /**
  * The operator index: what the console lists, never shown to tenants. It holds ids and times

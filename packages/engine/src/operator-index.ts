@@ -3,8 +3,9 @@
  * from the console's reads (operator.ts) so that the store, which writes them, needs nothing of it.
  */
 import type { Redis } from 'ioredis';
-import { operatorKeys, toolTaskIndex } from './keys.js';
+import { operatorKeys } from './keys.js';
 import type { TaskRecord } from './records.js';
+import { sweepToolTaskIndexes, type IndexBounds } from './tool-index.js';
 
 export const minuteOf = (ms: number) => Math.floor(ms / 60_000);
 /** The throughput chart's fields: tasks created and ended in one minute. */
@@ -17,13 +18,6 @@ const COUNTER_TTL_S = 3600;
 const FAILURE_BUCKET_MS = 5 * 60_000;
 export const FAILURE_BUCKETS = 12;
 export const bucketOf = (ms: number) => Math.floor(ms / FAILURE_BUCKET_MS);
-
-export interface OperatorIndexOptions {
-  /** Newest entries kept per tenant. */
-  max: number;
-  /** The tenant's index expires this long after its last create (the task retention). */
-  retentionMs: number;
-}
 
 /**
  * The operator index entries of a new task, sent in the create's round trip (not awaited on
@@ -42,17 +36,18 @@ export function indexCreated(
 }
 
 /**
- * Bounds the operator index and the MCP tool-task index (`toolTaskIndex`) of every tenant that
- * created a task since `since` (ms) to their newest `max` entries and sets them to expire
- * `retentionMs` from now, and drops throughput minutes over an hour old; returns how many tenants
- * it visited. Between two sweeps an index may pass its bound by the creates in between. The
- * throughput hash expires too, should sweeps stop altogether.
+ * Bounds the operator index of every tenant that created a task since `since` (ms) to its newest
+ * `max` entries and sets it to expire `retentionMs` from now, sweeps the MCP tool-task indexes
+ * (`sweepToolTaskIndexes`: those tenants' and those with unfinished tool tasks), and drops
+ * throughput minutes over an hour old; returns how many tenants it visited. Between two sweeps an
+ * index may pass its bound by the creates in between. The throughput hash expires too, should
+ * sweeps stop altogether.
  */
 export async function sweepOperatorIndex(
   redis: Redis,
   since: number,
   now: number,
-  o: OperatorIndexOptions,
+  o: IndexBounds,
 ): Promise<number> {
   const tenants = await redis.zrangebyscore(
     operatorKeys.tenants,
@@ -61,15 +56,14 @@ export async function sweepOperatorIndex(
   );
   const oldest = minuteOf(now) - THROUGHPUT_MINUTES;
   // Separate commands (auto-pipelined): each tenant's index is its own slot.
-  const [fields] = await Promise.all([
+  const [fields, visited] = await Promise.all([
     redis.hkeys(operatorKeys.throughput),
+    sweepToolTaskIndexes(redis, tenants, now, o),
     Promise.all(
-      tenants.flatMap((tenant) =>
-        [operatorKeys.tasks(tenant), toolTaskIndex(tenant)].flatMap((key) => [
-          redis.zremrangebyrank(key, 0, -(o.max + 1)),
-          redis.pexpire(key, o.retentionMs),
-        ]),
-      ),
+      tenants.flatMap((tenant) => [
+        redis.zremrangebyrank(operatorKeys.tasks(tenant), 0, -(o.max + 1)),
+        redis.pexpire(operatorKeys.tasks(tenant), o.retentionMs),
+      ]),
     ),
   ]);
   const old = fields.filter((f) => Number(f.slice(2)) < oldest);
@@ -77,7 +71,7 @@ export async function sweepOperatorIndex(
     old.length > 0 ? redis.hdel(operatorKeys.throughput, ...old) : null,
     redis.expire(operatorKeys.throughput, 2 * COUNTER_TTL_S),
   ]);
-  return tenants.length;
+  return visited.length; // the creators, and the tenants with unfinished tool tasks
 }
 
 /** How a released task ended (`failure`: the code of a `failed` end). */

@@ -361,9 +361,9 @@ export class TaskStore {
   }
 
   /**
-   * Bounds and expires the operator index of each tenant that created a task since `since` (ms),
-   * and drops throughput counts over an hour old (see sweepOperatorIndex); returns how many
-   * tenants it visited.
+   * Bounds and expires the operator and tool-task indexes (of each tenant that created a task
+   * since `since` ms, and of those with unfinished tool tasks) and drops throughput counts over an
+   * hour old (see sweepOperatorIndex); returns how many tenants it visited.
    */
   sweepOperatorIndex(since: number): Promise<number> {
     return sweepOperatorIndex(this.redis, since, this.now(), this.indexOptions);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { OperatorView, TasklineError } from '../src/index.js';
-import { operatorKeys, taskKeys } from '../src/keys.js';
+import { indexToolTask, OperatorView, TasklineError } from '../src/index.js';
+import { operatorKeys, taskKeys, toolTaskIndex, toolTaskOpen, toolTaskTenants } from '../src/keys.js';
 import { minuteOf } from '../src/operator-index.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
@@ -186,6 +186,50 @@ test('a create adds its index entry and its count; the sweep bounds and expires 
       chart.map((m) => m.created),
       [0, 5],
     );
+  } finally {
+    await small.close();
+  }
+});
+
+test('the sweep bounds a tool-task index but keeps its unfinished tasks, and visits their tenant until they end', async () => {
+  const small = await harness({ now: () => clock, operatorIndexMax: 3 });
+  const entry = (at: number, id: string) => `${String(at).padStart(15, '0')}:${id}`;
+  const tool = async () => {
+    const task = await small.store.create(
+      newTask({ tenant: 'tools', kind: 'tool', model: 'tools', request: { tool: 't', arguments: {} } }),
+    );
+    await indexToolTask(small.redis, 'tools', entry(task.createdAt, task.id));
+    return task;
+  };
+  try {
+    clock = 9_000_000;
+    const [key, open] = [toolTaskIndex('tools'), toolTaskOpen('tools')];
+    const waiting = await tool();
+    const creating = entry(clock, 'task_creating'); // indexed, its task not written yet
+    const failed = entry(clock - 61_000, 'task_failed'); // a create that never wrote its task
+    for (const member of [creating, failed]) await indexToolTask(small.redis, 'tools', member);
+    const ended: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      clock += 1;
+      const task = await tool();
+      await small.store.cancel(task.id, 'tools');
+      ended.push(entry(task.createdAt, task.id));
+    }
+    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1);
+    const kept = await small.redis.zrange(key, 0, -1);
+    const unfinished = [creating, entry(waiting.createdAt, waiting.id)].sort();
+    assert.deepEqual(kept, [...unfinished, ...ended.slice(1)], 'the newest three and the unfinished');
+    assert.deepEqual(await small.redis.zrange(open, 0, -1), unfinished, 'the failed create is dropped');
+    // No create since: the tenant is visited for its unfinished task, its index renewed.
+    clock += 120_000;
+    await small.redis.pexpire(key, 1000);
+    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1);
+    assert.ok((await small.redis.pttl(key)) > 1000, 'renewed');
+    assert.deepEqual(await small.redis.zrange(open, 0, -1), [entry(waiting.createdAt, waiting.id)]);
+    await small.store.cancel(waiting.id, 'tools');
+    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1);
+    assert.equal(await small.redis.sismember(toolTaskTenants, 'tools'), 0);
+    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 0, 'all ended: visited no more');
   } finally {
     await small.close();
   }

@@ -1,5 +1,5 @@
 import type { Admission, TaskReservation } from '@taskline/admission';
-import { toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
+import { indexToolTask, toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { TOOLS_MODEL, type ToolResult } from '@taskline/tools';
 import type { McpObserver } from './observe.js';
 
@@ -40,7 +40,7 @@ export async function createToolTask(
   deps: ToolTaskAdmission,
 ): Promise<TaskRecord> {
   const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async (id) => {
-    await store.redis.zadd(toolTaskIndex(tenant), 0, member(Date.now(), id));
+    await indexToolTask(store.redis, tenant, member(Date.now(), id));
     const created = await store.create({
       id,
       fresh: true,

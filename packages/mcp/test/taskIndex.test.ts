@@ -1,18 +1,23 @@
 /**
  * The index 2025-11-25 `tasks/list` pages through (`tl:mcp:tasks:{<tenant>}`) stays bounded: the
  * scheduler's retention sweep trims and expires it as it does the operator index, and a page reads
- * a bounded number of entries however many dead ones lie ahead of the live tasks.
+ * a bounded number of entries however many dead ones lie ahead of the live tasks; yet no tool task
+ * that has not ended leaves the list.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
 import { startStack, until } from '../../../test/conformance/stack.js';
-import { rpc } from './helpers.js';
+import { pollTask, rpc } from './helpers.js';
 
 /** The least TASKLINE_OPERATOR_INDEX_MAX takes. */
 const MAX = 100;
+/** TASKLINE_TASK_RETENTION_S here: a tenant's index expires this long after the sweep that follows its last create. */
+const RETENTION_S = 2;
 /** `n` index entries (score, member) of tasks whose records expired long ago, oldest first. */
 const deadEntries = (n: number) =>
   Array.from({ length: n }, (_, i) => [
@@ -21,7 +26,10 @@ const deadEntries = (n: number) =>
   ]).flat() as (number | string)[];
 
 async function v1Client(url: string, key: string): Promise<Client> {
-  const client = new Client({ name: 't', version: '1' }, { capabilities: { tasks: { list: {} } } });
+  const client = new Client(
+    { name: 't', version: '1' },
+    { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {} } } },
+  );
   await client.connect(
     new StreamableHTTPClientTransport(new URL(url), {
       requestInit: { headers: { authorization: `Bearer ${key}` } },
@@ -38,7 +46,9 @@ describe("MCP tool-task index: bounded by the retention sweep and by each page's
     stack = await startStack({
       fixtures: true,
       env: {
-        TASKLINE_API_KEYS: 'tenant-a:key-a-secret,tenant-b:key-b-secret',
+        TASKLINE_API_KEYS: 'tenant-a:key-a-secret,tenant-b:key-b-secret,tenant-c:key-c-secret',
+        TASKLINE_TASK_RETENTION_S: String(RETENTION_S),
+        TASKLINE_EVENT_RETENTION_S: String(RETENTION_S),
         TASKLINE_RETENTION_SWEEP_MS: '200',
         TASKLINE_OPERATOR_INDEX_MAX: String(MAX),
         TASKLINE_RATE_LIMIT_BURST: '100',
@@ -87,6 +97,63 @@ describe("MCP tool-task index: bounded by the retention sweep and by each page's
     }
     assert.equal(pages, 3);
     assert.equal(await redis.zcard(key), 0);
+    await client.close();
+  });
+
+  it('keeps a tool task that has not ended listed past the bound and past the retention; ended ones age out', async () => {
+    const redis = stack.cluster.store.redis;
+    const key = toolTaskIndex('tenant-c');
+    const token = 'key-c-secret';
+    const client = await v1Client(url, token);
+    const compute = async (seconds: number) =>
+      (await rpc(url, 'tools/call', { name: 'slow_compute', arguments: { seconds } }, { token })).message
+        .result.taskId as string;
+    // One of each era: a 2025-11-25 task waiting for its input, a 2026-07-28 one running.
+    const asking = (
+      await client.request(
+        { method: 'tools/call', params: { name: 'confirm_delete', arguments: {}, task: { ttl: 60_000 } } },
+        CreateTaskResultSchema,
+      )
+    ).task.taskId;
+    const running = await compute(600);
+    await pollTask(url, asking, (t) => t.status === 'input_required', { token });
+    await pollTask(url, running, (t) => t.statusMessage === 'running', { token });
+    const ended = await compute(0);
+    await pollTask(url, ended, (t) => t.status === 'completed', { token });
+    // MAX newer entries (of tasks whose records expired) push all three past the bound.
+    const later = Date.now() + 60_000;
+    const newer = Array.from({ length: MAX }, (_, i) => [
+      0,
+      `${String(later + i).padStart(15, '0')}:task_${String(i).padStart(26, 'z')}`,
+    ]).flat() as (number | string)[];
+    await redis.zadd(key, ...newer);
+    await compute(0); // a create: the next sweeps visit the tenant
+    await until('the sweep trims the ended task', async () =>
+      (await redis.zrange(key, 0, -1)).some((m) => m.endsWith(`:${ended}`)) ? undefined : true,
+    );
+    assert.ok((await redis.zcard(key)) <= MAX + 3, 'bounded: the newest MAX and the unfinished');
+    const listed = async () => {
+      const ids: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.experimental.tasks.listTasks(cursor);
+        ids.push(...page.tasks.map((t) => t.taskId));
+        cursor = page.nextCursor;
+      } while (cursor);
+      return ids;
+    };
+    let ids = await listed();
+    assert.ok(ids.includes(asking) && ids.includes(running), `past the bound: ${JSON.stringify(ids)}`);
+    // No create for longer than the retention: the tenant's index would have expired.
+    await sleep(RETENTION_S * 1000 + 1500);
+    ids = await listed();
+    assert.ok(ids.includes(asking) && ids.includes(running), `past the retention: ${JSON.stringify(ids)}`);
+    // Once they end, they age out, and the index with them.
+    await client.experimental.tasks.cancelTask(asking);
+    await client.experimental.tasks.cancelTask(running);
+    await until('the ended tasks leave the list and the index expires', async () =>
+      (await listed()).length === 0 && (await redis.exists(key)) === 0 ? true : undefined,
+    );
     await client.close();
   });
 });
