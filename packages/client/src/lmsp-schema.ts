@@ -849,7 +849,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `task_not_cancelable`: the task already succeeded or failed. */
+      /** @description `task_not_cancelable`: the task already succeeded or failed (`x-should-retry: false`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1314,7 +1314,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `task_not_cancelable`: the response already ended, not cancelled. */
+      /** @description `task_not_cancelable`: the response already ended, not cancelled (`x-should-retry: false`). */
       409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

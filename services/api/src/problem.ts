@@ -8,7 +8,7 @@ import {
   type RedisUnavailableReason,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import { openAiError } from './openai/errors.js';
+import { NOT_RETRYABLE, openAiError } from './openai/errors.js';
 
 export const PROBLEM_TYPE = 'application/problem+json';
 
@@ -31,6 +31,7 @@ export function sendProblem(
     ...(error.param === null ? {} : { param: error.param }),
     error,
   };
+  if (NOT_RETRYABLE.has(code)) res.setHeader('x-should-retry', 'false');
   res.status(body.status).type(PROBLEM_TYPE).send(JSON.stringify(body));
 }
 

@@ -63,7 +63,9 @@ export function buildOpenApi(): Schema {
           responses: {
             '200': jsonResponse('The task after the request.', ref('Task')),
             ...notFound,
-            '409': problemResponse('`task_not_cancelable`: the task already succeeded or failed.'),
+            '409': problemResponse(
+              '`task_not_cancelable`: the task already succeeded or failed (`x-should-retry: false`).',
+            ),
             ...common,
           },
         },
@@ -146,7 +148,9 @@ export function buildOpenApi(): Schema {
           responses: {
             '200': jsonResponse('The response after the request.', ref('Response')),
             '404': problemResponse('`task_not_found`: no such response for this tenant.'),
-            '409': problemResponse('`task_not_cancelable`: the response already ended, not cancelled.'),
+            '409': problemResponse(
+              '`task_not_cancelable`: the response already ended, not cancelled (`x-should-retry: false`).',
+            ),
             ...common,
           },
         },

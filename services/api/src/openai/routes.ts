@@ -8,7 +8,7 @@ import type { Request, Response, Router } from 'express';
 import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { API_PREFIX, responseObject } from '../lmsp/schema.js';
 import type { FollowTask } from '../lmsp/stream.js';
-import { methodNotAllowed } from '../problem.js';
+import { methodNotAllowed, routeNotFound } from '../problem.js';
 
 export interface ResponseRouteDeps {
   store: TaskStore;
@@ -52,7 +52,10 @@ export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): vo
       }
       res.json(responseObject(await find(req)));
     })
-    .all(methodNotAllowed(['GET']));
+    // OpenAI's other routes under /responses (`input_tokens`, `compact`) are not a response's path.
+    .all((req, res, next) =>
+      (taskIdOf(String(req.params.id)) ? methodNotAllowed(['GET']) : routeNotFound)(req, res, next),
+    );
 
   router
     .route('/responses/:id/cancel')

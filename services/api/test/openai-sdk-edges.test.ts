@@ -1,0 +1,151 @@
+/**
+ * The official `openai` npm SDK (pinned) past the happy path, against a real api process with a
+ * real scheduler and gpu-worker: the SDK's own retries, the endpoints Taskline does not serve,
+ * and following a background response by id.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI, { APIError, ConflictError, NotFoundError } from 'openai';
+import { Cluster, LONG, until } from '../../gpu-worker/test/helpers.js';
+import { KEY_A, KEY_B, spawnApi, type ApiProcess } from './helpers.js';
+
+let cluster: Cluster;
+let api: ApiProcess;
+/** Tenant B's rate limit is low on this one (a replica of its own: the buckets are the tenant's). */
+let limited: ApiProcess;
+
+/** A client as users make one (the SDK's default retries), counting the requests it sends. */
+function client(base = api.base, key = KEY_A, fetchFn: typeof fetch = fetch) {
+  const sent: string[] = [];
+  const sdk = new OpenAI({
+    apiKey: key,
+    baseURL: `${base}/lmsp/v1`,
+    timeout: 60_000,
+    fetch: (url, init) => {
+      sent.push(`${init?.method ?? 'GET'} ${new URL(String(url)).pathname}`);
+      return fetchFn(url, init);
+    },
+  });
+  return { sdk, sent };
+}
+const SHORT = { model: 'tiny-chat', max_output_tokens: 24, seed: 3 } as const;
+
+before(async () => {
+  cluster = await Cluster.start();
+  cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20' });
+  [api, limited] = await Promise.all([
+    spawnApi(cluster.redis.url),
+    spawnApi(cluster.redis.url, { TASKLINE_RATE_LIMIT_PER_S: '1', TASKLINE_RATE_LIMIT_BURST: '1' }),
+  ]);
+});
+after(async () => {
+  for (const p of [api, limited]) {
+    p.child.kill('SIGKILL');
+    await p.exited;
+  }
+  await cluster.stop();
+});
+
+describe('the openai SDK past the happy path', () => {
+  test('cancel: an ended response is a ConflictError at once, which the SDK does not retry', async () => {
+    const { sdk, sent } = client();
+    const done = await sdk.responses.create({ ...SHORT, input: 'Hi' });
+    sent.length = 0;
+    await assert.rejects(sdk.responses.cancel(done.id), (err: unknown) => {
+      assert.ok(err instanceof ConflictError, String(err));
+      assert.equal(err.code, 'task_not_cancelable');
+      assert.equal(err.type, 'conflict_error');
+      assert.ok(err.requestID);
+      return true;
+    });
+    assert.deepEqual(sent, [`POST /lmsp/v1/responses/${done.id}/cancel`], 'one request, no retries');
+    // A cancelled one answers itself again (cancel is idempotent), as OpenAI's does.
+    const bg = await sdk.responses.create({ ...LONG, background: true });
+    const first = await sdk.responses.cancel(bg.id);
+    assert.ok(['in_progress', 'cancelled'].includes(first.status!), first.status);
+    await until('the cancel to land', async () =>
+      (await sdk.responses.retrieve(bg.id)).status === 'cancelled' ? true : undefined,
+    );
+    assert.equal((await sdk.responses.cancel(bg.id)).status, 'cancelled');
+  });
+
+  test('endpoints Taskline does not serve are clean OpenAI errors: 404, or 405 on a response’s own path', async () => {
+    const { sdk, sent } = client();
+    const done = await sdk.responses.create({ ...SHORT, input: 'Hi' });
+    const openAiShaped = (status: 404 | 405) => (err: unknown) => {
+      // A 404 is the SDK's NotFoundError; a 405 has no class of its own.
+      assert.ok(err instanceof (status === 404 ? NotFoundError : APIError), String(err));
+      assert.equal(err.status, status);
+      assert.equal(err.type, status === 404 ? 'not_found_error' : 'invalid_request_error');
+      assert.equal(err.code, 'invalid_request');
+      assert.ok(err.requestID);
+      return true;
+    };
+    sent.length = 0;
+    await assert.rejects(sdk.responses.inputItems.list(done.id), openAiShaped(404));
+    await assert.rejects(
+      sdk.responses.inputTokens.count({ model: 'tiny-chat', input: 'Hi' }),
+      openAiShaped(404),
+    );
+    await assert.rejects(sdk.responses.compact({ model: 'tiny-chat' }), openAiShaped(404));
+    await assert.rejects(
+      sdk.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'Hi' }] }),
+      openAiShaped(404),
+    );
+    await assert.rejects(sdk.responses.delete(done.id), openAiShaped(405));
+    assert.equal(sent.length, 5, 'none retried');
+  });
+
+  test('a create the SDK retries after a dropped connection makes one task when it carries an Idempotency-Key', async () => {
+    let dropped = false;
+    let firstId: string | undefined;
+    // The connection drops after the server answered: the SDK sees a connection error and retries.
+    const dropOnce: typeof fetch = async (url, init) => {
+      const res = await fetch(url, init);
+      if (dropped) return res;
+      dropped = true;
+      firstId = ((await res.json()) as { id: string }).id;
+      throw new TypeError('fetch failed');
+    };
+    const { sdk, sent } = client(api.base, KEY_A, dropOnce);
+    const created = await sdk.responses.create(
+      { ...SHORT, input: 'Hi', background: true },
+      { headers: { 'Idempotency-Key': 'oai-dropped-1' } },
+    );
+    assert.deepEqual(sent, ['POST /lmsp/v1/responses', 'POST /lmsp/v1/responses'], 'retried once');
+    assert.equal(created.id, firstId, 'the retry answered the first task');
+  });
+
+  test('a 429 carries Retry-After, which the SDK waits out before its retry', async () => {
+    const { sdk, sent } = client(limited.base, KEY_B);
+    const start = Date.now();
+    for (let i = 0; i < 3; i++) assert.equal((await sdk.models.retrieve('tiny-chat')).id, 'tiny-chat');
+    assert.ok(sent.length > 3, `retried (${sent.length} requests)`);
+    assert.ok(Date.now() - start >= 900, 'waited about the Retry-After second');
+    const { sdk: once } = client(limited.base, KEY_B);
+    const impatient = once.withOptions({ maxRetries: 0 });
+    await assert.rejects(
+      (async () => {
+        for (;;) await impatient.models.retrieve('tiny-chat');
+      })(),
+      (err: unknown) =>
+        err instanceof OpenAI.RateLimitError &&
+        err.code === 'rate_limited' &&
+        !!err.headers.get('retry-after'),
+    );
+  });
+
+  test('responses.stream({ response_id, starting_after }) follows a background response to finalResponse()', async () => {
+    const { sdk } = client();
+    const bg = await sdk.responses.create({ ...LONG, max_output_tokens: 40, background: true });
+    let text = '';
+    const stream = sdk.responses
+      .stream({ response_id: bg.id, starting_after: 2 })
+      .on('response.output_text.delta', (e) => (text += e.delta));
+    const final = await stream.finalResponse();
+    assert.equal(final.id, bg.id);
+    assert.ok(['completed', 'incomplete'].includes(final.status!), final.status);
+    assert.equal(final.output_text, text);
+    assert.equal((await sdk.responses.retrieve(bg.id)).output_text, text);
+  });
+});
