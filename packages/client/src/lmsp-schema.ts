@@ -434,6 +434,13 @@ export interface components {
         input_tokens: number;
         output_tokens: number;
         total_tokens: number;
+        input_tokens_details: {
+          cached_tokens: number;
+          cache_write_tokens: number;
+        };
+        output_tokens_details: {
+          reasoning_tokens: number;
+        };
       } | null;
       error: components['schemas']['Problem'] | null;
       incomplete_details: {
@@ -446,6 +453,11 @@ export interface components {
       temperature?: number | null;
       top_p?: number | null;
       max_output_tokens?: number | null;
+      tools: unknown[];
+      /** @constant */
+      tool_choice: 'none';
+      /** @constant */
+      parallel_tool_calls: false;
     };
     OutputMessage: {
       id?: string;

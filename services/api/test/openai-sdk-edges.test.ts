@@ -1,11 +1,12 @@
 /**
  * The official `openai` npm SDK (pinned) past the happy path, against a real api process with a
- * real scheduler and gpu-worker: the SDK's own retries, the endpoints Taskline does not serve,
- * and following a background response by id.
+ * real scheduler and gpu-worker: the SDK's own retries, the response fields its types promise,
+ * the endpoints Taskline does not serve, and following a background response by id.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI, { APIError, ConflictError, NotFoundError } from 'openai';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { Cluster, LONG, until } from '../../gpu-worker/test/helpers.js';
 import { KEY_A, KEY_B, spawnApi, type ApiProcess } from './helpers.js';
 
@@ -46,7 +47,39 @@ after(async () => {
   await cluster.stop();
 });
 
+/** What the SDK's `Response` type declares always present, beyond what the LMSP tests check. */
+function checkTyped(response: OpenAI.Responses.Response): void {
+  assert.deepEqual(response.tools, []);
+  assert.equal(response.tool_choice, 'none');
+  assert.equal(response.parallel_tool_calls, false);
+  if (!response.usage) return;
+  const { usage } = response;
+  assert.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens);
+  assert.equal(usage.input_tokens_details.cached_tokens, 0);
+  assert.equal(usage.input_tokens_details.cache_write_tokens, 0);
+  assert.equal(usage.output_tokens_details.reasoning_tokens, 0);
+}
+
 describe('the openai SDK past the happy path', () => {
+  test('max_output_tokens cuts a generation: incomplete, incomplete_details, usage as the SDK types it; also streamed', async () => {
+    const { sdk } = client();
+    const body = { model: 'tiny-chat', input: 'Tell me a long story.', max_output_tokens: 5, seed: 1 };
+    const cut = await sdk.responses.create(body);
+    assert.equal(cut.status, 'incomplete');
+    assert.deepEqual(cut.incomplete_details, { reason: 'max_output_tokens' });
+    assert.equal(cut.usage?.output_tokens, 5);
+    assert.ok(cut.output_text.length > 0);
+    checkTyped(cut);
+    const queued = await sdk.responses.create({ ...body, background: true });
+    checkTyped(queued);
+    const events: ResponseStreamEvent[] = [];
+    for await (const e of await sdk.responses.create({ ...body, stream: true })) events.push(e);
+    const last = events.at(-1)!;
+    assert.equal(last.type, 'response.incomplete');
+    checkTyped((last as OpenAI.Responses.ResponseIncompleteEvent).response);
+    checkTyped((events[0] as OpenAI.Responses.ResponseCreatedEvent).response);
+  });
+
   test('cancel: an ended response is a ConflictError at once, which the SDK does not retry', async () => {
     const { sdk, sent } = client();
     const done = await sdk.responses.create({ ...SHORT, input: 'Hi' });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { createParser } from 'eventsource-parser';
 import { describe, test } from 'node:test';
+import type { ResponseObject } from '@taskline/engine';
 import { taskKeys } from '@taskline/engine/keys';
 import { until } from '@taskline/testing';
 import {
@@ -21,6 +22,7 @@ import {
   type TaskReply as Task,
   useStackWithApi,
 } from './helpers.js';
+import { withOpenAiMembers } from '../src/openai/response.js';
 
 let stack: Stack;
 let api: InProcessApi;
@@ -72,7 +74,11 @@ describe('event streams', () => {
     );
     const got = await call(api.base, 'GET', `/lmsp/v1/tasks/${task.id}`);
     assert.equal((got.body as Task).status, 'succeeded');
-    assert.deepEqual((got.body as { response: unknown }).response, completedResponse(full, 'ab'));
+    // The stored response, with the members OpenAI's Responses API adds.
+    assert.deepEqual(
+      (got.body as { response: unknown }).response,
+      withOpenAiMembers(completedResponse(full, 'ab') as ResponseObject),
+    );
   });
 
   test('Last-Event-ID and ?starting_after resume with exactly the missing events', async () => {

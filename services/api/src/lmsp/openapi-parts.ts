@@ -127,10 +127,14 @@ const params = {
 };
 /** A reference to one of the shared parameters. */
 export const p = (name: keyof typeof params) => ({ $ref: `#/components/parameters/${name}` });
+const count = { type: 'integer', minimum: 0 };
+/** The details are OpenAI's members: always 0 here (no prompt cache, no reasoning). */
 const usage = obj({
-  input_tokens: { type: 'integer', minimum: 0 },
-  output_tokens: { type: 'integer', minimum: 0 },
-  total_tokens: { type: 'integer', minimum: 0 },
+  input_tokens: count,
+  output_tokens: count,
+  total_tokens: count,
+  input_tokens_details: obj({ cached_tokens: count, cache_write_tokens: count }),
+  output_tokens_details: obj({ reasoning_tokens: count }),
 });
 /** The `components` section: security, shared headers, responses, parameters and schemas. */
 export function components(): Schema {
@@ -222,8 +226,25 @@ export function components(): Schema {
           temperature: nullable({ type: 'number' }),
           top_p: nullable({ type: 'number' }),
           max_output_tokens: nullable({ type: 'integer' }),
+          // OpenAI's members: no tool runs in a response here.
+          tools: { type: 'array', maxItems: 0 },
+          tool_choice: { const: 'none' },
+          parallel_tool_calls: { const: false },
         },
-        ['id', 'object', 'created_at', 'status', 'model', 'output', 'usage', 'error', 'incomplete_details'],
+        [
+          'id',
+          'object',
+          'created_at',
+          'status',
+          'model',
+          'output',
+          'usage',
+          'error',
+          'incomplete_details',
+          'tools',
+          'tool_choice',
+          'parallel_tool_calls',
+        ],
       ),
       OutputMessage: obj(
         {

@@ -19,6 +19,7 @@ import {
   type TaskStatus,
 } from '@taskline/engine';
 import { openAiFields, withoutOpenAiFields } from '../openai/params.js';
+import { withOpenAiMembers } from '../openai/response.js';
 
 export const API_PREFIX = '/lmsp/v1';
 export const LMSP_VERSION = '1.0';
@@ -218,12 +219,12 @@ const RESPONSE_STATUS: Record<TaskStatus, ResponseStatus> = {
   cancelled: 'cancelled',
 };
 
-/** The response a task stands for: what the worker stored, or an empty one for its current state. */
-export function responseObject(task: TaskRecord): ResponseObject {
+/** The response a task stands for: what the worker stored, or an empty one for its current state (with OpenAI's members). */
+export function responseObject(task: TaskRecord) {
   const stored = task.result as ResponseObject | null;
-  if (stored && typeof stored === 'object' && stored.object === 'response') return stored;
+  if (stored && typeof stored === 'object' && stored.object === 'response') return withOpenAiMembers(stored);
   const base = emptyResponse(task, RESPONSE_STATUS[task.shownStatus]);
-  return task.status === 'failed' ? { ...base, error: task.error } : base;
+  return withOpenAiMembers(task.status === 'failed' ? { ...base, error: task.error } : base);
 }
 
 export const eventsUrl = (id: string) => `${API_PREFIX}/tasks/${id}/events`;

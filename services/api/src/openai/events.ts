@@ -4,34 +4,42 @@
  * the final events, and refuses one that has no `response` object. The engine writes the task's
  * progress (`loading`, `running`, `cancelling`, a restart) as `response.in_progress` with only
  * `task_status`, and a failure a worker reports without output with `response: null`; this
- * projection adds the response such an event stands for when it is served. The stored events and
- * every field LMSP 1.0 sections 6.3 and 7.4 require are unchanged: the member is only added.
+ * projection adds the response such an event stands for when it is served, and OpenAI's members
+ * to every response (`response.ts`). The stored events and every field LMSP 1.0 sections 6.3 and
+ * 7.4 require are unchanged: members are only added.
  */
 import {
   emptyResponse,
   eventJson,
   isFinalEventType,
+  RESTART_EVENT_TYPE,
   type Problem,
+  type ResponseObject,
   type ResponseStatus,
   type StoredEvent,
   type TaskRecord,
 } from '@taskline/engine';
+import { withOpenAiMembers } from './response.js';
 
-const isLifecycle = (type: string) =>
-  type === 'response.created' || type === 'response.in_progress' || isFinalEventType(type);
+/** Events that stand for the whole response; `response.restarted` (Taskline's) always carries it. */
+const carriesResponse = (type: string) =>
+  type === 'response.created' ||
+  type === 'response.in_progress' ||
+  type === RESTART_EVENT_TYPE ||
+  isFinalEventType(type);
 
 /** The JSON of one event as served on LMSP event streams (`sse.ts`). */
 export function servedEventJson(event: StoredEvent, task: TaskRecord): string {
-  if (!isLifecycle(event.type)) return eventJson(event);
+  if (!carriesResponse(event.type)) return eventJson(event);
   const data = JSON.parse(event.data) as Record<string, unknown>;
   // Who acted stays with operators (the console's timeline reads the stored events); a stream
   // says what was done, and when.
   const action = data.operator_action as { action?: unknown; at?: unknown } | undefined;
   if (action) data.operator_action = { action: action.action, at: action.at };
-  if (data.response != null && typeof data.response === 'object')
-    return action
-      ? JSON.stringify({ type: event.type, sequence_number: event.seq, ...data })
-      : eventJson(event);
+  if (data.response != null && typeof data.response === 'object') {
+    const stored = withOpenAiMembers(data.response as ResponseObject);
+    return JSON.stringify({ type: event.type, sequence_number: event.seq, ...data, response: stored });
+  }
   const status: ResponseStatus =
     event.type === 'response.failed'
       ? 'failed'
@@ -40,7 +48,9 @@ export function servedEventJson(event: StoredEvent, task: TaskRecord): string {
         : data.task_status === 'queued'
           ? 'queued'
           : 'in_progress';
-  const response = emptyResponse(task, status);
-  if (status === 'failed') response.error = (data.error as Problem | undefined) ?? null;
+  const response = withOpenAiMembers({
+    ...emptyResponse(task, status),
+    error: status === 'failed' ? ((data.error as Problem | undefined) ?? null) : null,
+  });
   return JSON.stringify({ type: event.type, sequence_number: event.seq, ...data, response });
 }
