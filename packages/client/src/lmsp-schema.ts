@@ -1031,7 +1031,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description The finished response (any outcome), or its events with `stream: true`. */
+      /** @description The finished response (any outcome), or its events with `stream: true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1176,7 +1176,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The response, or its events with `stream=true`. */
+      /** @description The response, or its events with `stream=true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

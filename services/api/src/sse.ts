@@ -75,6 +75,11 @@ export interface StreamOptions {
   metrics?: TasklineMetrics;
   /** The stream's slot, when it was opened before the task was created (a streamed create). */
   slot?: StreamSlot;
+  /**
+   * Written before the `retry:` hint of a stream cut short (shutdown, a slow reader), given the
+   * last event sent: OpenAI's `error` event on the OpenAI surface's streams (`openai/events.ts`).
+   */
+  interrupted?: (lastSeq: number) => string;
   /** Asked on every heartbeat, never rejects: false ends the stream (the key that opened it was revoked). */
   stillAuthorized?: () => Promise<boolean>;
 }
@@ -95,6 +100,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
    * go, and they leave in one write per stream, not one write (a syscall) per event.
    */
   let unsent = '';
+  let lastSeq = o.after;
 
   const flush = () => {
     if (!unsent) return;
@@ -117,12 +123,14 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     sub?.close();
     unregister();
     void slot.release().catch((err) => o.logger.warn('stream slot release failed', { err }));
-    if (!res.writableEnded) res.end(retryMs === undefined ? undefined : `retry: ${retryMs}\n\n`);
+    if (!res.writableEnded)
+      res.end(retryMs === undefined ? undefined : `${o.interrupted?.(lastSeq) ?? ''}retry: ${retryMs}\n\n`);
   };
   const write = (event: StoredEvent) => {
     if (done) return;
     if (!unsent) process.nextTick(flush);
     unsent += formatEvent(event, o.task);
+    lastSeq = event.seq;
     o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
     // Live events only: a replayed one measures how late its reader came, not delivery.
     if (event.writtenAt)

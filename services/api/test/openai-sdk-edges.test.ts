@@ -168,6 +168,48 @@ describe('the openai SDK past the happy path', () => {
     );
   });
 
+  test('a stream whose replica shuts down ends in an APIError naming where to resume, not a quiet end', async () => {
+    // Both ways of following a background response: a streamed create, and retrieve with stream.
+    for (const how of ['create', 'retrieve'] as const) {
+      const doomed = await spawnApi(cluster.redis.url);
+      const { sdk } = client(doomed.base);
+      const followed =
+        how === 'create'
+          ? await sdk.responses.create({ ...LONG, background: true, stream: true })
+          : await sdk.responses.retrieve((await sdk.responses.create({ ...LONG, background: true })).id, {
+              stream: true,
+            });
+      const events: ResponseStreamEvent[] = [];
+      await assert.rejects(
+        async () => {
+          for await (const e of followed) {
+            events.push(e);
+            if (events.length === 5) doomed.child.kill('SIGTERM');
+          }
+        },
+        (err: unknown) => {
+          assert.ok(err instanceof APIError, `${how}: ${String(err)}`);
+          assert.equal(err.code, 'unavailable');
+          assert.match(err.message, new RegExp(`starting_after=${events.at(-1)!.sequence_number}\\.$`));
+          return true;
+        },
+      );
+      await doomed.exited;
+      const id = (events[0] as OpenAI.Responses.ResponseCreatedEvent).response.id;
+      const rest = await client().sdk.responses.retrieve(id, {
+        stream: true,
+        starting_after: events.at(-1)!.sequence_number,
+      });
+      for await (const e of rest) events.push(e);
+      assert.deepEqual(
+        events.map((e) => e.sequence_number),
+        events.map((_, i) => i + 1),
+        `${how}: every event once`,
+      );
+      assert.ok(['response.completed', 'response.incomplete'].includes(events.at(-1)!.type));
+    }
+  });
+
   test('responses.stream({ response_id, starting_after }) follows a background response to finalResponse()', async () => {
     const { sdk } = client();
     const bg = await sdk.responses.create({ ...LONG, max_output_tokens: 40, background: true });

@@ -18,6 +18,10 @@ import {
 } from './openapi-parts.js';
 import { LMSP_VERSION } from './schema.js';
 
+/** OpenAI's streaming `error` event, on the OpenAI surface's streams (`openai/events.ts`). */
+const CUT_SHORT =
+  'A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line.';
+
 export function buildOpenApi(): Schema {
   return {
     openapi: '3.1.0',
@@ -96,7 +100,7 @@ export function buildOpenApi(): Schema {
           responses: {
             '200': {
               ...jsonResponse(
-                'The finished response (any outcome), or its events with `stream: true`.',
+                `The finished response (any outcome), or its events with \`stream: true\`. ${CUT_SHORT}`,
                 ref('Response'),
               ),
               content: {
@@ -122,7 +126,10 @@ export function buildOpenApi(): Schema {
           parameters: [p('ResponseId'), p('Stream'), p('LastEventId'), p('StartingAfter')],
           responses: {
             '200': {
-              ...jsonResponse('The response, or its events with `stream=true`.', ref('Response')),
+              ...jsonResponse(
+                `The response, or its events with \`stream=true\`. ${CUT_SHORT}`,
+                ref('Response'),
+              ),
               content: {
                 'application/json': { schema: ref('Response') },
                 'text/event-stream': { schema: { type: 'string' }, 'x-event-schema': ref('StreamEvent') },

@@ -16,6 +16,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { ApiCore } from '../core.js';
+import { interruptedFrame } from '../openai/events.js';
 import { answerInBackground, mountResponseRoutes } from '../openai/routes.js';
 import { methodNotAllowed } from '../problem.js';
 import { streamTaskEvents } from '../sse.js';
@@ -220,7 +221,8 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     if (body.background && !body.stream) return answerInBackground(res, task);
     if (body.background) {
       checkResumable(task, after);
-      return streamTaskEvents(req, res, { ...streamOptions(core, req, task, after, 'events'), slot });
+      const options = streamOptions(core, req, task, after, 'events');
+      return streamTaskEvents(req, res, { ...options, slot, interrupted: interruptedFrame });
     }
     const left = callerLeft(res);
     const stop = keyed ? null : admission.cancelOnLeave(task, left);

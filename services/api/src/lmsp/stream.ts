@@ -5,8 +5,13 @@ import type { ApiCore } from '../core.js';
 import { streamTaskEvents, type StreamOptions } from '../sse.js';
 import { resumePoint } from './schema.js';
 
-/** Serves a task's events from the request's resume point; open streams count under `streamsOf`. */
-export type FollowTask = ConsoleDeps['followTask'];
+/**
+ * Serves a task's events from the request's resume point; open streams count under `streamsOf`.
+ * The console's, plus what a stream cut short sends first (`StreamOptions.interrupted`).
+ */
+export type FollowTask = (
+  ...args: [...Parameters<ConsoleDeps['followTask']>, interrupted?: StreamOptions['interrupted']]
+) => Promise<void>;
 
 /** The SSE options of one of the request's task streams (LMSP events, or a `stream: true` response). */
 export function streamOptions(
@@ -49,7 +54,7 @@ export function checkResumable(task: TaskRecord, after: number): void {
  * stream is never tied to its reader: a disconnect only ends the stream.
  */
 export function followTaskOf(core: ApiCore): FollowTask {
-  return async function followTask(req: Request, res: Response, load, streamsOf) {
+  return async function followTask(req: Request, res: Response, load, streamsOf, interrupted) {
     const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
     const task = await load();
     checkResumable(task, after);
@@ -63,6 +68,7 @@ export function followTaskOf(core: ApiCore): FollowTask {
     await streamTaskEvents(req, res, {
       ...streamOptions(core, req, task, after, 'events'),
       tenant: streamsOf(task),
+      interrupted,
     });
   };
 }

@@ -54,3 +54,20 @@ export function servedEventJson(event: StoredEvent, task: TaskRecord): string {
   });
   return JSON.stringify({ type: event.type, sequence_number: event.seq, ...data, response });
 }
+
+/**
+ * What a follower of a response gets when its stream is cut short (this replica shutting down,
+ * or the reader too far behind) before LMSP's `retry:` hint: OpenAI's streaming `error` event,
+ * which the SDKs raise as an `APIError` (code `unavailable`). They never reconnect, and without it
+ * would see the stream just end, as a finished one does. It has no `id:`: the resume point stays
+ * the last event's, which its message names.
+ */
+export function interruptedFrame(lastSeq: number): string {
+  const error = {
+    type: 'error',
+    code: 'unavailable',
+    message: `The stream was cut short (the server is restarting, or the reader fell behind); resume with starting_after=${lastSeq}.`,
+    param: null,
+  };
+  return `event: error\ndata: ${JSON.stringify(error)}\n\n`;
+}
