@@ -153,6 +153,23 @@ export const DEFAULTS = {
   /** Per-tenant request rate (token bucket in Redis, shared by every replica): refill per second and burst. */
   TASKLINE_RATE_LIMIT_PER_S: '20',
   TASKLINE_RATE_LIMIT_BURST: '100',
+  /**
+   * Failed authentications (a bearer token that proves nothing) allowed per client address (an
+   * IPv6 one by its /64) in a window of TASKLINE_AUTH_FAILURE_WINDOW_S seconds, counted in Redis
+   * across every replica. Past them every request from the address is refused (`429
+   * too_many_auth_failures`), a good key's too, before any key or JWT is checked, until the window
+   * ends. A request with no Authorization header is neither counted nor refused.
+   */
+  TASKLINE_AUTH_FAILURE_LIMIT: '20',
+  TASKLINE_AUTH_FAILURE_WINDOW_S: '60',
+  /**
+   * Which proxies' X-Forwarded-For to believe for the client address (Express `trust proxy`):
+   * `false` (the peer's own address), `true` (the header's first address: only behind a proxy that
+   * overwrites it), a number of proxy hops, or addresses and CIDRs, comma separated, where
+   * `loopback`, `linklocal` and `uniquelocal` name those ranges. Behind a load balancer, without
+   * it every client is the balancer's address and shares one count of failed authentications.
+   */
+  TASKLINE_TRUST_PROXY: 'false',
   /** Per-tenant caps across every replica: unfinished tasks, and open event streams. */
   TASKLINE_MAX_ACTIVE_TASKS: '100',
   TASKLINE_MAX_STREAMS: '50',

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DEFAULTS } from './defaults.js';
 
@@ -6,6 +7,27 @@ export { DEFAULTS } from './defaults.js';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number) => z.coerce.number().int().min(min);
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An address or CIDR as Express's `trust proxy` (proxy-addr) reads one, or a name of a range. */
+function validTrustProxy(value: string): boolean {
+  if (/^(true|false|\d{1,2})$/.test(value)) return true;
+  return value.split(',').every((entry) => {
+    const [address, bits, ...rest] = entry.trim().split('/');
+    const family = isIP(address!);
+    if (rest.length > 0) return false;
+    if (bits === undefined) return family !== 0 || PROXY_NAMES.has(address!);
+    return family !== 0 && /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+  });
+}
+
+/** What Express's `trust proxy` setting takes: a boolean, a number of hops, or a list. */
+function trustProxy(value: string): boolean | number | string[] {
+  if (value === 'true' || value === 'false') return value === 'true';
+  if (/^\d+$/.test(value)) return Number(value);
+  return value.split(',').map((entry) => entry.trim());
+}
 
 const schema = z.object({
   REDIS_URL: z
@@ -80,6 +102,15 @@ const schema = z.object({
   TASKLINE_MAX_OUTPUT_TOKENS: int(1),
   TASKLINE_RATE_LIMIT_PER_S: z.coerce.number().positive(),
   TASKLINE_RATE_LIMIT_BURST: int(1),
+  TASKLINE_AUTH_FAILURE_LIMIT: int(1),
+  TASKLINE_AUTH_FAILURE_WINDOW_S: int(1).max(86400),
+  TASKLINE_TRUST_PROXY: z
+    .string()
+    .refine(
+      validTrustProxy,
+      'false, true, a number of hops, or addresses/CIDRs (loopback, linklocal, uniquelocal)',
+    )
+    .transform(trustProxy),
   TASKLINE_MAX_ACTIVE_TASKS: int(1),
   TASKLINE_MAX_STREAMS: int(1),
   TASKLINE_SSE_HEARTBEAT_MS: int(10),

@@ -102,3 +102,16 @@ test('the advertised control address is host:port (an IPv6 host bracketed or not
   for (const bad of ['scheduler', '10.0.0.5:', 'a:1,b:2'])
     assert.throws(() => loadEnv({ TASKLINE_CONTROL_ADVERTISE: bad }), /TASKLINE_CONTROL_ADVERTISE/);
 });
+
+test('TASKLINE_TRUST_PROXY: false by default, else true, hops, or addresses, CIDRs and range names', () => {
+  assert.equal(loadEnv({}).TASKLINE_TRUST_PROXY, false);
+  assert.equal(loadEnv({ TASKLINE_TRUST_PROXY: 'true' }).TASKLINE_TRUST_PROXY, true);
+  assert.equal(loadEnv({ TASKLINE_TRUST_PROXY: '2' }).TASKLINE_TRUST_PROXY, 2);
+  assert.deepEqual(loadEnv({ TASKLINE_TRUST_PROXY: 'loopback, 10.0.0.0/8,fd00::/8' }).TASKLINE_TRUST_PROXY, [
+    'loopback',
+    '10.0.0.0/8',
+    'fd00::/8',
+  ]);
+  for (const bad of ['yes', '10.0.0.0/33', 'proxy.internal', '10.0.0.1/8/1'])
+    assert.throws(() => loadEnv({ TASKLINE_TRUST_PROXY: bad }), /TASKLINE_TRUST_PROXY/, bad);
+});
