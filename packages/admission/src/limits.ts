@@ -18,10 +18,12 @@ import type { Redis } from 'ioredis';
 import { isTerminal, newId, taskStatuses, TasklineError } from '@taskline/engine';
 import { loadLimitScripts, type LimitScripts } from './scripts.js';
 
-const keys = {
+/** Every key of the api's limits (`tl:api:*`); each is one hash slot, its tenant's or address's. */
+export const limitKeys = {
   rate: (tenant: string) => `tl:api:rate:{${tenant}}`,
   active: (tenant: string) => `tl:api:active:{${tenant}}`,
   streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
+  authFailures: (address: string) => `tl:api:auth-failures:{${address}}`,
 };
 
 /** How old a place without its task may get before it is taken for a crashed create's. */
@@ -80,7 +82,7 @@ export class TenantLimits {
    * first still gets its own error; it must `commit(null)` to free the place.
    */
   async takeCreate(tenant: string): Promise<TaskReservation> {
-    const key = keys.active(tenant);
+    const key = limitKeys.active(tenant);
     const taskId = newId('task');
     const count = await this.take(tenant, taskId);
     return this.reservation(key, taskId, count);
@@ -91,7 +93,7 @@ export class TenantLimits {
    * took none); as with `takeCreate`, `admit` checks the cap and `commit` settles the place.
    */
   async reserveTask(tenant: string): Promise<TaskReservation> {
-    const key = keys.active(tenant);
+    const key = limitKeys.active(tenant);
     const taskId = newId('task');
     const reply = await this.redis.multi().zadd(key, Date.now(), taskId).zcard(key).exec();
     return this.reservation(key, taskId, Number(reply?.[1]?.[1] ?? 0));
@@ -101,7 +103,11 @@ export class TenantLimits {
     const { ratePerS, burst } = this.settings;
     const args: (string | number)[] = [ratePerS, burst, Date.now()];
     if (reservation) args.push(reservation);
-    const [waitMs, count] = await this.scripts.token_bucket(keys.rate(tenant), keys.active(tenant), ...args);
+    const [waitMs, count] = await this.scripts.token_bucket(
+      limitKeys.rate(tenant),
+      limitKeys.active(tenant),
+      ...args,
+    );
     if (waitMs > 0)
       throw rateLimited(
         'Too many requests for this tenant; retry after the indicated time.',
@@ -190,10 +196,10 @@ export class TenantLimits {
     const rows = await Promise.all(
       tenants.map((t) =>
         Promise.all([
-          this.prune(keys.active(t)),
+          this.prune(limitKeys.active(t)),
           // A lapsed lease (a replica that died) no longer counts: the next open drops it.
-          this.redis.zcount(keys.streams(t), `(${now}`, '+inf'),
-          this.redis.hmget(keys.rate(t), 'tokens', 'ts'),
+          this.redis.zcount(limitKeys.streams(t), `(${now}`, '+inf'),
+          this.redis.hmget(limitKeys.rate(t), 'tokens', 'ts'),
         ]),
       ),
     );
@@ -219,7 +225,7 @@ export class TenantLimits {
 
   /** Opens a stream slot; `renew` on every heartbeat, `release` when the stream ends. */
   async openStream(tenant: string): Promise<StreamSlot> {
-    const key = keys.streams(tenant);
+    const key = limitKeys.streams(tenant);
     const id = randomUUID();
     const lease = () => Date.now() + this.settings.streamLeaseMs;
     const ok = await this.scripts.stream_slot(key, Date.now(), id, lease(), this.settings.maxStreams);

@@ -6,6 +6,7 @@ export interface LimitScripts {
   token_bucket: Runner<[number, number]>;
   stream_slot: Runner<number>;
   reservation_commit: Runner<number>;
+  auth_failures: Runner<[number, number]>;
 }
 
 /**
@@ -18,5 +19,6 @@ export function loadLimitScripts(redis: Redis): LimitScripts {
     'token_bucket',
     'stream_slot',
     'reservation_commit',
+    'auth_failures',
   ]) as unknown as LimitScripts;
 }

@@ -23,7 +23,7 @@ after(async () => {
   await server.stop();
 });
 // Every key the scripts touch here; FLUSHALL would reach one node of a cluster.
-beforeEach(() => redis.del('tl:api:rate:{t}', active, 'tl:api:streams:{t}'));
+beforeEach(() => redis.del('tl:api:rate:{t}', active, 'tl:api:streams:{t}', 'tl:api:auth-failures:{t}'));
 
 test('token_bucket refuses past the burst with the wait, and holds a create place with its token', async () => {
   const bucket = source('token_bucket');
@@ -63,4 +63,24 @@ test('token_bucket takes no token when the place cannot be held (a key of the wr
     /WRONGTYPE/,
   );
   assert.equal(await redis.exists('tl:api:rate:{t}'), 0);
+});
+
+test('auth_failures counts in a window its first failure opens, later ones never move, and reads without counting', async () => {
+  const failures = source('auth_failures');
+  const key = 'tl:api:auth-failures:{t}';
+  const count = (add: 0 | 1, windowMs = 5000) =>
+    redis.eval(failures, 1, key, add, windowMs) as Promise<number[]>;
+  assert.deepEqual(await count(0), [0, 0], 'no failure yet: nothing to read, nothing written');
+  assert.equal(await redis.exists(key), 0);
+  const [first, ttl] = await count(1);
+  assert.equal(first, 1);
+  assert.ok(ttl! > 4000 && ttl! <= 5000, `window ${ttl}`);
+  await new Promise((r) => setTimeout(r, 50));
+  const [second, left] = await count(1, 60_000);
+  assert.equal(second, 2);
+  assert.ok(left! <= ttl! - 40, 'a later failure does not move the window');
+  assert.equal((await count(0))[0], 2);
+  // A counter that lost its expiry gets the window back at its next failure.
+  await redis.persist(key);
+  assert.ok((await count(1))[1]! > 0);
 });

@@ -15,6 +15,11 @@ export const ERROR_CODES = {
   idempotency_key_reused: 422,
   unsupported_capability: 400,
   rate_limited: 429,
+  /**
+   * Too many failed authentications from the client's address (TASKLINE_AUTH_FAILURE_*): every
+   * request from it is refused, whatever its credential, until the window passes.
+   */
+  too_many_auth_failures: 429,
   server_restarted: 500,
   /** A task's caller never answered its input requests (TASKLINE_INPUT_TIMEOUT_S). */
   input_timeout: 408,
