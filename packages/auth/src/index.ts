@@ -4,9 +4,11 @@ import type { Redis } from 'ioredis';
 import type { Env } from '@taskline/config';
 import { TasklineError } from '@taskline/engine';
 import { ApiKeyStore, hashKey, TENANT_PATTERN } from './keys.js';
+import { unguarded, type AuthGuard } from './guard.js';
 import { jwtVerifier, looksLikeJwt } from './jwt.js';
 
 export { ApiKeyStore, TENANT_PATTERN, assertTenantId, hashKey, type ApiKeyInfo } from './keys.js';
+export { unguarded, type AuthGuard } from './guard.js';
 export { jwtVerifier, looksLikeJwt, type JwtSettings, type JwtVerifier } from './jwt.js';
 export {
   operatorAuthenticator,
@@ -61,7 +63,7 @@ const unauthorized = (detail: string) => new TasklineError('unauthorized', detai
  * a static key from `TASKLINE_API_KEYS`, a JWT (when a key or JWKS is configured), or an API key
  * made by the CLI and stored hashed in Redis. Every failure reads the same to the client.
  */
-export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
+export function authenticator(env: AuthSettings, redis: Redis, guard: AuthGuard = unguarded): Authenticator {
   const staticKeys = new Map<string, string>();
   for (const pair of env.TASKLINE_API_KEYS.split(',').filter(Boolean)) {
     const at = pair.indexOf(':');
@@ -115,7 +117,7 @@ export function authenticator(env: AuthSettings, redis: Redis): Authenticator {
     authenticate,
     stillAuthorized,
     middleware(req, _res, next) {
-      authenticate(req.headers).then((tenant) => {
+      guard(req, authenticate).then((tenant) => {
         req.tenant = tenant;
         next();
       }, next);

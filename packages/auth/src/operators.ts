@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Env } from '@taskline/config';
 import { TasklineError } from '@taskline/engine';
+import { unguarded, type AuthGuard } from './guard.js';
 import { hashKey } from './keys.js';
 import { jwtVerifier, looksLikeJwt } from './jwt.js';
 
@@ -55,6 +56,7 @@ export interface OperatorAuthenticator {
 export function operatorAuthenticator(
   env: OperatorAuthSettings,
   tenants: { authenticate(headers: IncomingHttpHeaders): Promise<unknown> },
+  guard: AuthGuard = unguarded,
 ): OperatorAuthenticator {
   const hashes = new Set(
     env.TASKLINE_ADMIN_KEYS.split(',')
@@ -105,7 +107,7 @@ export function operatorAuthenticator(
     authenticate,
     configured: hashes.size > 0 || (verify !== null && role !== ''),
     middleware(req, _res, next) {
-      authenticate(req.headers).then((operator) => {
+      guard(req, authenticate).then((operator) => {
         req.operator = operator;
         next();
       }, next);

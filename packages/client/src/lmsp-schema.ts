@@ -365,6 +365,7 @@ export interface components {
         | 'idempotency_key_reused'
         | 'unsupported_capability'
         | 'rate_limited'
+        | 'too_many_auth_failures'
         | 'server_restarted'
         | 'input_timeout'
         | 'internal_error'
@@ -687,7 +688,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -774,7 +775,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -871,7 +872,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -982,7 +983,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1125,7 +1126,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1239,7 +1240,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1336,7 +1337,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1411,7 +1412,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1486,7 +1487,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1573,7 +1574,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

@@ -30,9 +30,9 @@ export function mountConsole(app: Express, deps: ConsoleDeps): void {
   app.use('/admin/v1', adminRouter(deps));
 
   const pages = express.Router();
-  pages.use((req, _res, next) => {
+  pages.use((req, res, next) => {
     if (!req.headers.authorization) return next();
-    deps.operators.authenticate(req.headers).then(() => next(), next);
+    deps.operators.middleware(req, res, next);
   });
   pages.use((_req, res, next) => {
     res.setHeader('Cache-Control', 'no-store');

@@ -10,7 +10,7 @@ export function adminOpenApi(): Record<string, unknown> {
     description: 'A problem (`application/problem+json`) with a stable `code`.',
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
-  const refused = { '401': problem, '403': problem };
+  const refused = { '401': problem, '403': problem, '429': problem };
   const q = (name: string, schema: Record<string, unknown>, description: string) => ({
     name,
     in: 'query',
@@ -42,7 +42,6 @@ export function adminOpenApi(): Record<string, unknown> {
           content: { 'text/event-stream': { schema: { type: 'string' } } },
         },
         '400': problem,
-        '429': problem,
         ...refused,
       },
     },
@@ -57,7 +56,9 @@ export function adminOpenApi(): Record<string, unknown> {
         'What the operator console at /console shows, for scripts. Every route needs an operator ' +
         'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE); valid tenant ' +
         'credentials get 403 `forbidden`; none, or a token that is no credential at all (unknown, forged, ' +
-        'expired), 401 `unauthorized` with WWW-Authenticate. A path asked with a method it does not take is ' +
+        'expired), 401 `unauthorized` with WWW-Authenticate. A client address past TASKLINE_AUTH_FAILURE_LIMIT ' +
+        'failed authentications gets 429 `too_many_auth_failures` with Retry-After for every request, an ' +
+        'operator credential too, until its window ends. A path asked with a method it does not take is ' +
         '405 `invalid_request` with `Allow` (OPTIONS: 204 with `Allow`), as on LMSP. Answers are ' +
         '`Cache-Control: no-store`.',
     },
@@ -128,7 +129,6 @@ export function adminOpenApi(): Record<string, unknown> {
             '400': problem,
             '404': problem,
             '410': problem,
-            '429': problem,
             ...refused,
           },
         },

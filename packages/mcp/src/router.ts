@@ -1,4 +1,3 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { createMcpHandler, MissingRequiredClientCapabilityError } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
@@ -49,9 +48,11 @@ export interface McpRouterDeps {
   logger: Logger;
   /**
    * The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves, and what
-   * a stream it opens asks on each heartbeat, when its key can be revoked meanwhile.
+   * a stream it opens asks on each heartbeat, when its key can be revoked meanwhile. Given the
+   * request, not only its headers: the api counts failures by its client address, and refuses an
+   * address with too many (`too_many_auth_failures`, answered as the limits' 429s below).
    */
-  authenticate?: (headers: IncomingHttpHeaders) => Promise<{ id: string; stillAuthorized?: StillAuthorized }>;
+  authenticate?: (req: Request) => Promise<{ id: string; stillAuthorized?: StillAuthorized }>;
   /** The tools to offer; by default `builtinTools` as configured by `env` and `extensions` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
@@ -95,7 +96,8 @@ const unavailableError = (id: unknown, reason: RedisUnavailableReason) => ({
  * (TASKLINE_RATE_LIMIT_*, the bucket LMSP uses), and a `tools/call` of a tool that runs as a task
  * also needs a place under the tenant's unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS, counted
  * with its LMSP tasks). Over either: HTTP 429 with `Retry-After`, JSON-RPC error -32005
- * (`RATE_LIMITED_CODE`) with `data: { code: 'rate_limited', retryAfter: <seconds> }`.
+ * (`RATE_LIMITED_CODE`) with `data: { code: 'rate_limited', retryAfter: <seconds> }`; a client
+ * address over its failed authentications gets the same with `code: 'too_many_auth_failures'`.
  */
 export function createMcpRouter(deps: McpRouterDeps): Router {
   const { store, hub, env, logger } = deps;
@@ -222,7 +224,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     try {
       const { id: tenant, stillAuthorized } = env.TASKLINE_MCP_LOCAL_NO_AUTH
         ? { id: LOCAL_TENANT, stillAuthorized: undefined }
-        : await deps.authenticate!(req.headers);
+        : await deps.authenticate!(req);
       // The admission step: a `tools/call` that runs as a task needs its place under the cap now.
       const reservation = await deps.admission.admit(tenant, res, createsTask(req));
       await reservation?.admit();
@@ -239,7 +241,10 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         res.setHeader('WWW-Authenticate', 'Bearer');
         return rpcError(res, 401, req.body?.id, -32001, 'Unauthorized');
       }
-      if (err instanceof TasklineError && err.code === 'rate_limited')
+      if (
+        err instanceof TasklineError &&
+        (err.code === 'rate_limited' || err.code === 'too_many_auth_failures')
+      )
         return rateLimited(res, req.body?.id, err);
       next(err);
     }

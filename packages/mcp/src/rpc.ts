@@ -17,9 +17,9 @@ export const rpcError = (
 /** JSON-RPC error of a request over the tenant's limits (implementation-defined server range). */
 export const RATE_LIMITED_CODE = -32005;
 
-/** HTTP 429 with Retry-After and -32005 for a `rate_limited` TasklineError. */
+/** HTTP 429 with Retry-After and -32005 for a `rate_limited` or `too_many_auth_failures` TasklineError. */
 export const rateLimited = (res: Response, id: unknown, err: TasklineError) => {
   const retryAfter = Number(err.details.retryAfterS ?? 1);
   res.setHeader('Retry-After', String(retryAfter));
-  return rpcError(res, 429, id, RATE_LIMITED_CODE, err.message, { code: 'rate_limited', retryAfter });
+  return rpcError(res, 429, id, RATE_LIMITED_CODE, err.message, { code: err.code, retryAfter });
 };

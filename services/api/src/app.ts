@@ -51,9 +51,9 @@ function mcpRouter(core: ApiCore): Router {
     hub: core.hub,
     env: core.env,
     logger: core.logger.child({ surface: 'mcp' }),
-    authenticate: async (headers) => {
-      const tenant = await core.auth.authenticate(headers);
-      return { id: tenant.id, stillAuthorized: core.auth.stillAuthorized(headers, tenant) };
+    authenticate: async (req) => {
+      const tenant = await core.guardAuth(req, core.auth.authenticate);
+      return { id: tenant.id, stillAuthorized: core.auth.stillAuthorized(req.headers, tenant) };
     },
     admission: core.admission,
     extensions: core.mcpExtensions,
@@ -78,7 +78,7 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
   const { env, metrics } = core;
   mountConsole(app, {
     store: core.store,
-    operators: operatorAuthenticator(env, core.auth),
+    operators: operatorAuthenticator(env, core.auth, core.guardAuth),
     models: [...core.served.models.keys()],
     followTask,
     // The live views' streams: counted, capped and ended on shutdown as task streams are.
@@ -113,6 +113,9 @@ export function createApp(deps: AppDeps): TasklineApi {
 
   const app = express();
   app.disable('x-powered-by');
+  // The client address (`req.ip`) that failed authentications are counted by: behind a load
+  // balancer, the one its X-Forwarded-For gives, from the proxies named here only.
+  app.set('trust proxy', core.env.TASKLINE_TRUST_PROXY);
   // Task objects change under the same URL; a body hash as validator buys nothing.
   app.set('etag', false);
 

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import { Admission, TenantLimits } from '@taskline/admission';
-import { authenticator, type Authenticator } from '@taskline/auth';
+import { Admission, AuthFailureLimits, TenantLimits } from '@taskline/admission';
+import { authenticator, type AuthGuard, type Authenticator } from '@taskline/auth';
 import type { Env } from '@taskline/config';
 import {
   EventHub,
@@ -39,6 +39,12 @@ export interface ApiCore extends AppDeps {
   /** This process's open SSE streams, ended with a `retry:` hint on shutdown. */
   streams: StreamRegistry;
   served: ServedModels;
+  /**
+   * `authenticate` run for `req` under its client address's limit of failed authentications
+   * (`req.ip`, as TASKLINE_TRUST_PROXY reads it). A request without an Authorization header
+   * guesses nothing and verifies nothing: it is neither refused nor counted.
+   */
+  guardAuth: AuthGuard;
 }
 
 export function createCore(deps: AppDeps): ApiCore {
@@ -56,14 +62,23 @@ export function createCore(deps: AppDeps): ApiCore {
     maxStreams: env.TASKLINE_MAX_STREAMS,
     streamLeaseMs: env.TASKLINE_SSE_HEARTBEAT_MS * 3,
   });
+  const authFailures = new AuthFailureLimits(redis, {
+    maxFailures: env.TASKLINE_AUTH_FAILURE_LIMIT,
+    windowMs: env.TASKLINE_AUTH_FAILURE_WINDOW_S * 1000,
+  });
+  const guardAuth: AuthGuard = (req, authenticate) =>
+    req.headers.authorization === undefined
+      ? authenticate(req.headers)
+      : authFailures.guard(req.ip ?? req.socket.remoteAddress ?? '', () => authenticate(req.headers));
   return {
     ...deps,
     store,
     hub,
-    auth: authenticator(env, redis),
+    auth: authenticator(env, redis, guardAuth),
     limits,
     admission: new Admission({ store, hub, limits, logger }),
     streams: new StreamRegistry(),
     served: servedModelsFromEnv(env),
+    guardAuth,
   };
 }

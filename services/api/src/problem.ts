@@ -89,7 +89,8 @@ export function errorHandler(
     }
     if (err instanceof TasklineError) {
       if (err.code === 'unauthorized') res.setHeader('WWW-Authenticate', 'Bearer realm="taskline"');
-      if (err.code === 'rate_limited') res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
+      if (err.code === 'rate_limited' || err.code === 'too_many_auth_failures')
+        res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
       if (err.code === 'unavailable' || err.code === 'replication_timeout') res.setHeader('Retry-After', '1');
       const status = err.status >= 500 ? err.status : undefined;
       if (status) logger.error('request failed', { request_id: req.id, err });
