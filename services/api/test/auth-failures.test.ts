@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Cluster } from 'ioredis';
-import { isCluster } from '@taskline/engine';
-import { monitorRedis } from '@taskline/testing';
+import { connectRedis, isCluster } from '@taskline/engine';
+import { monitorRedis, until } from '@taskline/testing';
 import { call, KEY_A, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
 
 let stack: Stack;
@@ -35,18 +35,38 @@ const refusal = (r: { status: number; headers: Headers; body: unknown }) => ({
   retryAfter: Number(r.headers.get('retry-after')),
 });
 
-/** Every command Redis runs (on each primary of a Redis Cluster) while `run` runs. */
+/**
+ * Every command Redis runs (on each primary of a Redis Cluster) while `run` runs. MONITOR may
+ * tell a command after its reply reached the client: a marker sent to each node after `run` is
+ * told after every command before it.
+ */
 async function commandsDuring(run: () => Promise<void>): Promise<string[][]> {
   const urls = isCluster(stack.redis)
     ? (stack.redis as unknown as Cluster).nodes('master').map((n) => `redis://127.0.0.1:${n.options.port}`)
     : [stack.redisServer.url];
+  const marker = `marker-${Date.now()}`;
+  // Connected before MONITOR starts, so that their own handshake is not told.
+  const nodes = urls.map((url) => connectRedis(url, 'marker'));
+  await Promise.all(nodes.map((node) => node.ping()));
   const seen: string[][] = [];
-  const monitors = urls.map((url) => monitorRedis(url, (args) => seen.push(args)));
+  let markers = 0;
+  const monitors = urls.map((url) =>
+    monitorRedis(url, (args) => {
+      if (args[1] === marker) markers++;
+      else seen.push(args);
+    }),
+  );
   await Promise.all(monitors.map((m) => m.ready));
   try {
     await run();
+    await Promise.all(nodes.map((node) => node.echo(marker)));
+    await until(
+      'MONITOR to tell every command before the markers',
+      () => markers === urls.length || undefined,
+    );
   } finally {
     monitors.forEach((m) => m.stop());
+    nodes.forEach((node) => node.disconnect());
   }
   return seen;
 }
