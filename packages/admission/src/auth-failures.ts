@@ -12,7 +12,13 @@
  * replica that saw none of an address's failures checks its next credential; a failure there is
  * counted and refused as over, so past the limit at most one credential per replica and window is
  * ever checked.
+ *
+ * A credential the replica has verified itself (its digest, among the last `REMEMBERED`) is still
+ * checked over the limit: behind a balancer that hides client addresses every client shares one
+ * count, and a stranger's bad keys must not lock out a client already seen to hold a good one. No
+ * guess gains from it, as only a credential that was good already is let through to be checked.
  */
+import { createHash } from 'node:crypto';
 import { isIPv6 } from 'node:net';
 import type { Redis } from 'ioredis';
 import { TasklineError } from '@taskline/engine';
@@ -57,6 +63,8 @@ export function failureClient(address: string): string {
 export class AuthFailureLimits {
   private readonly scripts: LimitScripts;
   private readonly seen = new Map<string, Seen>();
+  /** Digests of credentials this replica verified, the least recently used first. */
+  private readonly vouched = new Set<string>();
 
   constructor(
     redis: Redis,
@@ -66,15 +74,20 @@ export class AuthFailureLimits {
   }
 
   /**
-   * Runs `authenticate` for a request from `address`: refused first when the address is over the
-   * limit; an `unauthorized` failure is counted, and answered `too_many_auth_failures` instead
+   * Runs `authenticate` for a request from `address` with `credential`: refused first when the
+   * address is over the limit and this replica has not verified the credential before; an `unauthorized` failure is counted, and answered `too_many_auth_failures` instead
    * when it takes the address over. Other errors (forbidden, Redis unavailable) count nothing.
    */
-  async guard<T>(address: string, authenticate: () => Promise<T>): Promise<T> {
+  async guard<T>(address: string, credential: string, authenticate: () => Promise<T>): Promise<T> {
     const client = failureClient(address);
-    await this.check(client);
+    const digest = createHash('sha256').update(credential).digest('base64');
+    if (!this.vouched.has(digest)) await this.check(client);
     try {
-      return await authenticate();
+      const authenticated = await authenticate();
+      this.vouched.delete(digest);
+      this.vouched.add(digest);
+      if (this.vouched.size > REMEMBERED) this.vouched.delete(this.vouched.values().next().value!);
+      return authenticated;
     } catch (err) {
       if (err instanceof TasklineError && err.code === 'unauthorized') await this.failed(client);
       throw err;

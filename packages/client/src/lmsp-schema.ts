@@ -688,7 +688,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -775,7 +775,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -872,7 +872,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -983,7 +983,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1126,7 +1126,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1240,7 +1240,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1337,7 +1337,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1412,7 +1412,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1487,7 +1487,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1574,7 +1574,7 @@ export interface operations {
           'application/problem+json': components['schemas']['Problem'];
         };
       };
-      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`. */
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
       429: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

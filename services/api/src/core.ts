@@ -66,10 +66,14 @@ export function createCore(deps: AppDeps): ApiCore {
     maxFailures: env.TASKLINE_AUTH_FAILURE_LIMIT,
     windowMs: env.TASKLINE_AUTH_FAILURE_WINDOW_S * 1000,
   });
-  const guardAuth: AuthGuard = (req, authenticate) =>
-    req.headers.authorization === undefined
+  const guardAuth: AuthGuard = (req, authenticate) => {
+    const credential = req.headers.authorization;
+    return credential === undefined
       ? authenticate(req.headers)
-      : authFailures.guard(req.ip ?? req.socket.remoteAddress ?? '', () => authenticate(req.headers));
+      : authFailures.guard(req.ip ?? req.socket.remoteAddress ?? '', credential, () =>
+          authenticate(req.headers),
+        );
+  };
   return {
     ...deps,
     store,

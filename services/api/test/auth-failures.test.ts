@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Cluster } from 'ioredis';
 import { connectRedis, isCluster } from '@taskline/engine';
 import { monitorRedis, until } from '@taskline/testing';
-import { call, KEY_A, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
+import { call, KEY_A, KEY_B, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
 
 let stack: Stack;
 before(async () => {
@@ -128,6 +128,24 @@ describe('failed authentications per client address', () => {
     await new Promise((r) => setTimeout(r, 2100));
     assert.equal((await call(a.base, 'GET', '/lmsp/v1/models')).status, 200);
     assert.equal((await call(b.base, 'GET', '/lmsp/v1/models')).status, 200);
+  });
+
+  test('a credential this replica verified before the address went over keeps working there; others wait', async () => {
+    // Behind a balancer that hides client addresses every client shares one count: a stranger's
+    // bad keys must not lock out a client whose key the replica has already seen to be good.
+    assert.equal((await call(a.base, 'GET', '/lmsp/v1/models', { key: KEY_B })).status, 200);
+    for (let i = 0; i < 3; i++)
+      assert.equal((await call(a.base, 'GET', '/lmsp/v1/models', { key: `stranger-${i}-0000` })).status, 401);
+    assert.equal((await call(a.base, 'GET', '/lmsp/v1/models', { key: KEY_B })).status, 200);
+    // Never a credential this replica has not verified: no guess is checked (KEY_A it has, above).
+    assert.equal(refusal(await call(a.base, 'GET', '/lmsp/v1/models', { key: 'guess-0000' })).status, 429);
+    // Nor on a replica that never verified it (once it knows the address is over).
+    assert.equal(
+      refusal(await call(b.base, 'GET', '/lmsp/v1/models', { key: 'stranger-3-0000' })).status,
+      429,
+    );
+    assert.equal(refusal(await call(b.base, 'GET', '/lmsp/v1/models', { key: KEY_B })).status, 429);
+    await new Promise((r) => setTimeout(r, 2100));
   });
 
   test("a replica that saw none of the address's failures counts its next one against the shared count", async () => {

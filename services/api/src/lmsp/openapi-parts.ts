@@ -67,7 +67,7 @@ export const common = {
     Allow: { schema: { type: 'string' } },
   }),
   '429': problemResponse(
-    '`rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused, a valid credential too, until the window ends. Retry after `Retry-After`.',
+    '`rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`.',
     {
       'Retry-After': { required: true, schema: { type: 'integer', minimum: 1 } },
     },
