@@ -73,8 +73,10 @@ export async function requestInput(
  * The caller's answers; unknown and already answered keys are ignored, partial answers kept. The
  * answer that closes the current ask resumes a parked task: it is queued (shown `running`) and
  * offered for a new attempt. A journal entry (`intake`) goes first, in the same round trip on one
- * Redis, so a crash or a lost connection before the offer leaves the reconciler a task to offer;
- * an answer that resumes nothing drops it again.
+ * Redis, so a crash or a lost connection before the offer leaves the reconciler a task to offer.
+ * An answer that resumes nothing leaves its entry to the reconciler (which drops it, the task not
+ * queued) unless the task has ended: the entry is one per task, and another answer may have
+ * written it too and resumed the task, its offer still to come or lost.
  */
 export async function provideInput(
   h: StoreCore,
@@ -106,6 +108,7 @@ export async function provideInput(
     ),
   ]);
   if (reply[0] === 'terminal') {
+    // Nothing resumes an ended task: no answer needs the entry.
     if (journalled) await h.redis.zrem(schedulerKeys.intake, id);
     return { accepted: 0, status: reply[1] as TaskStatus };
   }
@@ -117,10 +120,8 @@ export async function provideInput(
     // Drops the journal entry in the same step; then the deadline no longer applies.
     await h.enqueue({ ...before, attempt: Number(reply[4]), seq: Number(reply[5]) });
     await h.redis.zrem(schedulerKeys.parked, id);
-  } else {
-    if (before.status === 'input_required' && status === 'running')
-      h.observe(before.kind, 'running', before.createdAt);
-    if (journalled) await h.redis.zrem(schedulerKeys.intake, id);
+  } else if (before.status === 'input_required' && status === 'running') {
+    h.observe(before.kind, 'running', before.createdAt);
   }
   return { accepted: Number(reply[2]), status };
 }

@@ -144,6 +144,41 @@ test('an answer that resumes a task parked after the answer read it leaves a jou
   assert.notEqual(await h.redis.zscore(schedulerKeys.ready('tenant-j', 'tools'), task.id), null);
 });
 
+test('two answers at once, the resuming one’s offer lost: the other leaves the journal entry the reconciler offers from', async () => {
+  // The answer that resumes nothing runs whole inside the resuming one's steps: before its script
+  // (its partial answer, read parked), or between its script and its offer (read queued).
+  for (const between of ['script', 'offer'] as const) {
+    const tenant = `tenant-two-${between}`;
+    const task = await runningTool(tenant);
+    assert.equal(
+      (await h.store.requestInput(task.id, task.attempt, { a: CONFIRM, b: CONFIRM })).parked,
+      true,
+    );
+    const other = async () => {
+      assert.equal(
+        (await h.store.provideInput(task.id, tenant, { a: 1 })).accepted,
+        between === 'script' ? 1 : 0,
+      );
+    };
+    const api = new TaskStore(h.redis, { ...defaults, inputTimeoutMs: 60_000 });
+    const answer = scriptsOf(api).provide_input;
+    scriptsOf(api).provide_input = async (...args) => {
+      if (between === 'script') await other();
+      return answer(...args);
+    };
+    scriptsOf(api).enqueue = async () => {
+      if (between === 'offer') await other();
+      throw new Error('Connection is closed.');
+    };
+    await assert.rejects(api.provideInput(task.id, tenant, { a: 1, b: 2 }), /closed/);
+    assert.equal((await h.store.get(task.id))?.status, 'queued');
+    assert.equal(await h.redis.zscore(schedulerKeys.ready(tenant, 'tools'), task.id), null);
+    // Nothing else offers a task parked out of every running set: without the entry it is stranded.
+    assert.ok((await h.store.reconcileIntake(0)).includes(task.id), `answered ${between}: offered again`);
+    assert.notEqual(await h.redis.zscore(schedulerKeys.ready(tenant, 'tools'), task.id), null);
+  }
+});
+
 test('the reconciler keeps a journal entry that an answer wrote again after its read', async () => {
   const task = await runningTool('tenant-r');
   assert.equal((await h.store.requestInput(task.id, task.attempt, { confirm: CONFIRM })).parked, true);
@@ -189,7 +224,8 @@ test('a partial answer keeps the task parked; the last one resumes it', async ()
   await h.store.requestInput(task.id, task.attempt, { a: CONFIRM, b: CONFIRM });
   const partial = await h.store.provideInput(task.id, 'tenant-a', { a: 1 });
   assert.deepEqual(partial, { accepted: 1, status: 'input_required' });
-  // Nothing to offer: the answer's journal entry is gone with it.
+  // Nothing to offer: the reconciler drops the answer's journal entry (another answer may need it).
+  assert.ok(!(await h.store.reconcileIntake(0)).includes(task.id));
   assert.equal(await h.redis.zscore(schedulerKeys.intake, task.id), null);
   assert.deepEqual(Object.keys(await h.store.openInputRequests(task.id)), ['b']);
   assert.equal(await h.redis.zscore(schedulerKeys.ready('tenant-a', 'tools'), task.id), null);
