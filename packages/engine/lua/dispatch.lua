@@ -6,7 +6,10 @@
   in the next call (`left`), or weights would shrink to what fits in one call. A tenant at its cap
   (counted over all models) or out of tasks ends its turn.
   Picked ids move to `inflight` (and the tenant's `active` set) until the caller has queued them,
-  and each comes with the queued state it was offered in ('' for an entry without one).
+  and each comes with the queued state it was offered in ('' for an entry without one). A pick's
+  place in the `active` set is scored by the attempt its claim starts (one past the offered
+  state's; 0 without a state, which gets no job): what tells it from an earlier attempt's place
+  exactly (park_unindex.lua), where a time could be the same millisecond.
   The script reads the model's tenant set itself (a round is one round trip) and builds each
   tenant's keys from the prefixes given, all in the {sched} slot as BullMQ's scripts build a job's
   keys from its queue's prefix.
@@ -85,8 +88,8 @@ end
 -- short turns (quantum 1) would otherwise read both again on every turn. The picks' writes
 -- (in flight, running sets, offered states) go out together after the loop, in batches.
 local size, room = {}, {}
--- Picks in order (`owners[i]` is the tenant of `ids[i]`), and by tenant for its running set.
-local ids, owners, byTenant = {}, {}, {}
+-- Picks in order (`owners[i]` is the tenant of `ids[i]`).
+local ids, owners = {}, {}
 local served = nil
 local progress = true
 local pos = start
@@ -108,11 +111,9 @@ while remaining > 0 and progress do
       local take = math.min(allow, room[tenant], budget, size[tenant])
       if take > 0 then
         local popped = redis.call('ZPOPMIN', ready, take)
-        byTenant[tenant] = byTenant[tenant] or {}
         for j = 1, #popped, 2 do
           ids[#ids + 1] = popped[j]
           owners[#ids] = tenant
-          table.insert(byTenant[tenant], popped[j])
         end
         remaining = remaining - take
         room[tenant] = room[tenant] - take
@@ -146,18 +147,29 @@ local function scored(ids)
   end
   return args
 end
-for tenant, ids in pairs(byTenant) do
-  inChunks(ids, function(part) redis.call('ZADD', keys[tenant][2], unpack(scored(part))) end)
-end
+-- The picks' offered states, read first: each running place is scored by the attempt its claim
+-- starts. Tenant -> {attempt, id, ...}.
+local places = {}
 inChunks(ids, function(part, offset)
-  redis.call('ZADD', KEYS[4], unpack(scored(part)))
   local states = redis.call('HMGET', KEYS[6], unpack(part))
-  redis.call('HDEL', KEYS[6], unpack(part))
   for j, id in ipairs(part) do
-    out[#out + 1] = owners[offset + j]
+    local tenant, state = owners[offset + j], states[j] or ''
+    local offered = string.match(state, '^(%d+):')
+    places[tenant] = places[tenant] or {}
+    table.insert(places[tenant], offered and tonumber(offered) + 1 or 0)
+    table.insert(places[tenant], id)
+    out[#out + 1] = tenant
     out[#out + 1] = id
-    out[#out + 1] = states[j] or ''
+    out[#out + 1] = state
   end
+end)
+-- Chunks of 500 values keep each attempt with its id.
+for tenant, place in pairs(places) do
+  inChunks(place, function(part) redis.call('ZADD', keys[tenant][2], unpack(part)) end)
+end
+inChunks(ids, function(part)
+  redis.call('ZADD', KEYS[4], unpack(scored(part)))
+  redis.call('HDEL', KEYS[6], unpack(part))
 end)
 if redis.call('SCARD', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], model) end
 return out

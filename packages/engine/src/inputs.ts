@@ -25,15 +25,11 @@ export async function requestInput(
   const entries = Object.entries(requests);
   const event = statusEvent('input_required', { input_requests: requests });
   const deadline = h.now() + h.inputTimeoutMs;
-  // With the parked entry (and what it replaces), what this attempt holds in the scheduler's
-  // index, read while it still holds the task: once it parks, an answer may queue it and a new
-  // attempt take entries under the same id. On a cluster the index is on another node: all of it
-  // is done before the park is sent.
+  // The parked entry, with what it replaces. On a cluster the index is on another node: it is
+  // written before the park is sent.
   const indexed = Promise.all([
     h.redis.zscore(schedulerKeys.parked, id),
     h.redis.zadd(schedulerKeys.parked, deadline, id),
-    h.redis.zscore(schedulerKeys.leases, id),
-    h.redis.zscore(running, id),
   ]);
   await h.indexFirst(indexed);
   const asked = h.scripts.request_input(
@@ -50,7 +46,7 @@ export async function requestInput(
     event.type,
     JSON.stringify(event.data),
   );
-  const [[replaced, , lease, place], reply] = await Promise.all([indexed, asked]);
+  const [[replaced], reply] = await Promise.all([indexed, asked]);
   if (reply[0] !== 'ok') {
     // The entry as it was: an attempt that lost the task asks after the one that parked it.
     await h.scripts.lease_unindex(
@@ -64,8 +60,9 @@ export async function requestInput(
   }
   h.observe(reply[2] as TaskKind, 'input_required', Number(reply[3]));
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
-  // Only the entries read above go: those of a new attempt claimed since stay (park_unindex.lua).
-  await h.scripts.park_unindex(schedulerKeys.leases, running, id, lease ?? '', place ?? '');
+  // Only this attempt's: an answer may have queued the task since, and a new attempt been
+  // dispatched and claimed under the same id (park_unindex.lua).
+  await h.scripts.park_unindex(schedulerKeys.leases, running, id, attempt);
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 

@@ -51,7 +51,9 @@ export const schedulerKeys = {
   parked: 'tl:{sched}:parked',
   /**
    * Tasks of a tenant dispatched and not yet ended: what the scheduler's per-tenant cap counts.
-   * Dispatch adds, every terminal transition removes (a separate step: another slot than the task).
+   * Dispatch adds, scored by the attempt the pick's claim starts (what tells a parked attempt's
+   * place from a newer one's: park_unindex.lua); every terminal transition removes (a separate
+   * step: another slot than the task).
    */
   active: (tenant: string) => `tl:{sched}:active:${tenant}`,
   /** The round-robin cursor of one model's dispatch (dispatch.lua). */

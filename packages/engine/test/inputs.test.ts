@@ -4,9 +4,11 @@
  * under a new attempt once answered; an unanswered one fails at its input deadline.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, mock, test } from 'node:test';
 import {
   connectRedis,
+  defineDispatch,
+  pickFair,
   TaskStore,
   TasklineError,
   visibleStepViolation,
@@ -27,9 +29,10 @@ const CONFIRM = { method: 'elicitation/create', params: { message: 'Run it?' } }
 /** A tool task claimed and running under attempt 1, and listed where dispatch would list it. */
 async function runningTool(tenant = 'tenant-a') {
   const task = await h.store.create(newTask({ tenant, kind: 'tool', model: 'tools', onRestart: 'retry' }));
-  // As dispatch.lua does: out of the ready index, into the tenant's running set.
+  // As dispatch.lua does: out of the ready index, into the tenant's running set under the
+  // attempt its claim starts.
   await h.redis.zrem(schedulerKeys.ready(tenant, 'tools'), task.id);
-  await h.redis.zadd(schedulerKeys.active(tenant), Date.now(), task.id);
+  await h.redis.zadd(schedulerKeys.active(tenant), task.attempt + 1, task.id);
   const claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true });
   return claimed;
 }
@@ -93,36 +96,60 @@ test('a task waiting for input is parked: no lease, out of the running set, its 
 /** The script runners of `store`, to hold a step back or fail it where a test needs to. */
 const scriptsOf = (store: TaskStore) => (store as unknown as { core: { scripts: Scripts } }).core.scripts;
 
-test('a park frees only its own attempt’s entries: a new attempt claimed before the release keeps its lease entry and running place', async () => {
-  const task = await runningTool('tenant-p');
-  const active = schedulerKeys.active('tenant-p');
-  // The asking worker, on its own connection, stalls right after its park committed; meanwhile
-  // the caller answers, and the task is dispatched and claimed for its next attempt.
-  const redis = connectRedis(h.server.url, 'stalled-worker');
-  const worker = new TaskStore(redis, { ...defaults, inputTimeoutMs: 60_000 });
-  const park = scriptsOf(worker).request_input;
-  let resumed: TaskRecord | undefined;
-  let dispatchedAt = 0;
-  scriptsOf(worker).request_input = async (...args) => {
-    const reply = await park(...args);
-    await h.store.provideInput(task.id, 'tenant-p', { confirm: { action: 'accept' } });
-    // As dispatch.lua does, later than the first dispatch.
-    dispatchedAt = Number(await h.redis.zscore(schedulerKeys.active('tenant-p'), task.id)) + 1;
-    await h.redis.zrem(schedulerKeys.ready('tenant-p', 'tools'), task.id);
-    await h.redis.zadd(active, dispatchedAt, task.id);
-    // A longer lease than the first attempt's: its index entry differs even within one millisecond.
-    resumed = await h.store.claim(task.id, 'w2', 90_000, { start: true });
-    return reply;
+test('a park frees only its own attempt’s entries even when the next attempt was dispatched and claimed in the same millisecond', async () => {
+  // Every step at one instant: both dispatches score the running set alike, and both claims, with
+  // the same lease, write the same deadline.
+  const at = Date.now();
+  const clock = mock.method(Date, 'now', () => at);
+  const model = 'tools-same-ms';
+  const active = schedulerKeys.active('tenant-m');
+  const store = new TaskStore(h.redis, { ...defaults, inputTimeoutMs: 60_000, now: () => at });
+  const scheduler = connectRedis(h.server.url, 'scheduler');
+  defineDispatch(scheduler);
+  await h.redis.set(schedulerKeys.leader, 'lead');
+  const dispatch = async (id: string) => {
+    const picks = await pickFair(scheduler, 'lead', model, 1, {
+      quantum: 1,
+      maxRunning: 10,
+      weights: new Map(),
+    });
+    assert.deepEqual(
+      picks?.map((p) => p.id),
+      [id],
+    );
   };
+  const redis = connectRedis(h.server.url, 'stalled-worker');
   try {
-    assert.equal((await worker.requestInput(task.id, task.attempt, { confirm: CONFIRM })).parked, true);
+    const task = await store.create(newTask({ tenant: 'tenant-m', kind: 'tool', model, onRestart: 'retry' }));
+    await dispatch(task.id);
+    const first = await store.claim(task.id, 'w1', 60_000, { start: true });
+    // The asking worker stalls right after its park; the answer resumes the task, which is
+    // dispatched and claimed for its next attempt before the worker frees what it held.
+    const worker = new TaskStore(redis, { ...defaults, inputTimeoutMs: 60_000, now: () => at });
+    const park = scriptsOf(worker).request_input;
+    let next: TaskRecord | undefined;
+    scriptsOf(worker).request_input = async (...args) => {
+      const reply = await park(...args);
+      await store.provideInput(task.id, 'tenant-m', { confirm: { action: 'accept' } });
+      await dispatch(task.id);
+      next = await store.claim(task.id, 'w2', 60_000, { start: true });
+      return reply;
+    };
+    assert.equal((await worker.requestInput(task.id, first.attempt, { confirm: CONFIRM })).parked, true);
+    assert.equal(next?.attempt, first.attempt + 1);
+    assert.equal(next?.leaseUntil, first.leaseUntil, 'the same deadline');
+    // The running attempt keeps its place under the tenant's cap and the lease the sweep recovers it by.
+    assert.notEqual(await h.redis.zscore(active, task.id), null, 'running place');
+    assert.equal(
+      Number(await h.redis.zscore(schedulerKeys.leases, task.id)),
+      next?.leaseUntil,
+      'lease entry',
+    );
   } finally {
+    clock.mock.restore();
     redis.disconnect();
+    scheduler.disconnect();
   }
-  assert.equal(resumed?.attempt, task.attempt + 1);
-  // The new attempt counts under its tenant's running cap, and the recovery sweep finds its lease.
-  assert.equal(Number(await h.redis.zscore(active, task.id)), dispatchedAt);
-  assert.notEqual(await h.redis.zscore(schedulerKeys.leases, task.id), null);
 });
 
 test('an answer that resumes a task parked after the answer read it leaves a journal entry when the offer fails', async () => {

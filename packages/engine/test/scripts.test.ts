@@ -131,15 +131,16 @@ test('lease_unindex puts back the score it is given, on the entry it would have 
   assert.deepEqual(await h.redis.zrange('tl:{sched}:parked', 0, -1, 'WITHSCORES'), ['a', '300', 'b', '900']);
 });
 
-test('park_unindex removes a task’s lease entry and running place only where each still has the score read', async () => {
+test('park_unindex removes a task’s running place and lease entry only while the place is the parked attempt’s', async () => {
   const source = scriptSource('park_unindex');
   const [leases, running] = ['tl:{sched}:leases', 'tl:{sched}:active:park'];
-  await h.redis.zadd(leases, 100, 'a', 100, 'b');
-  await h.redis.zadd(running, 10, 'a', 20, 'b');
-  assert.equal(await h.redis.eval(source, 2, leases, running, 'a', 100, 10), 2);
-  // Re-scored meanwhile (a new attempt's claim and dispatch), or never held: kept.
-  assert.equal(await h.redis.eval(source, 2, leases, running, 'b', 50, ''), 0);
-  assert.deepEqual(await h.redis.zrange(leases, 0, -1), ['b']);
+  await h.redis.zadd(leases, 100, 'a', 100, 'b', 100, 'c');
+  // Places scored by the attempt dispatched: `b`'s is a newer attempt's, `c` holds none.
+  await h.redis.zadd(running, 3, 'a', 4, 'b');
+  assert.equal(await h.redis.eval(source, 2, leases, running, 'a', 3), 2);
+  assert.equal(await h.redis.eval(source, 2, leases, running, 'b', 3), 0);
+  assert.equal(await h.redis.eval(source, 2, leases, running, 'c', 3), 0);
+  assert.deepEqual(await h.redis.zrange(leases, 0, -1), ['b', 'c']);
   assert.deepEqual(await h.redis.zrange(running, 0, -1), ['b']);
 });
 
