@@ -5,7 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
-import { startHaproxy, type LoadBalancer } from '@taskline/testing';
+import { bounded, startHaproxy, type LoadBalancer } from '@taskline/testing';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
 import { initializeRequest, pollTask, rpc } from './helpers.js';
 
@@ -33,8 +33,14 @@ async function v1Client(url: string, key: string, onElicit?: (req: any) => Promi
  * An SDK v1 client of tenant A whose requests all go to `calls` but whose `notifications/cancelled`
  * go to `cancels` (what a load balancer may do). With `holdCall`, a tools/call POST calls it, then
  * leaves only once a cancel was delivered (a call that reaches its replica after its own cancel).
+ * `seeCall` gets the whole body the server sends for each tools/call, by tool name.
  */
-async function routedClient(calls: Replica, cancels: Replica, holdCall?: () => void): Promise<Client> {
+async function routedClient(
+  calls: Replica,
+  cancels: Replica,
+  holdCall?: () => void,
+  seeCall?: (tool: string, body: Promise<string>) => void,
+): Promise<Client> {
   let delivered!: () => void;
   const cancelDelivered = new Promise<void>((resolve) => (delivered = resolve));
   const fetchRouted = async (_url: string | URL, init?: RequestInit) => {
@@ -48,7 +54,13 @@ async function routedClient(calls: Replica, cancels: Replica, holdCall?: () => v
       holdCall();
       await cancelDelivered;
     }
-    return fetch(calls.url, init);
+    const res = await fetch(calls.url, init);
+    if (method !== 'tools/call' || !seeCall || !res.body) return res;
+    const [theirs, ours] = res.body.tee();
+    const body = new Response(ours).text();
+    body.catch(() => undefined); // a stream cut by the client's close; the test reads it before
+    seeCall((JSON.parse(init!.body as string) as any).params.name, body);
+    return new Response(theirs, { status: res.status, headers: res.headers });
   };
   const client = new Client({ name: 'taskline-test', version: '1.0.0' }, { capabilities: {} });
   await client.connect(
@@ -235,6 +247,39 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
       // Checked before the client closes: closing drops the call's connection, which cancels too.
       const ended = await stack.cluster.waitForEnd(id, 15_000);
       assert.equal(ended.status, 'cancelled', `cancel sent to ${cancels === a ? 'its' : 'another'} replica`);
+      await client.close();
+    }
+  });
+
+  it('notifications/cancelled stops an inline tools/call unanswered, whichever replica it lands on', async () => {
+    for (const cancels of [a, b]) {
+      const abort = new AbortController();
+      const bodies = new Map<string, Promise<string>>();
+      const client = await routedClient(a, cancels, undefined, (tool, body) => bodies.set(tool, body));
+      // What the call's replica saw: `wait_inline` calls started there, and those stopped.
+      const waits = async (): Promise<{ started: number; stopped: number }> => {
+        const result = await client.callTool({ name: 'inline_waits', arguments: {} });
+        return JSON.parse((result.content as any)[0].text);
+      };
+      const before = await waits();
+      const call = client.callTool({ name: 'wait_inline', arguments: { seconds: 300 } }, undefined, {
+        signal: abort.signal,
+      });
+      call.catch(() => undefined);
+      await until('the inline call runs', async () => (await waits()).started > before.started || undefined);
+      abort.abort('the user gave up');
+      await assert.rejects(call, /the user gave up/);
+      const where = `cancel sent to ${cancels === a ? 'its' : 'another'} replica`;
+      // Checked before the client closes: closing drops the call's connection, which stops it too.
+      await until(
+        `the tool's signal aborted (${where})`,
+        async () => (await waits()).stopped > before.stopped || undefined,
+        10_000,
+      );
+      // MCP 2025-11-25 Cancellation: the receiver sends no response for a cancelled request; the
+      // call's stream ends, as nothing more will come on it.
+      const body = await bounded(`the call's stream ends (${where})`, 10_000, bodies.get('wait_inline')!);
+      assert.doesNotMatch(body, /"result"|"error"/, where);
       await client.close();
     }
   });

@@ -9,6 +9,8 @@ const CANCELLED = 'cancelled';
 /** Node's longest timer; a longer one fires at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const key = (session: string, request: RequestId) => `tl:mcp:call:${session}:${JSON.stringify(request)}`;
+/** Where a cancel no task took is told to every replica: the message is the call's key. */
+const INLINE_CHANNEL = 'tl:mcp:call:cancelled';
 
 /**
  * MCP 2025-11-25, Cancellation utility, for plain (not task-augmented) `tools/call`s served as an
@@ -18,13 +20,54 @@ const key = (session: string, request: RequestId) => `tl:mcp:call:${session}:${J
  * (`SET NX`), the cancel swaps in its mark and reads what stood (`SET GET`), so exactly one of
  * them cancels. Request ids are never reused within a session (MCP base protocol), so a mark
  * left by a cancel of a request that had no task harms nothing; it expires.
+ *
+ * Requests the SDK serves inside their POST (inline tool calls...) are held in this replica's
+ * memory only, so a call never cancelled costs Redis nothing. A cancel finds such a call here
+ * directly; one no task took is also published, with the call's key (so scoped to the session,
+ * which only its tenant can name), on one channel that every replica subscribes to once. Plain
+ * PUBLISH and SUBSCRIBE, as the scheduler's wake: a Redis Cluster carries the message to every
+ * node. A cancel published before its call was held here, or while the subscriber reconnects,
+ * reaches nothing, as a cancel of a request not seen yet (the base protocol lets it be ignored).
  */
 export class LegacyCallCancels {
+  /** The requests served inline on this replica, by key: each one's cancel. */
+  private readonly inline = new Map<string, () => void>();
+  private subscribed: Promise<unknown> | null = null;
+
   constructor(
     private readonly redis: Redis,
     /** The session lifetime: no cancel comes once a session has had no request for so long. */
     private readonly ttlS: number,
   ) {}
+
+  /**
+   * Holds a request served inline on this replica until the returned release: its cancel, from
+   * any replica, calls `cancel`. The first one subscribes this replica to the cancels; the request
+   * does not wait for it (a cancel published meanwhile is one of those that reach nothing).
+   */
+  hold(session: string, request: RequestId, cancel: () => void): () => void {
+    const k = key(session, request);
+    this.inline.set(k, cancel);
+    this.subscribed ??= this.subscribe().catch(() => {
+      this.subscribed = null; // the next request tries again
+    });
+    return () => {
+      if (this.inline.get(k) === cancel) this.inline.delete(k);
+    };
+  }
+
+  private async subscribe(): Promise<void> {
+    // No retry limit: ioredis subscribes again on its own after a reconnect (see listenForOffers).
+    const sub = this.redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
+    sub.on('error', () => undefined); // reconnects on its own; the main connection logs the outage
+    sub.on('message', (_channel: string, k: string) => this.inline.get(k)?.());
+    try {
+      await sub.subscribe(INLINE_CHANNEL);
+    } catch (err) {
+      sub.disconnect();
+      throw err;
+    }
+  }
 
   /**
    * Ties the session's request to the task serving it until `release`, renewing the tie while
@@ -50,9 +93,19 @@ export class LegacyCallCancels {
     };
   }
 
-  /** The request's `notifications/cancelled`: the id of its task, if one is tied to it yet. */
+  /**
+   * The request's `notifications/cancelled`: an inline request held here is cancelled at once;
+   * otherwise the id of its task, if one is tied to it yet, and if none, every replica is told.
+   */
   async cancel(session: string, request: RequestId): Promise<string | null> {
-    const stood = await this.redis.set(key(session, request), CANCELLED, 'EX', this.ttlS, 'GET');
+    const k = key(session, request);
+    const held = this.inline.get(k);
+    if (held) {
+      held();
+      return null;
+    }
+    const stood = await this.redis.set(k, CANCELLED, 'EX', this.ttlS, 'GET');
+    if (stood === null) await this.redis.publish(INLINE_CHANNEL, k);
     return stood === null || stood === CANCELLED ? null : stood;
   }
 }

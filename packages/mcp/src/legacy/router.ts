@@ -169,10 +169,9 @@ async function answer(deps: LegacyDeps, res: Response, session: LegacySession, b
 }
 
 /**
- * MCP 2025-11-25 Cancellation: a cancelled plain `tools/call` served as an engine task has its
- * task cancelled, whichever replica holds the call (see LegacyCallCancels). Nothing else a
- * session requests outlives its POST here but inline tool calls, which run on the replica
- * holding them and stop when their caller leaves.
+ * MCP 2025-11-25 Cancellation, whichever replica holds the call (see LegacyCallCancels): a
+ * cancelled plain `tools/call` served as an engine task has its task cancelled; a request the SDK
+ * serves inside its POST (an inline tool call) has its handler's signal aborted.
  */
 async function cancelled(deps: LegacyDeps, session: LegacySession, requestId: unknown): Promise<void> {
   if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
@@ -197,5 +196,17 @@ async function serveWithSdk(
     void server.close().catch(() => undefined);
   });
   await server.connect(transport);
+  const body = req.body as Message;
+  if (typeof body.id === 'string' || typeof body.id === 'number') {
+    const { id } = body;
+    // MCP 2025-11-25 Cancellation, as the SDK does for a cancel it receives itself: the handler's
+    // signal aborts and no response is sent. The POST's stream then ends: nothing more comes on it.
+    const release = deps.cancels.hold(session.id, id, () => {
+      transport.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id } });
+      void transport.close().catch(() => undefined);
+    });
+    if (res.closed) release();
+    else res.on('close', release);
+  }
   await transport.handleRequest(req, res, req.body);
 }
