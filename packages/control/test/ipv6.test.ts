@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { ipv6Loopback } from '@taskline/testing';
-import { connectControl, normaliseControlAddress, startControlServer } from '../src/index.js';
+import { normaliseControlAddress, startControlServer } from '../src/index.js';
+import { testWorker } from './worker.js';
 
 test('an unbracketed IPv6 host is bracketed; names, IPv4 and bracketed hosts are kept', () => {
   assert.equal(normaliseControlAddress('fd00::5:7070'), '[fd00::5]:7070');
@@ -43,14 +44,7 @@ test(
       leadership: leadership(true),
     });
     leaderAddr.value = `::1:${leader.port}`;
-    const worker = connectControl({
-      addresses: [`127.0.0.1:${standby.port}`],
-      workerId: 'w1',
-      slots: () => [{ model: 'm', slots: 1, free: 1 }],
-      draining: () => false,
-      onDrain: () => undefined,
-      retryMs: 50,
-    });
+    const worker = testWorker([`127.0.0.1:${standby.port}`]);
     t.after(async () => {
       worker.close();
       await Promise.all([standby.close(), leader.close()]);

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import { connectControl, startControlServer, type ControlServer } from '../src/index.js';
+import { startControlServer, type ControlServer } from '../src/index.js';
+import { testWorker } from './worker.js';
 
 async function until(what: string, ok: () => boolean): Promise<void> {
   for (const end = Date.now() + 5000; !ok(); await sleep(20))
@@ -22,14 +23,7 @@ test('a leader that loses leadership sends its workers on to the new one', async
     });
   const [a, b] = await Promise.all([start('a'), start('b')]);
   addr.set('a', `127.0.0.1:${a.port}`).set('b', `127.0.0.1:${b.port}`);
-  const worker = connectControl({
-    addresses: [addr.get('a')!, addr.get('b')!],
-    workerId: 'w1',
-    slots: () => [{ model: 'm', slots: 2, free: 2 }],
-    draining: () => false,
-    onDrain: () => undefined,
-    retryMs: 50,
-  });
+  const worker = testWorker([addr.get('a')!, addr.get('b')!], 2);
   t.after(async () => {
     worker.close();
     await Promise.all([a.close(), b.close()]);

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import { connectControl, startControlServer, type ControlServer } from '../src/index.js';
+import { startControlServer, type ControlServer } from '../src/index.js';
+import { testWorker } from './worker.js';
 
 async function until(what: string, ok: () => boolean, ms: number): Promise<void> {
   for (const end = Date.now() + ms; !ok(); await sleep(20))
@@ -39,15 +40,8 @@ test('a hung scheduler is skipped, and a redirect to it is not followed by a sec
       leadership: { isLeader: () => leads, leaderAddr: async () => hung.address },
     });
   const [standby, leader] = await Promise.all([start('standby', false), start('leader', true)]);
-  const worker = connectControl({
-    // The standby first; the hung scheduler is next in the list, and the live leader last.
-    addresses: [`127.0.0.1:${standby.port}`, hung.address, `127.0.0.1:${leader.port}`],
-    workerId: 'w1',
-    slots: () => [{ model: 'm', slots: 1, free: 1 }],
-    draining: () => false,
-    onDrain: () => undefined,
-    retryMs: 50,
-  });
+  // The standby first; the hung scheduler is next in the list, and the live leader last.
+  const worker = testWorker([`127.0.0.1:${standby.port}`, hung.address, `127.0.0.1:${leader.port}`]);
   t.after(async () => {
     worker.close();
     await Promise.all([standby.close(), leader.close(), new Promise((r) => hung.server.close(r))]);
