@@ -10,6 +10,9 @@ import { ipv6Loopback } from '@taskline/testing';
 import { normaliseControlAddress, startControlServer } from '../src/index.js';
 import { testWorker } from './worker.js';
 
+// Before any test is declared: the runner starts the first one while a later await is pending.
+const noIPv6 = !(await ipv6Loopback()) && 'this host has no IPv6 loopback';
+
 test('an unbracketed IPv6 host is bracketed; names, IPv4 and bracketed hosts are kept', () => {
   assert.equal(normaliseControlAddress('fd00::5:7070'), '[fd00::5]:7070');
   assert.equal(normaliseControlAddress(':::7070'), '[::]:7070');
@@ -17,8 +20,6 @@ test('an unbracketed IPv6 host is bracketed; names, IPv4 and bracketed hosts are
   assert.equal(normaliseControlAddress('10.0.0.5:7070'), '10.0.0.5:7070');
   assert.equal(normaliseControlAddress('taskline-scheduler:7070'), 'taskline-scheduler:7070');
 });
-
-const noIPv6 = !(await ipv6Loopback()) && 'this host has no IPv6 loopback';
 
 test(
   'a worker follows a redirect to a leader advertised as an unbracketed IPv6 address',

@@ -22,6 +22,9 @@ import {
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { createBurst, defaults, newTask, until } from './helpers.js';
 
+// Before any test is declared: the runner starts the first one while a later await is pending.
+const noIPv6 = !(await ipv6Loopback()) && 'this host has no IPv6 loopback';
+
 let cluster: RedisCluster;
 let redis: Redis;
 let store: TaskStore;
@@ -305,7 +308,7 @@ async function replicaOf(primary: { port: number }) {
 
 test(
   'cluster seeds may be IPv6 literals, bracketed in TASKLINE_REDIS_CLUSTER_NODES or in a URL',
-  { skip: !(await ipv6Loopback()) && 'this host has no IPv6 loopback' },
+  { skip: noIPv6 },
   async () => {
     const ports = cluster.seeds.split(',').map((s) => s.slice(s.lastIndexOf(':') + 1));
     const env = {
