@@ -82,6 +82,8 @@ export interface StreamOptions {
   interrupted?: (lastSeq: number) => string;
   /** Asked on every heartbeat, never rejects: false ends the stream (the key that opened it was revoked). */
   stillAuthorized?: () => Promise<boolean>;
+  /** The last frame of a stream ended by `stillAuthorized`: OpenAI's `error` event on its surface's streams. */
+  revoked?: string;
 }
 
 /**
@@ -113,7 +115,8 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
       finish(o.retryMs);
     }
   };
-  const finish = (retryMs?: number) => {
+  /** `retryMs`: cut short, to be resumed; `last`: a frame to end with instead. */
+  const finish = (retryMs?: number, last?: string) => {
     if (done) return;
     flush();
     if (done) return; // the flush cut a slow reader off
@@ -124,7 +127,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     unregister();
     void slot.release().catch((err) => o.logger.warn('stream slot release failed', { err }));
     if (!res.writableEnded)
-      res.end(retryMs === undefined ? undefined : `${o.interrupted?.(lastSeq) ?? ''}retry: ${retryMs}\n\n`);
+      res.end(retryMs === undefined ? last : `${o.interrupted?.(lastSeq) ?? ''}retry: ${retryMs}\n\n`);
   };
   const write = (event: StoredEvent) => {
     if (done) return;
@@ -165,7 +168,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));
-    void o.stillAuthorized?.().then((ok) => ok || finish());
+    void o.stillAuthorized?.().then((ok) => ok || finish(undefined, o.revoked));
   }, o.heartbeatMs);
 
   const pending = buffered;

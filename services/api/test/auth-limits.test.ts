@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose';
+import OpenAI, { APIError } from 'openai';
 import { scanKeys, until } from '@taskline/testing';
 import {
   call,
@@ -86,11 +87,47 @@ describe('API keys from the CLI', () => {
     const ended = (read: (typeof doomed)[number]) =>
       Promise.race([read.done.then(() => true), new Promise((r) => setTimeout(r, 2000, false))]);
     for (const read of doomed) assert.equal(await ended(read), true, 'ended within 10 heartbeats of 200 ms');
+    // LMSP's own stream just ends; the response's (OpenAI's surface) ends in OpenAI's error event.
+    const [events, response] = doomed;
+    assert.ok(!events!.events.some((e) => e.event === 'error'), 'no error event on the LMSP stream');
+    assert.equal(events!.retry, null);
+    assert.equal(response!.events.at(-1)!.event, 'error');
+    assert.equal(response!.events.at(-1)!.data.code, 'unauthorized');
+    assert.equal(response!.retry, null, 'nothing to reconnect with');
     for (const read of going) {
       const comments = read.comments;
       await new Promise((r) => setTimeout(r, 500));
       assert.ok(read.comments > comments, 'still sending heartbeats');
       read.abort();
+    }
+  });
+  test("the openai SDK raises when a revoked key's stream is cut, instead of returning as if it ended", async () => {
+    const made = JSON.parse(await cli('keys', 'create', '--tenant', 'tenant-cli')) as { id: string; key: string };
+    const sdk = new OpenAI({ apiKey: made.key, baseURL: `${api.base}/lmsp/v1`, maxRetries: 0 });
+    const body = { model: 'tiny-chat', input: 'Hi' };
+    // No worker here: every response stays queued, its stream open on heartbeats.
+    const streams = [
+      await sdk.responses.create({ ...body, background: true, stream: true }),
+      await sdk.responses.retrieve((await sdk.responses.create({ ...body, background: true })).id, {
+        stream: true,
+      }),
+      await sdk.responses.create({ ...body, stream: true }),
+    ];
+    const iterators = streams.map((s) => s[Symbol.asyncIterator]());
+    for (const it of iterators) assert.equal((await it.next()).done, false, 'the stream is open');
+    await cli('keys', 'revoke', made.id);
+    for (const [i, it] of iterators.entries()) {
+      await assert.rejects(
+        (async () => {
+          while (!(await it.next()).done);
+        })(),
+        (err: unknown) => {
+          assert.ok(err instanceof APIError, `stream ${i}: ${String(err)}`);
+          assert.equal(err.code, 'unauthorized');
+          assert.match(err.message, /revoked/);
+          return true;
+        },
+      );
     }
   });
 });

@@ -16,7 +16,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { ApiCore } from '../core.js';
-import { interruptedFrame } from '../openai/events.js';
+import { OPENAI_STREAM_ENDS, REVOKED_FRAME } from '../openai/events.js';
 import { answerInBackground, mountResponseRoutes } from '../openai/routes.js';
 import { methodNotAllowed } from '../problem.js';
 import { streamTaskEvents } from '../sse.js';
@@ -222,12 +222,13 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     if (body.background) {
       checkResumable(task, after);
       const options = streamOptions(core, req, task, after, 'events');
-      return streamTaskEvents(req, res, { ...options, slot, interrupted: interruptedFrame });
+      return streamTaskEvents(req, res, { ...options, slot, ...OPENAI_STREAM_ENDS });
     }
     const left = callerLeft(res);
     const stop = keyed ? null : admission.cancelOnLeave(task, left);
     if (body.stream) {
-      await streamTaskEvents(req, res, { ...streamOptions(core, req, task, 0, 'response'), slot });
+      const options = streamOptions(core, req, task, 0, 'response');
+      await streamTaskEvents(req, res, { ...options, slot, revoked: REVOKED_FRAME });
       return;
     }
     let ended: TaskRecord | null;

@@ -7,10 +7,10 @@ import { resumePoint } from './schema.js';
 
 /**
  * Serves a task's events from the request's resume point; open streams count under `streamsOf`.
- * The console's, plus what a stream cut short sends first (`StreamOptions.interrupted`).
+ * The console's, plus how a stream ended early ends (`StreamOptions.interrupted`, `revoked`).
  */
 export type FollowTask = (
-  ...args: [...Parameters<ConsoleDeps['followTask']>, interrupted?: StreamOptions['interrupted']]
+  ...args: [...Parameters<ConsoleDeps['followTask']>, ends?: Pick<StreamOptions, 'interrupted' | 'revoked'>]
 ) => Promise<void>;
 
 /** The SSE options of one of the request's task streams (LMSP events, or a `stream: true` response). */
@@ -54,7 +54,7 @@ export function checkResumable(task: TaskRecord, after: number): void {
  * stream is never tied to its reader: a disconnect only ends the stream.
  */
 export function followTaskOf(core: ApiCore): FollowTask {
-  return async function followTask(req: Request, res: Response, load, streamsOf, interrupted) {
+  return async function followTask(req: Request, res: Response, load, streamsOf, ends) {
     const after = resumePoint(req.headers['last-event-id'], req.query.starting_after);
     const task = await load();
     checkResumable(task, after);
@@ -68,7 +68,7 @@ export function followTaskOf(core: ApiCore): FollowTask {
     await streamTaskEvents(req, res, {
       ...streamOptions(core, req, task, after, 'events'),
       tenant: streamsOf(task),
-      interrupted,
+      ...ends,
     });
   };
 }

@@ -63,11 +63,25 @@ export function servedEventJson(event: StoredEvent, task: TaskRecord): string {
  * the last event's, which its message names.
  */
 export function interruptedFrame(lastSeq: number): string {
-  const error = {
-    type: 'error',
-    code: 'unavailable',
-    message: `The stream was cut short (the server is restarting, or the reader fell behind); resume with starting_after=${lastSeq}.`,
-    param: null,
-  };
-  return `event: error\ndata: ${JSON.stringify(error)}\n\n`;
+  return errorFrame(
+    'unavailable',
+    `The stream was cut short (the server is restarting, or the reader fell behind); resume with starting_after=${lastSeq}.`,
+  );
+}
+
+/**
+ * What ends such a stream when the API key that opened it is revoked (`stillAuthorized`): the
+ * code its next request's 401 carries, so the SDKs raise rather than return as if it ended.
+ * There is nothing to resume with that key, so no `retry:` follows.
+ */
+export const REVOKED_FRAME = errorFrame(
+  'unauthorized',
+  'The API key that opened this stream was revoked; the stream ends here.',
+);
+
+/** How the OpenAI surface's streams end early (`StreamOptions`): its `error` event, never a quiet end. */
+export const OPENAI_STREAM_ENDS = { interrupted: interruptedFrame, revoked: REVOKED_FRAME };
+
+function errorFrame(code: string, message: string): string {
+  return `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param: null })}\n\n`;
 }

@@ -8,7 +8,7 @@ import type { Request, Response, Router } from 'express';
 import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { API_PREFIX, responseObject } from '../lmsp/schema.js';
 import type { FollowTask } from '../lmsp/stream.js';
-import { interruptedFrame } from './events.js';
+import { OPENAI_STREAM_ENDS } from './events.js';
 import { methodNotAllowed, routeNotFound } from '../problem.js';
 
 export interface ResponseRouteDeps {
@@ -47,7 +47,7 @@ export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): vo
     .route('/responses/:id')
     .get(async (req, res) => {
       const stream = req.query.stream;
-      if (stream === 'true') return deps.followTask(req, res, () => find(req), tenantOf, interruptedFrame);
+      if (stream === 'true') return deps.followTask(req, res, () => find(req), tenantOf, OPENAI_STREAM_ENDS);
       if (stream !== undefined && stream !== 'false') {
         throw new TasklineError('invalid_request', 'stream: true or false.', { param: 'stream' });
       }
