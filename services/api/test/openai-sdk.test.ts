@@ -79,7 +79,7 @@ describe('the openai SDK against two api replicas', () => {
       ...SHORT,
       instructions: 'Answer briefly.',
       input: [{ role: 'user', content: 'Hello' }],
-      store: false,
+      store: true,
       user: 'user-1',
       parallel_tool_calls: false,
       truncation: 'disabled',
@@ -216,6 +216,16 @@ describe('the openai SDK against two api replicas', () => {
       'previous_response_id',
       /previous_response_id is not supported/,
     );
+    // Every response is kept for the task retention: not storing one is refused, never ignored;
+    // OpenAI refuses background mode without storage the same way.
+    for (const background of [true, false])
+      await refused(
+        { model: 'tiny-chat', input: 'Hi', store: false, background },
+        BadRequestError,
+        'invalid_request',
+        'store',
+        /store: false is not supported/,
+      );
     await refused(
       { model: 'tiny-chat', input: 'Hi', modalities: ['audio'] },
       BadRequestError,

@@ -91,6 +91,8 @@ describe('requests', () => {
       [{ truncation: 'auto' }, 'truncation'],
       [{ text: { format: { type: 'json_schema' } } }, 'text.format.type'],
       [{ conversation: 'conv_1' }, 'conversation'],
+      [{ store: false }, 'store'],
+      [{ store: false, background: true }, 'store'],
       [{ input: [{ role: 'tool', content: 'x' }] }, 'input.0.role'],
       [
         { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] },

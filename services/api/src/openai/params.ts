@@ -24,8 +24,21 @@ export function openAiFields(optional: Optional) {
   return {
     /** Honoured: a durable task, answered at once with the queued response. */
     background: optional(z.boolean()),
-    /** Ignored: every response is stored durably as a task, for the retention of its tenant's tasks. */
-    store: optional(z.boolean()),
+    /**
+     * Only `true` (the default): every response is stored durably as a task for the task
+     * retention, which its run needs (workers and replicas read the task). Not storing one is
+     * refused rather than ignored; OpenAI refuses background mode without storage too.
+     */
+    store: optional(
+      z.literal(true, {
+        error: refused(
+          'store: false',
+          'every response is stored as a task for the task retention (TASKLINE_TASK_RETENTION_S); send true or leave it out.',
+        ),
+      }).describe(
+        'Only true (the default): every response, background or not, is stored as a task for the task retention; false is 400 invalid_request naming store.',
+      ),
+    ),
     /** Ignored: end-user identifiers for abuse monitoring and prompt caching. */
     user: optional(z.string().max(256)),
     safety_identifier: optional(z.string().max(256)),
