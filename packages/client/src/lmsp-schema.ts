@@ -395,9 +395,9 @@ export interface components {
         | 'tryagain'
         | 'clusterdown'
         | 'moved';
-      /** @description The request parameter at fault. */
+      /** @description The request parameter at fault, a nested one dotted as in `errors` (`input.0.content`). */
       param?: string;
-      /** @description The same error as OpenAI SDKs read it (`detail` as `message`). */
+      /** @description The same error as OpenAI SDKs read it (`detail` as `message`; `param` in OpenAI's path form, `input[0].content`). */
       error?: {
         message: string;
         type: string;
@@ -1032,7 +1032,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description The finished response (any outcome), or its events with `stream: true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. */
+      /** @description The finished response (any outcome), or its events with `stream: true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1177,7 +1177,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The response, or its events with `stream=true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. */
+      /** @description The response, or its events with `stream=true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

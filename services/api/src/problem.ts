@@ -25,10 +25,13 @@ export function sendProblem(
 ): void {
   const base = problem(code, detail, status ?? new TasklineError(code, '').status);
   const error = openAiError(base, extra);
+  // OpenAI's form of the path is told in its member only; the problem's `param` keeps LMSP's.
+  const { openai_param: _openAiParam, ...shown } = extra;
+  const param = typeof shown.param === 'string' ? shown.param : error.param;
   const body: Problem & Record<string, unknown> = {
     ...base,
-    ...extra,
-    ...(error.param === null ? {} : { param: error.param }),
+    ...shown,
+    ...(param === null ? {} : { param }),
     error,
   };
   if (NOT_RETRYABLE.has(code)) res.setHeader('x-should-retry', 'false');
@@ -41,6 +44,7 @@ function extensions(err: TasklineError): Record<string, unknown> {
   if (Array.isArray(err.details.errors)) out.errors = err.details.errors;
   if (typeof err.details.status === 'string') out.task_status = err.details.status;
   if (typeof err.details.param === 'string') out.param = err.details.param;
+  if (typeof err.details.openai_param === 'string') out.openai_param = err.details.openai_param;
   return out;
 }
 

@@ -102,7 +102,10 @@ describe('API keys from the CLI', () => {
     }
   });
   test("the openai SDK raises when a revoked key's stream is cut, instead of returning as if it ended", async () => {
-    const made = JSON.parse(await cli('keys', 'create', '--tenant', 'tenant-cli')) as { id: string; key: string };
+    const made = JSON.parse(await cli('keys', 'create', '--tenant', 'tenant-cli')) as {
+      id: string;
+      key: string;
+    };
     const sdk = new OpenAI({ apiKey: made.key, baseURL: `${api.base}/lmsp/v1`, maxRetries: 0 });
     const body = { model: 'tiny-chat', input: 'Hi' };
     // No worker here: every response stays queued, its stream open on heartbeats.

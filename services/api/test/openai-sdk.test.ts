@@ -199,7 +199,8 @@ describe('the openai SDK against two api replicas', () => {
       { model: 'tiny-chat', input: [{ role: 'user', content: 42 }] },
       BadRequestError,
       'invalid_request',
-      'input.0.content',
+      // OpenAI's form of the path; the problem's own `param` and `errors` keep LMSP's dotted one.
+      'input[0].content',
       /input\.0\.content/,
     );
     await refused(

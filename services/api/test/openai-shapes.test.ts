@@ -86,20 +86,22 @@ describe('requests', () => {
     assert.equal((refused.body as { param: string }).param, 'metadata');
   });
 
-  test('a refused value is 400 naming the parameter, in the problem and in its OpenAI member', async () => {
-    const cases: [Record<string, unknown>, string][] = [
+  test('a refused value is 400 naming the parameter, in the problem and in its OpenAI member (OpenAI’s path form)', async () => {
+    const cases: [Record<string, unknown>, string, string?][] = [
       [{ truncation: 'auto' }, 'truncation'],
       [{ text: { format: { type: 'json_schema' } } }, 'text.format.type'],
       [{ conversation: 'conv_1' }, 'conversation'],
       [{ store: false }, 'store'],
       [{ store: false, background: true }, 'store'],
-      [{ input: [{ role: 'tool', content: 'x' }] }, 'input.0.role'],
+      [{ input: [{ role: 'tool', content: 'x' }] }, 'input.0.role', 'input[0].role'],
       [
         { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] },
         'input.0.content.0.type',
+        'input[0].content[0].type',
       ],
+      [{ metadata: { k: 1 } }, 'metadata.k'],
     ];
-    for (const [extra, param] of cases) {
+    for (const [extra, param, openAiParam = param] of cases) {
       const r = await call(api.base, 'POST', '/lmsp/v1/responses', {
         body: { model: 'tiny-chat', input: 'Hi', ...extra },
       });
@@ -113,8 +115,9 @@ describe('requests', () => {
         message: body.detail,
         type: 'invalid_request_error',
         code: 'invalid_request',
-        param,
+        param: openAiParam,
       });
+      assert.equal((body as { errors?: { path: string }[] }).errors?.[0]?.path, param, 'LMSP keeps its form');
     }
   });
 });

@@ -181,7 +181,11 @@ export function components(): Schema {
           errors: { type: 'array', items: obj({ path: { type: 'string' }, message: { type: 'string' } }) },
           task_status: { type: 'string' },
           reason: { enum: [...REDIS_UNAVAILABLE_REASONS] },
-          param: { type: 'string', description: 'The request parameter at fault.' },
+          param: {
+            type: 'string',
+            description:
+              'The request parameter at fault, a nested one dotted as in `errors` (`input.0.content`).',
+          },
           error: {
             ...obj({
               message: { type: 'string' },
@@ -189,7 +193,8 @@ export function components(): Schema {
               code: { type: 'string' },
               param: nullable({ type: 'string' }),
             }),
-            description: 'The same error as OpenAI SDKs read it (`detail` as `message`).',
+            description:
+              "The same error as OpenAI SDKs read it (`detail` as `message`; `param` in OpenAI's path form, `input[0].content`).",
           },
         },
         ['type', 'title', 'status', 'detail', 'code'],

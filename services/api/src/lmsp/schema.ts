@@ -18,6 +18,7 @@ import {
   type TaskRecord,
   type TaskStatus,
 } from '@taskline/engine';
+import { openAiPath } from '../openai/errors.js';
 import { openAiFields, withoutOpenAiFields } from '../openai/params.js';
 import { withOpenAiMembers } from '../openai/response.js';
 
@@ -125,10 +126,12 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const detail = errors.map((e) => `${e.path}: ${e.message}`).join('; ');
   // The parameter to name (OpenAI's `param`): the first bad field, an unknown key itself.
   const first = issues[0]!;
-  const param = [...first.path, ...(first.code === 'unrecognized_keys' ? first.keys.slice(0, 1) : [])]
-    .map(String)
-    .join('.');
-  throw new TasklineError('invalid_request', detail, { errors, ...(param ? { param } : {}) });
+  const path = [...first.path, ...(first.code === 'unrecognized_keys' ? first.keys.slice(0, 1) : [])];
+  const param = path.map(String).join('.');
+  throw new TasklineError('invalid_request', detail, {
+    errors,
+    ...(param ? { param, openai_param: openAiPath(path) } : {}),
+  });
 }
 
 /**

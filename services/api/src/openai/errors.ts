@@ -34,8 +34,19 @@ function typeOf(status: number): string {
   return 'invalid_request_error';
 }
 
-/** The parameter at fault: named by the validation, or implied by the code. */
+/**
+ * A validation path as OpenAI writes one, list positions in brackets (`input[0].content`); the
+ * problem's own `param` and `errors` keep LMSP's dotted form (`input.0.content`).
+ */
+export function openAiPath(path: readonly PropertyKey[]): string {
+  return path
+    .map((key, i) => (typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
+    .join('');
+}
+
+/** The parameter at fault: named by the validation (in OpenAI's form), or implied by the code. */
 function paramOf(code: string, extra: Record<string, unknown>): string | null {
+  if (typeof extra.openai_param === 'string') return extra.openai_param;
   if (typeof extra.param === 'string') return extra.param;
   if (code === 'model_not_found') return 'model';
   const errors = extra.errors as { path?: unknown }[] | undefined;

@@ -30,14 +30,16 @@ export function openAiFields(optional: Optional) {
      * refused rather than ignored; OpenAI refuses background mode without storage too.
      */
     store: optional(
-      z.literal(true, {
-        error: refused(
-          'store: false',
-          'every response is stored as a task for the task retention (TASKLINE_TASK_RETENTION_S); send true or leave it out.',
+      z
+        .literal(true, {
+          error: refused(
+            'store: false',
+            'every response is stored as a task for the task retention (TASKLINE_TASK_RETENTION_S); send true or leave it out.',
+          ),
+        })
+        .describe(
+          'Only true (the default): every response, background or not, is stored as a task for the task retention; false is 400 invalid_request naming store.',
         ),
-      }).describe(
-        'Only true (the default): every response, background or not, is stored as a task for the task retention; false is 400 invalid_request naming store.',
-      ),
     ),
     /** Ignored: end-user identifiers for abuse monitoring and prompt caching. */
     user: optional(z.string().max(256)),
