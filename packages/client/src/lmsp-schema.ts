@@ -255,7 +255,7 @@ export interface components {
       } | null;
       stream?: boolean | null;
       background?: boolean | null;
-      store?: true | null;
+      store?: boolean | null;
       user?: string | null;
       safety_identifier?: string | null;
       prompt_cache_key?: string | null;
@@ -317,7 +317,7 @@ export interface components {
         /** @description Ignored: a task always streams its events. */
         stream?: unknown;
         background?: boolean | null;
-        store?: true | null;
+        store?: boolean | null;
         user?: string | null;
         safety_identifier?: string | null;
         prompt_cache_key?: string | null;

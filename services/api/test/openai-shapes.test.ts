@@ -91,7 +91,6 @@ describe('requests', () => {
       [{ truncation: 'auto' }, 'truncation'],
       [{ text: { format: { type: 'json_schema' } } }, 'text.format.type'],
       [{ conversation: 'conv_1' }, 'conversation'],
-      [{ store: false }, 'store'],
       [{ store: false, background: true }, 'store'],
       [{ input: [{ role: 'tool', content: 'x' }] }, 'input.0.role', 'input[0].role'],
       [

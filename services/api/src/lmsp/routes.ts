@@ -25,6 +25,7 @@ import {
   API_PREFIX,
   CreateTaskRequest,
   fingerprint,
+  fieldError,
   idempotencyKeyOf,
   LMSP_VERSION,
   modelObject,
@@ -182,6 +183,11 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
    */
   async function postResponse(req: Request, res: Response): Promise<void> {
     const body = parseBody(ResponseRequest, req.body);
+    if (body.background && body.store === false)
+      throw fieldError(
+        'store',
+        'false with background: true; background mode keeps the response to be retrieved, send store: true or leave it out.',
+      );
     // What can refuse the answer is asked before the task exists, so a refusal leaves nothing
     // behind (an SDK retrying a 429 would otherwise make a task per try): the resume point of a
     // background stream, then the stream's slot under the tenant's cap.

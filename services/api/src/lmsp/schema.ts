@@ -110,6 +110,15 @@ export const CreateTaskRequest = z.strictObject({
 });
 export type CreateTaskRequest = z.infer<typeof CreateTaskRequest>;
 
+/** `invalid_request` for one top-level field, worded as `parseBody` words its refusals. */
+export function fieldError(param: string, message: string): TasklineError {
+  return new TasklineError('invalid_request', `${param}: ${message}`, {
+    errors: [{ path: param, message }],
+    param,
+    openai_param: param,
+  });
+}
+
 /** Parses a body or throws `invalid_request` naming every bad field. */
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   if (body === undefined)

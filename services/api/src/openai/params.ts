@@ -25,20 +25,15 @@ export function openAiFields(optional: Optional) {
     /** Honoured: a durable task, answered at once with the queued response. */
     background: optional(z.boolean()),
     /**
-     * Only `true` (the default): every response is stored durably as a task for the task
-     * retention, which its run needs (workers and replicas read the task). Not storing one is
-     * refused rather than ignored; OpenAI refuses background mode without storage too.
+     * Accepted: every response is kept as a task for the task retention (its run needs it
+     * stored), `false` too, since apps send it by default; `false` with `background` is refused
+     * where the request is served, as OpenAI refuses background mode without storage.
      */
     store: optional(
       z
-        .literal(true, {
-          error: refused(
-            'store: false',
-            'every response is stored as a task for the task retention (TASKLINE_TASK_RETENTION_S); send true or leave it out.',
-          ),
-        })
+        .boolean()
         .describe(
-          'Only true (the default): every response, background or not, is stored as a task for the task retention; false is 400 invalid_request naming store.',
+          'Accepted; every response is kept as a task for the task retention. false with background: true is 400 invalid_request naming store.',
         ),
     ),
     /** Ignored: end-user identifiers for abuse monitoring and prompt caching. */
