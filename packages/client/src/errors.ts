@@ -30,8 +30,13 @@ export class TasklineClientError extends Error {
 
   /** Worth another try with the same request (and the same Idempotency-Key). */
   get retryable(): boolean {
-    if (this.code === 'network_error') return true;
-    if (this.code === 'idempotency_key_in_use' || this.code === 'rate_limited') return true;
+    // A JSON-RPC error names Taskline's code in `data.code` (MCP's -32005 is `rate_limited`).
+    const code =
+      this.code === 'rpc_error'
+        ? (this.details as { data?: { code?: unknown } } | undefined)?.data?.code
+        : this.code;
+    if (code === 'network_error') return true;
+    if (code === 'idempotency_key_in_use' || code === 'rate_limited') return true;
     return this.status === 502 || this.status === 503 || this.status === 504;
   }
 

@@ -66,7 +66,11 @@ export async function problemOf(res: Response): Promise<TasklineClientError> {
       : typeof body?.title === 'string'
         ? body.title
         : `HTTP ${res.status} ${res.statusText}`.trim();
-  const err = new TasklineClientError(code, detail, res.status, body ?? text);
+  return withRetryAfter(new TasklineClientError(code, detail, res.status, body ?? text), res);
+}
+
+/** Notes the reply's `Retry-After` (delta-seconds) on `err`, for the wait before another try. */
+export function withRetryAfter(err: TasklineClientError, res: Response): TasklineClientError {
   const retryAfter = Number(res.headers.get('retry-after'));
   if (Number.isFinite(retryAfter) && res.headers.has('retry-after'))
     (err as { retryAfterS?: number }).retryAfterS = retryAfter;

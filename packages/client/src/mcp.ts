@@ -9,7 +9,7 @@ import {
   type InputResponsesV2,
 } from '@modelcontextprotocol/ext-tasks/core/v2';
 import { abortError, TasklineClientError } from './errors.js';
-import { problemOf, send, transport, type Transport, type TransportOptions } from './http.js';
+import { problemOf, send, transport, withRetryAfter, type Transport, type TransportOptions } from './http.js';
 import { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
 import { credentialId, patchTracked, type TaskIdStore, type TaskScope } from './store.js';
 
@@ -131,11 +131,14 @@ export class McpTasksClient {
           error?: { code: number; message: string; data?: unknown };
         };
         if (m.error) {
-          throw new TasklineClientError(
-            'rpc_error',
-            `${method}: ${m.error.message} (${m.error.code})`,
-            res.status,
-            m.error,
+          throw withRetryAfter(
+            new TasklineClientError(
+              'rpc_error',
+              `${method}: ${m.error.message} (${m.error.code})`,
+              res.status,
+              m.error,
+            ),
+            res,
           );
         }
         if (!m.result)
@@ -148,7 +151,10 @@ export class McpTasksClient {
         if (opts.signal?.aborted) throw abortError();
         const retryable = err instanceof TasklineClientError && err.retryable;
         if (!opts.retry || !retryable || attempt >= this.t.maxAttempts) throw err;
-        await this.t.clock.sleep(this.t.retryDelay(attempt), opts.signal);
+        await this.t.clock.sleep(
+          this.t.retryDelay(attempt, (err as { retryAfterS?: number }).retryAfterS),
+          opts.signal,
+        );
       }
     }
   }

@@ -142,4 +142,50 @@ describe('MCP tasks client against the api process', () => {
     assert.match(text(resumed[0]!.result!), /Computed after 1 seconds/);
     assert.deepEqual(store.unfinished(first.scope), []);
   });
+
+  // Last: it spends the tenant's request budget (TASKLINE_RATE_LIMIT_*), which refills in seconds.
+  test("a task method refused 429 -32005 is retried after the server's Retry-After", async () => {
+    let taskId = '';
+    await client().callTool('slow_compute', { seconds: 0.1 }, { onStatus: (t) => (taskId = t.taskId) });
+    const sleeps: number[] = [];
+    const clock: Clock = {
+      now: systemClock.now,
+      sleep: (ms, s) => (sleeps.push(ms), systemClock.sleep(ms, s)),
+    };
+    const seen: number[] = [];
+    const recording: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      seen.push(res.status);
+      return res;
+    };
+    // Other requests of the tenant keep its budget spent until the client's first try is refused.
+    let spending = true;
+    let refused = false;
+    const spend = async () => {
+      while (spending) {
+        const res = await fetch(`${stack.base}/mcp`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${KEY_A}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            'mcp-method': 'tools/list',
+            'mcp-protocol-version': '2026-07-28',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+        });
+        await res.body?.cancel();
+        refused ||= res.status === 429;
+      }
+    };
+    const spenders = Array.from({ length: 20 }, spend);
+    await until('the budget to be spent', () => (refused ? true : undefined));
+    const got = client({ clock, fetch: recording }).getTask(taskId);
+    await until("the client's first try", () => (seen.length > 0 ? true : undefined));
+    spending = false;
+    await Promise.all(spenders);
+    assert.equal(seen[0], 429, 'the first try was refused');
+    assert.equal((await got).status, 'completed');
+    assert.ok(sleeps[0]! >= 1000, `waits ${sleeps.join(', ')} honour Retry-After`);
+  });
 });
