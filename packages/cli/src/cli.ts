@@ -1,3 +1,4 @@
+import { addAbortSignal, type Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import {
   isTerminalStatus,
@@ -119,7 +120,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   } catch (err) {
     const { code, message } = describeError(err);
     if (code === EXIT.interrupted) {
-      io.stderr.write('\ntaskline: interrupted; the task keeps running (taskline tasks resume follows it)\n');
+      io.stderr.write(
+        '\ntaskline: interrupted; a task already created keeps running (taskline tasks resume follows it)\n',
+      );
     } else io.stderr.write(`taskline: ${message}\n`);
     return code;
   } finally {
@@ -146,9 +149,16 @@ interface Ctx {
   config: CliConfig;
 }
 
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+/** Reads stdin to its end; Ctrl-C stops the read (the prompt may still be being typed). */
+async function readAll(stream: NodeJS.ReadableStream, signal?: AbortSignal): Promise<string> {
   let text = '';
-  for await (const chunk of stream) text += chunk.toString();
+  try {
+    const readable = signal ? addAbortSignal(signal, stream as Readable) : stream;
+    for await (const chunk of readable) text += (chunk as Buffer | string).toString();
+  } catch (err) {
+    if (signal?.aborted) throw new TasklineClientError('aborted', 'Interrupted while reading stdin.');
+    throw err;
+  }
   return text;
 }
 
@@ -161,7 +171,8 @@ function intFlag(value: string | undefined, name: string): number | undefined {
 
 async function run(ctx: Ctx, words: string[]): Promise<number> {
   const { values, io, client } = ctx;
-  const prompt = words.length === 1 && words[0] === '-' ? await readAll(io.stdin) : words.join(' ');
+  const prompt =
+    words.length === 1 && words[0] === '-' ? await readAll(io.stdin, io.signal) : words.join(' ');
   if (!prompt.trim()) throw new UsageError('taskline run needs a prompt (or - to read it from stdin).');
   const onRestart = values['on-restart'] ?? 'fail';
   if (!['fail', 'retry', 'resume'].includes(onRestart))

@@ -75,3 +75,26 @@ test('keys needs REDIS_URL or --redis-url: no default that could be some other R
   assert.equal(resolveConfig({}, { XDG_CONFIG_HOME: dir }).redisUrl, undefined);
   await refused(['keys', 'list'], /REDIS_URL/, { REDIS_URL: '' });
 });
+
+test(
+  'Ctrl-C while run - reads the prompt from stdin stops it (130): nothing was created',
+  { timeout: 10_000 },
+  async () => {
+    const controller = new AbortController();
+    let stderr = '';
+    const err = new PassThrough();
+    err.on('data', (d) => (stderr += d));
+    const stdin = new PassThrough();
+    stdin.write('half a prompt'); // the user has not typed Ctrl-D yet
+    setTimeout(() => controller.abort(), 100);
+    const code = await runCli(['run', '-'], {
+      stdout: new PassThrough().resume(),
+      stderr: err,
+      stdin,
+      env: { XDG_CONFIG_HOME: dir, XDG_STATE_HOME: dir, TASKLINE_API_KEY: 'key-0123456789', ...NOWHERE },
+      signal: controller.signal,
+    });
+    assert.equal(code, EXIT.interrupted, stderr);
+    assert.match(stderr, /interrupted/);
+  },
+);
