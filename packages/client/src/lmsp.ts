@@ -246,12 +246,19 @@ export class LmspClient {
             if (event.sequence_number <= after) continue;
             after = event.sequence_number;
             progressed = true;
-            yield event;
-            await this.record(id, { lastEventId: after, status: event.task_status ?? 'running' });
-            if (isFinalEvent(event.type)) {
-              ended = true;
-              break;
+            ended = isFinalEvent(event.type);
+            try {
+              yield event;
+            } finally {
+              // Also when the caller stops at this event (break, return): it has it, so a later
+              // stream() starts after it. A crash runs no finally: that event comes again.
+              await this.record(id, {
+                lastEventId: after,
+                status: event.task_status ?? 'running',
+                ...(ended && { done: true }),
+              });
             }
+            if (ended) break;
           }
           if (ended) break;
         }
@@ -263,10 +270,7 @@ export class LmspClient {
         const hint = (err as { retryAfterS?: number }).retryAfterS;
         if (hint !== undefined) retryMs = hint * 1000;
       }
-      if (ended) {
-        await this.record(id, { done: true });
-        return;
-      }
+      if (ended) return;
       // The stream closed before a final event. A task that already ended has nothing more to send.
       if (!progressed) {
         const task = await this.getTask(id, opts.signal).catch((err: unknown) => {

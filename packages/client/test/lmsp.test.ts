@@ -92,6 +92,39 @@ describe('LMSP client against a running stack', () => {
     assert.deepEqual(store.unfinished(resumed.scope), [], 'a task seen terminal leaves nothing to resume');
   });
 
+  test('a stream the caller stops reading resumes after the last event it got, not on it', async () => {
+    const store = new MemoryTaskIdStore();
+    const c = client({ store });
+    const task = await c.createTask({
+      type: 'response',
+      input: { model: 'tiny-chat', input: 'Hi.', max_output_tokens: 8 },
+    });
+    const first: number[] = [];
+    for await (const event of c.stream(task.id)) {
+      first.push(event.sequence_number);
+      if (first.length === 3) break;
+    }
+    const rest: number[] = [];
+    for await (const event of c.stream(task.id)) rest.push(event.sequence_number);
+    assert.deepEqual(
+      [...first, ...rest],
+      [...first, ...rest].map((_, i) => i + 1),
+      'each event once',
+    );
+    // A final event the caller stopped on leaves nothing to resume.
+    const again = client({ store });
+    const t2 = await again.createTask({
+      type: 'response',
+      input: { model: 'tiny-chat', input: 'Hi.', max_output_tokens: 2 },
+    });
+    for await (const event of again.stream(t2.id)) if (event.type === 'response.completed') break;
+    assert.deepEqual(
+      store.unfinished(again.scope).map((e) => e.taskId),
+      [],
+      'a stream read to its final event closes the entry',
+    );
+  });
+
   test('a stream cut by killing the api replica resumes with Last-Event-ID without loss or repeats', async () => {
     const c = client({ store: new MemoryTaskIdStore() });
     const task = await c.createTask({ type: 'response', input: LONG_INPUT });
