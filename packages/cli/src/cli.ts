@@ -24,7 +24,8 @@ commands:
                                create a task and follow it (live progress on stderr, text on stdout)
   tasks get <task id>          print the task
   tasks cancel <task id> [--wait]
-                               request a cancel (exit 8 while the task is still stopping)
+                               request a cancel (exit 8 while the task is still stopping;
+                               --wait: 0 once cancelled, 6 if it ended otherwise)
   tasks watch <task id>        follow a task's events to its end
   tasks resume                 follow every unfinished task this CLI created (after a crash)
   keys create --tenant T [--name N] | keys list [--tenant T] | keys revoke <key id>
@@ -225,7 +226,11 @@ async function cancel(ctx: Ctx, id: string): Promise<number> {
     if (!values.json) io.stderr.write(`${id}: cancellation requested; waiting for the task to stop\n`);
     const final = await client.wait(id, { signal: io.signal });
     report(ctx, final);
-    return exitForStatus(final.status);
+    // The cancel is what this command asked for: confirmed is 0, as for a task already cancelled;
+    // a task that ended otherwise (its work won the race) was not cancelled, as for any ended task.
+    if (final.status === 'cancelled') return EXIT.ok;
+    io.stderr.write(`taskline: ${id} ended ${final.status} before the cancel took effect\n`);
+    return EXIT.refused;
   }
   if (values.json) io.stdout.write(JSON.stringify({ state: outcome.state, task: outcome.task }) + '\n');
   else

@@ -231,6 +231,15 @@ describe('taskline CLI against a running stack', () => {
     assert.equal(waited.code, EXIT.ok, 'cancelling a cancelled task confirms it');
   });
 
+  test('cancel --wait exits 0 once the cancel it asked for has stopped the task', async () => {
+    const run = cli(longArgs);
+    await until('the task to run', () => (run.stdout.length > 5 ? true : undefined));
+    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
+    const cancel = await finished(['tasks', 'cancel', '--wait', id]);
+    assert.equal(cancel.code, EXIT.ok, `cancel --wait exit ${cancel.code}: ${cancel.stderr}`);
+    assert.equal(await run.done, EXIT.taskCancelled, 'the run that followed it says cancelled');
+  });
+
   test('keys create/list/revoke go through @taskline/auth; the created key works until revoked', async () => {
     const created = await finished(['--json', 'keys', 'create', '--tenant', 'tenant-k', '--name', 'ci']);
     assert.equal(created.code, EXIT.ok, created.stderr);
