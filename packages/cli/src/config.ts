@@ -71,12 +71,18 @@ export function resolveConfig(
     throw new UsageError(
       '--api-key (TASKLINE_API_KEY, config "apiKey") holds a space, a control character or a character no HTTP header can carry.',
     );
+  let url: URL;
   try {
-    const u = new URL(config.url);
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
+    url = new URL(config.url);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error();
   } catch {
     throw new UsageError(`--url must be an http(s) URL, not "${config.url}".`);
   }
+  // fetch refuses such a URL, and its message (printed as "cannot reach") repeats the password.
+  if (url.username || url.password)
+    throw new UsageError(
+      '--url (TASKLINE_URL, config "url") must not hold a user name or password; the credential goes in --api-key.',
+    );
   return config;
 }
 

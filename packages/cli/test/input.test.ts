@@ -98,3 +98,10 @@ test(
     assert.match(stderr, /interrupted/);
   },
 );
+
+test('a URL with a user name or password is a usage error (2) that never prints the password', async () => {
+  for (const url of ['http://user:s3cret@127.0.0.1:9', 'http://s3cret@127.0.0.1:9']) {
+    await refused(['--url', url, 'tasks', 'get', 'task_x'], /--url/);
+    assert.doesNotMatch((await taskline(['--url', url, 'tasks', 'get', 'task_x'])).stderr, /s3cret/);
+  }
+});
