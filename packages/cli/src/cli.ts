@@ -43,7 +43,8 @@ options:
 
 exit codes: 0 ok/succeeded, 1 task failed, 2 usage, 3 task cancelled, 4 not found,
   5 auth refused, 6 request refused, 7 server unreachable, 8 cancel requested (not yet stopped),
-  70 internal error, 130 interrupted (the task keeps running; use tasks resume)`;
+  70 internal error, 130 interrupted (the task keeps running; use tasks resume),
+  141 stdout closed by its reader (the task keeps running)`;
 
 const OPTIONS = {
   url: { type: 'string' },

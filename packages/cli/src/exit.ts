@@ -25,6 +25,8 @@ export const EXIT = {
   internal: 70,
   /** Interrupted (Ctrl-C): tasks keep running; `taskline tasks resume` follows them again. */
   interrupted: 130,
+  /** stdout's reader went away (`taskline run … | head`): 128 + SIGPIPE, as shells expect; tasks keep running. */
+  stdoutClosed: 141,
 } as const;
 
 export function exitForStatus(status: string): number {

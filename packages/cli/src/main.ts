@@ -1,8 +1,15 @@
 import { runCli } from './cli.js';
+import { EXIT } from './exit.js';
 
 // Ctrl-C stops following; the task itself keeps running on the server.
 const controller = new AbortController();
 process.once('SIGINT', () => controller.abort());
+// A closed pipe (`taskline run … | head`) is the reader being done, not a failure: stop quietly,
+// as a process killed by SIGPIPE would (Node ignores the signal and reports EPIPE instead).
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') process.stderr.write(`taskline: cannot write to stdout: ${err.message}\n`);
+  process.exit(err.code === 'EPIPE' ? EXIT.stdoutClosed : EXIT.internal);
+});
 
 runCli(process.argv.slice(2), {
   stdout: process.stdout,
@@ -14,6 +21,6 @@ runCli(process.argv.slice(2), {
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(`taskline: internal error: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(70);
+    process.exit(EXIT.internal);
   },
 );

@@ -240,6 +240,19 @@ describe('taskline CLI against a running stack', () => {
     assert.equal(await run.done, EXIT.taskCancelled, 'the run that followed it says cancelled');
   });
 
+  test('a reader that closes stdout (taskline run … | head) ends the CLI quietly, 141, the task running on', async () => {
+    const run = cli(longArgs);
+    await until('some streamed text', () => (run.stdout.length > 5 ? true : undefined));
+    run.child.stdout!.destroy(); // what head does once it has its lines
+    const code = await run.done;
+    assert.doesNotMatch(run.stderr, /\n\s+at |EPIPE/, `no stack trace: ${run.stderr}`);
+    assert.equal(code, EXIT.stdoutClosed, run.stderr);
+    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
+    const got = await finished(['--json', 'tasks', 'get', id]);
+    assert.notEqual((JSON.parse(got.stdout) as { status: string }).status, 'cancelled');
+    await finished(['tasks', 'cancel', id]);
+  });
+
   test('keys create/list/revoke go through @taskline/auth; the created key works until revoked', async () => {
     const created = await finished(['--json', 'keys', 'create', '--tenant', 'tenant-k', '--name', 'ci']);
     assert.equal(created.code, EXIT.ok, created.stderr);
