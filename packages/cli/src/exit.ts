@@ -1,4 +1,5 @@
 import { TasklineClientError } from '@taskline/client';
+import { scrubString } from '@taskline/log';
 import { UsageError } from './config.js';
 
 /** What `taskline` exit codes mean; README's "Client and CLI" section lists the same. */
@@ -37,8 +38,16 @@ export function exitForStatus(status: string): number {
   return EXIT.unavailable;
 }
 
-/** One line for any error, never a stack trace, and the exit code that says what happened. */
+/**
+ * One line for any error, never a stack trace, and the exit code that says what happened. The
+ * line holds no URL's password (REDIS_URL's, say): it ends up in terminals and CI logs.
+ */
 export function describeError(err: unknown): { code: number; message: string } {
+  const { code, message } = describe(err);
+  return { code, message: scrubString(message) };
+}
+
+function describe(err: unknown): { code: number; message: string } {
   if (err instanceof UsageError) return { code: EXIT.usage, message: err.message };
   if (err instanceof TasklineClientError) {
     const message = `${err.message} [${err.code}]`;

@@ -105,3 +105,13 @@ test('a URL with a user name or password is a usage error (2) that never prints 
     assert.doesNotMatch((await taskline(['--url', url, 'tasks', 'get', 'task_x'])).stderr, /s3cret/);
   }
 });
+
+test("keys never prints the Redis URL's password, whether the URL is refused or Redis is unreachable", async () => {
+  const down = await taskline(['keys', 'list'], { REDIS_URL: 'redis://default:s3cret@127.0.0.1:9' });
+  assert.equal(down.code, EXIT.unavailable, down.stderr);
+  assert.match(down.stderr, /127\.0\.0\.1:9/);
+  assert.doesNotMatch(down.stderr, /s3cret/);
+  await refused(['keys', 'list'], /REDIS_URL/, { REDIS_URL: 'http://default:s3cret@127.0.0.1:9' });
+  const wrong = await taskline(['keys', 'list'], { REDIS_URL: 'http://default:s3cret@127.0.0.1:9' });
+  assert.doesNotMatch(wrong.stderr, /s3cret/);
+});

@@ -38,7 +38,7 @@ const SECRET_FIELDS = new Set([
  * (`redis://user:secret@host`, as in REDIS_URL) and the token of an `Authorization` value, up to
  * white space (a static key may hold any visible character but a comma).
  */
-function scrubString(s: string): string {
+export function scrubString(s: string): string {
   return s
     .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]*:)[^@\s/]*@/gi, `$1${REDACTED}@`)
     .replace(/\b(Bearer|Basic)\s+\S+/g, `$1 ${REDACTED}`);
