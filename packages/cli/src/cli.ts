@@ -153,15 +153,16 @@ interface Ctx {
 
 /** Reads stdin to its end; Ctrl-C stops the read (the prompt may still be being typed). */
 async function readAll(stream: NodeJS.ReadableStream, signal?: AbortSignal): Promise<string> {
-  let text = '';
+  const chunks: Buffer[] = [];
   try {
     const readable = signal ? addAbortSignal(signal, stream as Readable) : stream;
-    for await (const chunk of readable) text += (chunk as Buffer | string).toString();
+    for await (const chunk of readable) chunks.push(Buffer.from(chunk as Buffer | string));
   } catch (err) {
     if (signal?.aborted) throw new TasklineClientError('aborted', 'Interrupted while reading stdin.');
     throw err;
   }
-  return text;
+  // Decoded once: a character's UTF-8 bytes may be split between two reads.
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function intFlag(value: string | undefined, name: string): number | undefined {

@@ -3,11 +3,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
-import { EXIT, SqliteTaskIdStore } from '../src/index.js';
+import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
 import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '../../client/test/stack.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -251,6 +252,32 @@ describe('taskline CLI against a running stack', () => {
     const got = await finished(['--json', 'tasks', 'get', id]);
     assert.notEqual((JSON.parse(got.stdout) as { status: string }).status, 'cancelled');
     await finished(['tasks', 'cancel', id]);
+  });
+
+  test('run - sends the prompt read from stdin as written, a character split between reads included', async () => {
+    const state = join(dir, 'stdin.db');
+    const prompt = 'Résumé: 日本語';
+    const bytes = Buffer.from(prompt);
+    const cut = bytes.indexOf(Buffer.from('本')) + 1; // inside the three bytes of 本
+    // In process: a child reads a pipe only once started, by when both writes are one read.
+    const stdin = new PassThrough();
+    let stderr = '';
+    const err = new PassThrough().on('data', (d) => (stderr += d));
+    const running = runCli(['run', '--max-output-tokens', '2', '-'], {
+      stdout: new PassThrough().resume(),
+      stderr: err,
+      stdin,
+      env: { XDG_CONFIG_HOME: dir, TASKLINE_URL: stack.base, TASKLINE_API_KEY: KEY_A, TASKLINE_STATE: state },
+    });
+    stdin.write(bytes.subarray(0, cut));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    stdin.end(bytes.subarray(cut));
+    assert.equal(await running, EXIT.ok, stderr);
+    const id = /task (task_\S+)/.exec(stderr)![1]!;
+    const store = new SqliteTaskIdStore(state);
+    const sent = store.byTaskId(id)?.request as { input: { input: string } };
+    store.close();
+    assert.equal(sent.input.input, prompt);
   });
 
   test('keys create/list/revoke go through @taskline/auth; the created key works until revoked', async () => {
