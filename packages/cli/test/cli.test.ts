@@ -280,6 +280,21 @@ describe('taskline CLI against a running stack', () => {
     assert.equal(sent.input.input, prompt);
   });
 
+  test('Ctrl-C during run detaches (130): the task runs on and tasks resume follows it', async () => {
+    const state = join(dir, 'sigint.db');
+    const run = cli(longArgs, { TASKLINE_STATE: state });
+    await until('some streamed text', () => (run.stdout.length > 5 ? true : undefined));
+    run.child.kill('SIGINT');
+    assert.equal(await run.done, EXIT.interrupted, run.stderr);
+    assert.match(run.stderr, /interrupted; a task already created keeps running/);
+    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
+    const got = JSON.parse((await finished(['--json', 'tasks', 'get', id])).stdout) as { status: string };
+    assert.ok(['running', 'succeeded'].includes(got.status), got.status);
+    const resumed = await finished(['tasks', 'resume'], { TASKLINE_STATE: state });
+    assert.equal(resumed.code, EXIT.ok, resumed.stderr);
+    assert.match(resumed.stderr, new RegExp(`resuming ${id}`));
+  });
+
   test('keys create/list/revoke go through @taskline/auth; the created key works until revoked', async () => {
     const created = await finished(['--json', 'keys', 'create', '--tenant', 'tenant-k', '--name', 'ci']);
     assert.equal(created.code, EXIT.ok, created.stderr);
