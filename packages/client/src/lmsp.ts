@@ -41,7 +41,11 @@ export interface LmspClientOptions extends TransportOptions {
   /** Where created task ids are written before the create is sent; omit to keep nothing. */
   store?: TaskIdStore;
   poll?: Partial<PollPolicy>;
-  /** Reconnects in a row that bring no new event before `stream()` gives up (default 30). */
+  /**
+   * Connections in a row that bring neither an event nor a heartbeat before `stream()` gives up
+   * (default 30). One that lived to a heartbeat is healthy, only quiet (a queued task behind a
+   * proxy that ends long streams), and never counts.
+   */
   maxStreamReconnects?: number;
 }
 
@@ -216,6 +220,7 @@ export class LmspClient {
     for (;;) {
       let retryMs: number | undefined;
       let progressed = false;
+      let alive = false;
       let ended = false;
       try {
         const res = await send(this.t, this.url(`/tasks/${encodeURIComponent(id)}/events`), {
@@ -237,6 +242,7 @@ export class LmspClient {
             }
           },
           onRetry: (ms) => (retryMs = ms),
+          onComment: () => (alive = true),
         });
         const decoder = new TextDecoder();
         for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -282,7 +288,8 @@ export class LmspClient {
           await this.record(id, { done: true });
           return;
         }
-        if (++idle > limit)
+        if (alive) idle = 0;
+        else if (++idle > limit)
           throw new TasklineClientError(
             'network_error',
             `The event stream of ${id} keeps failing; giving up.`,

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import {
+  isFinalEvent,
   LmspClient,
   MemoryTaskIdStore,
   nextPollDelay,
@@ -155,6 +157,50 @@ describe('LMSP client against a running stack', () => {
       .join('');
     assert.equal(text, responseText(final.response));
     assert.ok(text.length > 0);
+  });
+
+  test('a stream that a proxy keeps cutting while the task is quiet (queued) is followed, not given up', async () => {
+    // A proxy that ends every event stream after two heartbeats, as one with a maximum stream
+    // duration does: each connection is healthy, only quiet, and none counts as failing.
+    const proxy = createServer((down) => {
+      const up = connect(stack.port, '127.0.0.1');
+      let beats = 0;
+      up.on('data', (chunk: Buffer) => {
+        const text = chunk.toString();
+        // Counted per response: a kept-alive connection carries several.
+        if (text.includes('HTTP/1.1 ')) beats = 0;
+        beats += text.split(': keep-alive').length - 1;
+        if (beats < 2) down.write(chunk);
+        else down.end(chunk, () => up.destroy());
+      });
+      down.pipe(up);
+      up.on('error', () => down.destroy());
+      down.on('error', () => up.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const via = client({
+      baseUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+      maxStreamReconnects: 2,
+    });
+    stack.worker.kill('SIGSTOP'); // the task stays queued, its stream quiet
+    try {
+      const task = await client().createTask({
+        type: 'response',
+        input: { model: 'tiny-chat', input: 'Hi.', max_output_tokens: 4 },
+      });
+      const events: StreamEvent[] = [];
+      const reading = (async () => {
+        for await (const event of via.stream(task.id)) events.push(event);
+      })();
+      // Each cut takes two heartbeats (200 ms each): well past maxStreamReconnects while queued.
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      stack.worker.kill('SIGCONT');
+      await reading;
+      assert.ok(isFinalEvent(events.at(-1)!.type), events.at(-1)!.type);
+    } finally {
+      stack.worker.kill('SIGCONT');
+      proxy.close();
+    }
   });
 
   test('wait() polls no faster than the interval: every gap between its requests, seen by the server', async () => {
