@@ -178,14 +178,20 @@ describe('MCP tasks client against the api process', () => {
         refused ||= res.status === 429;
       }
     };
-    const spenders = Array.from({ length: 20 }, spend);
-    await until('the budget to be spent', () => (refused ? true : undefined));
-    const got = client({ clock, fetch: recording }).getTask(taskId);
-    await until("the client's first try", () => (seen.length > 0 ? true : undefined));
-    spending = false;
-    await Promise.all(spenders);
-    assert.equal(seen[0], 429, 'the first try was refused');
-    assert.equal((await got).status, 'completed');
+    // A token refilled between two of theirs may go to the client's first try: then again.
+    for (let round = 1; seen[0] !== 429; round++) {
+      assert.ok(round <= 5, `the client's first try was never refused: ${seen.join(', ')}`);
+      seen.length = sleeps.length = 0;
+      spending = true;
+      refused = false;
+      const spenders = Array.from({ length: 20 }, spend);
+      await until('the budget to be spent', () => (refused ? true : undefined));
+      const got = client({ clock, fetch: recording }).getTask(taskId);
+      await until("the client's first try", () => (seen.length > 0 ? true : undefined));
+      spending = false;
+      await Promise.all(spenders);
+      assert.equal((await got).status, 'completed');
+    }
     assert.ok(sleeps[0]! >= 1000, `waits ${sleeps.join(', ')} honour Retry-After`);
   });
 });
