@@ -182,7 +182,8 @@ async function run(ctx: Ctx, words: string[]): Promise<number> {
     throw new UsageError(`--on-restart takes fail, retry or resume, not "${onRestart}".`);
   const maxOutputTokens = intFlag(values['max-output-tokens'], 'max-output-tokens');
   const seed = values.seed === '0' ? 0 : intFlag(values.seed, 'seed');
-  const temperature = values.temperature === undefined ? undefined : Number(values.temperature);
+  // Number('') is 0: an empty value (an unset shell variable) would silently mean greedy decoding.
+  const temperature = values.temperature === undefined ? undefined : Number(values.temperature.trim() || NaN);
   if (temperature !== undefined && !(temperature >= 0 && temperature <= 2))
     throw new UsageError(`--temperature takes a number from 0 to 2, not "${values.temperature}".`);
   const body: CreateTaskRequest = {

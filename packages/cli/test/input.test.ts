@@ -115,3 +115,8 @@ test("keys never prints the Redis URL's password, whether the URL is refused or 
   const wrong = await taskline(['keys', 'list'], { REDIS_URL: 'http://default:s3cret@127.0.0.1:9' });
   assert.doesNotMatch(wrong.stderr, /s3cret/);
 });
+
+test('an empty --temperature is a usage error (2), not a temperature of 0', async () => {
+  await refused(['run', '--temperature', '', 'x'], /--temperature/);
+  await refused(['run', '--temperature', ' ', 'x'], /--temperature/);
+});
