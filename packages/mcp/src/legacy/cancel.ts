@@ -61,6 +61,9 @@ export class LegacyCallCancels {
     const sub = this.redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
     sub.on('error', () => undefined); // reconnects on its own; the main connection logs the outage
     sub.on('message', (_channel: string, k: string) => this.inline.get(k)?.());
+    // It lives as long as the connection it came from: the api closes that one when it stops,
+    // and an open subscriber would keep the process from exiting.
+    this.redis.once('end', () => sub.disconnect());
     try {
       await sub.subscribe(INLINE_CHANNEL);
     } catch (err) {
