@@ -19,6 +19,7 @@ import { modernRejection } from './ladder.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
 import { LegacyCallCancels } from './legacy/cancel.js';
+import { LegacyRelay } from './legacy/relay.js';
 import { LegacySessions } from './legacy/session.js';
 import type { McpExtensions } from './extensions.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
@@ -177,6 +178,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     served,
     sessions: new LegacySessions(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
     cancels: new LegacyCallCancels(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
+    relay: new LegacyRelay(store.redis),
     extensions,
     logger,
     observe: deps.observe,

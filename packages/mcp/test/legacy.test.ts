@@ -284,6 +284,40 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
     }
   });
 
+  it('waits for many relayed elicitation answers on one Redis subscription per replica, answered on either', async () => {
+    const clients = async () =>
+      Number(/connected_clients:(\d+)/.exec(await stack.cluster.store.redis.info('clients'))![1]);
+    const CALLS = 12;
+    let gate = Promise.resolve();
+    let asked = 0;
+    const client = await v1Client(url, KEY_A, async (req) => {
+      asked++;
+      await gate;
+      return { action: 'accept', content: { username: `u-${req.params.message}`, email: 'e@example.com' } };
+    });
+    // Answered at once: whatever a replica keeps for relayed answers, it has it after these.
+    for (let i = 0; i < 4; i++)
+      await client.callTool({ name: 'test_elicitation', arguments: { message: `warm-${i}` } });
+    const before = await clients();
+    let release!: () => void;
+    gate = new Promise((resolve) => (release = resolve));
+    asked = 0;
+    const calls = Array.from({ length: CALLS }, (_, i) =>
+      client.callTool({ name: 'test_elicitation', arguments: { message: `m${i}` } }),
+    );
+    await until('every call asked its question', async () => (asked === CALLS ? true : undefined));
+    const during = await clients();
+    release();
+    // Each answer may land on either replica (HAProxy), and must reach the call that asked.
+    const results = await Promise.all(calls);
+    results.forEach((r: any, i) => assert.match(r.content[0].text, new RegExp(`"username":"u-m${i}"`)));
+    assert.ok(
+      during - before <= 2,
+      `${during - before} more Redis connections while ${CALLS} answers were awaited`,
+    );
+    await client.close();
+  });
+
   it('resumes a task answered through the v1 elicitation flow after its worker is killed', async () => {
     let asked: any;
     const client = await v1Client(url, KEY_A, async (req) => {

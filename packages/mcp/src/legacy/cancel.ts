@@ -1,4 +1,5 @@
 import { TasklineError, type TaskStore } from '@taskline/engine';
+import { ReplicaChannel } from './channel.js';
 
 type Redis = TaskStore['redis'];
 /** A JSON-RPC request id; `1` and `"1"` are different ids, so keys hold its JSON. */
@@ -24,21 +25,21 @@ const INLINE_CHANNEL = 'tl:mcp:call:cancelled';
  * Requests the SDK serves inside their POST (inline tool calls...) are held in this replica's
  * memory only, so a call never cancelled costs Redis nothing. A cancel finds such a call here
  * directly; one no task took is also published, with the call's key (so scoped to the session,
- * which only its tenant can name), on one channel that every replica subscribes to once. Plain
- * PUBLISH and SUBSCRIBE, as the scheduler's wake: a Redis Cluster carries the message to every
- * node. A cancel published before its call was held here, or while the subscriber reconnects,
- * reaches nothing, as a cancel of a request not seen yet (the base protocol lets it be ignored).
+ * which only its tenant can name), on a `ReplicaChannel`. A cancel published before its call was
+ * held here, or while the subscriber reconnects, reaches nothing, as a cancel of a request not
+ * seen yet (the base protocol lets it be ignored).
  */
 export class LegacyCallCancels {
   /** The requests served inline on this replica, by key: each one's cancel. */
-  private readonly inline = new Map<string, () => void>();
-  private subscribed: Promise<unknown> | null = null;
+  private readonly inline: ReplicaChannel;
 
   constructor(
     private readonly redis: Redis,
     /** The session lifetime: no cancel comes once a session has had no request for so long. */
     private readonly ttlS: number,
-  ) {}
+  ) {
+    this.inline = new ReplicaChannel(redis, INLINE_CHANNEL);
+  }
 
   /**
    * Holds a request served inline on this replica until the returned release: its cancel, from
@@ -46,30 +47,7 @@ export class LegacyCallCancels {
    * does not wait for it (a cancel published meanwhile is one of those that reach nothing).
    */
   hold(session: string, request: RequestId, cancel: () => void): () => void {
-    const k = key(session, request);
-    this.inline.set(k, cancel);
-    this.subscribed ??= this.subscribe().catch(() => {
-      this.subscribed = null; // the next request tries again
-    });
-    return () => {
-      if (this.inline.get(k) === cancel) this.inline.delete(k);
-    };
-  }
-
-  private async subscribe(): Promise<void> {
-    // No retry limit: ioredis subscribes again on its own after a reconnect (see listenForOffers).
-    const sub = this.redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
-    sub.on('error', () => undefined); // reconnects on its own; the main connection logs the outage
-    sub.on('message', (_channel: string, k: string) => this.inline.get(k)?.());
-    // It lives as long as the connection it came from: the api closes that one when it stops,
-    // and an open subscriber would keep the process from exiting.
-    this.redis.once('end', () => sub.disconnect());
-    try {
-      await sub.subscribe(INLINE_CHANNEL);
-    } catch (err) {
-      sub.disconnect();
-      throw err;
-    }
+    return this.inline.hold(key(session, request), cancel);
   }
 
   /**
@@ -102,13 +80,9 @@ export class LegacyCallCancels {
    */
   async cancel(session: string, request: RequestId): Promise<string | null> {
     const k = key(session, request);
-    const held = this.inline.get(k);
-    if (held) {
-      held();
-      return null;
-    }
+    if (this.inline.tellHere(k)) return null;
     const stood = await this.redis.set(k, CANCELLED, 'EX', this.ttlS, 'GET');
-    if (stood === null) await this.redis.publish(INLINE_CHANNEL, k);
+    if (stood === null) await this.inline.publish(k);
     return stood === null || stood === CANCELLED ? null : stood;
   }
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { TaskStore } from '@taskline/engine';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ReplicaChannel } from './channel.js';
 
 type Redis = TaskStore['redis'];
 
@@ -10,38 +11,64 @@ export const RELAY_ID_PREFIX = 'taskline-relay:';
 /** How long an unanswered relayed request (sampling, elicitation during a call) waits. */
 const ANSWER_WAIT_S = 300;
 const answerKey = (session: string, id: string) => `tl:mcp:relay:${session}:${id}`;
+/** Where a stored answer is announced to every replica: the message is its key. */
+const ANSWERED_CHANNEL = 'tl:mcp:relay:answered';
 
 /**
  * Server-to-client requests made during a 2025-era call (sampling, elicitation, roots): the
  * client POSTs its answer to whichever replica the load balancer picks, not necessarily the one
  * holding the call. Each outgoing request gets a unique id; the answer is pushed to a Redis list
- * under it (`postAnswer`), and the replica that sent the request pops it and hands it to its
- * server with the id that server chose. `until` ends the waits when the call's response closes.
+ * under it and announced on a `ReplicaChannel` (`post`), and the replica that sent the request
+ * pops it and hands it to its server with the id that server chose. A question that waits for a
+ * person may wait minutes: however many wait, a replica holds one subscription for them all.
  */
-export function relayServerRequests(transport: Transport, redis: Redis, session: string, until: AbortSignal) {
-  const send = transport.send.bind(transport);
-  transport.send = async (message, options) => {
-    if (!('method' in message) || !('id' in message)) return send(message, options);
-    const original = message.id;
-    const id = `${RELAY_ID_PREFIX}${randomUUID()}`;
-    const reader = redis.duplicate({ enableAutoPipelining: false });
-    reader.on('error', () => undefined);
-    until.addEventListener('abort', () => reader.disconnect(), { once: true });
-    void reader
-      .blpop(answerKey(session, id), ANSWER_WAIT_S)
-      .then((popped) => {
-        if (!popped || until.aborted) return;
-        const answer = JSON.parse(popped[1]) as JSONRPCMessage;
-        transport.onmessage?.({ ...answer, id: original } as JSONRPCMessage);
-      })
-      .catch(() => undefined)
-      .finally(() => reader.disconnect());
-    return send({ ...message, id }, options);
-  };
-}
+export class LegacyRelay {
+  private readonly answers: ReplicaChannel;
 
-/** Stores a client's answer to a relayed request for the replica that waits for it. */
-export async function postAnswer(redis: Redis, session: string, message: { id: string }): Promise<void> {
-  const key = answerKey(session, message.id);
-  await redis.multi().rpush(key, JSON.stringify(message)).expire(key, ANSWER_WAIT_S).exec();
+  constructor(private readonly redis: Redis) {
+    // An answer announced while the subscription was remade is still in its list.
+    this.answers = new ReplicaChannel(redis, ANSWERED_CHANNEL, (keys) =>
+      keys.forEach((key) => this.answers.tellHere(key)),
+    );
+  }
+
+  /** Relays `transport`'s server requests of `session`'s call; `until` ends their waits when the call's response closes. */
+  relay(transport: Transport, session: string, until: AbortSignal): void {
+    const send = transport.send.bind(transport);
+    transport.send = async (message, options) => {
+      if (!('method' in message) || !('id' in message) || until.aborted) return send(message, options);
+      const original = message.id;
+      const id = `${RELAY_ID_PREFIX}${randomUUID()}`;
+      const key = answerKey(session, id);
+      const release = this.answers.hold(key, () => {
+        this.redis.lpop(key).then(
+          (popped) => {
+            if (popped === null || until.aborted) return;
+            done();
+            transport.onmessage?.({
+              ...(JSON.parse(popped) as JSONRPCMessage),
+              id: original,
+            } as JSONRPCMessage);
+          },
+          () => undefined,
+        ); // Redis away: the resync after its return looks again
+      });
+      const timer = setTimeout(() => done(), ANSWER_WAIT_S * 1000);
+      timer.unref();
+      const done = () => {
+        clearTimeout(timer);
+        release();
+        until.removeEventListener('abort', done);
+      };
+      until.addEventListener('abort', done, { once: true });
+      return send({ ...message, id }, options);
+    };
+  }
+
+  /** Stores a client's answer to a relayed request for the replica that waits for it. */
+  async post(session: string, message: { id: string }): Promise<void> {
+    const key = answerKey(session, message.id);
+    await this.redis.multi().rpush(key, JSON.stringify(message)).expire(key, ANSWER_WAIT_S).exec();
+    await this.answers.publish(key);
+  }
 }

@@ -3,7 +3,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isJsonContentType, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { Logger } from '@taskline/log';
 import { cancelUnlessEnded } from './cancel.js';
-import { postAnswer, relayServerRequests, RELAY_ID_PREFIX } from './relay.js';
+import { RELAY_ID_PREFIX, type LegacyRelay } from './relay.js';
 import { buildLegacyServer, legacyCapabilities, SERVER_INFO } from './server.js';
 import type { LegacySession, LegacySessions } from './session.js';
 import { acceptInputAnswer, INPUT_ID_PREFIX, serveLegacyTaskMethod, type LegacyCall } from './tasks.js';
@@ -17,6 +17,7 @@ export interface LegacyDeps extends Omit<
   'tenant' | 'session' | 'res' | 'id' | 'reservation' | 'stillAuthorized'
 > {
   sessions: LegacySessions;
+  relay: LegacyRelay;
   extensions: McpExtensions;
   logger: Logger;
 }
@@ -163,7 +164,7 @@ async function answer(deps: LegacyDeps, res: Response, session: LegacySession, b
   if (typeof message.id === 'string' && message.id.startsWith(INPUT_ID_PREFIX)) {
     await acceptInputAnswer(deps.store, session.tenant, message);
   } else if (typeof message.id === 'string' && message.id.startsWith(RELAY_ID_PREFIX)) {
-    await postAnswer(deps.store.redis, session.id, message);
+    await deps.relay.post(session.id, message);
   }
   res.status(202).end();
 }
@@ -189,7 +190,7 @@ async function serveWithSdk(
   const server = buildLegacyServer({ tools: deps.tools, tenant, session, extensions: deps.extensions });
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   const done = new AbortController();
-  relayServerRequests(transport, deps.store.redis, session.id, done.signal);
+  deps.relay.relay(transport, session.id, done.signal);
   res.on('close', () => {
     done.abort();
     void transport.close().catch(() => undefined);
