@@ -2,6 +2,9 @@ import type { TaskStore } from '@taskline/engine';
 
 type Redis = TaskStore['redis'];
 
+/** How often held keys are handed to `resync`. */
+const RESYNC_MS = 5000;
+
 /**
  * One Redis channel a replica listens on for the requests it holds, whichever replica the news
  * lands on: a message is a key, and the waiter held under it here, if any, is called. One
@@ -9,9 +12,11 @@ type Redis = TaskStore['redis'];
  * holding nothing a message names ignores it. Plain PUBLISH and SUBSCRIBE, as the scheduler's
  * wake: a Redis Cluster carries the message to every node.
  *
- * A message published while the subscription is being made or remade after a reconnect is lost:
- * `resync`, given, is called with every key held once the subscription stands (again), for
- * waiters whose news is also kept in Redis to look for it.
+ * A message published before the subscription stands, or while it is remade after a lost
+ * connection, is lost: `resync`, given, is called with every key held once the subscription
+ * stands and then every `RESYNC_MS` while any is held, for waiters whose news is also kept in
+ * Redis to look for it. A Redis Cluster client moves its subscription to another node without a
+ * word, so the clock, not a reconnect event, is what bounds how late such news comes.
  */
 export class ReplicaChannel {
   private readonly waiters = new Map<string, () => void>();
@@ -60,21 +65,14 @@ export class ReplicaChannel {
       sub.disconnect();
       throw err;
     }
-    this.resynced();
     if (!this.resync) return;
-    // 'ready' comes before ioredis subscribes again: subscribing here (again, harmlessly) gives
-    // the moment from which nothing published is missed.
-    sub.on(
-      'ready',
-      () =>
-        void sub.subscribe(this.channel).then(
-          () => this.resynced(),
-          () => undefined,
-        ),
-    );
+    this.resyncHeld();
+    const clock = setInterval(() => this.resyncHeld(), RESYNC_MS);
+    clock.unref();
+    this.redis.once('end', () => clearInterval(clock));
   }
 
-  private resynced(): void {
+  private resyncHeld(): void {
     if (this.waiters.size) this.resync?.([...this.waiters.keys()]);
   }
 }
