@@ -167,25 +167,28 @@ export async function sweepActive(
 ): Promise<number> {
   let dropped = 0;
   const prefix = schedulerKeys.active('');
-  // Every entry of every running set, as `<set key> <id>` (neither has a space), in one sweep.
+  // Every entry of every running set, as `<set key> <id> <score>` (none has a space), in one sweep.
   const entries: string[] = [];
-  for (const key of await scan(core, `${prefix}*`))
-    for (const id of await core.redis.zrange(key, 0, -1)) entries.push(`${key} ${id}`);
+  for (const key of await scan(core, `${prefix}*`)) {
+    const places = await core.redis.zrange(key, 0, -1, 'WITHSCORES');
+    for (let i = 0; i < places.length; i += 2) entries.push(`${key} ${places[i]} ${places[i + 1]}`);
+  }
   await sweepEach(
     entries,
     async (entry) => {
-      const [key, id] = entry.split(' ') as [string, string];
+      const [key, id, score] = entry.split(' ') as [string, string, string];
       const task = await core.get(id);
       if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
-        await core.redis.zrem(key, id);
-        dropped++;
+        // Only the place read: an answer may have queued the task since, and its next attempt
+        // been dispatched (a place of its own, scored by that attempt) and claimed.
+        dropped += Number(await core.scripts.place_unindex(key, id, score));
       } else if (task.status === 'queued' && task.updatedAt < core.now() - olderThanMs) {
         const tenant = key.slice(prefix.length);
         const waiting = await core.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
         if (waiting === null && !(await hasJob(task))) await core.enqueue(task);
       }
     },
-    failed && ((entry, error) => failed(entry.slice(entry.indexOf(' ') + 1), error)),
+    failed && ((entry, error) => failed(entry.split(' ')[1]!, error)),
   );
   return dropped;
 }

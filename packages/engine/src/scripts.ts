@@ -118,6 +118,7 @@ const TASK_SCRIPTS = [
   'idempotency_finish',
   'lease_unindex',
   'park_unindex',
+  'place_unindex',
 ] as const;
 
 export type ScriptName = (typeof TASK_SCRIPTS)[number];

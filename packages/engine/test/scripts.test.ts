@@ -144,6 +144,17 @@ test('park_unindex removes a task’s running place and lease entry only while t
   assert.deepEqual(await h.redis.zrange(running, 0, -1), ['b']);
 });
 
+test('place_unindex removes a running place only while its score is the one read', async () => {
+  const source = scriptSource('place_unindex');
+  const running = 'tl:{sched}:active:place';
+  // `b` was dispatched again since the read (a newer attempt's score); `c` holds no place.
+  await h.redis.zadd(running, 3, 'a', 4, 'b');
+  assert.equal(await h.redis.eval(source, 1, running, 'a', '3'), 1);
+  assert.equal(await h.redis.eval(source, 1, running, 'b', '3'), 0);
+  assert.equal(await h.redis.eval(source, 1, running, 'c', '3'), 0);
+  assert.deepEqual(await h.redis.zrange(running, 0, -1, 'WITHSCORES'), ['b', '4']);
+});
+
 test('enqueue offers a task once in its latest state, wakes the scheduler, and drops the journal entry only when told', async () => {
   const source = scriptSource('enqueue');
   const k = ['tl:{sched}:ready:m:t', 'tl:{sched}:active:t', 'tl:{sched}:tenants:m', 'tl:{sched}:models'];
