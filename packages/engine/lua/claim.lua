@@ -7,14 +7,20 @@
   KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel
   ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms)
   ARGV[4] event type  ARGV[5] event data (JSON)
-  ARGV[6] event type, ARGV[7] event data (JSON) of `running`: optional, only to start at once
+  ARGV[6] the task's attempt the job was dispatched for (DispatchJob.attempt), '' for none
+  ARGV[7] event type, ARGV[8] event data (JSON) of `running`: optional, only to start at once
+
+  A job of an older offer (a lower attempt than the task's: a second job of an offer one attempt
+  took already, which later queued the task again) claims nothing: the task's current offer is in
+  the ready index or has a job, and only its dispatch gives the new attempt a place in its tenant's
+  running set (scored by that attempt); claimed first, the attempt would run without one.
 
   A new attempt of a task its clients saw `running` (field `shown`, set by the restart that
   queued it) writes neither event: to them it never stopped running (ARCHITECTURE.md, "What
   clients see").
 
   Returns {'ok', attempt, seq, record} | {'missing'} | {'terminal', status, tenant, parent ('' for none)}
-        | {'illegal', status}
+        | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
   where `record` is the task hash as this step leaves it (field, value, ...), so that the worker
   needs no read of its own.
@@ -33,6 +39,10 @@ if isTerminal(status) then
   -- Whose running set a job for an ended task took a place in (see TaskStore.claim).
   return { 'terminal', status, fields['tenant'] or '', fields['parent'] or '' }
 end
+local attempt = tonumber(fields['attempt'] or '0')
+if ARGV[6] ~= '' and tonumber(ARGV[6]) < attempt then
+  return { 'stale', status }
+end
 if status ~= 'queued' then
   return { 'illegal', status }
 end
@@ -42,17 +52,17 @@ if unwritable then
 end
 local now = tonumber(ARGV[1])
 -- One write of the record: the new attempt, state, lease and event counter together.
-local attempt = tonumber(fields['attempt'] or '0') + 1
+attempt = attempt + 1
 local events = {}
 if shown ~= 'running' then
   events = { ARGV[4], ARGV[5] }
-  if ARGV[6] then
-    events[3], events[4] = ARGV[6], ARGV[7]
+  if ARGV[7] then
+    events[3], events[4] = ARGV[7], ARGV[8]
   end
 end
 local base = tonumber(fields['seq'] or '0')
 local changed = {
-  status = ARGV[6] and 'running' or 'loading',
+  status = ARGV[7] and 'running' or 'loading',
   attempt = attempt,
   seq = base + #events / 2,
   updated_at = now,

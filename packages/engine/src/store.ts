@@ -154,13 +154,15 @@ export class TaskStore {
 
   /**
    * A worker takes a queued task: it becomes `loading` under a new attempt and a lease, and with
-   * `start` (the worker has the model loaded) goes on to `running` in the same step.
+   * `start` (the worker has the model loaded) goes on to `running` in the same step. `offered` is
+   * the attempt its job was dispatched for (`DispatchJob.attempt`): a job of an older offer is
+   * refused (`stale_attempt`, see claim.lua).
    */
   async claim(
     id: string,
     workerId: string,
     leaseMs: number,
-    opts: { start?: boolean } = {},
+    opts: { start?: boolean; offered?: number } = {},
   ): Promise<TaskRecord> {
     const keys = taskKeys(id);
     const event = statusEvent('loading', { worker: workerId });
@@ -179,13 +181,15 @@ export class TaskStore {
       leaseMs,
       event.type,
       JSON.stringify(event.data),
+      opts.offered ?? '',
       ...(running ? [running.type, JSON.stringify(running.data)] : []),
     );
     const [index, reply] = await Promise.allSettled([indexed, claimed]);
     if (reply.status === 'rejected') throw reply.reason;
     // Refused because the task is gone or finished: drop the entry (another attempt's stays for
     // the sweep), and an ended task's place in its running set, which dispatch gave a job of an
-    // offer that landed after the end (a cancel between a requeue and its offer).
+    // offer that landed after the end (a cancel between a requeue and its offer). Any other
+    // refusal leaves both: they may be the current offer's already; the lease sweep drops the rest.
     const [refusal, , tenant, parent] = reply.value as string[];
     if (refusal === 'missing') await this.redis.zrem(schedulerKeys.leases, id);
     if (refusal === 'terminal') {

@@ -5,7 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { connectRedis, defineDispatch, pickFair, TaskStore, type TaskRecord } from '../src/index.js';
+import {
+  connectRedis,
+  defineDispatch,
+  pickFair,
+  TaskStore,
+  TasklineError,
+  type TaskRecord,
+} from '../src/index.js';
 import { schedulerKeys } from '../src/keys.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
@@ -77,4 +84,41 @@ test('the retention sweep keeps the place of an attempt claimed after it read th
   await h.redis.zadd(active, next!.attempt, task.id);
   assert.equal(await h.store.sweepActive(60_000, async () => true), 1);
   assert.equal(await h.redis.zscore(active, task.id), null);
+});
+
+test('a job of an older offer claims nothing: the task waits for the job of its current one', async () => {
+  const [tenant, model] = ['tenant-stale', 'tools-stale'];
+  const active = schedulerKeys.active(tenant);
+  const ready = schedulerKeys.ready(tenant, model);
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // Two jobs of the first offer (a re-offer while the first job waited): one claims, the other waits on.
+  const offered = await dispatch(model, task.id);
+  const first = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+  // That attempt is lost (its worker drained): the task is queued and offered again.
+  assert.equal((await h.store.restart(task.id, first.attempt))?.status, 'queued');
+  assert.notEqual(await h.redis.zscore(ready, task.id), null);
+
+  const stale = await h.store.claim(task.id, 'w-stale', 60_000, { start: true, offered }).then(
+    (claimed) => claimed,
+    (err: unknown) => err,
+  );
+  const now = (await h.store.get(task.id))!;
+  // An attempt that runs holds its place under its tenant's cap; a queued task waits in the ready index.
+  if (now.status !== 'queued')
+    assert.equal(
+      await h.redis.zscore(active, task.id),
+      String(now.attempt),
+      'a running attempt has its place',
+    );
+  assert.ok(stale instanceof TasklineError && stale.code === 'stale_attempt', `refused: ${String(stale)}`);
+  assert.equal(now.status, 'queued');
+  assert.equal(now.attempt, first.attempt);
+  assert.notEqual(await h.redis.zscore(ready, task.id), null, 'still offered');
+
+  // The current offer's job claims it, and its place is its attempt's.
+  const current = await dispatch(model, task.id);
+  assert.equal(current, first.attempt);
+  const next = await h.store.claim(task.id, 'w2', 60_000, { start: true, offered: current });
+  assert.equal(next.attempt, first.attempt + 1);
+  assert.equal(Number(await h.redis.zscore(active, task.id)), next.attempt);
 });

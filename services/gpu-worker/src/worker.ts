@@ -211,7 +211,7 @@ export class GpuWorker {
     this.busy.set(model, (this.busy.get(model) ?? 0) + 1);
     this.reportSlots();
     try {
-      await this.execute(model, job.data.taskId);
+      await this.execute(model, job.data);
     } finally {
       this.busy.set(model, (this.busy.get(model) ?? 1) - 1);
       this.reportSlots();
@@ -219,7 +219,7 @@ export class GpuWorker {
   }
 
   /** Runs one attempt of a task from claim to its end; never throws. */
-  private async execute(model: string, taskId: string): Promise<void> {
+  private async execute(model: string, { taskId, attempt: offered }: DispatchJob): Promise<void> {
     const { store, log, leaseMs } = this.o;
     // A second job for a task this worker runs already is a stale hint.
     if (this.running.has(taskId)) {
@@ -240,10 +240,10 @@ export class GpuWorker {
     let task: TaskRecord;
     try {
       const start = model === TOOLS_MODEL || this.o.isLoaded(model);
-      task = await store.claim(taskId, this.o.id, leaseMs, { start });
+      task = await store.claim(taskId, this.o.id, leaseMs, { start, offered });
     } catch (err) {
       this.running.delete(taskId);
-      // Already taken, cancelled or gone: the job was a stale hint.
+      // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
       log.info('claim_refused', { task: taskId, error: err });
       return;
     }
