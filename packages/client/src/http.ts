@@ -11,34 +11,71 @@ export interface TransportOptions {
   random?: () => number;
   /** Tries for one request when the failure is retryable (network, 429, 503, in-use key). */
   maxAttempts?: number;
+  /**
+   * The longest `Retry-After` (seconds) the client waits out before another try (default
+   * `DEFAULT_MAX_RETRY_AFTER_S`). A longer one fails the request at once, its error saying when
+   * to try again: a server or proxy asking for hours would otherwise hold the caller that long.
+   */
+  maxRetryAfterS?: number;
 }
+
+/** Twice the longest `Retry-After` Taskline sends (its 60 s auth-failure window). */
+export const DEFAULT_MAX_RETRY_AFTER_S = 120;
 
 export interface Transport {
   readonly fetch: typeof fetch;
   readonly clock: Clock;
   readonly random: () => number;
   readonly maxAttempts: number;
+  readonly maxRetryAfterS: number;
   headers(extra?: Record<string, string>): Record<string, string>;
-  /** The wait before retry number `attempt` (1-based): `Retry-After` if the server gave one, else jittered doubling. */
-  retryDelay(attempt: number, retryAfterS?: number): number;
+  /**
+   * The wait before retry number `attempt` (1-based) after `failure`: its `Retry-After` if the
+   * server gave one, else jittered doubling. Throws `failure`, told when to retry, when its
+   * `Retry-After` is longer than `maxRetryAfterS`.
+   */
+  retryDelay(attempt: number, failure?: unknown): number;
 }
 
 export function transport(o: TransportOptions): Transport {
   const random = o.random ?? Math.random;
+  const clock = o.clock ?? systemClock;
+  const maxRetryAfterS = o.maxRetryAfterS ?? DEFAULT_MAX_RETRY_AFTER_S;
   return {
     fetch: o.fetch ?? globalThis.fetch.bind(globalThis),
-    clock: o.clock ?? systemClock,
+    clock,
     random,
     maxAttempts: o.maxAttempts ?? 6,
+    maxRetryAfterS,
     headers: (extra = {}) => ({
       ...(o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {}),
       ...extra,
     }),
-    retryDelay(attempt, retryAfterS) {
-      if (retryAfterS !== undefined && Number.isFinite(retryAfterS)) return Math.max(0, retryAfterS) * 1000;
+    retryDelay(attempt, failure) {
+      const retryAfterS = (failure as { retryAfterS?: number } | undefined)?.retryAfterS;
+      if (retryAfterS !== undefined && retryAfterS > maxRetryAfterS && failure instanceof TasklineClientError)
+        throw tooLongToWait(failure, retryAfterS, maxRetryAfterS, clock.now());
+      if (retryAfterS !== undefined) return Math.max(0, retryAfterS) * 1000;
       return Math.min(250 * 2 ** (attempt - 1), 5000) * (1 + 0.2 * random());
     },
   };
+}
+
+/** `failure`, its message saying when to try again instead of the client sleeping that long. */
+function tooLongToWait(
+  failure: TasklineClientError,
+  retryAfterS: number,
+  maxS: number,
+  now: number,
+): TasklineClientError {
+  const at = new Date(now + retryAfterS * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+  const err = new TasklineClientError(
+    failure.code,
+    `${failure.message} The server asks to retry after ${retryAfterS} s (at ${at}), longer than the ${maxS} s this client waits; try again then.`,
+    failure.status,
+    failure.details,
+  );
+  return Object.assign(err, { retryAfterS });
 }
 
 /** A fetch that reports unreachable servers and aborts as TasklineClientError. */
@@ -107,10 +144,7 @@ export async function requestJson<T>(
       failure = err;
     }
     if (!init.idempotent || !failure.retryable || attempt >= t.maxAttempts) throw failure;
-    await t.clock.sleep(
-      t.retryDelay(attempt, (failure as { retryAfterS?: number }).retryAfterS),
-      init.signal ?? undefined,
-    );
+    await t.clock.sleep(t.retryDelay(attempt, failure), init.signal ?? undefined);
   }
 }
 

@@ -8,7 +8,7 @@ export {
   type TaskScope,
   type TrackedTask,
 } from './store.js';
-export type { TransportOptions } from './http.js';
+export { DEFAULT_MAX_RETRY_AFTER_S, type TransportOptions } from './http.js';
 export {
   FINAL_EVENT_TYPES,
   isFinalEvent,

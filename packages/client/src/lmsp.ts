@@ -219,6 +219,7 @@ export class LmspClient {
     const limit = this.o.maxStreamReconnects ?? 30;
     for (;;) {
       let retryMs: number | undefined;
+      let failure: unknown;
       let progressed = false;
       let alive = false;
       let ended = false;
@@ -273,8 +274,7 @@ export class LmspClient {
         // What another try cannot fix (404, 410, 401) ends the stream; anything else, a body cut
         // off mid-read included, is a disconnect to resume from.
         if (err instanceof TasklineClientError && !err.retryable) throw err;
-        const hint = (err as { retryAfterS?: number }).retryAfterS;
-        if (hint !== undefined) retryMs = hint * 1000;
+        failure = err;
       }
       if (ended) return;
       // The stream closed before a final event. A task that already ended has nothing more to send.
@@ -295,7 +295,15 @@ export class LmspClient {
             `The event stream of ${id} keeps failing; giving up.`,
           );
       } else idle = 0;
-      await this.t.clock.sleep(retryMs ?? this.t.retryDelay(Math.max(1, idle)), opts.signal);
+      // A refusal's Retry-After wins over the stream's `retry:` hint; a hint past the longest wait
+      // is cut to it (a reconnect delay is the client's to choose), a Retry-After past it gives up.
+      const refusedFor = (failure as { retryAfterS?: number } | undefined)?.retryAfterS;
+      await this.t.clock.sleep(
+        retryMs === undefined || refusedFor !== undefined
+          ? this.t.retryDelay(Math.max(1, idle), failure)
+          : Math.min(retryMs, this.t.maxRetryAfterS * 1000),
+        opts.signal,
+      );
     }
   }
 

@@ -151,10 +151,7 @@ export class McpTasksClient {
         if (opts.signal?.aborted) throw abortError();
         const retryable = err instanceof TasklineClientError && err.retryable;
         if (!opts.retry || !retryable || attempt >= this.t.maxAttempts) throw err;
-        await this.t.clock.sleep(
-          this.t.retryDelay(attempt, (err as { retryAfterS?: number }).retryAfterS),
-          opts.signal,
-        );
+        await this.t.clock.sleep(this.t.retryDelay(attempt, err), opts.signal);
       }
     }
   }
