@@ -6,6 +6,7 @@ import {
   responseText,
   TasklineClientError,
   TextAssembler,
+  tokenHashId,
   type CreateTaskRequest,
   type StreamEvent,
   type Task,
@@ -36,6 +37,10 @@ options:
   --api-key KEY      bearer token      (TASKLINE_API_KEY, config "apiKey")
   --state FILE       task id database  (TASKLINE_STATE, config "state"; default ~/.local/state/taskline/tasks.db)
   --redis-url URL    for keys          (REDIS_URL, config "redisUrl"; required, no default)
+  --jwt-tenant-claim C
+                     the JWT claim the server reads the tenant from (TASKLINE_JWT_TENANT_CLAIM,
+                     config "jwtTenantClaim"; default tenant): with the issuer and subject, what
+                     keeps a JWT's tasks resumable after the token is renewed
   --config FILE      JSON config file  (TASKLINE_CONFIG; default ~/.config/taskline/config.json)
   --json             machine-readable output on stdout
   --quiet            no progress line
@@ -51,6 +56,7 @@ const OPTIONS = {
   'api-key': { type: 'string' },
   state: { type: 'string' },
   'redis-url': { type: 'string' },
+  'jwt-tenant-claim': { type: 'string' },
   config: { type: 'string' },
   json: { type: 'boolean', default: false },
   quiet: { type: 'boolean', default: false },
@@ -93,6 +99,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         apiKey: values['api-key'],
         state: values.state,
         redisUrl: values['redis-url'],
+        jwtTenantClaim: values['jwt-tenant-claim'],
         config: values.config,
       },
       io.env,
@@ -100,7 +107,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const [group, sub, ...rest] = positionals;
     if (group === 'keys') return await runKeys(sub, rest, values, config, io);
     store = openStore(config.state);
-    const client = new LmspClient({ baseUrl: config.url, apiKey: config.apiKey, store });
+    const client = new LmspClient({
+      baseUrl: config.url,
+      apiKey: config.apiKey,
+      jwtTenantClaim: config.jwtTenantClaim,
+      store,
+    });
+    // A JWT's entries written when the store keyed them by the token's hash (a no-op otherwise).
+    store.rekey(client.endpoint, tokenHashId(config.apiKey), client.scope.credential);
     const ctx: Ctx = { client, store, values, io, config };
     if (group === 'run')
       return await run(

@@ -13,9 +13,11 @@ export interface CliConfig {
   state: string;
   /** For `keys`: the Redis that holds the API keys. No default: a guess may be another Redis. */
   redisUrl: string | undefined;
+  /** The JWT claim the server reads the tenant from (its TASKLINE_JWT_TENANT_CLAIM). */
+  jwtTenantClaim: string;
 }
 
-const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl'] as const;
+const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl', 'jwtTenantClaim'] as const;
 
 export function defaultConfigPath(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'taskline', 'config.json');
@@ -64,6 +66,8 @@ export function resolveConfig(
     apiKey: flags.apiKey ?? fromEnv('TASKLINE_API_KEY') ?? file.apiKey,
     state: flags.state ?? fromEnv('TASKLINE_STATE') ?? file.state ?? join(stateHome, 'taskline', 'tasks.db'),
     redisUrl: flags.redisUrl ?? fromEnv('REDIS_URL') ?? file.redisUrl,
+    jwtTenantClaim:
+      flags.jwtTenantClaim ?? fromEnv('TASKLINE_JWT_TENANT_CLAIM') ?? file.jwtTenantClaim ?? 'tenant',
   };
   // Sent in the Authorization header: a character no header can carry failed every request as
   // "server unreachable". The key is a secret, so the message does not repeat it.

@@ -37,7 +37,7 @@ const CREATE = `CREATE TABLE IF NOT EXISTS tasks (
 )`;
 
 /**
- * The CLI's task ids on disk, each entry in its scope (endpoint and credential hash). `synchronous =
+ * The CLI's task ids on disk, each entry in its scope (endpoint and credential id). `synchronous =
  * FULL` in WAL mode: a `put` has reached the disk when it returns, so a CLI killed right after (even
  * by a power loss) still finds the entry.
  */
@@ -134,6 +134,17 @@ export class SqliteTaskIdStore implements TaskIdStore {
         'UPDATE OR IGNORE tasks SET credential = ? WHERE key = ? AND endpoint = ? AND credential IS NULL',
       )
       .run(scope.credential, key, scope.endpoint);
+  }
+
+  /**
+   * Moves the entries of `endpoint` stored under credential `from` to `to`: a JWT's entries of an
+   * older CLI, keyed by a hash of the token (`tokenHashId`), go to the identity of its claims
+   * (`credentialId`), under which a renewed token finds them.
+   */
+  rekey(endpoint: string, from: string, to: string): void {
+    this.db
+      .prepare('UPDATE OR IGNORE tasks SET credential = ? WHERE endpoint = ? AND credential = ?')
+      .run(to, endpoint, from);
   }
 
   close(): void {

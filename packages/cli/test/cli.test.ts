@@ -1,56 +1,25 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
 import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
 import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '../../client/test/stack.js';
-
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-
-interface Cli {
-  child: ChildProcess;
-  stdout: string;
-  stderr: string;
-  done: Promise<number | null>;
-}
+import { cliRunner } from './spawn.js';
 
 let stack: Stack;
 let dir: string;
 
-function cli(args: string[], env: Record<string, string> = {}): Cli {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      XDG_CONFIG_HOME: dir,
-      TASKLINE_URL: stack.base,
-      TASKLINE_API_KEY: KEY_A,
-      TASKLINE_STATE: join(dir, 'tasks.db'),
-      REDIS_URL: stack.cluster.redis.url,
-      ...env,
-    },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  const out: Cli = { child, stdout: '', stderr: '', done: Promise.resolve(null) };
-  child.stdout!.on('data', (d) => (out.stdout += d));
-  child.stderr!.on('data', (d) => (out.stderr += d));
-  child.stdin!.end();
-  out.done = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-  return out;
-}
-
-async function finished(args: string[], env: Record<string, string> = {}) {
-  const c = cli(args, env);
-  const code = await c.done;
-  return { code, stdout: c.stdout, stderr: c.stderr };
-}
+const { cli, finished } = cliRunner(() => ({
+  XDG_CONFIG_HOME: dir,
+  TASKLINE_URL: stack.base,
+  TASKLINE_API_KEY: KEY_A,
+  TASKLINE_STATE: join(dir, 'tasks.db'),
+  REDIS_URL: stack.cluster.redis.url,
+}));
 
 const longArgs = [
   'run',

@@ -4,6 +4,8 @@ import { abortError, TasklineClientError } from './errors.js';
 export interface TransportOptions {
   /** Bearer token: a static key, an API key from `taskline keys create`, or a JWT. */
   apiKey?: string;
+  /** The JWT claim naming the tenant, as the server's TASKLINE_JWT_TENANT_CLAIM (see `credentialId`). */
+  jwtTenantClaim?: string;
   /** Injected for tests and proxies; defaults to the global fetch. */
   fetch?: typeof fetch;
   clock?: Clock;

@@ -3,6 +3,7 @@ export { systemClock, type Clock } from './clock.js';
 export { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';
 export {
   credentialId,
+  tokenHashId,
   MemoryTaskIdStore,
   type TaskIdStore,
   type TaskScope,

@@ -78,7 +78,7 @@ export class LmspClient {
     this.t = transport(o);
     this.base = o.baseUrl.replace(/\/+$/, '');
     this.poll = { ...DEFAULT_POLL, ...o.poll };
-    this.scope = { endpoint: this.base, credential: credentialId(o.apiKey) };
+    this.scope = { endpoint: this.base, credential: credentialId(o.apiKey, o.jwtTenantClaim) };
   }
 
   get endpoint(): string {

@@ -64,7 +64,7 @@ export class McpTasksClient {
   constructor(private readonly o: McpClientOptions) {
     this.t = transport(o);
     this.poll = { ...DEFAULT_POLL, ...o.poll };
-    this.scope = { endpoint: o.url, credential: credentialId(o.apiKey) };
+    this.scope = { endpoint: o.url, credential: credentialId(o.apiKey, o.jwtTenantClaim) };
   }
 
   /** The per-request `_meta` envelope; `elicitation` is declared only when an input handler can answer. */

@@ -8,14 +8,44 @@ import { createHash } from 'node:crypto';
 export interface TaskScope {
   /** Where the task lives (an LMSP base URL or an MCP endpoint). */
   endpoint: string;
-  /** `credentialId()` of the bearer token the task was created with; never the token itself. */
+  /** `credentialId()` of the bearer token the task was created with: never the token itself. */
   credential: string;
 }
 
-/** Stands for a bearer token in a store: a one-way hash, `''` for none. */
-export function credentialId(apiKey: string | undefined): string {
+/**
+ * Stands for a bearer token in a store, never the token itself. A JWT stands for its issuer,
+ * subject and tenant claim (`tenantClaim`, by default `tenant` as the server's
+ * TASKLINE_JWT_TENANT_CLAIM), which a renewed token keeps: after a rotation the client still finds
+ * the entries of the token before. The claims are read, not verified: the server verifies every
+ * request, and a task of another tenant is "not found" to it. A JWT without `iss` and `sub`, and
+ * any other token (API keys, static keys), stands for a hash of itself (`tokenHashId`).
+ */
+export function credentialId(apiKey: string | undefined, tenantClaim = 'tenant'): string {
+  const claims = jwtClaims(apiKey);
+  if (typeof claims?.iss !== 'string' || typeof claims.sub !== 'string') return tokenHashId(apiKey);
+  const identity = JSON.stringify([claims.iss, claims.sub, claims[tenantClaim] ?? null]);
+  return `jwt:sha256:${createHash('sha256').update(`taskline task store\n${identity}`).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * A one-way hash of a bearer token, `''` for none: the store's id of tokens other than JWTs, and
+ * of JWTs too in stores written before a JWT stood for its claims.
+ */
+export function tokenHashId(apiKey: string | undefined): string {
   if (!apiKey) return '';
   return `sha256:${createHash('sha256').update(`taskline task store\n${apiKey}`).digest('hex').slice(0, 32)}`;
+}
+
+/** The payload of a compact JWS (RFC 7515 section 7.1), or null for anything else. */
+function jwtClaims(token: string | undefined): Record<string, unknown> | null {
+  const parts = token?.split('.');
+  if (parts?.length !== 3) return null;
+  try {
+    const claims: unknown = JSON.parse(Buffer.from(parts[1]!, 'base64url').toString('utf8'));
+    return typeof claims === 'object' && claims !== null ? (claims as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
