@@ -54,7 +54,10 @@ const longArgs = [
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'taskline-jwt-'));
   stack = await startStack('60', {
-    TASKLINE_JWT_PUBLIC_KEY: publicKey.export({ type: 'spki', format: 'pem' }).toString().replace(/\n/g, '\\n'),
+    TASKLINE_JWT_PUBLIC_KEY: publicKey
+      .export({ type: 'spki', format: 'pem' })
+      .toString()
+      .replace(/\n/g, '\\n'),
     TASKLINE_JWT_ISSUER: ISSUER,
     TASKLINE_JWT_AUDIENCE: 'taskline',
   });
@@ -72,7 +75,7 @@ async function detached(token: string): Promise<string> {
   return id;
 }
 
-test('a renewed JWT resumes the tasks of the one before; an older CLI\'s entries move to its identity', async () => {
+test("a renewed JWT resumes the tasks of the one before; an older CLI's entries move to its identity", async () => {
   const first = jwt({}, 1);
   const renewed = jwt({}, 2);
   const rotated = await detached(first);
@@ -95,5 +98,8 @@ test('a renewed JWT resumes the tasks of the one before; an older CLI\'s entries
   const migrated = await finished(['tasks', 'resume'], { TASKLINE_API_KEY: first });
   assert.equal(migrated.code, EXIT.ok, migrated.stderr);
   assert.match(migrated.stderr, new RegExp(`resuming ${older}`));
-  assert.match((await finished(['tasks', 'resume'], { TASKLINE_API_KEY: renewed })).stderr, /no unfinished tasks/);
+  assert.match(
+    (await finished(['tasks', 'resume'], { TASKLINE_API_KEY: renewed })).stderr,
+    /no unfinished tasks/,
+  );
 });

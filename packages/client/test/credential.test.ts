@@ -4,7 +4,8 @@ import { credentialId, tokenHashId } from '../src/index.js';
 
 /** A JWT's shape; the signature is never checked by the client, so any bytes do. */
 const jwt = (claims: Record<string, unknown>) =>
-  [{ alg: 'RS256' }, claims].map((p) => Buffer.from(JSON.stringify(p)).toString('base64url')).join('.') + '.c2ln';
+  [{ alg: 'RS256' }, claims].map((p) => Buffer.from(JSON.stringify(p)).toString('base64url')).join('.') +
+  '.c2ln';
 
 test('a JWT stands for its issuer, subject and tenant claim, never for the token or its times', () => {
   const base = { iss: 'https://idp', sub: 'alice', tenant: 'acme', iat: 1, exp: 2, jti: 'a' };

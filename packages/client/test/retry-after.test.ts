@@ -22,7 +22,9 @@ describe('Retry-After past the maximum the client waits', () => {
         // MCP's "rate limited" (-32005), as Taskline sends it.
         res.writeHead(429, { 'content-type': 'application/json', 'retry-after': retryAfter });
         const data = { code: 'rate_limited', retryAfter: Number(retryAfter) };
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32005, message: 'Rate limited', data } }));
+        res.end(
+          JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32005, message: 'Rate limited', data } }),
+        );
         return;
       }
       res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': retryAfter });
@@ -36,7 +38,10 @@ describe('Retry-After past the maximum the client waits', () => {
   /** Waits recorded, not slept: a client that sleeps through Retry-After shows it here. */
   const recording = () => {
     const sleeps: number[] = [];
-    const clock: Clock = { now: () => Date.parse('2030-01-01T00:00:00Z'), sleep: async (ms) => void sleeps.push(ms) };
+    const clock: Clock = {
+      now: () => Date.parse('2030-01-01T00:00:00Z'),
+      sleep: async (ms) => void sleeps.push(ms),
+    };
     return { sleeps, clock };
   };
 
@@ -57,10 +62,10 @@ describe('Retry-After past the maximum the client waits', () => {
     const client = new LmspClient({ baseUrl: base, apiKey: 'k', clock });
     await assert.rejects(client.getTask('task_x'), (err) => saysWhen(err, 'http_503'));
     assert.deepEqual(sleeps, []);
-    assert.equal(requests, 1, 'one request: another try is the caller\'s, after the time it was given');
+    assert.equal(requests, 1, "one request: another try is the caller's, after the time it was given");
   });
 
-  test("an event stream refused with such a Retry-After gives up the same way", async () => {
+  test('an event stream refused with such a Retry-After gives up the same way', async () => {
     retryAfter = '86400';
     const { sleeps, clock } = recording();
     const client = new LmspClient({ baseUrl: base, apiKey: 'k', clock });
@@ -70,7 +75,10 @@ describe('Retry-After past the maximum the client waits', () => {
       })(),
       (err) => saysWhen(err, 'http_503'),
     );
-    assert.deepEqual(sleeps.filter((ms) => ms > 120_000), []);
+    assert.deepEqual(
+      sleeps.filter((ms) => ms > 120_000),
+      [],
+    );
   });
 
   test('MCP task methods give up at once the same way', async () => {
