@@ -11,11 +11,12 @@ import {
   type StreamEvent,
   type Task,
 } from '@taskline/client';
+import { DEFAULTS } from '@taskline/config';
 import { resolveConfig, UsageError, type CliConfig } from './config.js';
 import { describeError, EXIT, exitForStatus } from './exit.js';
 import type { CliIo } from './io.js';
 import { runKeys } from './keys.js';
-import { SqliteTaskIdStore } from './sqlite-store.js';
+import { DEFAULT_STATE_RETENTION_S, SqliteTaskIdStore } from './sqlite-store.js';
 
 export const USAGE = `usage: taskline [options] <command>
 
@@ -36,10 +37,14 @@ options:
   --url URL          API origin        (TASKLINE_URL, config "url"; default http://127.0.0.1:8080)
   --api-key KEY      bearer token      (TASKLINE_API_KEY, config "apiKey")
   --state FILE       task id database  (TASKLINE_STATE, config "state"; default ~/.local/state/taskline/tasks.db)
+  --state-retention SECONDS
+                     how long a finished task stays in it (TASKLINE_STATE_RETENTION_S, config
+                     "stateRetention"; default ${DEFAULT_STATE_RETENTION_S}, as the server keeps ended tasks; 0: gone the
+                     next run); a prompt stays only until the server has created its task
   --redis-url URL    for keys          (REDIS_URL, config "redisUrl"; required, no default)
   --jwt-tenant-claim C
                      the JWT claim the server reads the tenant from (TASKLINE_JWT_TENANT_CLAIM,
-                     config "jwtTenantClaim"; default tenant): with the issuer and subject, what
+                     config "jwtTenantClaim"; default ${DEFAULTS.TASKLINE_JWT_TENANT_CLAIM}): with the issuer and subject, what
                      keeps a JWT's tasks resumable after the token is renewed
   --config FILE      JSON config file  (TASKLINE_CONFIG; default ~/.config/taskline/config.json)
   --json             machine-readable output on stdout
@@ -55,6 +60,7 @@ const OPTIONS = {
   url: { type: 'string' },
   'api-key': { type: 'string' },
   state: { type: 'string' },
+  'state-retention': { type: 'string' },
   'redis-url': { type: 'string' },
   'jwt-tenant-claim': { type: 'string' },
   config: { type: 'string' },
@@ -100,13 +106,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         state: values.state,
         redisUrl: values['redis-url'],
         jwtTenantClaim: values['jwt-tenant-claim'],
+        stateRetention: values['state-retention'],
         config: values.config,
       },
       io.env,
     );
     const [group, sub, ...rest] = positionals;
     if (group === 'keys') return await runKeys(sub, rest, values, config, io);
-    store = openStore(config.state);
+    store = openStore(config);
     const client = new LmspClient({
       baseUrl: config.url,
       apiKey: config.apiKey,
@@ -147,12 +154,12 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
 }
 
 /** A task database that cannot be opened is the configuration's fault (a folder, no write access). */
-function openStore(path: string): SqliteTaskIdStore {
+function openStore(config: CliConfig): SqliteTaskIdStore {
   try {
-    return new SqliteTaskIdStore(path);
+    return new SqliteTaskIdStore(config.state, { retentionS: config.stateRetentionS });
   } catch (err) {
     throw new UsageError(
-      `Cannot use ${path} as the task database (--state, TASKLINE_STATE): ${(err as Error).message}`,
+      `Cannot use ${config.state} as the task database (--state, TASKLINE_STATE): ${(err as Error).message}`,
     );
   }
 }

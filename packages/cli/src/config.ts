@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULTS } from '@taskline/config';
+import { DEFAULT_STATE_RETENTION_S } from './sqlite-store.js';
 
 /** A usage or configuration mistake: exit code 2, with a message that says what to fix. */
 export class UsageError extends Error {}
@@ -15,15 +17,20 @@ export interface CliConfig {
   redisUrl: string | undefined;
   /** The JWT claim the server reads the tenant from (its TASKLINE_JWT_TENANT_CLAIM). */
   jwtTenantClaim: string;
+  /** Seconds a finished task's entry stays in `state`. */
+  stateRetentionS: number;
 }
 
-const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl', 'jwtTenantClaim'] as const;
+/** As flags and the config file give them; `stateRetention` may be a JSON number in the file. */
+type RawConfig = Partial<Omit<CliConfig, 'stateRetentionS'>> & { stateRetention?: string };
+
+const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl', 'jwtTenantClaim', 'stateRetention'] as const;
 
 export function defaultConfigPath(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'taskline', 'config.json');
 }
 
-function readConfigFile(path: string, explicit: boolean): Partial<CliConfig> {
+function readConfigFile(path: string, explicit: boolean): RawConfig {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -39,23 +46,21 @@ function readConfigFile(path: string, explicit: boolean): Partial<CliConfig> {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new UsageError(`The config file ${path} must hold a JSON object.`);
-  const out: Partial<CliConfig> = {};
+  const out: RawConfig = {};
   for (const [k, v] of Object.entries(parsed)) {
     if (!(FILE_KEYS as readonly string[]).includes(k))
       throw new UsageError(
         `The config file ${path} has an unknown key "${k}" (known: ${FILE_KEYS.join(', ')}).`,
       );
-    if (typeof v !== 'string') throw new UsageError(`The config file ${path}: "${k}" must be a string.`);
-    out[k as (typeof FILE_KEYS)[number]] = v;
+    if (k === 'stateRetention' && typeof v === 'number') out[k] = String(v);
+    else if (typeof v !== 'string') throw new UsageError(`The config file ${path}: "${k}" must be a string.`);
+    else out[k as (typeof FILE_KEYS)[number]] = v;
   }
   return out;
 }
 
 /** Flags win over the environment, which wins over the config file, which wins over defaults. */
-export function resolveConfig(
-  flags: Partial<CliConfig> & { config?: string },
-  env: NodeJS.ProcessEnv,
-): CliConfig {
+export function resolveConfig(flags: RawConfig & { config?: string }, env: NodeJS.ProcessEnv): CliConfig {
   // An empty variable counts as unset, as shells and CI systems often leave them.
   const fromEnv = (name: string) => env[name] || undefined;
   const explicitPath = flags.config ?? fromEnv('TASKLINE_CONFIG');
@@ -67,7 +72,13 @@ export function resolveConfig(
     state: flags.state ?? fromEnv('TASKLINE_STATE') ?? file.state ?? join(stateHome, 'taskline', 'tasks.db'),
     redisUrl: flags.redisUrl ?? fromEnv('REDIS_URL') ?? file.redisUrl,
     jwtTenantClaim:
-      flags.jwtTenantClaim ?? fromEnv('TASKLINE_JWT_TENANT_CLAIM') ?? file.jwtTenantClaim ?? 'tenant',
+      flags.jwtTenantClaim ??
+      fromEnv('TASKLINE_JWT_TENANT_CLAIM') ??
+      file.jwtTenantClaim ??
+      DEFAULTS.TASKLINE_JWT_TENANT_CLAIM,
+    stateRetentionS: seconds(
+      flags.stateRetention ?? fromEnv('TASKLINE_STATE_RETENTION_S') ?? file.stateRetention,
+    ),
   };
   // Sent in the Authorization header: a character no header can carry failed every request as
   // "server unreachable". The key is a secret, so the message does not repeat it.
@@ -88,6 +99,16 @@ export function resolveConfig(
       '--url (TASKLINE_URL, config "url") must not hold a user name or password; the credential goes in --api-key.',
     );
   return config;
+}
+
+/** The state retention: whole seconds, 0 included; unset, the server's retention of ended tasks. */
+function seconds(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_STATE_RETENTION_S;
+  if (!/^[0-9]+$/.test(value))
+    throw new UsageError(
+      `--state-retention (TASKLINE_STATE_RETENTION_S, config "stateRetention") takes whole seconds, not ${JSON.stringify(value)}.`,
+    );
+  return Number(value);
 }
 
 /**

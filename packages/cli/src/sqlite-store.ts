@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { TaskIdStore, TaskScope, TrackedTask } from '@taskline/client';
+import { DEFAULTS } from '@taskline/config';
 
 interface Row {
   key: string;
@@ -36,22 +37,52 @@ const CREATE = `CREATE TABLE IF NOT EXISTS tasks (
   UNIQUE (endpoint, credential, key)
 )`;
 
+/** How long a finished entry is kept: as long as the server keeps a task that ended. */
+export const DEFAULT_STATE_RETENTION_S = Number(DEFAULTS.TASKLINE_TASK_RETENTION_S);
+
+export interface SqliteStoreOptions {
+  /**
+   * Seconds a finished entry is kept after its last update (default
+   * `DEFAULT_STATE_RETENTION_S`); pruned when the store is opened. 0: at the next open.
+   */
+  retentionS?: number;
+}
+
 /**
  * The CLI's task ids on disk, each entry in its scope (endpoint and credential id). `synchronous =
  * FULL` in WAL mode: a `put` has reached the disk when it returns, so a CLI killed right after (even
  * by a power loss) still finds the entry.
+ *
+ * The file holds a prompt only while it may be needed: the create body is kept until the server
+ * answered the create (resuming sends it again under its Idempotency-Key), not once the task
+ * exists, and a finished entry goes after the retention (by then the server forgot its task too).
+ * `secure_delete` zeroes what goes, so no prompt lingers in the file's free pages.
  */
 export class SqliteTaskIdStore implements TaskIdStore {
   private readonly db: Database.Database;
 
-  constructor(path: string) {
+  constructor(path: string, options: SqliteStoreOptions = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.pragma('busy_timeout = 5000');
+    this.db.pragma('secure_delete = ON');
+    const retentionMs = (options.retentionS ?? DEFAULT_STATE_RETENTION_S) * 1000;
     // IMMEDIATE: two CLIs opening an old file at once migrate it once.
-    this.db.transaction(() => this.migrate()).immediate();
+    this.db
+      .transaction(() => {
+        this.migrate();
+        this.prune(Date.now() - retentionMs);
+      })
+      .immediate();
+  }
+
+  /** Drops the finished entries last updated before `before`, and prompts no resume needs. */
+  private prune(before: number): void {
+    this.db.prepare('DELETE FROM tasks WHERE done = 1 AND updated_at <= ?').run(before);
+    // Left by a CLI that kept the prompt after the task existed.
+    this.db.exec(`UPDATE tasks SET request = 'null' WHERE task_id IS NOT NULL AND request <> 'null'`);
   }
 
   /**
@@ -85,7 +116,8 @@ export class SqliteTaskIdStore implements TaskIdStore {
         endpoint: t.endpoint,
         credential: t.credential,
         task_id: t.taskId,
-        request: JSON.stringify(t.request ?? null),
+        // Needed only to send an unanswered create again.
+        request: t.taskId === null ? JSON.stringify(t.request ?? null) : 'null',
         status: t.status,
         last_event_id: t.lastEventId,
         done: t.done ? 1 : 0,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -243,10 +243,34 @@ describe('taskline CLI against a running stack', () => {
     stdin.end(bytes.subarray(cut));
     assert.equal(await running, EXIT.ok, stderr);
     const id = /task (task_\S+)/.exec(stderr)![1]!;
-    const store = new SqliteTaskIdStore(state);
-    const sent = store.byTaskId(id)?.request as { input: { input: string } };
-    store.close();
-    assert.equal(sent.input.input, prompt);
+    // What the server stored: the CLI's state file keeps no prompt of a created task.
+    const sent = (await stack.tasks.get(id))?.request as { input: string };
+    assert.equal(sent.input, prompt);
+  });
+
+  test('the state file keeps no prompt once its task exists, nor a finished task past the retention', async () => {
+    const state = join(dir, 'retention.db');
+    const prompt = `A prompt to forget ${Date.now()}.`;
+    const run = await finished(['run', '--max-output-tokens', '2', prompt], { TASKLINE_STATE: state });
+    assert.equal(run.code, EXIT.ok, run.stderr);
+    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
+    for (const file of readdirSync(dir).filter((f) => f.startsWith('retention.db')))
+      assert.ok(!readFileSync(join(dir, file)).includes(prompt), `${file} holds no prompt`);
+    // Kept while the server keeps the task (it resolves a reused Idempotency-Key, say)…
+    const kept = await finished(['tasks', 'resume'], { TASKLINE_STATE: state });
+    assert.match(kept.stderr, /no unfinished tasks/);
+    const db = new Database(state);
+    const count = () =>
+      (db.prepare('SELECT COUNT(*) AS n FROM tasks WHERE task_id = ?').get(id) as { n: number }).n;
+    assert.equal(count(), 1);
+    // …and gone once the retention is over, 0 here.
+    const pruned = await finished(['tasks', 'resume'], {
+      TASKLINE_STATE: state,
+      TASKLINE_STATE_RETENTION_S: '0',
+    });
+    assert.equal(pruned.code, EXIT.ok, pruned.stderr);
+    assert.equal(count(), 0);
+    db.close();
   });
 
   test('Ctrl-C during run detaches (130): the task runs on and tasks resume follows it', async () => {

@@ -4,7 +4,7 @@
  * shows up as another exit code, never as a request reaching a real server or Redis.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -119,4 +119,24 @@ test("keys never prints the Redis URL's password, whether the URL is refused or 
 test('an empty --temperature is a usage error (2), not a temperature of 0', async () => {
   await refused(['run', '--temperature', '', 'x'], /--temperature/);
   await refused(['run', '--temperature', ' ', 'x'], /--temperature/);
+});
+
+test('the state retention is whole seconds from a flag, the environment or the config file', async () => {
+  await refused(['--state-retention', '1.5', 'tasks', 'get', 'task_x'], /--state-retention/);
+  await refused(['--state-retention', '', 'tasks', 'get', 'task_x'], /--state-retention/);
+  await refused(['tasks', 'get', 'task_x'], /TASKLINE_STATE_RETENTION_S/, {
+    TASKLINE_STATE_RETENTION_S: '1d',
+  });
+  const file = join(dir, 'retention.json');
+  writeFileSync(file, JSON.stringify({ stateRetention: 3600 }));
+  assert.equal(resolveConfig({}, { XDG_CONFIG_HOME: dir, TASKLINE_CONFIG: file }).stateRetentionS, 3600);
+  writeFileSync(file, JSON.stringify({ stateRetention: '600' }));
+  const env = { XDG_CONFIG_HOME: dir, TASKLINE_CONFIG: file };
+  assert.equal(resolveConfig({}, env).stateRetentionS, 600);
+  assert.equal(resolveConfig({}, { ...env, TASKLINE_STATE_RETENTION_S: '0' }).stateRetentionS, 0);
+  assert.equal(resolveConfig({ stateRetention: '7' }, env).stateRetentionS, 7);
+  // Unset: as long as the server keeps a task that ended (TASKLINE_TASK_RETENTION_S, 24 h).
+  assert.equal(resolveConfig({}, { XDG_CONFIG_HOME: dir }).stateRetentionS, 86_400);
+  writeFileSync(file, JSON.stringify({ stateRetention: -1 }));
+  await refused(['tasks', 'get', 'task_x'], /stateRetention/, { TASKLINE_CONFIG: file });
 });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -65,4 +65,50 @@ test("a file of an older CLI keeps its entries, unscoped until a credential's ta
   const again = new SqliteTaskIdStore(path);
   assert.equal(again.get('old-1', A)?.taskId, 'task_old');
   again.close();
+});
+
+test('finished entries go after the retention, prompts once their task exists, both zeroed in the file', () => {
+  const path = join(mkdtempSync(join(tmpdir(), 'taskline-store-')), 'tasks.db');
+  const now = Date.now();
+  const day = 86_400_000;
+  const store = new SqliteTaskIdStore(path, { retentionS: 86_400 });
+  const at = (t: TrackedTask, updatedAt: number, done: boolean, prompt: string): TrackedTask => ({
+    ...t,
+    request: { input: prompt },
+    done,
+    updatedAt,
+  });
+  store.put(at(entry('expired', A, 'task_1'), now - 2 * day, true, 'PROMPT-EXPIRED'));
+  store.put(at(entry('recent', A, 'task_2'), now - day / 2, true, 'PROMPT-RECENT'));
+  store.put(at(entry('running', A, 'task_3'), now - 9 * day, false, 'PROMPT-RUNNING'));
+  store.put(at(entry('unanswered', A, null), now - 9 * day, false, 'PROMPT-UNANSWERED'));
+  store.close();
+  // What an older CLI left: a prompt kept after its task was created.
+  const raw = new Database(path);
+  raw.prepare('UPDATE tasks SET request = ? WHERE key = ?').run('{"input":"PROMPT-RUNNING"}', 'running');
+  raw.close();
+
+  const reopened = new SqliteTaskIdStore(path, { retentionS: 86_400 });
+  assert.equal(reopened.get('expired', A), null, 'a task the server forgot is forgotten');
+  assert.equal(reopened.get('recent', A)?.taskId, 'task_2');
+  assert.equal(reopened.get('running', A)?.request, null, 'a created task needs no prompt to resume');
+  assert.deepEqual(
+    reopened.get('unanswered', A)?.request,
+    { input: 'PROMPT-UNANSWERED' },
+    'sent again on resume',
+  );
+  assert.deepEqual(
+    reopened.unfinished(A).map((e) => e.key),
+    ['running', 'unanswered'],
+    'an unfinished entry is never pruned, however old',
+  );
+  reopened.close();
+  const file = readFileSync(path).toString('latin1');
+  for (const gone of ['PROMPT-EXPIRED', 'PROMPT-RECENT', 'PROMPT-RUNNING'])
+    assert.ok(!file.includes(gone), `${gone} is not left in the file's free space`);
+  assert.ok(file.includes('PROMPT-UNANSWERED'));
+
+  const zero = new SqliteTaskIdStore(path, { retentionS: 0 });
+  assert.equal(zero.get('recent', A), null, '0: finished entries go when the store is next opened');
+  zero.close();
 });

@@ -60,7 +60,10 @@ export interface TrackedTask extends TaskScope {
   protocol: 'lmsp' | 'mcp';
   /** Known once the server answered the create. */
   taskId: string | null;
-  /** The create body, so an unanswered create can be sent again. */
+  /**
+   * The create body, so an unanswered create can be sent again; nothing needs it once `taskId` is
+   * known, and a store may drop it then (the CLI's does: it holds the prompt).
+   */
   request: unknown;
   /** Last status seen (protocol's own words). */
   status: string;

@@ -36,6 +36,8 @@ export interface Stack {
   api: ApiService;
   port: number;
   base: string;
+  /** A TaskStore on the stack's Redis: what the engine holds of a task (its request, say). */
+  tasks: TaskStore;
   /** Kills the api process (SIGKILL) and starts a new one on the same port. */
   restartApi(): Promise<void>;
   /**
@@ -101,6 +103,7 @@ export async function startStack(
     api,
     port,
     base: api.base,
+    tasks: store,
     async restartApi() {
       await api.kill();
       await api.start();
