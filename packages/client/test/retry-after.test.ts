@@ -14,6 +14,7 @@ describe('Retry-After past the maximum the client waits', () => {
   let base = '';
   let requests = 0;
   let retryAfter = '86400';
+  let quietGets = 0;
   before(async () => {
     server = createServer((req, res) => {
       requests++;
@@ -25,6 +26,17 @@ describe('Retry-After past the maximum the client waits', () => {
         res.end(
           JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32005, message: 'Rate limited', data } }),
         );
+        return;
+      }
+      if (req.url === '/lmsp/v1/tasks/task_quiet/events') {
+        // A stream that asks for a day between reconnects, then closes with nothing to say.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end('retry: 86400000\n\n');
+        return;
+      }
+      if (req.url === '/lmsp/v1/tasks/task_quiet') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'task_quiet', status: ++quietGets > 2 ? 'succeeded' : 'queued' }));
         return;
       }
       res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': retryAfter });
@@ -103,5 +115,12 @@ describe('Retry-After past the maximum the client waits', () => {
     const short = new LmspClient({ baseUrl: base, apiKey: 'k', clock: strict.clock, maxRetryAfterS: 2 });
     await assert.rejects(short.getTask('task_x'), /retry after 5 s.*longer than the 2 s/i);
     assert.deepEqual(strict.sleeps, []);
+  });
+
+  test("a stream's retry: hint past the maximum is cut to it: the stream goes on", async () => {
+    const { sleeps, clock } = recording();
+    const client = new LmspClient({ baseUrl: base, apiKey: 'k', clock });
+    for await (const _ of client.stream('task_quiet')) void _;
+    assert.deepEqual(sleeps, [120_000, 120_000]);
   });
 });
