@@ -148,4 +148,52 @@ describe('responses: a refused create creates nothing', () => {
     assert.equal(query.status, 400, query.text);
     assert.equal(await stack.redis.zcard(ready), 0, 'no task queued with starting_after=abc');
   });
+
+  test('a resume point past a new response is refused before its task exists, with or without an Idempotency-Key', async () => {
+    // The ready queue alone does not tell: a task created and then cancelled has left it too.
+    const tasks = async () => (await stack.redis.keys('tl:{task_*}:task')).length;
+    const before = await tasks();
+    for (const opts of [
+      { headers: { 'last-event-id': '7' } },
+      { headers: { 'last-event-id': '2', 'idempotency-key': 'resume-past-a-new-one' } },
+    ]) {
+      const refused = await post(api, { stream: true, background: true }, opts);
+      assert.equal(refused.status, 400, refused.text);
+      assert.equal((refused.body as { code: string }).code, 'invalid_request');
+      assert.equal(await stack.redis.zcard(ready), 0, `no task queued with ${JSON.stringify(opts)}`);
+      assert.equal(await tasks(), before, `no task written with ${JSON.stringify(opts)}`);
+    }
+    // The key was left free: its first real create is a new response, resumable as any other.
+    const keyed = { 'idempotency-key': 'resume-past-a-new-one' };
+    const first = await openSse(api.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      headers: keyed,
+      body: { ...body, stream: true, background: true },
+    });
+    assert.equal(first.status, 200);
+    await first.waitFor(1);
+    first.abort();
+    await first.done;
+    const id = await nextQueued(stack.redis);
+    await runWorker(stack.worker, id, ['h', 'i']);
+    // A retry of that create resumes it: a point inside its history is served, one past it is not.
+    const resumed = await openSse(api.base, '/lmsp/v1/responses', {
+      method: 'POST',
+      headers: { ...keyed, 'last-event-id': '2' },
+      body: { ...body, stream: true, background: true },
+    });
+    assert.equal(resumed.status, 200);
+    await resumed.done;
+    assert.equal(resumed.events[0]?.id, '3', 'resumed right after event 2');
+    const seq = (await stack.worker.get(id))!.seq;
+    const past = await post(
+      api,
+      { stream: true, background: true },
+      {
+        headers: { ...keyed, 'last-event-id': String(seq + 1) },
+      },
+    );
+    assert.equal(past.status, 400, past.text);
+    assert.equal(await tasks(), before + 1, 'one task in all');
+  });
 });

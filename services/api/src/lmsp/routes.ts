@@ -41,6 +41,9 @@ import { checkResumable, streamOptions, type FollowTask } from './stream.js';
 /** LMSP routes that create a task (paths inside the LMSP router). */
 const CREATE_PATHS = new Set(['/tasks', '/responses']);
 
+/** The operation an idempotent `POST /responses` is fingerprinted under. */
+const RESPONSES_OPERATION = 'POST /lmsp/v1/responses';
+
 function tenantOf(req: Request): string {
   if (!req.tenant) throw new TasklineError('unauthorized', 'This request is not authenticated.');
   return req.tenant.id;
@@ -195,10 +198,11 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
       body.background && body.stream
         ? resumePoint(req.headers['last-event-id'], req.query.starting_after)
         : 0;
+    if (after > 1) await checkReplayResumable(req, body, after);
     const slot = body.stream ? await core.limits.openStream(tenantOf(req)) : undefined;
     let task: TaskRecord;
     try {
-      task = await createTask(req, 'POST /lmsp/v1/responses', body, 'fail', body);
+      task = await createTask(req, RESPONSES_OPERATION, body, 'fail', body);
     } catch (err) {
       await slot?.release().catch(() => undefined);
       throw err;
@@ -213,6 +217,19 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
       if (!keyed && !res.headersSent) await store.cancel(task.id, task.tenant).catch(() => undefined);
       throw err;
     }
+  }
+
+  /**
+   * A resume point past a background stream's first event names events of the response an
+   * earlier create with the same Idempotency-Key made: checked against that response before
+   * anything is created, as a new one has only its `response.created` (event 1) to resume from.
+   */
+  async function checkReplayResumable(req: Request, body: ResponseRequest, after: number): Promise<void> {
+    const key = idempotencyKeyOf(req.headers['idempotency-key']);
+    const earlier = key
+      ? await store.findIdempotent(tenantOf(req), key, fingerprint(RESPONSES_OPERATION, body))
+      : null;
+    checkResumable(earlier ?? { seq: 1 }, after);
   }
 
   async function answerResponse(

@@ -40,7 +40,7 @@ export function streamOptions(
 }
 
 /** A resume point past a task's last event names nothing that was ever sent. */
-export function checkResumable(task: TaskRecord, after: number): void {
+export function checkResumable(task: Pick<TaskRecord, 'seq'>, after: number): void {
   if (after > task.seq)
     throw new TasklineError(
       'invalid_request',
