@@ -89,6 +89,33 @@ describe('two api processes on one Redis', () => {
     assert.equal(text, 'The first half and the second half.');
   });
 
+  test('concurrent creates with one Idempotency-Key, split across both replicas, make one task', async () => {
+    const headers = { 'idempotency-key': 'across-replicas-1' };
+    const replies = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        call(i % 2 ? b.base : a.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers }),
+      ),
+    );
+    const ids = new Set(replies.filter((r) => r.status === 202).map((r) => (r.body as { id: string }).id));
+    assert.equal(ids.size, 1, 'every accepted create on either replica names the same task');
+    for (const r of replies.filter((x) => x.status !== 202)) {
+      assert.equal(r.status, 409, r.text);
+      assert.equal((r.body as { code: string }).code, 'idempotency_key_in_use');
+    }
+    // Once accepted, a retry on either replica gets that task; another body is refused on both.
+    for (const base of [a.base, b.base]) {
+      const again = await call(base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY, headers });
+      assert.equal(again.status, 202, again.text);
+      assert.equal((again.body as { id: string }).id, [...ids][0]);
+      const other = await call(base, 'POST', '/lmsp/v1/tasks', {
+        body: { ...TASK_BODY, on_restart: 'retry' },
+        headers,
+      });
+      assert.equal(other.status, 422, other.text);
+      assert.equal((other.body as { code: string }).code, 'idempotency_key_reused');
+    }
+  });
+
   test('JSON logs carry the request id, the path as asked and who asked: a tenant or an operator', async () => {
     const logged = async (path: string, key: string, id: string) => {
       const r = await call(a.base, 'GET', path, { key, headers: { 'x-request-id': id }, skipCheck: true });
