@@ -109,3 +109,29 @@ test('on stdout by default: each event its own line, written before the process 
     [0, 1, 2],
   );
 });
+
+test('stdout lines go out in order across turns, and none is lost to an uncaught exception or an exit handler', () => {
+  const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+  const script = `
+    const { createLogger } = await import(${JSON.stringify(dist)});
+    const log = createLogger({ service: 'cli' });
+    const child = log.child({ part: 'child' });
+    process.on('exit', () => log.info('event', { i: 4 }));
+    log.info('event', { i: 0 });
+    child.info('event', { i: 1 });
+    await new Promise((r) => setImmediate(r));
+    log.info('event', { i: 2 });
+    setTimeout(() => {
+      child.info('event', { i: 3 });
+      throw new Error('boom');
+    }, 5);`;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(run.status, 1, run.stderr);
+  assert.match(run.stderr, /boom/);
+  const lines = run.stdout.split('\n');
+  assert.equal(lines.pop(), '');
+  assert.deepEqual(
+    lines.map((l) => (JSON.parse(l) as { i: number }).i),
+    [0, 1, 2, 3, 4],
+  );
+});
