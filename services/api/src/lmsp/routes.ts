@@ -16,7 +16,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import type { ApiCore } from '../core.js';
-import { OPENAI_STREAM_ENDS, REVOKED_FRAME } from '../openai/events.js';
+import { OPENAI_STREAM_ENDS } from '../openai/events.js';
 import { answerInBackground, mountResponseRoutes } from '../openai/routes.js';
 import { methodNotAllowed } from '../problem.js';
 import { streamTaskEvents } from '../sse.js';
@@ -251,7 +251,8 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     const stop = keyed ? null : admission.cancelOnLeave(task, left);
     if (body.stream) {
       const options = streamOptions(core, req, task, 0, 'response');
-      await streamTaskEvents(req, res, { ...options, slot, revoked: REVOKED_FRAME });
+      // Never cut by a shutdown (left to finish), but cut for a slow reader, which resumes by id.
+      await streamTaskEvents(req, res, { ...options, slot, ...OPENAI_STREAM_ENDS });
       return;
     }
     let ended: TaskRecord | null;
