@@ -103,6 +103,8 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
    */
   let unsent = '';
   let lastSeq = o.after;
+  /** The final event is written: the stream is whole, and a slow reader only takes longer to read it. */
+  let complete = false;
 
   const flush = () => {
     if (!unsent) return;
@@ -110,7 +112,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     unsent = '';
     if (res.writableEnded) return;
     res.write(chunk);
-    if (res.writableLength > o.maxBufferBytes) {
+    if (!complete && res.writableLength > o.maxBufferBytes) {
       o.logger.warn('slow stream reader cut off', { task: o.task.id, buffered: res.writableLength });
       finish(o.retryMs);
     }
@@ -138,7 +140,10 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     // Live events only: a replayed one measures how late its reader came, not delivery.
     if (event.writtenAt)
       o.metrics?.eventDeliverySeconds.observe({ protocol: 'lmsp' }, (Date.now() - event.writtenAt) / 1000);
-    if (isFinalEventType(event.type)) finish();
+    if (isFinalEventType(event.type)) {
+      complete = true;
+      finish();
+    }
   };
 
   // The open-stream slot and the subscription are asked for together (one round trip, not two);

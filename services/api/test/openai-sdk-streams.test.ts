@@ -28,14 +28,14 @@ const seqs = (events: ResponseStreamEvent[]) => events.map((e) => e.sequence_num
 const FINAL = ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'];
 const upTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
-/** Plays the worker: claims the next queued task, streams `pieces`, and finishes it. */
-async function play(pieces: string[]): Promise<string> {
+/** Plays the worker: claims the next queued task, streams `pieces`, and finishes it with `text`. */
+async function play(pieces: string[], text = pieces.join('')): Promise<string> {
   const id = await nextQueued(stack.redis);
   const { attempt } = await stack.worker.claim(id, 'test-worker', 60_000);
   await stack.worker.start(id, attempt);
   for (const p of pieces) await stack.worker.append(id, attempt, [1], [delta(p)]);
   const task = (await stack.worker.get(id))!;
-  await stack.worker.finish(id, attempt, { status: 'succeeded', result: completedResponse(task, pieces.join('')) });
+  await stack.worker.finish(id, attempt, { status: 'succeeded', result: completedResponse(task, text) });
   return id;
 }
 
@@ -87,6 +87,23 @@ describe('openai SDK streams', () => {
       // The response ran on (the reader did not leave), and the rest is there to resume from.
       await resumeToEnd(client, id, events);
       assert.deepEqual(seqs(events), upTo(events.length), 'resumed: every event once, in order');
+      assert.equal(events.at(-1)!.type, 'response.completed');
+    } finally {
+      await small.close();
+    }
+  });
+
+  test('a slow reader whose stream already holds the final event gets it, and no error after it', async () => {
+    const small = await startApi(stack, { TASKLINE_SSE_MAX_BUFFER_BYTES: '65536' });
+    try {
+      const stream = await sdk(small.base).responses.create({ ...BODY, stream: true });
+      const events: ResponseStreamEvent[] = [];
+      for await (const e of stream) {
+        // The final event carries the whole output, far more than the buffers hold: the stream
+        // is complete once it is written, however slowly it is read.
+        if (events.push(e) === 1) await play(['a', 'b'], 'x'.repeat(4_000_000));
+      }
+      assert.deepEqual(seqs(events), upTo(events.length), 'every event once, in order');
       assert.equal(events.at(-1)!.type, 'response.completed');
     } finally {
       await small.close();
