@@ -105,6 +105,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/lmsp/v1/responses/{id}/input_items': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The response’s input as message items (OpenAI’s `responses.inputItems.list`), in cursor pages: newest first unless `order=asc`. Item ids are the item’s place in the input. */
+    get: operations['listResponseInputItems'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/lmsp/v1/responses/{id}/cancel': {
     parameters: {
       query?: never;
@@ -473,6 +490,28 @@ export interface components {
         text: string;
       }[];
     };
+    InputItemList: {
+      /** @constant */
+      object: 'list';
+      data: {
+        id: string;
+        /** @constant */
+        type: 'message';
+        /** @enum {unknown} */
+        role: 'user' | 'assistant' | 'system' | 'developer';
+        /** @constant */
+        status: 'completed';
+        content: {
+          /** @enum {unknown} */
+          type: 'input_text' | 'output_text';
+          text: string;
+          annotations?: unknown[];
+        }[];
+      }[];
+      first_id: string | null;
+      last_id: string | null;
+      has_more: boolean;
+    };
     /** @description LMSP 1.0 section 6.3. Exactly one final event ends a stream: response.completed, response.incomplete, response.failed, response.cancelled. `task_status` is the status clients see; it only moves along LMSP 1.0 section 7.2's table (a new attempt of a running task stays `running`). `response.restarted` (Taskline): a task with `on_restart: "retry"` was interrupted (`reason`) and runs again from the start. Sent once per restart. Discard everything assembled from the events before it (output items, content parts, text deltas) and start again from its `response` (empty, `in_progress`): the events after it are the new attempt's, and they alone add up to the final response. Lifecycle events (`response.created`, `response.in_progress`, the final events) carry the `response` they stand for, as OpenAI SDK stream helpers expect. A `resume` restart is a `response.in_progress` with `reason` and `resumed_from_tokens`: the text before it stays, the deltas after it continue it. */
     StreamEvent: {
       type: string;
@@ -580,6 +619,10 @@ export interface components {
     /** @description `true`: the response’s events (as the task’s event stream) instead of the object. */
     Stream: 'true' | 'false';
     StartingAfter: number;
+    /** @description The id of the item the page starts after (the previous page’s `last_id`). */
+    After: string;
+    Limit: number;
+    Order: 'asc' | 'desc';
   };
   requestBodies: never;
   headers: {
@@ -1032,7 +1075,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description The finished response (any outcome), or its events with `stream: true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
+      /** @description The finished response (any outcome), or its events with `stream: true`. A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1177,7 +1220,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The response, or its events with `stream=true`. A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
+      /** @description The response, or its events with `stream=true`. A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1234,6 +1277,108 @@ export interface operations {
       410: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  listResponseInputItems: {
+    parameters: {
+      query?: {
+        /** @description The id of the item the page starts after (the previous page’s `last_id`). */
+        after?: components['parameters']['After'];
+        limit?: components['parameters']['Limit'];
+        order?: components['parameters']['Order'];
+      };
+      header?: never;
+      path: {
+        id: components['parameters']['ResponseId'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of input items. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['InputItemList'];
+        };
+      };
+      /** @description `invalid_request`: a malformed `limit` or `order`, an `after` that is not an item of this response, or an `include`. */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `task_not_found`: no such response for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
           [name: string]: unknown;
         };
         content: {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import OpenAI, { APIError, ConflictError, NotFoundError } from 'openai';
+import OpenAI, { APIError, BadRequestError, ConflictError, NotFoundError } from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { Cluster, LONG, until } from '../../gpu-worker/test/helpers.js';
 import { KEY_A, KEY_B, spawnApi, type ApiProcess } from './helpers.js';
@@ -115,7 +115,6 @@ describe('the openai SDK past the happy path', () => {
       return true;
     };
     sent.length = 0;
-    await assert.rejects(sdk.responses.inputItems.list(done.id), openAiShaped(404));
     await assert.rejects(
       sdk.responses.inputTokens.count({ model: 'tiny-chat', input: 'Hi' }),
       openAiShaped(404),
@@ -126,7 +125,55 @@ describe('the openai SDK past the happy path', () => {
       openAiShaped(404),
     );
     await assert.rejects(sdk.responses.delete(done.id), openAiShaped(405));
-    assert.equal(sent.length, 5, 'none retried');
+    assert.equal(sent.length, 4, 'none retried');
+  });
+
+  test('responses.inputItems.list pages through the input: newest first, after, limit and order, as the SDK pages', async () => {
+    const { sdk } = client();
+    const input: OpenAI.Responses.ResponseInputItem[] = [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: [{ type: 'input_text', text: 'One' }] },
+      { role: 'assistant', content: 'Two' },
+      { type: 'message', role: 'user', content: 'Three' },
+    ];
+    const bg = await sdk.responses.create({ ...SHORT, input, background: true });
+    const texts = (items: OpenAI.Responses.ResponseItem[]) =>
+      items.map((item) =>
+        (item as OpenAI.Responses.ResponseInputMessageItem).content.map((c) => c.text).join(''),
+      );
+    // The SDK's auto-pagination follows `has_more` with `after` = the page's last id.
+    const all: OpenAI.Responses.ResponseItem[] = [];
+    for await (const item of sdk.responses.inputItems.list(bg.id, { limit: 1 })) all.push(item);
+    assert.deepEqual(texts(all), ['Three', 'Two', 'One', 'Be brief.']);
+    const first = await sdk.responses.inputItems.list(bg.id, { order: 'asc', limit: 2 });
+    assert.deepEqual(texts(first.data), ['Be brief.', 'One']);
+    assert.ok(first.has_more);
+    const second = await first.getNextPage();
+    assert.deepEqual(texts(second.data), ['Two', 'Three']);
+    assert.equal(second.hasNextPage(), false);
+    assert.deepEqual(first.data[1], {
+      id: first.data[1]!.id,
+      type: 'message',
+      role: 'user',
+      status: 'completed',
+      content: [{ type: 'input_text', text: 'One' }],
+    });
+    assert.deepEqual((second.data[0] as OpenAI.Responses.ResponseOutputMessage).content, [
+      { type: 'output_text', text: 'Two', annotations: [] },
+    ]);
+    // A string input is one user message.
+    const plain = await sdk.responses.create({ ...SHORT, input: 'Hi', background: true });
+    const only = await sdk.responses.inputItems.list(plain.id);
+    assert.deepEqual(texts(only.data), ['Hi']);
+    assert.equal((only.data[0] as OpenAI.Responses.ResponseInputMessageItem).role, 'user');
+    const refused = (param: string) => (err: unknown) =>
+      err instanceof BadRequestError && err.param === param && err.code === 'invalid_request';
+    await assert.rejects(sdk.responses.inputItems.list(bg.id, { after: 'msg_nope' }), refused('after'));
+    await assert.rejects(sdk.responses.inputItems.list(bg.id, { limit: 101 }), refused('limit'));
+    await assert.rejects(
+      sdk.responses.inputItems.list('resp_0000000000000000000000000z'),
+      (err: unknown) => err instanceof NotFoundError && err.code === 'task_not_found',
+    );
   });
 
   test('a create the SDK retries after a dropped connection makes one task when it carries an Idempotency-Key', async () => {

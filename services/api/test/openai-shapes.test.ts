@@ -177,6 +177,12 @@ describe('response routes', () => {
     const bad = await call(api.base, 'GET', `/lmsp/v1/responses/${r.id}?stream=yes`);
     assert.equal(bad.status, 400);
     assert.equal((bad.body as { param: string }).param, 'stream');
+    // Input items as the document describes them (`call` checks every exchange against it).
+    const items = await call(api.base, 'GET', `/lmsp/v1/responses/${r.id}/input_items?order=asc`);
+    assert.equal(items.status, 200, items.text);
+    assert.equal((items.body as { data: unknown[] }).data.length, 1);
+    const included = await call(api.base, 'GET', `/lmsp/v1/responses/${r.id}/input_items?include[]=x`);
+    assert.equal((included.body as { param: string }).param, 'include');
   });
 
   test('another tenant’s response reads exactly like one that never existed', async () => {

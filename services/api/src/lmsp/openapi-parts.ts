@@ -124,6 +124,20 @@ const params = {
     required: false,
     schema: { type: 'integer', minimum: 0 },
   },
+  After: {
+    name: 'after',
+    in: 'query',
+    required: false,
+    schema: { type: 'string' },
+    description: 'The id of the item the page starts after (the previous page’s `last_id`).',
+  },
+  Limit: {
+    name: 'limit',
+    in: 'query',
+    required: false,
+    schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+  },
+  Order: { name: 'order', in: 'query', required: false, schema: { enum: ['asc', 'desc'], default: 'desc' } },
 };
 /** A reference to one of the shared parameters. */
 export const p = (name: keyof typeof params) => ({ $ref: `#/components/parameters/${name}` });
@@ -263,6 +277,38 @@ export function components(): Schema {
           },
         },
         ['type', 'role', 'content'],
+      ),
+      InputItemList: obj(
+        {
+          object: { const: 'list' },
+          data: {
+            type: 'array',
+            items: obj(
+              {
+                id: { type: 'string', pattern: '^msg_' },
+                type: { const: 'message' },
+                role: { enum: ['user', 'assistant', 'system', 'developer'] },
+                status: { const: 'completed' },
+                content: {
+                  type: 'array',
+                  items: obj(
+                    {
+                      type: { enum: ['input_text', 'output_text'] },
+                      text: { type: 'string' },
+                      annotations: { type: 'array' },
+                    },
+                    ['type', 'text'],
+                  ),
+                },
+              },
+              ['id', 'type', 'role', 'status', 'content'],
+            ),
+          },
+          first_id: nullable({ type: 'string' }),
+          last_id: nullable({ type: 'string' }),
+          has_more: { type: 'boolean' },
+        },
+        ['object', 'data', 'first_id', 'last_id', 'has_more'],
       ),
       StreamEvent: {
         ...obj(

@@ -20,7 +20,7 @@ import { LMSP_VERSION } from './schema.js';
 
 /** OpenAI's streaming `error` event, on the OpenAI surface's streams (`openai/events.ts`). */
 const CUT_SHORT =
-  'A background stream cut short (a shutting-down replica, a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`.';
+  'A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`.';
 
 export function buildOpenApi(): Schema {
   return {
@@ -142,6 +142,22 @@ export function buildOpenApi(): Schema {
             '410': problemResponse(
               '`event_history_expired`: events after the resume point are no longer kept.',
             ),
+            ...common,
+          },
+        },
+      },
+      '/lmsp/v1/responses/{id}/input_items': {
+        get: {
+          operationId: 'listResponseInputItems',
+          summary:
+            'The response’s input as message items (OpenAI’s `responses.inputItems.list`), in cursor pages: newest first unless `order=asc`. Item ids are the item’s place in the input.',
+          parameters: [p('ResponseId'), p('After'), p('Limit'), p('Order')],
+          responses: {
+            '200': jsonResponse('One page of input items.', ref('InputItemList')),
+            '400': problemResponse(
+              '`invalid_request`: a malformed `limit` or `order`, an `after` that is not an item of this response, or an `include`.',
+            ),
+            '404': problemResponse('`task_not_found`: no such response for this tenant.'),
             ...common,
           },
         },

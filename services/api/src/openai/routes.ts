@@ -2,13 +2,15 @@
  * The response routes of OpenAI's background mode, on the same tasks as LMSP 1.0 section 7: a
  * response `resp_<x>` is produced by the task `task_<x>`, so `GET /responses/{id}`,
  * `POST /responses/{id}/cancel` and the resumable `GET /responses/{id}?stream=true` are the task
- * routes seen through the response (LMSP 7.1, 7.3, 7.4), on any replica.
+ * routes seen through the response (LMSP 7.1, 7.3, 7.4), on any replica, and
+ * `GET /responses/{id}/input_items` reads the task's request (`input-items.ts`).
  */
 import type { Request, Response, Router } from 'express';
 import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { API_PREFIX, responseObject } from '../lmsp/schema.js';
 import type { FollowTask } from '../lmsp/stream.js';
 import { OPENAI_STREAM_ENDS } from './events.js';
+import { inputItemPage } from './input-items.js';
 import { methodNotAllowed, routeNotFound } from '../problem.js';
 
 export interface ResponseRouteDeps {
@@ -57,6 +59,11 @@ export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): vo
     .all((req, res, next) =>
       (taskIdOf(String(req.params.id)) ? methodNotAllowed(['GET']) : routeNotFound)(req, res, next),
     );
+
+  router
+    .route('/responses/:id/input_items')
+    .get(async (req, res) => void res.json(inputItemPage(await find(req), req.query)))
+    .all(methodNotAllowed(['GET']));
 
   router
     .route('/responses/:id/cancel')
