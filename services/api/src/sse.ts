@@ -65,7 +65,7 @@ export interface StreamOptions {
   streams: StreamRegistry;
   logger: Logger;
   heartbeatMs: number;
-  /** A reader this far behind is cut off with a `retry:` hint; it resumes with Last-Event-ID. */
+  /** A reader this far behind is cut off with a `retry:` hint (not once the final event is written); it resumes with Last-Event-ID. */
   maxBufferBytes: number;
   retryMs: number;
   tenant: string;
