@@ -129,7 +129,8 @@ export function errorHandler(
 
 /** Unknown routes: 404 as problem+json. LMSP 1.0 section 9.3 has no route code, so it is `invalid_request`. */
 export const routeNotFound: RequestHandler = (req, res) => {
-  sendProblem(res, 'invalid_request', `No route ${req.method} ${req.path}.`, {}, 404);
+  // `baseUrl`: a router's own fallback sees only the path below where it is mounted.
+  sendProblem(res, 'invalid_request', `No route ${req.method} ${req.baseUrl}${req.path}.`, {}, 404);
 };
 
 /** A known path asked with a method it does not take: 405 with `Allow` (OPTIONS answers 204 with it). */

@@ -125,7 +125,13 @@ describe('the openai SDK past the happy path', () => {
       openAiShaped(404),
     );
     await assert.rejects(sdk.responses.delete(done.id), openAiShaped(405));
-    assert.equal(sent.length, 4, 'none retried');
+    // A path that names no response is no route at all, named as the client sent it.
+    await assert.rejects(sdk.responses.delete('nope'), (err: unknown) => {
+      assert.ok(openAiShaped(404)(err));
+      assert.match((err as NotFoundError).message, /^404 No route DELETE \/lmsp\/v1\/responses\/nope\.$/);
+      return true;
+    });
+    assert.equal(sent.length, 5, 'none retried');
   });
 
   test('responses.inputItems.list pages through the input: newest first, after, limit and order, as the SDK pages', async () => {
