@@ -9,6 +9,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import express from 'express';
+import OpenAI from 'openai';
 import { Redis } from 'ioredis';
 import { Admission, TenantLimits } from '@taskline/admission';
 import { loadEnv } from '@taskline/config';
@@ -20,6 +21,7 @@ import {
   assertMcpUnavailable,
   BASE_ENV,
   call,
+  KEY_A,
   mcpCall,
   spawnApi,
   TASK_BODY,
@@ -89,6 +91,33 @@ describe('a primary that answers OOM or BUSY', () => {
     await counted(api, 'oom');
     const created = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
     assert.equal(created.status, 202, 'once memory is back, the same request succeeds');
+  });
+
+  test('the openai SDK retries a 503 (Retry-After: 1, which it waits out), and the retry succeeds once Redis can write', async () => {
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '1');
+    const statuses: number[] = [];
+    const client = new OpenAI({
+      apiKey: KEY_A,
+      baseURL: `${api.base}/lmsp/v1`,
+      // Memory comes back as the first refusal arrives: the retry that follows it can be written.
+      fetch: async (url, init) => {
+        const res = await fetch(url, init);
+        statuses.push(res.status);
+        if (res.status === 503) {
+          assert.equal(res.headers.get('retry-after'), '1');
+          await admin.config('SET', 'maxmemory', '0');
+        }
+        return res;
+      },
+    });
+    try {
+      const created = await client.responses.create({ model: 'tiny-chat', input: 'Hi', background: true });
+      assert.equal(created.status, 'queued');
+      assert.deepEqual(statuses, [503, 202], 'one refusal, then the retry');
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
   });
 
   test('BUSY (a script past busy-reply-threshold): 503', async () => {
