@@ -16,11 +16,15 @@ export async function api<T>(path: string, method = 'GET'): Promise<T> {
   return body as T;
 }
 
+/** Answers that say "not now": the stream is tried again, never given up on. */
+const TRY_AGAIN = new Set([429, 502, 503, 504]);
+
 /**
  * Follows an SSE stream of the admin API with the operator's bearer (EventSource cannot send
  * one), resuming after the last id seen (Last-Event-ID), as any LMSP client does, until `onEvent`
- * says the stream is over (true) or `signal` aborts. A refusal (history expired, too many
- * streams, the task gone) ends following: its reason is returned.
+ * says the stream is over (true) or `signal` aborts. A cut stream, a replica gone (a proxy's
+ * 502, 503 or 504) or a try-again answer (429, 503 after its Retry-After) is followed again; a
+ * refusal (history expired, the task gone, the key refused) ends following: its reason is returned.
  */
 export async function follow(
   path: string,
@@ -39,6 +43,13 @@ export async function follow(
         },
         signal,
       });
+      if (TRY_AGAIN.has(res.status)) {
+        // No replica answers now (a proxy's 502/503/504), or the api says when to come back.
+        void res.body?.cancel().catch(() => undefined);
+        const after = Number(res.headers.get('Retry-After'));
+        await new Promise((r) => setTimeout(r, after > 0 ? after * 1000 : retryMs));
+        continue;
+      }
       if (!res.ok || !res.body) {
         const problem = (await res.json().catch(() => ({}))) as { detail?: string };
         return problem.detail ?? `HTTP ${res.status}`;

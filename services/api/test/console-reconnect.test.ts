@@ -1,0 +1,121 @@
+/**
+ * The console's live views when the api replica behind a proxy goes away: the page must keep
+ * following, as any LMSP client does, once a replica answers again.
+ */
+import assert from 'node:assert/strict';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, it } from 'node:test';
+import { until } from '@taskline/testing';
+import {
+  createTask,
+  delta,
+  nextQueued,
+  startApi,
+  startStack,
+  type InProcessApi,
+  type Stack,
+} from './helpers.js';
+import { openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
+
+const ADMIN_KEY = 'admin-key-0123456789abcdef';
+
+/**
+ * A load balancer in front of the api: while `down` (no replica to send to) it answers as
+ * HAProxy does, 503 with an HTML page, and it cuts the streams it was carrying.
+ */
+class Balancer {
+  down = false;
+  refused = 0;
+  base = '';
+  private readonly open = new Set<ServerResponse>();
+  private readonly server: Server;
+
+  constructor(upstream: string) {
+    const target = new URL(upstream);
+    this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      if (this.down) {
+        this.refused++;
+        res.writeHead(503, { 'Content-Type': 'text/html', 'Retry-After': '1' });
+        res.end('<html><body><h1>503 Service Unavailable</h1>No server is available.</body></html>');
+        return;
+      }
+      this.open.add(res);
+      res.on('close', () => this.open.delete(res));
+      const up = request(
+        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
+        (reply) => {
+          res.writeHead(reply.statusCode!, reply.headers);
+          reply.pipe(res);
+        },
+      );
+      up.on('error', () => res.destroy());
+      res.on('close', () => up.destroy());
+      req.pipe(up);
+    });
+  }
+
+  async listen(): Promise<this> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** The replica is gone: what it was streaming is cut, new requests find no server. */
+  cut(): void {
+    this.down = true;
+    for (const res of this.open) res.destroy();
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+let stack: Stack;
+let api: InProcessApi;
+let balancer: Balancer;
+let browser: Browser;
+before(async () => {
+  stack = await startStack();
+  api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
+  balancer = await new Balancer(api.base).listen();
+  browser = await openBrowser();
+});
+after(async () => {
+  await browser?.close();
+  await balancer?.close();
+  await api?.close();
+  await stack?.close();
+});
+
+it('a task page follows on after its replica went away and the balancer answered 503 meanwhile', async () => {
+  const { page } = browser;
+  const { id } = await createTask(api.base);
+  assert.equal(await nextQueued(stack.redis), id);
+  const store = stack.worker;
+  const { attempt } = await store.claim(id, 'test-worker', 60_000);
+  await store.start(id, attempt);
+  await store.append(id, attempt, [3], [delta('one')]);
+
+  await signIn(page, balancer.base, ADMIN_KEY);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.goto(`${balancer.base}/console#/tasks/${id}`);
+  await page.locator('#task-output', { hasText: 'one' }).waitFor();
+
+  balancer.cut();
+  // The page tried again while no replica answered.
+  await until('a reconnect refused by the balancer', async () => (balancer.refused > 0 ? true : undefined));
+  await store.append(id, attempt, [3], [delta('two')]);
+  balancer.down = false;
+
+  const outcome = await until('the page following on, or giving up', async () => {
+    const state = (await page.locator('#stream-state').textContent()) ?? '';
+    if (state.startsWith('Not following')) return state;
+    return (await page.locator('#task-output').textContent()) === 'onetwo' ? 'followed' : undefined;
+  });
+  await screenshot(page, 'task-reconnected');
+  assert.equal(outcome, 'followed');
+  assert.equal(await page.locator('#stream-state').textContent(), 'Following events…');
+});
