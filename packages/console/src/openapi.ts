@@ -1,5 +1,10 @@
 import { TASK_STATUSES } from '@taskline/engine';
 
+/** A tenant id as the routes take it (the `tenant` path parameter, the tenant search). */
+const TENANT = '^[A-Za-z0-9._-]{1,64}$';
+const BODY =
+  'It takes no body: one sent anyway must be JSON, an object or an array (400 otherwise), of at most 1 KiB (413 beyond).';
+
 /** The OpenAPI document of `/admin/v1`, served at `/admin/v1/openapi.json`. */
 export function adminOpenApi(): Record<string, unknown> {
   const json = (description: string, schema: Record<string, unknown> = { type: 'object' }) => ({
@@ -11,6 +16,8 @@ export function adminOpenApi(): Record<string, unknown> {
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
   const refused = { '401': problem, '403': problem, '429': problem };
+  // An action takes no body; one sent anyway is read (bounded) before it is ignored.
+  const actionRefused = { '400': problem, '404': problem, '409': problem, '413': problem, ...refused };
   const q = (name: string, schema: Record<string, unknown>, description: string) => ({
     name,
     in: 'query',
@@ -19,11 +26,15 @@ export function adminOpenApi(): Record<string, unknown> {
     description,
   });
   const taskParams = [
-    { name: 'tenant', in: 'path', required: true, schema: { type: 'string' } },
+    { name: 'tenant', in: 'path', required: true, schema: { type: 'string', pattern: TENANT } },
     q('status', { $ref: '#/components/schemas/TaskStatus' }, 'Only this status.'),
     q('type', { type: 'string', enum: ['response', 'tool'] }, 'Only this task type.'),
-    q('model', { type: 'string' }, 'Only this model.'),
-    q('max_age_s', { type: 'integer', minimum: 1 }, 'Only tasks created within this many seconds.'),
+    q('model', { type: 'string', pattern: '^\\S{1,128}$' }, 'Only this model.'),
+    q(
+      'max_age_s',
+      { type: 'integer', minimum: 1, maximum: 365 * 86400 },
+      'Only tasks created within this many seconds.',
+    ),
     q('limit', { type: 'integer', minimum: 1, maximum: 200 }, 'Rows per page (50).'),
   ];
   const feed = (what: string, event: string, parameters: Record<string, unknown>[] = []) => ({
@@ -78,8 +89,8 @@ export function adminOpenApi(): Record<string, unknown> {
           summary:
             'Tenants active within the task retention, busiest first (queued + dispatched), paginated; each with every unfinished task counted by status (`unfinished`), failures by code in the last hour (`failures_last_hour`) and limit usage (`limits`: unfinished tasks with creates in flight, and open streams, as the caps count them).',
           parameters: [
-            q('q', { type: 'string' }, 'Only tenants whose id contains this.'),
-            q('offset', { type: 'integer', minimum: 0 }, 'Rows to skip.'),
+            q('q', { type: 'string', pattern: TENANT }, 'Only tenants whose id contains this.'),
+            q('offset', { type: 'integer', minimum: 0, maximum: 1000 }, 'Rows to skip.'),
             q('limit', { type: 'integer', minimum: 1, maximum: 100 }, 'Rows per page (20).'),
           ],
           responses: {
@@ -92,7 +103,14 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tenants/{tenant}/tasks': {
         get: {
           summary: "A tenant's recent tasks from the operator index, newest first.",
-          parameters: [...taskParams, q('cursor', { type: 'string' }, '`next_cursor` of the previous page.')],
+          parameters: [
+            ...taskParams,
+            q(
+              'cursor',
+              { type: 'string', pattern: '^[0-9]{1,16}:[0-9]{1,9}$' },
+              '`next_cursor` of the previous page.',
+            ),
+          ],
           responses: {
             '200': json('A page of tasks and `next_cursor` (null at the end).'),
             '400': problem,
@@ -110,7 +128,7 @@ export function adminOpenApi(): Record<string, unknown> {
           summary:
             'A task: record (attempt, lease owner and expiry, on_restart, times, the Idempotency-Key its create carried), timeline of its states, open input requests.',
           parameters: [id],
-          responses: { '200': json('The task.'), '404': problem, ...refused },
+          responses: { '200': json('The task.'), '400': problem, '404': problem, ...refused },
         },
       },
       '/tasks/{id}/events': {
@@ -136,17 +154,19 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tasks/{id}/cancel': {
         post: {
           summary:
-            'Cancels the task (the same fenced cancel tenants get), recorded as an operator action in its events.',
+            'Cancels the task (the same fenced cancel tenants get), recorded as an operator action in its events. ' +
+            BODY,
           parameters: [id],
-          responses: { '200': json('`outcome` and the task.'), '404': problem, '409': problem, ...refused },
+          responses: { '200': json('`outcome` and the task.'), ...actionRefused },
         },
       },
       '/tasks/{id}/requeue': {
         post: {
           summary:
-            'Queues a stuck task again: a queued one is offered again; a loading, running or input_required one only once its lease has lapsed. Recorded as an operator action.',
+            'Queues a stuck task again: a queued one is offered again; a loading, running or input_required one only once its lease has lapsed. Recorded as an operator action. ' +
+            BODY,
           parameters: [id],
-          responses: { '200': json('The task.'), '404': problem, '409': problem, ...refused },
+          responses: { '200': json('The task.'), ...actionRefused },
         },
       },
       '/workers': {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '@taskline/config';
+import { adminOpenApi } from '@taskline/console';
 import {
   call,
   KEY_A,
@@ -163,5 +164,68 @@ describe('limit usage', () => {
     ).data.find((t) => t.tenant === 'tenant-a')!;
     assert.deepEqual(row.unfinished, { queued: 1 });
     assert.equal((row.limits as { active_tasks: number }).active_tasks, 1);
+  });
+});
+
+describe('the OpenAPI document', () => {
+  type Operation = { responses: Record<string, { content?: Record<string, unknown> }> };
+  const doc = adminOpenApi() as { paths: Record<string, Record<string, Operation>> };
+  /** The operation `path` (under /admin/v1) is answered by, as its template reads. */
+  const operationOf = (method: string, path: string): [string, Operation] => {
+    const bare = path.slice('/admin/v1'.length).split('?')[0]!;
+    for (const [template, item] of Object.entries(doc.paths))
+      if (new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(bare))
+        return [`${method} ${template}`, item[method.toLowerCase()]!];
+    throw new Error(`${path} is not in the document`);
+  };
+
+  it("documents every status and content type its routes answer with, bad input's too", async () => {
+    const id = 'task_00000000000000000000000000';
+    const json = { 'Content-Type': 'application/json' };
+    const cases: [string, string, { body?: string; headers?: Record<string, string> }?][] = [
+      ['GET', '/admin/v1/overview'],
+      ['GET', '/admin/v1/overview/events', { headers: { 'Last-Event-ID': 'x' } }],
+      ['GET', '/admin/v1/tenants'],
+      ['GET', '/admin/v1/tenants?limit=0'],
+      ['GET', '/admin/v1/tenants/tenant-a/tasks'],
+      ['GET', '/admin/v1/tenants/no%20such/tasks'],
+      ['GET', '/admin/v1/tenants/tenant-a/tasks?cursor=forged'],
+      ['GET', '/admin/v1/tenants/tenant-a/tasks/events?cursor=1:0'],
+      ['GET', `/admin/v1/tasks/${id}`],
+      ['GET', '/admin/v1/tasks/%E0%A4%A'],
+      ['GET', `/admin/v1/tasks/${id}/events`],
+      ['GET', '/admin/v1/tasks/%E0%A4%A/events'],
+      ['POST', `/admin/v1/tasks/${id}/cancel`],
+      ['POST', `/admin/v1/tasks/${id}/cancel`, { body: '{not json', headers: json }],
+      [
+        'POST',
+        `/admin/v1/tasks/${id}/cancel`,
+        { body: JSON.stringify({ x: 'y'.repeat(4096) }), headers: json },
+      ],
+      ['POST', `/admin/v1/tasks/${id}/requeue`, { body: '{not json', headers: json }],
+      [
+        'POST',
+        `/admin/v1/tasks/${id}/requeue`,
+        { body: JSON.stringify({ x: 'y'.repeat(4096) }), headers: json },
+      ],
+      ['GET', '/admin/v1/workers'],
+      ['GET', '/admin/v1/slo'],
+      ['GET', '/admin/v1/openapi.json'],
+    ];
+    const undocumented: string[] = [];
+    for (const [method, path, opts = {}] of cases) {
+      const res = await fetch(api.base + path, {
+        method,
+        body: opts.body,
+        headers: { Authorization: `Bearer ${ADMIN_KEY}`, ...opts.headers },
+      });
+      const type = (res.headers.get('content-type') ?? '').split(';')[0]!;
+      await res.body?.cancel();
+      const [name, op] = operationOf(method, path);
+      const documented = op.responses[String(res.status)];
+      if (!documented) undocumented.push(`${name} answered ${res.status} to ${path}`);
+      else if (!documented.content?.[type]) undocumented.push(`${name} ${res.status} is ${type}`);
+    }
+    assert.deepEqual(undocumented, []);
   });
 });
