@@ -47,8 +47,9 @@ const TIMELINE_READ = 2000;
 
 const intParam = (value: unknown, name: string, min: number, max: number, fallback: number): number => {
   if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (typeof value !== 'string' || !Number.isInteger(n) || n < min || n > max)
+  // Decimal digits only, as resume points are: Number() would also take '1e2', '0x10' or ' 5'.
+  const n = typeof value === 'string' && /^(0|[1-9][0-9]{0,14})$/.test(value) ? Number(value) : NaN;
+  if (!(n >= min && n <= max))
     throw new TasklineError('invalid_request', `${name} must be an integer from ${min} to ${max}.`);
   return n;
 };

@@ -167,6 +167,23 @@ describe('limit usage', () => {
   });
 });
 
+describe('bad input', () => {
+  it('an integer parameter is decimal digits: any other form of a number is 400 invalid_request', async () => {
+    for (const path of [
+      '/tenants?limit=',
+      '/tenants?offset=',
+      '/tenants/tenant-a/tasks?limit=',
+      '/tenants/tenant-a/tasks?max_age_s=',
+    ])
+      for (const bad of ['1e1', '0x10', '+5', '5.0', '%205', '05']) {
+        const r = await admin('GET', `/admin/v1${path}${bad}`);
+        assert.equal(r.status, 400, `${path}${bad}`);
+        assert.equal(r.body.code, 'invalid_request', `${path}${bad}`);
+        assert.match(r.body.detail ?? '', /must be an integer/, `${path}${bad}`);
+      }
+  });
+});
+
 describe('the OpenAPI document', () => {
   type Operation = { responses: Record<string, { content?: Record<string, unknown> }> };
   const doc = adminOpenApi() as { paths: Record<string, Record<string, Operation>> };
