@@ -85,8 +85,10 @@ export function operatorAuthenticator(
       const roles = claims[env.TASKLINE_JWT_ROLE_CLAIM];
       const has = role !== '' && (Array.isArray(roles) ? roles.includes(role) : roles === role);
       if (!has) throw new TasklineError('forbidden', 'This token does not carry the operator role.');
-      const sub = typeof claims.sub === 'string' ? claims.sub.slice(0, 64) : 'unknown';
-      return { id: `jwt:${sub}`, via: 'jwt' };
+      // The subject is who the task events and logs record as acting: a token naming none is refused.
+      if (typeof claims.sub !== 'string' || claims.sub === '')
+        throw new TasklineError('unauthorized', 'An operator token must name its operator (`sub`).');
+      return { id: `jwt:${claims.sub.slice(0, 64)}`, via: 'jwt' };
     }
     // Only which refusal: a tenant credential never opens anything here. Any other failure (the
     // key store unreachable) is passed on as it is, neither 401 nor 403.

@@ -97,3 +97,26 @@ test('a JWT is an operator only with the admin role; a tenant token is forbidden
   );
   await assert.rejects(noRole.authenticate({ authorization: `Bearer ${forged}` }), refused('unauthorized'));
 });
+
+test("an operator JWT without a subject is refused: its actions could not be told apart from another's", async () => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const ops = operatorAuthenticator(
+    settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey), TASKLINE_JWT_ADMIN_ROLE: 'operator' }),
+    tenants,
+  );
+  const sign = (sub: string | null) => {
+    const jwt = new SignJWT({ role: 'operator' })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer('https://issuer.test')
+      .setAudience('taskline')
+      .setExpirationTime('1m');
+    return (sub === null ? jwt : jwt.setSubject(sub)).sign(privateKey);
+  };
+  for (const sub of [null, ''])
+    await assert.rejects(
+      ops.authenticate({ authorization: `Bearer ${await sign(sub)}` }),
+      refused('unauthorized'),
+      String(sub),
+    );
+  assert.equal((await ops.authenticate({ authorization: `Bearer ${await sign('bob')}` })).id, 'jwt:bob');
+});

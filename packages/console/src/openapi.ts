@@ -65,7 +65,7 @@ export function adminOpenApi(): Record<string, unknown> {
       version: '1.0.0',
       description:
         'What the operator console at /console shows, for scripts. Every route needs an operator ' +
-        'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE); valid tenant ' +
+        'credential (a key from TASKLINE_ADMIN_KEYS, or a JWT carrying TASKLINE_JWT_ADMIN_ROLE and a `sub`); valid tenant ' +
         'credentials get 403 `forbidden`; none, or a token that is no credential at all (unknown, forged, ' +
         'expired), 401 `unauthorized` with WWW-Authenticate. A client address past TASKLINE_AUTH_FAILURE_LIMIT ' +
         'failed authentications gets 429 `too_many_auth_failures` with Retry-After for every request, an ' +
