@@ -305,14 +305,27 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
   signal.addEventListener('abort', () => following?.abort());
   const followFirst = () => {
     following?.abort();
-    following = new AbortController();
+    const mine = (following = new AbortController());
     void follow(
       `${base}/events?${query(null)}`,
       (type, _id, data) => void (type === 'tasks' && show(data as unknown as Page, false)),
-      following.signal,
-    );
+      mine.signal,
+    ).then((refused) => {
+      // A refused filter (a model id with a space) must not leave the last list under it.
+      if (refused && following === mine) {
+        list.replaceChildren(
+          h('p', { class: 'error', role: 'alert' }, `Not following this list: ${refused}`),
+        );
+        more.replaceChildren();
+      }
+    });
   };
   form.addEventListener('change', followFirst);
+  // Enter in the model field would submit the form: a navigation that reloads the page.
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    followFirst();
+  });
   // The first read is plain JSON: a refused key signs out here.
   show(await api<Page>(`${base}?${query(null)}`), false);
   followFirst();

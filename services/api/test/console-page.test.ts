@@ -1,6 +1,7 @@
 /**
- * The console's live views when the api replica behind a proxy goes away: the page must keep
- * following, as any LMSP client does, once a replica answers again.
+ * The console page against an in-process api behind a proxy: its live views when the api replica
+ * goes away (the page must keep following, as any LMSP client does, once a replica answers
+ * again), and what it shows for bad input.
  */
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -90,6 +91,15 @@ after(async () => {
   await stack?.close();
 });
 
+/** Signed in afresh through the balancer, on the overview. */
+async function signedIn(): Promise<void> {
+  const { page } = browser;
+  await page.goto(`${balancer.base}/console`);
+  await page.evaluate(() => sessionStorage.clear());
+  await signIn(page, balancer.base, ADMIN_KEY);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+}
+
 it('a task page follows on after its replica went away and the balancer answered 503 meanwhile', async () => {
   const { page } = browser;
   const { id } = await createTask(api.base);
@@ -99,8 +109,7 @@ it('a task page follows on after its replica went away and the balancer answered
   await store.start(id, attempt);
   await store.append(id, attempt, [3], [delta('one')]);
 
-  await signIn(page, balancer.base, ADMIN_KEY);
-  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await signedIn();
   await page.goto(`${balancer.base}/console#/tasks/${id}`);
   await page.locator('#task-output', { hasText: 'one' }).waitFor();
 
@@ -118,4 +127,25 @@ it('a task page follows on after its replica went away and the balancer answered
   await screenshot(page, 'task-reconnected');
   assert.equal(outcome, 'followed');
   assert.equal(await page.locator('#stream-state').textContent(), 'Following events…');
+});
+
+it("a tenant list's filter the api refuses says why, and Enter does not reload the page", async () => {
+  const { page } = browser;
+  await signedIn();
+  await page.goto(`${balancer.base}/console#/tenants/tenant-a`);
+  await page.getByText('End of the list.').waitFor();
+  const loads: string[] = [];
+  page.on('load', () => loads.push(page.url()));
+  // Whitespace is never in a model id: the api answers 400.
+  await page.getByLabel('Model').fill('tiny chat');
+  await page.getByLabel('Model').press('Enter');
+  const shown = await until('the refusal, or the page gone', async () =>
+    loads.length > 0
+      ? `reloaded ${loads.join(', ')}`
+      : (await page.getByRole('alert').filter({ hasText: 'model is not valid' }).count()) > 0
+        ? 'refusal'
+        : undefined,
+  );
+  await screenshot(page, 'tenant-filter-refused');
+  assert.equal(shown, 'refusal');
 });
