@@ -149,3 +149,40 @@ it("a tenant list's filter the api refuses says why, and Enter does not reload t
   await screenshot(page, 'tenant-filter-refused');
   assert.equal(shown, 'refusal');
 });
+
+it('renders markup in task data, error codes and the address as text, under a script policy of its own', async () => {
+  const { page } = browser;
+  const markup = (tag: string) => `<${tag} src=x onerror="window.__xss='${tag}'">`;
+  const { id } = await createTask(api.base);
+  assert.equal(await nextQueued(stack.redis), id);
+  const store = stack.worker;
+  const { attempt } = await store.claim(id, 'test-worker', 60_000);
+  await store.start(id, attempt);
+  await store.progress(id, attempt, markup('img'));
+  await store.append(id, attempt, [1], [delta(markup('svg'))]);
+  await store.finish(id, attempt, {
+    status: 'failed',
+    error: { code: '<b>code</b>', message: markup('iframe') },
+  } as never);
+  await signedIn();
+  await page.getByText('<b>code</b> 1').first().waitFor();
+  await page.goto(`${balancer.base}/console#/tenants/tenant-a`);
+  await page.getByRole('link', { name: id }).waitFor();
+  await page.goto(`${balancer.base}/console#/tasks/${id}`);
+  await page.locator('#task-status', { hasText: 'failed' }).waitFor();
+  await page.locator('#task-output', { hasText: markup('svg') }).waitFor();
+  await page.getByText(markup('img')).first().waitFor();
+  assert.equal(await page.locator('#view img, #view svg:not([role=img]), #view iframe, #view b').count(), 0);
+  await page.goto(`${balancer.base}/console#/tasks/${encodeURIComponent(markup('img'))}`);
+  await page.getByRole('alert').filter({ hasText: 'No task' }).waitFor();
+  assert.equal(await page.locator('#view img').count(), 0);
+  await screenshot(page, 'markup-as-text');
+  assert.equal(await page.evaluate(() => (window as unknown as { __xss?: string }).__xss), undefined);
+  // The policy the page runs under: its own files only, never framed.
+  const res = await fetch(`${balancer.base}/console`);
+  const csp = res.headers.get('content-security-policy') ?? '';
+  for (const directive of ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"])
+    assert.ok(csp.includes(directive), `${directive} in ${csp}`);
+  assert.ok(!/unsafe-inline|unsafe-eval/.test(csp), csp);
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+});
