@@ -1,4 +1,4 @@
-import { api, follow } from './client.js';
+import { api, follow, Refused } from './client.js';
 import { lineChart } from './charts.js';
 
 type Attrs = Record<string, string | number | boolean | ((e: Event) => void)>;
@@ -94,11 +94,24 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
     tenants,
     pager,
   );
+  // Searches overtake one another as the operator types: only the latest one's answer is shown.
+  let asked = 0;
   const loadTenants = async () => {
+    const mine = ++asked;
     const q = search.value.trim();
-    const page = await api<{ data: TenantRow[]; total: number; limit: number }>(
-      `/tenants?offset=${offset}&limit=20${q ? `&q=${encodeURIComponent(q)}` : ''}`,
-    );
+    let page: { data: TenantRow[]; total: number; limit: number };
+    try {
+      page = await api(`/tenants?offset=${offset}&limit=20${q ? `&q=${encodeURIComponent(q)}` : ''}`);
+    } catch (err) {
+      if (err instanceof Refused) throw err;
+      // A refused search (a character no tenant id has) must not leave the last result under it.
+      if (mine === asked) {
+        tenants.replaceChildren(h('p', { class: 'error', role: 'alert' }, (err as Error).message));
+        pager.replaceChildren();
+      }
+      return;
+    }
+    if (mine !== asked) return;
     tenants.replaceChildren(
       table(
         'Busiest first; every unfinished task by status; failures by code in the last hour',
@@ -148,7 +161,7 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
       ),
     );
   };
-  search.addEventListener('input', () => ((offset = 0), void loadTenants()));
+  search.addEventListener('input', () => ((offset = 0), void loadTenants().catch(() => undefined)));
   const draw = (o: Overview) => {
     const queued = o.models.reduce((n, m) => n + m.queued, 0);
     depthHistory.push({
