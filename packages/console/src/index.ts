@@ -36,10 +36,13 @@ export function mountConsole(app: Express, deps: ConsoleDeps): void {
   });
   pages.use((_req, res, next) => {
     res.setHeader('Cache-Control', 'no-store');
-    // Only its own files: the page works offline and runs no script from anywhere else.
+    // Only its own files: the page works offline and runs no script from anywhere else. No form
+    // is ever submitted (the script handles each): one sent before the script ran would put the
+    // admin key in a URL. base-uri and form-action do not fall back to default-src.
     res.setHeader(
       'Content-Security-Policy',
-      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
     );
     res.setHeader('X-Content-Type-Options', 'nosniff');
     next();

@@ -31,7 +31,8 @@ export interface Browser {
   close(): Promise<void>;
 }
 
-export async function openBrowser(): Promise<Browser> {
+/** `enforceCsp`: the page's own policy applies (axe-core cannot be injected then). */
+export async function openBrowser({ enforceCsp = false } = {}): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'taskline-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -39,7 +40,7 @@ export async function openBrowser(): Promise<Browser> {
     args: FLAGS,
     viewport: { width: 1280, height: 900 },
     // Lets the test inject axe-core into a page whose policy runs only the console's own scripts.
-    bypassCSP: true,
+    bypassCSP: !enforceCsp,
   });
   const page = context.pages()[0] ?? (await context.newPage());
   return {

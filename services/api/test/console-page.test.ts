@@ -197,8 +197,37 @@ it('renders markup in task data, error codes and the address as text, under a sc
   // The policy the page runs under: its own files only, never framed.
   const res = await fetch(`${balancer.base}/console`);
   const csp = res.headers.get('content-security-policy') ?? '';
-  for (const directive of ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"])
+  // base-uri and form-action do not fall back to default-src: each is named.
+  for (const directive of [
+    "default-src 'self'",
+    "script-src 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ])
     assert.ok(csp.includes(directive), `${directive} in ${csp}`);
   assert.ok(!/unsafe-inline|unsafe-eval/.test(csp), csp);
   assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+});
+
+it('works under its own policy: signs in, shows the overview and a task, and submits no form', async () => {
+  const strict = await openBrowser({ enforceCsp: true });
+  try {
+    const { page } = strict;
+    const violations: string[] = [];
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
+    });
+    const { id } = await createTask(api.base);
+    await signIn(page, balancer.base, ADMIN_KEY);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('link', { name: 'tenant-a' }).waitFor();
+    await page.getByLabel('Open task').fill(id);
+    await page.getByLabel('Open task').press('Enter');
+    await page.locator('#task-status', { hasText: 'queued' }).waitFor();
+    assert.equal(new URL(page.url()).search, '', 'no form was submitted');
+    assert.deepEqual(violations, []);
+  } finally {
+    await strict.close();
+  }
 });
