@@ -15,7 +15,8 @@ export function adminOpenApi(): Record<string, unknown> {
     description: 'A problem (`application/problem+json`) with a stable `code`.',
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
-  const refused = { '401': problem, '403': problem, '429': problem };
+  // 503 `unavailable` (with Retry-After): Redis cannot take the request now, on any route.
+  const refused = { '401': problem, '403': problem, '429': problem, '503': problem };
   // An action takes no body; one sent anyway is read (bounded) before it is ignored.
   const actionRefused = { '400': problem, '404': problem, '409': problem, '413': problem, ...refused };
   const q = (name: string, schema: Record<string, unknown>, description: string) => ({
@@ -70,7 +71,8 @@ export function adminOpenApi(): Record<string, unknown> {
         'expired), 401 `unauthorized` with WWW-Authenticate. A client address past TASKLINE_AUTH_FAILURE_LIMIT ' +
         'failed authentications gets 429 `too_many_auth_failures` with Retry-After for every request, an ' +
         'operator credential too, until its window ends. A path asked with a method it does not take is ' +
-        '405 `invalid_request` with `Allow` (OPTIONS: 204 with `Allow`), as on LMSP. Answers are ' +
+        '405 `invalid_request` with `Allow` (OPTIONS: 204 with `Allow`), as on LMSP. A Redis that cannot ' +
+        'take the request now (unreachable, full, loading) is 503 `unavailable` with Retry-After. Answers are ' +
         '`Cache-Control: no-store`.',
     },
     servers: [{ url: '/admin/v1' }],

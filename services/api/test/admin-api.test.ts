@@ -245,4 +245,23 @@ describe('the OpenAPI document', () => {
     }
     assert.deepEqual(undocumented, []);
   });
+
+  it('documents 503 unavailable, which a Redis that cannot take the request now gets', async () => {
+    const { id } = (await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY })).body as {
+      id: string;
+    };
+    // Full (maxmemory reached, noeviction): the cancel's write is refused with OOM.
+    await stack.redis.config('SET', 'maxmemory-policy', 'noeviction');
+    await stack.redis.config('SET', 'maxmemory', '1');
+    let r: Awaited<ReturnType<typeof admin>>;
+    try {
+      r = await admin('POST', `/admin/v1/tasks/${id}/cancel`);
+    } finally {
+      await stack.redis.config('SET', 'maxmemory', '0');
+    }
+    assert.equal(r.status, 503);
+    assert.equal(r.body.code, 'unavailable');
+    const [name, op] = operationOf('POST', `/admin/v1/tasks/${id}/cancel`);
+    assert.ok(op.responses['503'], `${name} does not document 503`);
+  });
 });
