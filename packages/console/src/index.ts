@@ -18,9 +18,9 @@ const PAGE = new URL('../web/static/index.html', import.meta.url);
 
 /**
  * Mounts the operator console: the page at `/console` (every path under it is the same
- * single-page app) and its JSON API at `/admin/v1`. Both refuse tenant credentials: the API
- * needs an operator on every route; the page holds no data, and is refused to any request that
- * presents a credential which is not an operator's.
+ * single-page app, but an asset it does not have: 404) and its JSON API at `/admin/v1`. Both
+ * refuse tenant credentials: the API needs an operator on every route; the page holds no data,
+ * and is refused to any request that presents a credential which is not an operator's.
  */
 export function mountConsole(app: Express, deps: ConsoleDeps): void {
   const files = new Map(
@@ -49,7 +49,8 @@ export function mountConsole(app: Express, deps: ConsoleDeps): void {
   });
   pages.get('/assets/:name', (req, res, next) => {
     const file = files.get(String(req.params.name));
-    if (!file) return next();
+    // Out of the console's router to the api's 404: a stale page's asset is no HTML page.
+    if (!file) return next('router');
     res.type(file.type).send(file.body);
   });
   pages.get(/.*/, (_req, res) => {

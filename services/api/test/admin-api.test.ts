@@ -184,6 +184,17 @@ describe('bad input', () => {
   });
 });
 
+describe('the page', () => {
+  it('an asset it does not have is 404, not the page in its place', async () => {
+    const r = await admin('GET', '/console/assets/console-old.js', null);
+    assert.equal(r.status, 404);
+    assert.match(r.type, /^application\/problem\+json/);
+    assert.equal((await admin('GET', '/console/assets/console.js', null)).status, 200);
+    // Every other path is the single-page app.
+    assert.match((await admin('GET', '/console/tasks/x', null)).type, /^text\/html/);
+  });
+});
+
 describe('the OpenAPI document', () => {
   type Operation = { responses: Record<string, { content?: Record<string, unknown> }> };
   const doc = adminOpenApi() as { paths: Record<string, Record<string, Operation>> };
