@@ -6,14 +6,25 @@
   offers alone visits only the models they named). Idempotent, so the reconciler and recovery
   may repeat it.
 
+  The caller read the task queued, in another slot: by now it may have been dispatched and
+  claimed. A place in the running set scored above ARGV[8] (as a rule the attempt read: a place
+  is scored by the attempt its claim starts, see dispatch.lua) is a dispatch of the state read or
+  a later one, whose job may claim the task or has: the place stays and the task is not offered
+  (a running task must not be listed ready). Only the create journal entry is dropped, as asked:
+  the task was offered. A caller that knows that dispatch's job lost passes that place's score
+  instead: the running-set repair (sweepActive), having found neither a ready entry, a pick in
+  flight nor a job, and an operator's requeue of a queued task.
+
   KEYS[1] ready index (model, tenant)  KEYS[2] tenant's running set  KEYS[3] model's tenants
   KEYS[4] models with ready tasks  KEYS[5] create journal (intake)  KEYS[6] offered states
   ARGV[1] task id  ARGV[2] score (created at, ms)  ARGV[3] tenant  ARGV[4] model
   ARGV[5] wake channel  ARGV[6] '1' to drop the task's journal entry in the same step, else '0'
   ARGV[7] the queued state offered ("<attempt>:<seq>")
+  ARGV[8] the highest running-set score this offer may drop (see above)
 
-  Returns 1, or {'corrupt', key} when a key has the wrong type (nothing is written: Redis does not
-  roll a script back, so every write must be known to succeed before the first).
+  Returns 1 when offered, 0 when a newer place holds the task, or {'corrupt', key} when a key has
+  the wrong type (nothing is written: Redis does not roll a script back, so every write must be
+  known to succeed before the first).
 ]]
 local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
 local function corrupt(i)
@@ -24,6 +35,13 @@ for i = 2, 6 do
   if t ~= 'none' and t ~= types[i] then
     return corrupt(i)
   end
+end
+local place = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if place and tonumber(place) > tonumber(ARGV[8]) then
+  if ARGV[6] == '1' then
+    redis.call('ZREM', KEYS[5], ARGV[1])
+  end
+  return 0
 end
 -- The first write checks its own key: failing, it leaves nothing written. Any other error (OOM,
 -- READONLY) stays the error it is.

@@ -135,9 +135,12 @@ export class StoreCore {
 
   /**
    * Offers a queued task to the scheduler (enqueue.lua); idempotent, so the reconciler may repeat
-   * it. Drops the task's create-journal entry in the same step unless `keepJournal`.
+   * it. Drops the task's create-journal entry in the same step unless `keepJournal`. A place in its
+   * tenant's running set scored above `placed` (by default the attempt read, whose dispatch scores
+   * one past it) belongs to a dispatch that may have been claimed since the read: the task is then
+   * not offered, and false is returned.
    */
-  async enqueue(task: Offer, keepJournal = false): Promise<void> {
+  async enqueue(task: Offer, keepJournal = false, placed = task.attempt): Promise<boolean> {
     const tenant = queueTenant(task);
     const reply = await this.scripts.enqueue(
       schedulerKeys.ready(tenant, task.model),
@@ -153,8 +156,10 @@ export class StoreCore {
       schedulerKeys.wake,
       keepJournal ? '0' : '1',
       offeredState(task),
+      placed,
     );
     if (Array.isArray(reply)) check(task.id, reply);
+    return Number(reply) === 1;
   }
 
   /**

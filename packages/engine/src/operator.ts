@@ -256,7 +256,9 @@ export class OperatorView {
       fields: { status_message: `requeued by operator`, shown },
       events: [statusEvent(shown, { reason: 'operator_requeue', operator_action: action })],
     });
-    await this.store.enqueue({ ...task, seq });
+    // A queued task's offer or job is taken for lost: the place of the state read goes too (see
+    // enqueue.lua).
+    await this.store.enqueue({ ...task, seq }, false, leased ? task.attempt : task.attempt + 1);
     return (await this.store.get(id))!;
   }
 

@@ -111,8 +111,8 @@ export async function reconcileIntake(
     async (id) => {
       const task = await core.get(id);
       if (task?.status === 'queued') {
-        await core.enqueue(task);
-        queued.push(id);
+        // Not offered when dispatched since the read (and perhaps claimed): see enqueue.lua.
+        if (await core.enqueue(task)) queued.push(id);
       } else {
         // Only the entry listed: an answer may have journalled the task again since the read.
         await core.scripts.lease_unindex(schedulerKeys.intake, id, before);
@@ -125,7 +125,10 @@ export async function reconcileIntake(
 
 /**
  * Picks whose dispatch died between the pick and the BullMQ add (`inflight` entries older than
- * `olderThanMs`): a task still queued is offered again, and the entry dropped. Returns their ids.
+ * `olderThanMs`): the entry is dropped, and a task still queued offered again unless its pick's
+ * place is there (enqueue.lua). That place's job may have been queued before the dispatcher died,
+ * and claim the task at any time: whether it was is BullMQ's to tell, which the running-set repair
+ * (sweepActive) asks before it offers the task again. Returns the entries' ids.
  */
 export async function reconcileDispatches(
   core: StoreCore,
@@ -156,8 +159,9 @@ export async function reconcileDispatches(
 /**
  * Drops running-set entries (what caps a tenant's concurrency) of tasks that ended or expired, or
  * that wait parked for their caller's input, and offers again a task queued longer than
- * `olderThanMs` that is neither ready nor has a job (`hasJob`: the dispatcher's queue, e.g. after
- * a failed claim). Returns how many entries it dropped.
+ * `olderThanMs` that is neither ready, nor picked by a dispatch still queueing its job, nor has a
+ * job (`hasJob`: the dispatcher's queue, e.g. after a failed claim or a dispatcher that died
+ * before its add). Returns how many entries it dropped.
  */
 export async function sweepActive(
   core: StoreCore,
@@ -184,8 +188,13 @@ export async function sweepActive(
         dropped += Number(await core.scripts.place_unindex(key, id, score));
       } else if (task.status === 'queued' && task.updatedAt < core.now() - olderThanMs) {
         const tenant = key.slice(prefix.length);
+        // In this order: a pick after the ready index was read needs a new offer, and one before
+        // it is in flight until its job is queued.
         const waiting = await core.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
-        if (waiting === null && !(await hasJob(task))) await core.enqueue(task);
+        if (waiting !== null || (await core.redis.zscore(schedulerKeys.inflight, id)) !== null) return;
+        // No job: the place read may be its lost job's (scored one past the attempt), and goes.
+        // One scored above it is a dispatch since, which keeps it (enqueue.lua).
+        if (!(await hasJob(task))) await core.enqueue(task, false, Math.max(task.attempt, Number(score)));
       }
     },
     failed && ((entry, error) => failed(entry.split(' ')[1]!, error)),

@@ -82,12 +82,9 @@ export class TaskStore {
     return task;
   }
 
-  /**
-   * Offers a queued task to the scheduler (enqueue.lua); idempotent, so the reconciler may repeat
-   * it. Drops the task's create-journal entry in the same step unless `keepJournal`.
-   */
-  enqueue(task: Offer, keepJournal = false): Promise<void> {
-    return this.core.enqueue(task, keepJournal);
+  /** Offers a queued task to the scheduler: see StoreCore.enqueue. */
+  enqueue(task: Offer, keepJournal = false, placed?: number): Promise<boolean> {
+    return this.core.enqueue(task, keepJournal, placed);
   }
 
   /** The task, or null when it never existed, expired, or belongs to another tenant. */

@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 import {
   connectRedis,
   defineDispatch,
+  handedOver,
   pickFair,
   TaskStore,
   TasklineError,
@@ -29,6 +30,7 @@ after(async () => {
   await h.close();
 });
 
+const tick = () => new Promise((r) => setTimeout(r, 5));
 const CONFIRM = { method: 'elicitation/create', params: { message: 'Run it?' } };
 
 /** One dispatch round of `model` (dispatch.lua) that picks `id`; returns the attempt its job was offered for. */
@@ -45,6 +47,26 @@ async function dispatch(model: string, id: string): Promise<number> {
   return picks![0]!.state!.attempt;
 }
 
+/**
+ * A store of its own (a sweep on another replica) whose first read of `id` runs `between` right
+ * after it, before the caller acts on what it read.
+ */
+function interleaved(id: string, between: (seen: TaskRecord | null) => Promise<void>): TaskStore {
+  const store = new TaskStore(h.redis, defaults);
+  const core = (store as unknown as { core: { get(id: string): Promise<TaskRecord | null> } }).core;
+  const read = core.get.bind(core);
+  let done = false;
+  core.get = async (task) => {
+    const seen = await read(task);
+    if (task === id && !done) {
+      done = true;
+      await between(seen);
+    }
+    return seen;
+  };
+  return store;
+}
+
 test('the retention sweep keeps the place of an attempt claimed after it read the task parked', async () => {
   const [tenant, model] = ['tenant-sweep', 'tools-sweep'];
   const active = schedulerKeys.active(tenant);
@@ -57,20 +79,13 @@ test('the retention sweep keeps the place of an attempt claimed after it read th
 
   // Right after the sweep read the task parked, the answer queues it, and its next attempt is
   // dispatched and claimed under the same id.
-  const sweeper = new TaskStore(h.redis, defaults);
-  const core = (sweeper as unknown as { core: { get(id: string): Promise<TaskRecord | null> } }).core;
-  const read = core.get.bind(core);
   let next: TaskRecord | undefined;
-  core.get = async (id) => {
-    const seen = await read(id);
-    if (id === task.id && !next) {
-      assert.equal(seen?.status, 'input_required');
-      await h.store.provideInput(task.id, tenant, { confirm: { action: 'accept' } });
-      await dispatch(model, task.id);
-      next = await h.store.claim(task.id, 'w2', 60_000, { start: true });
-    }
-    return seen;
-  };
+  const sweeper = interleaved(task.id, async (seen) => {
+    assert.equal(seen?.status, 'input_required');
+    await h.store.provideInput(task.id, tenant, { confirm: { action: 'accept' } });
+    await dispatch(model, task.id);
+    next = await h.store.claim(task.id, 'w2', 60_000, { start: true });
+  });
   const dropped = await sweeper.sweepActive(60_000, async () => true);
   assert.equal(next?.attempt, first.attempt + 1);
   assert.equal(
@@ -121,4 +136,94 @@ test('a job of an older offer claims nothing: the task waits for the job of its 
   const next = await h.store.claim(task.id, 'w2', 60_000, { start: true, offered: current });
   assert.equal(next.attempt, first.attempt + 1);
   assert.equal(Number(await h.redis.zscore(active, task.id)), next.attempt);
+});
+
+/** Where `id` stands in its tenant's running set and ready index. */
+async function indexed(tenant: string, model: string, id: string) {
+  const [place, ready] = await Promise.all([
+    h.redis.zscore(schedulerKeys.active(tenant), id),
+    h.redis.zscore(schedulerKeys.ready(tenant, model), id),
+  ]);
+  return { place: place === null ? null : Number(place), ready: ready !== null };
+}
+
+test('a pick the reconciler read queued keeps the place of the attempt its job claimed meanwhile', async () => {
+  const [tenant, model] = ['tenant-pick', 'tools-pick'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // Dispatched, its job added, but `handedOver` lost: the pick stays in flight for the reconciler.
+  const offered = await dispatch(model, task.id);
+  let claimed: TaskRecord | undefined;
+  const reconciler = interleaved(task.id, async (seen) => {
+    assert.equal(seen?.status, 'queued');
+    claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+  });
+  await reconciler.reconcileDispatches(0);
+  assert.equal(claimed?.attempt, task.attempt + 1);
+  assert.deepEqual(
+    await indexed(tenant, model, task.id),
+    { place: claimed!.attempt, ready: false },
+    'the running attempt keeps its place under the cap, and a running task is not offered',
+  );
+  assert.equal(await h.redis.zscore(schedulerKeys.inflight, task.id), null);
+});
+
+test('a create the reconciler read queued is not offered again once dispatched and claimed meanwhile', async () => {
+  const [tenant, model] = ['tenant-intake', 'tools-intake'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // Its journal entry was left behind (the create's drop of it is not awaited).
+  await h.redis.zadd(schedulerKeys.intake, 1, task.id);
+  let claimed: TaskRecord | undefined;
+  const reconciler = interleaved(task.id, async (seen) => {
+    assert.equal(seen?.status, 'queued');
+    const offered = await dispatch(model, task.id);
+    await handedOver(scheduler, [task.id]);
+    claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+  });
+  const requeued = await reconciler.reconcileIntake(0);
+  assert.deepEqual(await indexed(tenant, model, task.id), { place: claimed!.attempt, ready: false });
+  assert.deepEqual(requeued, [], 'nothing offered again');
+  assert.equal(await h.redis.zscore(schedulerKeys.intake, task.id), null, 'its journal entry is done with');
+});
+
+test('the running-set repair does not offer again a task another offer dispatched and claimed after its read', async () => {
+  const [tenant, model] = ['tenant-repair', 'tools-repair'];
+  const ready = schedulerKeys.ready(tenant, model);
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // Its offer was lost, and a place of no attempt (score 0) left behind.
+  await h.redis.multi().zrem(ready, task.id).hdel(schedulerKeys.offered, task.id).exec();
+  await h.redis.zadd(schedulerKeys.active(tenant), 0, task.id);
+  await tick();
+  // The repair found no job; before it offers the task, another replica's offers it, and it is
+  // dispatched and claimed.
+  let claimed: TaskRecord | undefined;
+  const repaired = await h.store.sweepActive(0, async (seen) => {
+    if (seen.id !== task.id) return true;
+    await h.store.enqueue(seen);
+    const offered = await dispatch(model, task.id);
+    await handedOver(scheduler, [task.id]);
+    claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+    return false;
+  });
+  assert.equal(repaired, 0);
+  assert.deepEqual(await indexed(tenant, model, task.id), { place: claimed!.attempt, ready: false });
+});
+
+test('a pick whose job was never queued is offered again by the running-set repair', async () => {
+  const [tenant, model] = ['tenant-lost', 'tools-lost'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // The dispatcher died between the pick and the BullMQ add: a place, no job.
+  const offered = await dispatch(model, task.id);
+  await tick();
+  // While the pick is in flight its job may be on its way: the repair leaves it to the reconciler.
+  await h.store.sweepActive(0, async () => false);
+  assert.deepEqual(await indexed(tenant, model, task.id), { place: offered + 1, ready: false });
+  await h.store.reconcileDispatches(0);
+  assert.equal(await h.redis.zscore(schedulerKeys.inflight, task.id), null);
+  await tick();
+  await h.store.sweepActive(0, async () => false);
+  assert.deepEqual(await indexed(tenant, model, task.id), { place: null, ready: true });
+  // Its next dispatch places it again, and its job claims it.
+  assert.equal(await dispatch(model, task.id), offered);
+  const claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+  assert.deepEqual(await indexed(tenant, model, task.id), { place: claimed.attempt, ready: false });
 });

@@ -161,25 +161,52 @@ test('enqueue offers a task once in its latest state, wakes the scheduler, and d
   const intake = 'tl:{sched}:intake';
   const offered = 'tl:{sched}:offered';
   await h.redis.zadd(intake, 1, 'a', 1, 'b');
-  await h.redis.zadd(k[1]!, 1, 'a');
+  // A place of an earlier attempt than the state offered (at most ARGV[8]).
+  await h.redis.zadd(k[1]!, 0, 'a');
+  // ARGV: id, created at, journal flag, queued state offered, highest place score to drop.
+  const offer = (id: string, score: number, journal: string, state: string, placed: number) =>
+    h.redis.eval(
+      source,
+      6,
+      ...k,
+      intake,
+      offered,
+      id,
+      score,
+      't',
+      'm',
+      'tl:{sched}:wake',
+      journal,
+      state,
+      placed,
+    );
   const sub = h.redis.duplicate();
   await sub.subscribe('tl:{sched}:wake');
   const woken = new Promise((r) => sub.once('message', (_c, model) => r(model)));
   try {
-    assert.equal(
-      await h.redis.eval(source, 6, ...k, intake, offered, 'a', 10, 't', 'm', 'tl:{sched}:wake', '0', '0:1'),
-      1,
-    );
+    assert.equal(await offer('a', 10, '0', '0:1', 0), 1);
     assert.equal(await woken, 'm', 'the wake-up names the model');
     assert.equal(await h.redis.hget(offered, 'a'), '0:1');
     // A second offer keeps the first score but names the state offered now; this one drops the journal entry.
-    await h.redis.eval(source, 6, ...k, intake, offered, 'a', 99, 't', 'm', 'tl:{sched}:wake', '1', '1:7');
+    await offer('a', 99, '1', '1:7', 1);
     assert.equal(await h.redis.hget(offered, 'a'), '1:7');
     assert.deepEqual(await h.redis.zrange(k[0]!, 0, -1, 'WITHSCORES'), ['a', '10']);
     assert.equal(await h.redis.zcard(k[1]!), 0, 'a waiting task is out of the running set');
     assert.deepEqual(await h.redis.smembers(k[2]!), ['t']);
     assert.deepEqual(await h.redis.smembers(k[3]!), ['m']);
     assert.deepEqual(await h.redis.zrange(intake, 0, -1), ['b']);
+    // `b` was dispatched in the state read (1:3: a place scored 2, the attempt its claim starts):
+    // its job may have claimed it, so it keeps its place and is not offered; the journal entry goes.
+    await h.redis.zadd(k[1]!, 2, 'b');
+    assert.equal(await offer('b', 5, '1', '1:3', 1), 0);
+    assert.deepEqual(await h.redis.zrange(k[1]!, 0, -1, 'WITHSCORES'), ['b', '2']);
+    assert.deepEqual(await h.redis.zrange(k[0]!, 0, -1), ['a']);
+    assert.equal(await h.redis.hget(offered, 'b'), null);
+    assert.equal(await h.redis.zcard(intake), 0);
+    // Its job lost (the caller found none), an offer that may drop that place takes it back.
+    await offer('b', 5, '1', '1:3', 2);
+    assert.equal(await h.redis.zcard(k[1]!), 0);
+    assert.deepEqual(await h.redis.zrange(k[0]!, 0, -1), ['b', 'a']);
   } finally {
     sub.disconnect();
   }
@@ -202,6 +229,7 @@ test('enqueue writes nothing when one of its keys has the wrong type', async () 
     'tl:{sched}:wake',
     '1',
     '0:1',
+    0,
   );
   assert.deepEqual(reply, ['corrupt', `${offered} is a string, not a hash`]);
   for (const key of k) assert.equal(await h.redis.exists(key), 0, `${key} untouched`);
@@ -229,6 +257,7 @@ test('enqueue writes nothing when its ready index, its first write, has the wron
     'tl:{sched}:wake',
     '1',
     '0:1',
+    0,
   );
   assert.deepEqual(reply, ['corrupt', `${ready} is a string, not a zset`]);
   for (const key of [...rest, 'tl:{sched}:offered3'])
@@ -260,6 +289,7 @@ test('enqueue on a Redis out of memory fails with OOM (a 503 upstream), not as a
         'tl:{sched}:wake',
         '1',
         '0:1',
+        0,
       ),
       /^ReplyError: OOM/,
     );

@@ -347,7 +347,8 @@ export class Scheduler {
 
   /**
    * Repairs what crashes leave between steps: journalled creates that never reached the ready
-   * index, and picks whose dispatch died between the pick and the BullMQ add.
+   * index, and picks whose dispatch died between the pick and the BullMQ add (a pick that holds
+   * its place may have had its job queued: the retention sweep, which asks, offers it again).
    */
   private async reconcile(): Promise<void> {
     const after = this.o.reconcileAfterMs;
@@ -359,7 +360,7 @@ export class Scheduler {
   /**
    * Drops index entries of tasks that ended or expired, or that wait parked for their caller's
    * input (the per-tenant running sets that cap concurrency), and re-offers queued tasks whose job
-   * vanished (e.g. a failed claim).
+   * vanished (e.g. a failed claim) or was never queued (a dispatcher that died after its pick).
    */
   async retention(): Promise<number> {
     return this.o.store.sweepActive(
