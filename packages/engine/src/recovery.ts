@@ -125,14 +125,15 @@ export async function reconcileIntake(
 
 /**
  * Picks whose dispatch died between the pick and the BullMQ add (`inflight` entries older than
- * `olderThanMs`): the entry is dropped, and a task still queued offered again unless its pick's
- * place is there (enqueue.lua). That place's job may have been queued before the dispatcher died,
- * and claim the task at any time: whether it was is BullMQ's to tell, which the running-set repair
- * (sweepActive) asks before it offers the task again. Returns the entries' ids.
+ * `olderThanMs`): the entry is dropped, and a task still queued with no job (`hasJob`, the
+ * dispatcher's queue) offered again at once, its pick's place with it. A pick whose job was
+ * queued before the dispatcher died keeps its place: the job claims the task. Returns the
+ * entries' ids.
  */
 export async function reconcileDispatches(
   core: StoreCore,
   olderThanMs: number,
+  hasJob: (task: TaskRecord) => Promise<boolean>,
   limit = 500,
   failed?: SweepFailed,
 ): Promise<string[]> {
@@ -148,7 +149,9 @@ export async function reconcileDispatches(
     stale,
     async (id) => {
       const task = await core.get(id);
-      if (task?.status === 'queued') await core.enqueue(task);
+      // The pick's place is scored by the attempt its job would have started (dispatch.lua).
+      if (task?.status === 'queued' && !(await hasJob(task)))
+        await core.enqueue(task, false, task.attempt + 1);
       await core.redis.zrem(schedulerKeys.inflight, id);
     },
     failed,

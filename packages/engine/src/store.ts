@@ -357,8 +357,13 @@ export class TaskStore {
   }
 
   /** Offers again the tasks of dispatches that died before their job was queued (see recovery.ts). */
-  reconcileDispatches(olderThanMs: number, limit?: number, failed?: SweepFailed): Promise<string[]> {
-    return recovery.reconcileDispatches(this.core, olderThanMs, limit, failed);
+  reconcileDispatches(
+    olderThanMs: number,
+    hasJob: (task: TaskRecord) => Promise<boolean>,
+    limit?: number,
+    failed?: SweepFailed,
+  ): Promise<string[]> {
+    return recovery.reconcileDispatches(this.core, olderThanMs, hasJob, limit, failed);
   }
 
   /**

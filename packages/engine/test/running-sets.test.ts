@@ -157,7 +157,8 @@ test('a pick the reconciler read queued keeps the place of the attempt its job c
     assert.equal(seen?.status, 'queued');
     claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
   });
-  await reconciler.reconcileDispatches(0);
+  // Its job is in the queue (it claimed the task).
+  await reconciler.reconcileDispatches(0, async () => true);
   assert.equal(claimed?.attempt, task.attempt + 1);
   assert.deepEqual(
     await indexed(tenant, model, task.id),
@@ -208,22 +209,27 @@ test('the running-set repair does not offer again a task another offer dispatche
   assert.deepEqual(await indexed(tenant, model, task.id), { place: claimed!.attempt, ready: false });
 });
 
-test('a pick whose job was never queued is offered again by the running-set repair', async () => {
+test('the dispatch reconciler offers again at once a pick whose job was never queued, and leaves one whose job waits', async () => {
   const [tenant, model] = ['tenant-lost', 'tools-lost'];
-  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
-  // The dispatcher died between the pick and the BullMQ add: a place, no job.
-  const offered = await dispatch(model, task.id);
+  const lost = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  const queued = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // The dispatcher died after both picks, having queued the second one's job only.
+  const offered = await dispatch(model, lost.id);
+  assert.equal(await dispatch(model, queued.id), offered);
   await tick();
-  // While the pick is in flight its job may be on its way: the repair leaves it to the reconciler.
+  // While a pick is in flight its job may be on its way: the repair leaves it to the reconciler.
   await h.store.sweepActive(0, async () => false);
-  assert.deepEqual(await indexed(tenant, model, task.id), { place: offered + 1, ready: false });
-  await h.store.reconcileDispatches(0);
-  assert.equal(await h.redis.zscore(schedulerKeys.inflight, task.id), null);
-  await tick();
-  await h.store.sweepActive(0, async () => false);
-  assert.deepEqual(await indexed(tenant, model, task.id), { place: null, ready: true });
-  // Its next dispatch places it again, and its job claims it.
-  assert.equal(await dispatch(model, task.id), offered);
-  const claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
-  assert.deepEqual(await indexed(tenant, model, task.id), { place: claimed.attempt, ready: false });
+  assert.deepEqual(await indexed(tenant, model, lost.id), { place: offered + 1, ready: false });
+  await h.store.reconcileDispatches(0, async (task) => task.id === queued.id);
+  for (const id of [lost.id, queued.id]) assert.equal(await h.redis.zscore(schedulerKeys.inflight, id), null);
+  assert.deepEqual(await indexed(tenant, model, lost.id), { place: null, ready: true }, 'offered again');
+  assert.deepEqual(
+    await indexed(tenant, model, queued.id),
+    { place: offered + 1, ready: false },
+    'its job claims it',
+  );
+  // The lost one's next dispatch places it again, and its job claims it.
+  assert.equal(await dispatch(model, lost.id), offered);
+  const claimed = await h.store.claim(lost.id, 'w1', 60_000, { start: true, offered });
+  assert.deepEqual(await indexed(tenant, model, lost.id), { place: claimed.attempt, ready: false });
 });

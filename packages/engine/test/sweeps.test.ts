@@ -90,7 +90,7 @@ test('a journalled create the reconciler cannot offer does not hold back the cre
   await h.redis.zadd(schedulerKeys.inflight, 1, stuck.id, 2, lost.id);
   await h.redis.zrem(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id);
   const dispatches = reports();
-  await h.store.reconcileDispatches(0, undefined, dispatches.hook);
+  await h.store.reconcileDispatches(0, async () => false, undefined, dispatches.hook);
   assert.deepEqual(dispatches.failed, [`${stuck.id} internal_error`]);
   assert.ok(await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id));
   assert.ok(await h.redis.zscore(schedulerKeys.inflight, stuck.id), 'kept for the next round');

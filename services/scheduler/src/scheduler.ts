@@ -25,6 +25,7 @@ import {
   type Pick,
   type RedisTarget,
   type SweepFailed,
+  type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
@@ -347,15 +348,18 @@ export class Scheduler {
 
   /**
    * Repairs what crashes leave between steps: journalled creates that never reached the ready
-   * index, and picks whose dispatch died between the pick and the BullMQ add (a pick that holds
-   * its place may have had its job queued: the retention sweep, which asks, offers it again).
+   * index, and picks whose dispatch died between the pick and the BullMQ add.
    */
   private async reconcile(): Promise<void> {
     const after = this.o.reconcileAfterMs;
     const requeued = await this.o.store.reconcileIntake(after, undefined, this.skipped('intake'));
     if (requeued.length) this.o.log.info('intake_reconciled', { tasks: requeued });
-    await this.o.store.reconcileDispatches(after, undefined, this.skipped('dispatches'));
+    await this.o.store.reconcileDispatches(after, this.hasJob, undefined, this.skipped('dispatches'));
   }
+
+  /** Whether the job of a task's queued state is in its model's queue (waiting or taken). */
+  private readonly hasJob = async (task: TaskRecord): Promise<boolean> =>
+    Boolean(await this.queue(task.model).getJob(dispatchJobId(task)));
 
   /**
    * Drops index entries of tasks that ended or expired, or that wait parked for their caller's
@@ -363,11 +367,7 @@ export class Scheduler {
    * vanished (e.g. a failed claim) or was never queued (a dispatcher that died after its pick).
    */
   async retention(): Promise<number> {
-    return this.o.store.sweepActive(
-      this.o.reconcileAfterMs,
-      async (task) => Boolean(await this.queue(task.model).getJob(dispatchJobId(task))),
-      this.skipped('running_sets'),
-    );
+    return this.o.store.sweepActive(this.o.reconcileAfterMs, this.hasJob, this.skipped('running_sets'));
   }
 
   /**
