@@ -7,18 +7,28 @@
   ARGV[1] now (ms)  ARGV[2] proposed task id  ARGV[3] request fingerprint
   ARGV[4] pending hold (ms): how long an unfinished create keeps the key to itself
   ARGV[5] record TTL (s)
+  ARGV[6] '' or the id a `done` record named when last read, whose task the caller has since
+          found gone (expired, evicted): such a key is free again, so the record is re-pointed to
+          ARGV[2] as for a new key, but only while it is still `done` and names that id (compare
+          and set: of two retries that saw the task gone, the second finds the first one's id).
 
   Returns {'new', taskId} | {'done', taskId} | {'pending', taskId} | {'takeover', taskId} | {'reused'}
 ]]
 local rec = redis.call('HMGET', KEYS[1], 'task', 'fingerprint', 'state', 'since')
 local now = tonumber(ARGV[1])
-if not rec[1] then
+local function reserve()
   redis.call('HSET', KEYS[1], 'task', ARGV[2], 'fingerprint', ARGV[3], 'state', 'pending', 'since', now)
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
   return { 'new', ARGV[2] }
 end
+if not rec[1] then
+  return reserve()
+end
 if rec[2] ~= ARGV[3] then
   return { 'reused' }
+end
+if rec[3] == 'done' and rec[1] == ARGV[6] then
+  return reserve()
 end
 if rec[3] == 'done' then
   return { 'done', rec[1] }

@@ -35,7 +35,8 @@ export async function findIdempotent(
 /**
  * Reserves an Idempotency-Key for a create. `replay` names a task an earlier request with the
  * same key and body made; `taskId` is the id to create under otherwise: `candidate` (an id drawn
- * for this create, by default one drawn here) for a new key, an abandoned create's for a takeover.
+ * for this create, by default one drawn here) for a new key or one whose task has expired, an
+ * abandoned create's for a takeover.
  */
 export async function beginIdempotent(
   core: StoreCore,
@@ -45,30 +46,39 @@ export async function beginIdempotent(
   candidate: string = newId('task'),
 ): Promise<{ taskId: string; replay: TaskRecord | null; recordKey: string }> {
   const recordKey = recordKeyOf(tenant, key);
-  const reply = await core.scripts.idempotency_begin(
-    recordKey,
-    core.now(),
-    candidate,
-    fingerprint,
-    core.options.idempotencyPendingMs,
-    core.options.idempotencyTtlS,
-  );
-  const [state, taskId] = reply as [string, string];
-  if (state === 'reused') throw reused();
-  if (state === 'new') return { taskId, replay: null, recordKey };
-  const existing = await core.get(taskId, tenant);
-  if (existing) {
-    await core.scripts.idempotency_finish(recordKey, taskId);
-    return { taskId, replay: existing, recordKey };
-  }
-  if (state === 'pending') {
-    throw new TasklineError(
-      'idempotency_key_in_use',
-      'A request with this Idempotency-Key is still being accepted.',
+  // The id a `done` record named whose task is gone: the record and the task are in different
+  // slots, so that is found here and the script re-points the record only if it still names it.
+  let gone = '';
+  for (;;) {
+    const reply = await core.scripts.idempotency_begin(
+      recordKey,
+      core.now(),
+      candidate,
+      fingerprint,
+      core.options.idempotencyPendingMs,
+      core.options.idempotencyTtlS,
+      gone,
     );
+    const [state, taskId] = reply as [string, string];
+    if (state === 'reused') throw reused();
+    if (state === 'new') return { taskId, replay: null, recordKey };
+    const existing = await core.get(taskId, tenant);
+    if (existing) {
+      await core.scripts.idempotency_finish(recordKey, taskId);
+      return { taskId, replay: existing, recordKey };
+    }
+    if (state === 'pending') {
+      throw new TasklineError(
+        'idempotency_key_in_use',
+        'A request with this Idempotency-Key is still being accepted.',
+      );
+    }
+    // A takeover of an abandoned create: create it now, under its id.
+    if (state === 'takeover') return { taskId, replay: null, recordKey };
+    // `done` whose task has expired: the key is free again (an expired task reads like one that
+    // never existed), and a new task under the old id would restart its event numbers there.
+    gone = taskId;
   }
-  // `done` whose task has since expired, or a takeover of an abandoned create: create it now.
-  return { taskId, replay: null, recordKey };
 }
 
 export async function finishIdempotent(core: StoreCore, recordKey: string, taskId: string): Promise<void> {

@@ -38,7 +38,7 @@ async function runToEnd(store: TaskStore, id: string): Promise<void> {
   await store.finish(id, attempt, { status: 'succeeded', result: { text: 'old run' } });
 }
 
-test('an evicted task hash with its stream left: the idempotent retry makes a clean task, no old event replayed', async () => {
+test('an evicted task hash with its stream left: the idempotent retry makes a new task, no old event replayed', async () => {
   const input = newTask();
   const first = await h.store.createIdempotent(input, 'key-evicted', 'print');
   await runToEnd(h.store, first.task.id);
@@ -48,22 +48,30 @@ test('an evicted task hash with its stream left: the idempotent retry makes a cl
   await h.redis.del(taskKeys(first.task.id).task);
   await h.redis.persist(taskKeys(first.task.id).events);
 
+  // The task reads as gone, so its key is free again: a new task under a new id (LMSP 1.0
+  // section 9.2, ARCHITECTURE.md "Idempotency"), whose log starts clean at 1.
   const retried = await h.store.createIdempotent(input, 'key-evicted', 'print');
-  assert.equal(retried.task.id, first.task.id, 'the key still names its task id');
+  assert.notEqual(retried.task.id, first.task.id, 'a new task, not the evicted one again');
   assert.equal(retried.task.status, 'queued');
   assert.equal(retried.task.seq, 1);
-  const events = await h.store.eventsAfter(first.task.id, 0);
   assert.deepEqual(
-    events.map((e) => [e.seq, e.type]),
+    (await h.store.eventsAfter(retried.task.id, 0)).map((e) => [e.seq, e.type]),
     [[1, 'response.created']],
-    'only the new task: the old run is gone',
   );
+  assert.equal(await h.store.get(first.task.id), null, 'the evicted id stays gone');
 
   const again = await h.store.createIdempotent(input, 'key-evicted', 'print');
   assert.equal(again.replayed, true);
+  assert.equal(again.task.id, retried.task.id);
+
+  // A create under an id not drawn for it (a takeover's) drops what a vanished task left there
+  // instead of failing half-way on the XADD or replaying the old run.
+  const reused = await h.store.create({ ...input, id: first.task.id });
+  assert.equal(reused.seq, 1);
   assert.deepEqual(
-    (await h.store.eventsAfter(first.task.id, 0)).map((e) => e.type),
-    ['response.created'],
+    (await h.store.eventsAfter(first.task.id, 0)).map((e) => [e.seq, e.type]),
+    [[1, 'response.created']],
+    'only the new task: the old run is gone',
   );
 });
 

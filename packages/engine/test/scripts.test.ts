@@ -52,6 +52,22 @@ test('create of an id drawn for it clears nothing under the id, but refuses a ta
   assert.equal(await h.redis.hget(task!, 'tenant'), 'a');
 });
 
+test('idempotency_begin re-points a done record only while it still names the task known gone', async () => {
+  const record = 'tl:idem:{t}:k';
+  // KEYS: record; ARGV: now, candidate, fingerprint, pending hold, TTL, the id known gone.
+  const begin = (candidate: string, gone: string) =>
+    h.redis.eval(scriptSource('idempotency_begin'), 1, record, 1000, candidate, 'fp', 30_000, 60, gone);
+  await h.redis.hset(record, 'task', 'task_old', 'fingerprint', 'fp', 'state', 'done', 'since', 1);
+  assert.deepEqual(await begin('task_a', ''), ['done', 'task_old'], 'nothing known gone: the task is named');
+  assert.deepEqual(await begin('task_a', 'task_other'), ['done', 'task_old'], 'another id known gone');
+  assert.equal(await h.redis.hget(record, 'task'), 'task_old');
+  assert.deepEqual(await begin('task_a', 'task_old'), ['new', 'task_a']);
+  assert.deepEqual(await h.redis.hmget(record, 'task', 'state', 'since'), ['task_a', 'pending', '1000']);
+  assert.ok((await h.redis.ttl(record)) > 0);
+  // A second retry that saw the old id gone too: the record names the first one's id now.
+  assert.deepEqual(await begin('task_b', 'task_old'), ['pending', 'task_a']);
+});
+
 test('transition checks the allowed sources, the fence and the lease', async () => {
   const move = (to: string, from: string, fence: string, lease: string, terminal = 0) =>
     evalScript('transition', 5, 10, to, from, fence, lease, 1000, 1000, terminal, 0, 0, 'e', '{}');
