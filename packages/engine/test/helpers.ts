@@ -1,7 +1,9 @@
+import assert from 'node:assert/strict';
 import { startRedis, type RedisServer } from '@taskline/testing';
 import type { Redis } from 'ioredis';
 import {
   connectRedis,
+  pickFair,
   TaskStore,
   type NewTask,
   type TaskRecord,
@@ -75,4 +77,21 @@ export function createBurst(store: TaskStore, pauseMs: number) {
       await Promise.all(writers);
     },
   };
+}
+
+/**
+ * One dispatch round of `model` (dispatch.lua, on a connection `defineDispatch` prepared, as the
+ * leader `lead`) that must pick `id`; returns the attempt its job was offered for.
+ */
+export async function dispatchOne(scheduler: Redis, model: string, id: string): Promise<number> {
+  const picks = await pickFair(scheduler, 'lead', model, 1, {
+    quantum: 1,
+    maxRunning: 10,
+    weights: new Map(),
+  });
+  assert.deepEqual(
+    picks?.map((p) => p.id),
+    [id],
+  );
+  return picks![0]!.state!.attempt;
 }

@@ -8,7 +8,6 @@ import { after, before, mock, test } from 'node:test';
 import {
   connectRedis,
   defineDispatch,
-  pickFair,
   TaskStore,
   TasklineError,
   visibleStepViolation,
@@ -17,7 +16,7 @@ import {
 } from '../src/index.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import type { Scripts } from '../src/scripts.js';
-import { defaults, harness, newTask, until, type Harness } from './helpers.js';
+import { defaults, dispatchOne, harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;
 before(async () => (h = await harness({ inputTimeoutMs: 60_000 })));
@@ -107,17 +106,7 @@ test('a park frees only its own attempt’s entries even when the next attempt w
   const scheduler = connectRedis(h.server.url, 'scheduler');
   defineDispatch(scheduler);
   await h.redis.set(schedulerKeys.leader, 'lead');
-  const dispatch = async (id: string) => {
-    const picks = await pickFair(scheduler, 'lead', model, 1, {
-      quantum: 1,
-      maxRunning: 10,
-      weights: new Map(),
-    });
-    assert.deepEqual(
-      picks?.map((p) => p.id),
-      [id],
-    );
-  };
+  const dispatch = (id: string) => dispatchOne(scheduler, model, id);
   const redis = connectRedis(h.server.url, 'stalled-worker');
   try {
     const task = await store.create(newTask({ tenant: 'tenant-m', kind: 'tool', model, onRestart: 'retry' }));

@@ -9,13 +9,12 @@ import {
   connectRedis,
   defineDispatch,
   handedOver,
-  pickFair,
   TaskStore,
   TasklineError,
   type TaskRecord,
 } from '../src/index.js';
 import { schedulerKeys } from '../src/keys.js';
-import { defaults, harness, newTask, type Harness } from './helpers.js';
+import { defaults, dispatchOne, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
 let scheduler: ReturnType<typeof connectRedis>;
@@ -33,19 +32,7 @@ after(async () => {
 const tick = () => new Promise((r) => setTimeout(r, 5));
 const CONFIRM = { method: 'elicitation/create', params: { message: 'Run it?' } };
 
-/** One dispatch round of `model` (dispatch.lua) that picks `id`; returns the attempt its job was offered for. */
-async function dispatch(model: string, id: string): Promise<number> {
-  const picks = await pickFair(scheduler, 'lead', model, 1, {
-    quantum: 1,
-    maxRunning: 10,
-    weights: new Map(),
-  });
-  assert.deepEqual(
-    picks?.map((p) => p.id),
-    [id],
-  );
-  return picks![0]!.state!.attempt;
-}
+const dispatch = (model: string, id: string) => dispatchOne(scheduler, model, id);
 
 /**
  * A store of its own (a sweep on another replica) whose first read of `id` runs `between` right
