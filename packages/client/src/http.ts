@@ -108,11 +108,20 @@ export async function problemOf(res: Response): Promise<TasklineClientError> {
   return withRetryAfter(new TasklineClientError(code, detail, res.status, body ?? text), res);
 }
 
-/** Notes the reply's `Retry-After` (delta-seconds) on `err`, for the wait before another try. */
+/**
+ * Notes the reply's `Retry-After` on `err`, in seconds, for the wait before another try: delta-
+ * seconds, or an HTTP-date (RFC 9110 section 10.2.3) counted from the reply's own `Date`, so that
+ * the server's clock and the client's never mix (from the client's clock only without one).
+ */
 export function withRetryAfter(err: TasklineClientError, res: Response): TasklineClientError {
-  const retryAfter = Number(res.headers.get('retry-after'));
-  if (Number.isFinite(retryAfter) && res.headers.has('retry-after'))
-    (err as { retryAfterS?: number }).retryAfterS = retryAfter;
+  const value = res.headers.get('retry-after');
+  if (value === null) return err;
+  const delta = Number(value);
+  const seconds =
+    value.trim() !== '' && Number.isFinite(delta)
+      ? delta
+      : Math.ceil((Date.parse(value) - (Date.parse(res.headers.get('date') ?? '') || Date.now())) / 1000);
+  if (Number.isFinite(seconds)) (err as { retryAfterS?: number }).retryAfterS = Math.max(0, seconds);
   return err;
 }
 

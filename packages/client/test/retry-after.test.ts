@@ -39,6 +39,17 @@ describe('Retry-After past the maximum the client waits', () => {
         res.end(JSON.stringify({ id: 'task_quiet', status: ++quietGets > 2 ? 'succeeded' : 'queued' }));
         return;
       }
+      if (req.url === '/lmsp/v1/tasks/task_dated') {
+        // An HTTP-date a day past the reply's own Date (RFC 9110 section 10.2.3), by a server
+        // whose clock is not the client's.
+        res.writeHead(503, {
+          'content-type': 'text/plain',
+          date: 'Sun, 06 Nov 1994 08:49:37 GMT',
+          'retry-after': 'Mon, 07 Nov 1994 08:49:37 GMT',
+        });
+        res.end('Service Unavailable');
+        return;
+      }
       res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': retryAfter });
       res.end('Service Unavailable');
     });
@@ -75,6 +86,15 @@ describe('Retry-After past the maximum the client waits', () => {
     await assert.rejects(client.getTask('task_x'), (err) => saysWhen(err, 'http_503'));
     assert.deepEqual(sleeps, []);
     assert.equal(requests, 1, "one request: another try is the caller's, after the time it was given");
+  });
+
+  test("a Retry-After given as an HTTP-date counts from the reply's Date, not the client's clock", async () => {
+    requests = 0;
+    const { sleeps, clock } = recording();
+    const client = new LmspClient({ baseUrl: base, apiKey: 'k', clock });
+    await assert.rejects(client.getTask('task_dated'), (err) => saysWhen(err, 'http_503'));
+    assert.deepEqual(sleeps, []);
+    assert.equal(requests, 1);
   });
 
   test('an event stream refused with such a Retry-After gives up the same way', async () => {
