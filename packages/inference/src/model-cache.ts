@@ -25,7 +25,8 @@ interface Entry<M> {
 /**
  * Loaded models shared by id, kept within a memory budget by evicting the least recently used
  * idle ones. A model in use is never evicted: when everything loaded is in use, a new model is
- * loaded over budget and the excess is evicted as soon as models are released.
+ * loaded over budget and the excess is evicted as soon as models are released. A model that
+ * broke is loaded anew by the next acquire.
  */
 export class ModelCache<M extends ModelBackend = ModelBackend> {
   /** Insertion order is recency: every acquire and release moves its entry to the end. */
@@ -34,6 +35,13 @@ export class ModelCache<M extends ModelBackend = ModelBackend> {
   constructor(private readonly opts: ModelCacheOptions<M>) {}
 
   async acquire(id: string): Promise<ModelLease<M>> {
+    const found = this.entries.get(id);
+    // A model that broke (its thread died) fails every request: it is loaded anew. Its leases
+    // still held end on the old entry, and disposing a broken model has nothing left to wait for.
+    if (found?.model?.broken) {
+      this.entries.delete(id);
+      void found.model.dispose();
+    }
     const entry = this.entries.get(id) ?? this.startLoading(id);
     entry.users += 1;
     this.touch(entry);
@@ -60,7 +68,8 @@ export class ModelCache<M extends ModelBackend = ModelBackend> {
 
   /** Whether `id` is loaded now (an acquire would not wait for a load). */
   isLoaded(id: string): boolean {
-    return this.entries.get(id)?.model !== undefined;
+    const model = this.entries.get(id)?.model;
+    return model !== undefined && !model.broken;
   }
 
   /** Ids of loaded (or loading) models, least recently used first. */

@@ -87,7 +87,7 @@ class ThreadedModel implements OnnxModel {
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private closed = false;
-  private broken: Error | null = null;
+  private failure: Error | null = null;
   private disposed: Promise<void> | undefined;
 
   constructor(
@@ -97,10 +97,16 @@ class ThreadedModel implements OnnxModel {
     private readonly tokenizer: ChatTokenizer,
   ) {
     thread.on('message', (message: FromThread) => this.onMessage(message));
-    thread.on('error', (error) => this.fail(error));
+    thread.on('error', (error) =>
+      this.fail(new Error(`model thread of ${id} died: ${error.message}`, { cause: error })),
+    );
     thread.on('exit', (code) => this.fail(new Error(`model thread of ${id} exited with ${code}`)));
     // An idle model does not keep the process alive, as one in process would not.
     thread.unref();
+  }
+
+  get broken(): boolean {
+    return this.failure !== null;
   }
 
   countTokens(messages: ChatMessage[]): number {
@@ -109,7 +115,7 @@ class ThreadedModel implements OnnxModel {
 
   generate(request: GenerateRequest, opts: GenerateOptions = {}): Promise<GenerateResult> {
     if (this.closed) return Promise.reject(new Error(`model ${this.id} is disposed`));
-    if (this.broken) return Promise.reject(this.broken);
+    if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;
     const { signal, onStep } = opts;
     return new Promise<GenerateResult>((resolve, reject) => {
@@ -128,7 +134,7 @@ class ThreadedModel implements OnnxModel {
 
   dispose(): Promise<void> {
     this.closed = true;
-    this.disposed ??= this.broken
+    this.disposed ??= this.failure
       ? Promise.resolve()
       : new Promise<void>((resolve) => {
           this.thread.once('exit', () => resolve());
@@ -139,7 +145,7 @@ class ThreadedModel implements OnnxModel {
   }
 
   private send(message: ToThread): void {
-    if (!this.broken) this.thread.postMessage(message);
+    if (!this.failure) this.thread.postMessage(message);
   }
 
   private onMessage(message: FromThread): void {
@@ -213,8 +219,8 @@ class ThreadedModel implements OnnxModel {
 
   /** The thread died: every request in flight fails, and so does every later one. */
   private fail(error: Error): void {
-    if (this.broken) return;
-    this.broken = this.closed ? new Error(`model ${this.id} is disposed`) : error;
+    if (this.failure) return;
+    this.failure = this.closed ? new Error(`model ${this.id} is disposed`) : error;
     for (const [id, p] of this.pending) {
       this.settle(id, p);
       p.reject(error);

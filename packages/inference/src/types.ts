@@ -65,6 +65,8 @@ export interface ModelBackend {
   readonly id: string;
   /** Whether generate honours `resumeTokens`, so a task can be checkpointed and resumed. */
   readonly canSnapshot: boolean;
+  /** True once the backend can serve nothing more (its model thread died): a cache loads it anew. */
+  readonly broken?: boolean;
   generate(req: GenerateRequest, opts?: GenerateOptions): Promise<GenerateResult>;
   countTokens(messages: ChatMessage[]): number;
   dispose(): Promise<void>;

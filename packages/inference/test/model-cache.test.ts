@@ -2,11 +2,13 @@ import assert from 'node:assert/strict';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import type { Worker } from 'node:worker_threads';
 import {
   createInstantBackend,
   DEFAULT_MODEL_DIR,
   estimateOnnxModelBytes,
   loadOnnxModel,
+  loadOnnxModelInThread,
   ModelCache,
 } from '../src/index.js';
 import type { ModelBackend } from '../src/index.js';
@@ -113,6 +115,34 @@ describe('ModelCache', () => {
     await assert.rejects(first.model.generate({ messages }), /disposed/);
     assert.equal((await second.model.generate({ messages })).text, reply.text);
     await second.release();
+    await cache.clear();
+  });
+
+  it('loads a model anew once its thread has died, failing only what ran on it', async () => {
+    const cache = new ModelCache({
+      budgetBytes: 1e9,
+      estimateBytes: () => 1,
+      load: (id) => loadOnnxModelInThread(DEFAULT_MODEL_DIR, { id, intraOpThreads: 1 }),
+    });
+    const lease = await cache.acquire('tiny');
+    const dead = lease.model;
+    // An exception inside the model thread, as a bug there would throw: its message handler is
+    // handed a message it cannot read.
+    const thread = (dead as unknown as { thread: Worker }).thread;
+    let steps = 0;
+    const running = dead.generate(
+      { messages: [{ role: 'user', content: 'Tell me a long story.' }], maxOutputTokens: 100 },
+      { onStep: () => void (++steps === 2 && thread.postMessage(null)) },
+    );
+    await assert.rejects(running, /model thread of tiny died: .*reading 'op'/);
+    assert.equal(cache.isLoaded('tiny'), false, 'a dead model is not loaded');
+    await lease.release();
+
+    const next = await cache.acquire('tiny');
+    assert.notEqual(next.model, dead);
+    const reply = await next.model.generate({ messages: [{ role: 'user', content: 'Hello!' }] });
+    assert.equal(reply.text, 'Hello! How can I help you today?');
+    await next.release();
     await cache.clear();
   });
 });
