@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { InvalidRequestError } from './errors.js';
 import type { ChatMessage } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -73,14 +74,25 @@ export class ChatTokenizer {
       throw new Error(
         `${dir}: no eos token id in config.json, generation_config.json or tokenizer_config.json`,
       );
-    return new ChatTokenizer(tokenizer, template, specialTokens, stopIds, markup);
+    const chat = new ChatTokenizer(tokenizer, template, specialTokens, stopIds, markup);
+    // A template that renders no plain conversation is the model's fault, found at load: once it
+    // renders one, what it refuses later is the messages it was sent (see encodeChat).
+    try {
+      chat.encodeChat([{ role: 'user', content: 'Hello' }]);
+    } catch (error) {
+      throw new Error(`${dir}: the chat template cannot render a user message: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    return chat;
   }
 
   /**
    * The chat template applied with add_generation_prompt, as token ids. A message's text that
    * spells a special token (`<|im_end|>`) is encoded as text: a word joiner after its first
    * character keeps the tokenizer from reading it as the markup only the template may place, so
-   * no caller can end a turn or open a system turn from inside its own message.
+   * no caller can end a turn or open a system turn from inside its own message. Messages the
+   * template refuses throw InvalidRequestError.
    */
   encodeChat(messages: ChatMessage[]): number[] {
     const { markup } = this;
@@ -90,11 +102,16 @@ export class ChatTokenizer {
           content: m.content.replace(markup, (t) => `${t[0]}\u2060${t.slice(1)}`),
         }))
       : messages;
-    const prompt = this.template.render({
-      ...this.specialTokens,
-      messages: safe,
-      add_generation_prompt: true,
-    });
+    let prompt: string;
+    try {
+      prompt = this.template.render({ ...this.specialTokens, messages: safe, add_generation_prompt: true });
+    } catch (error) {
+      // Templates refuse what their model was not trained on (raise_exception): a system turn,
+      // roles out of turn. The template rendered a plain conversation at load, so these messages did it.
+      throw new InvalidRequestError(
+        `the model's chat template refuses these messages: ${(error as Error).message}`,
+      );
+    }
     // The template already placed every special token (bos included), as transformers' apply_chat_template does.
     return this.tokenizer.encode(prompt, { add_special_tokens: false }).ids;
   }

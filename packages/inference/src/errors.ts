@@ -1,7 +1,18 @@
 /**
- * A request whose prompt does not fit the model's context: the caller's to fix, not the backend's
+ * A request the model cannot run as sent (its messages): the caller's to fix, not the backend's
  * fault. Kept by name when it crosses from a model thread.
  */
-export class InputTooLongError extends Error {
+export class InvalidRequestError extends Error {
+  override readonly name: string = 'InvalidRequestError';
+}
+
+/** A request whose prompt does not fit the model's context. */
+export class InputTooLongError extends InvalidRequestError {
   override readonly name = 'InputTooLongError';
 }
+
+/** The errors a model thread's messages name, made again on the owning thread. */
+export const REQUEST_ERRORS: Record<string, new (message: string) => InvalidRequestError> = {
+  InvalidRequestError,
+  InputTooLongError,
+};

@@ -14,7 +14,7 @@ import {
   type OnnxModelOptions,
 } from './onnx-model.js';
 import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult, GenerateStep } from './types.js';
-import { InputTooLongError } from './errors.js';
+import { REQUEST_ERRORS } from './errors.js';
 
 /** Messages to the model thread. */
 export type ToThread =
@@ -163,8 +163,7 @@ class ThreadedModel implements OnnxModel {
     const end = () => {
       if (p.failure) p.reject(p.failure.error);
       else if (message.op === 'done') p.resolve(message.result);
-      else if (message.name === 'InputTooLongError') p.reject(new InputTooLongError(message.message));
-      else p.reject(new Error(message.message));
+      else p.reject(new (REQUEST_ERRORS[message.name] ?? Error)(message.message));
     };
     if (p.tail) void p.tail.then(end);
     else end();

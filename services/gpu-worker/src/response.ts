@@ -6,7 +6,7 @@ import {
   type RunContext,
   type TaskRunner,
 } from '@taskline/engine';
-import { InputTooLongError, type ChatMessage, type ModelBackend } from '@taskline/inference';
+import { InvalidRequestError, type ChatMessage, type ModelBackend } from '@taskline/inference';
 
 /** The LMSP response request a `response` task holds (LMSP 1.0 section 6). */
 export interface ResponseRequest {
@@ -289,8 +289,11 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
             { signal: local.signal, onStep },
           )
           .catch((err: unknown) => {
-            // The caller's request, not the worker: the task fails with a 4xx code the caller can act on.
-            throw err instanceof InputTooLongError ? new TasklineError('invalid_request', err.message) : err;
+            // The caller's request (too long for the context, refused by the chat template), not the
+            // worker: the task fails with a 4xx code the caller can act on.
+            throw err instanceof InvalidRequestError
+              ? new TasklineError('invalid_request', err.message)
+              : err;
           });
         const pending = await stream.flush().catch((err: unknown) => {
           // A cancel makes the store refuse appends (the task is `cancelling`), which also stops the
