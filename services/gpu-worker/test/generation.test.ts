@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Cluster, until } from './helpers.js';
+import { Cluster, deltaText, outputText, until } from './helpers.js';
 
 let cluster: Cluster;
 
@@ -75,6 +75,31 @@ test("an input longer than the model's context fails the task as invalid_request
   assert.equal(error.code, 'invalid_request', JSON.stringify(error));
   assert.equal(error.status, 400);
   assert.match(error.detail, /context of 256/);
+});
+
+test('a prompt that fills the context exactly is invalid_request; an output that reaches its end is incomplete', async () => {
+  // "<|im_start|>user\n" + input + "<|im_end|>\n<|im_start|>assistant\n" is 8 tokens, " a" one.
+  const full = await run({ input: ' a'.repeat(248), max_output_tokens: 100 });
+  assert.equal(full.task.status, 'failed');
+  assert.equal((full.task.error as { code: string }).code, 'invalid_request');
+  assert.match((full.task.error as { detail: string }).detail, /prompt has 256 tokens.*context of 256/);
+
+  const { task, events } = await run({ input: ' a'.repeat(244), max_output_tokens: 100 });
+  assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+  const response = task.result as {
+    status: string;
+    incomplete_details: unknown;
+    usage: { input_tokens: number; output_tokens: number; total_tokens: number };
+  };
+  assert.equal(response.status, 'incomplete');
+  assert.deepEqual(response.incomplete_details, { reason: 'max_output_tokens' });
+  assert.deepEqual(response.usage, {
+    ...response.usage,
+    input_tokens: 252,
+    output_tokens: 4,
+    total_tokens: 256,
+  });
+  assert.equal(deltaText(events), outputText(task.result));
 });
 
 test('the benchmark-only instant model runs through the same pipeline', async () => {
