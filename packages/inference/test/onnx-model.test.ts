@@ -120,6 +120,14 @@ for (const [where, load] of [
       }
     });
 
+    it('samples only the likeliest token under a tiny top_p, at the hottest temperature and any seed', async () => {
+      const greedy = await model.generate({ messages: ramble, maxOutputTokens: 20, temperature: 0 });
+      for (const seed of [0, 7, Number.MAX_SAFE_INTEGER]) {
+        const req = { messages: ramble, maxOutputTokens: 20, temperature: 2, topP: 1e-9, seed };
+        assert.deepEqual((await model.generate(req)).tokens, greedy.tokens, `seed ${seed}`);
+      }
+    });
+
     it('returns at once when resumeTokens already reach maxOutputTokens', async () => {
       const result = await model.generate({ messages: ramble, resumeTokens: [72, 105], maxOutputTokens: 2 });
       assert.deepEqual(result, {
