@@ -95,10 +95,10 @@ export class OnnxChatModel implements OnnxModel {
     this.running = true;
     try {
       while (this.waiting.length || this.active.length) {
-        for (const seq of this.active)
-          if (this.closed || seq.opts.signal?.aborted) seq.finish ??= 'cancelled';
+        for (const seq of this.active) if (this.cancelled(seq)) seq.finish ??= 'cancelled';
         const started = performance.now();
         await this.retire();
+        await this.dropCancelledWaiting();
         await this.admit();
         if (this.active.length) await this.decodeStep();
         const pause = started + this.minStepMs - performance.now();
@@ -110,6 +110,21 @@ export class OnnxChatModel implements OnnxModel {
       [this.active, this.waiting, this.past, this.pastLength] = [[], [], [], 0];
     } finally {
       this.running = false;
+    }
+  }
+
+  private cancelled(seq: Sequence): boolean {
+    return this.closed || (seq.opts.signal?.aborted ?? false);
+  }
+
+  /** Cancelled requests still waiting end now, not once the batch has room for them. */
+  private async dropCancelledWaiting(): Promise<void> {
+    const cancelled = this.waiting.filter((seq) => this.cancelled(seq));
+    if (!cancelled.length) return;
+    this.waiting = this.waiting.filter((seq) => !cancelled.includes(seq));
+    for (const seq of cancelled) {
+      seq.finish = 'cancelled';
+      await completeSequence(seq);
     }
   }
 
@@ -158,10 +173,9 @@ export class OnnxChatModel implements OnnxModel {
     let longest = 0;
     while (this.waiting.length && group.length < room) {
       const seq = this.waiting[0]!;
-      if (this.closed || seq.opts.signal?.aborted) {
-        this.waiting.shift();
-        seq.finish = 'cancelled';
-        await completeSequence(seq);
+      // One cancelled while an earlier group was prefilled.
+      if (this.cancelled(seq)) {
+        await this.dropCancelledWaiting();
         continue;
       }
       const length = seq.prompt.length + seq.tokens.length;

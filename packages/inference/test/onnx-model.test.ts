@@ -194,6 +194,36 @@ for (const [where, load] of [
       assert.equal(early.outputTokens, 0);
     });
 
+    it('cancels a request waiting for room in the batch without waiting for that room', async () => {
+      const single = await load(DEFAULT_MODEL_DIR, { maxBatch: 1, minStepMs: 10, intraOpThreads: 1 });
+      try {
+        const controller = new AbortController();
+        let steps = 0;
+        let queued: Promise<{ finishReason: string; outputTokens: number; stepsBefore: number }> | undefined;
+        // The first request holds the only row for 60 steps; the second waits behind it and is cancelled.
+        const first = await single.generate(
+          { messages: ask('Tell me a long story.'), maxOutputTokens: 60, temperature: 0 },
+          {
+            onStep: () => {
+              steps += 1;
+              if (steps === 1)
+                queued = single
+                  .generate({ messages: ramble }, { signal: controller.signal })
+                  .then((r) => ({ ...r, stepsBefore: steps }));
+              if (steps === 3) controller.abort();
+            },
+          },
+        );
+        const cancelled = await queued!;
+        assert.equal(cancelled.finishReason, 'cancelled');
+        assert.equal(cancelled.outputTokens, 0);
+        assert.ok(cancelled.stepsBefore < 60, `the cancel waited for the whole of the first request`);
+        assert.equal(first.outputTokens, 60);
+      } finally {
+        await single.dispose();
+      }
+    });
+
     it('decodes concurrent requests together with the same greedy output as alone', async () => {
       const prompts = [
         ask('Hi'),
