@@ -12,7 +12,7 @@ export class InputTooLongError extends InvalidRequestError {
 }
 
 /** The errors a model thread's messages name, made again on the owning thread. */
-export const REQUEST_ERRORS: Record<string, new (message: string) => InvalidRequestError> = {
-  InvalidRequestError,
-  InputTooLongError,
-};
+export const REQUEST_ERRORS = new Map<string, new (message: string) => InvalidRequestError>([
+  ['InvalidRequestError', InvalidRequestError],
+  ['InputTooLongError', InputTooLongError],
+]);

@@ -163,7 +163,7 @@ class ThreadedModel implements OnnxModel {
     const end = () => {
       if (p.failure) p.reject(p.failure.error);
       else if (message.op === 'done') p.resolve(message.result);
-      else p.reject(new (REQUEST_ERRORS[message.name] ?? Error)(message.message));
+      else p.reject(new (REQUEST_ERRORS.get(message.name) ?? Error)(message.message));
     };
     if (p.tail) void p.tail.then(end);
     else end();
