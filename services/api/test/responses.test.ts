@@ -1,7 +1,7 @@
 /** POST /lmsp/v1/responses, synchronous and streamed, and what a caller's disconnect does. */
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
-import { until } from '@taskline/testing';
+import { scanKeys, until } from '@taskline/testing';
 import {
   call,
   checkSse,
@@ -151,7 +151,8 @@ describe('responses: a refused create creates nothing', () => {
 
   test('a resume point past a new response is refused before its task exists, with or without an Idempotency-Key', async () => {
     // The ready queue alone does not tell: a task created and then cancelled has left it too.
-    const tasks = async () => (await stack.redis.keys('tl:{task_*}:task')).length;
+    // Every node of a cluster (KEYS reads one).
+    const tasks = async () => (await scanKeys(stack.redis, 'tl:{task_*}:task')).length;
     const before = await tasks();
     for (const opts of [
       { headers: { 'last-event-id': '7' } },
