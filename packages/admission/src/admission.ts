@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import {
   isFinalEventType,
   TasklineError,
+  type CallHolds,
   type EventHub,
   type Subscription,
   type TaskRecord,
@@ -13,6 +14,8 @@ import type { TaskReservation, TenantLimits } from './limits.js';
 export interface AdmissionDeps {
   store: TaskStore;
   hub: EventHub;
+  /** Leases on the calls this replica holds (see cancelOnLeave). */
+  holds: CallHolds;
   limits: TenantLimits;
   logger: Logger;
 }
@@ -129,17 +132,25 @@ export class Admission {
 
   /**
    * Cancels the task when `signal` aborts (its caller left: nobody is left to read the result),
-   * until the returned function is called. The cancel is tracked: `settled` waits for it.
+   * until the returned function is called. Meanwhile the call is leased (`CallHolds`): should this
+   * replica go first, the scheduler cancels the task once the lease lapses. The cancel is tracked:
+   * `settled` waits for it.
    */
   cancelOnLeave(task: TaskRef, signal: AbortSignal): () => void {
+    const { store, holds, logger } = this.deps;
+    const release = () =>
+      holds
+        .release(task.id)
+        .catch((err: unknown) => logger.warn('call release failed', { task: task.id, err }));
     const cancel = () => {
-      const p = this.deps.store
+      const p = store
         .cancel(task.id, task.tenant)
         .catch((err: unknown) => {
           if (!(err instanceof TasklineError && err.code === 'task_not_cancelable')) {
-            this.deps.logger.warn('cancel after disconnect failed', { task: task.id, err });
+            logger.warn('cancel after disconnect failed', { task: task.id, err });
           }
         })
+        .then(release)
         .finally(() => this.cancels.delete(p));
       this.cancels.add(p);
     };
@@ -147,8 +158,13 @@ export class Admission {
       cancel();
       return () => undefined;
     }
+    holds.hold(task.id).catch((err: unknown) => logger.warn('call hold failed', { task: task.id, err }));
     signal.addEventListener('abort', cancel, { once: true });
-    return () => signal.removeEventListener('abort', cancel);
+    return () => {
+      if (signal.aborted) return;
+      signal.removeEventListener('abort', cancel);
+      void release();
+    };
   }
 
   /** Settles once every cancel that a departed caller caused has been written. */

@@ -2,9 +2,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Redis } from 'ioredis';
-import { connectRedis, EventHub, TaskStore, TasklineError, type NewTask } from '@taskline/engine';
+import { CallHolds, connectRedis, EventHub, TaskStore, TasklineError, type NewTask } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
-import { startRedis, type RedisServer } from '@taskline/testing';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { Admission, TenantLimits } from '../src/index.js';
 
 let server: RedisServer;
@@ -33,6 +33,7 @@ before(async () => {
   admission = new Admission({
     store,
     hub,
+    holds: new CallHolds(redis, 60_000, (err) => assert.fail(String(err))),
     limits,
     logger: createLogger({ service: 'test' }, 'error', () => undefined),
   });
@@ -159,6 +160,43 @@ test('a caller that leaves cancels its task (settled waits for the write); one t
   gone.abort();
   await admission.settled();
   assert.equal((await store.get(kept.id))?.status, 'queued');
+});
+
+const HELD = 'tl:{sched}:held';
+
+test('a held call is leased in Redis until it ends or its caller leaves', async () => {
+  const { task } = await admission.create('holding', null, write('holding'));
+  const holding = new AbortController();
+  const stop = admission.cancelOnLeave(task, holding.signal);
+  const deadline = await until('the lease', async () => (await redis.zscore(HELD, task.id)) ?? undefined);
+  assert.ok(Number(deadline) > Date.now() + 50_000, 'leased for the lease time');
+  stop();
+  await until('the lease to go', async () =>
+    (await redis.zscore(HELD, task.id)) === null ? true : undefined,
+  );
+  assert.equal((await store.get(task.id))?.status, 'queued');
+
+  const { task: left } = await admission.create('holding', null, write('holding'));
+  const leaving = new AbortController();
+  admission.cancelOnLeave(left, leaving.signal);
+  await until('the lease', async () => (await redis.zscore(HELD, left.id)) ?? undefined);
+  leaving.abort();
+  await admission.settled();
+  assert.equal((await store.get(left.id))?.status, 'cancelled');
+  assert.equal(await redis.zscore(HELD, left.id), null);
+});
+
+test('the sweep cancels the tasks of lapsed leases only, and drops the entries of ended ones', async () => {
+  const create = async (tenant: string) => (await admission.create(tenant, null, write(tenant))).task;
+  const [lapsed, live, ended] = [await create('swept-1'), await create('swept-2'), await create('swept-3')];
+  await store.cancel(ended.id, ended.tenant);
+  // A replica gone (its lease in the past), one still renewing (in the future).
+  await redis.zadd(HELD, Date.now() - 1, lapsed.id, Date.now() + 60_000, live.id, Date.now() - 1, ended.id);
+  assert.deepEqual(await store.sweepHeldCalls(), [lapsed.id]);
+  assert.equal((await store.get(lapsed.id))?.status, 'cancelled');
+  assert.equal((await store.get(live.id))?.status, 'queued');
+  assert.deepEqual(await redis.zrange(HELD, 0, -1), [live.id]);
+  await redis.zrem(HELD, live.id);
 });
 
 test("an idempotent create writes its task under its place's id too; its retry gets that task, and frees its own place", async () => {

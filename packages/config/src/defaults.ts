@@ -57,6 +57,12 @@ export const DEFAULTS = {
   TASKLINE_LEASE_MS: '6000',
   /** How often the scheduler looks for expired leases: a dead worker's tasks are recovered within lease + this. */
   TASKLINE_RECOVERY_INTERVAL_MS: '2000',
+  /**
+   * api: a call its caller holds open (a keyless, non-background `POST /responses`, an MCP tool call
+   * not held as a task) is cancelled when the caller goes. Should the api replica holding it go
+   * too, the scheduler cancels its task once this lease lapses (the replica renews it every third).
+   */
+  TASKLINE_CALLER_LEASE_MS: '15000',
   /** A task persisted this long without a queue entry is queued by the reconciler. */
   TASKLINE_RECONCILE_AFTER_MS: '10000',
   /**

@@ -58,6 +58,7 @@ const schema = z.object({
   TASKLINE_LEASE_MS: int(100),
   TASKLINE_RECOVERY_INTERVAL_MS: int(10),
   TASKLINE_RECONCILE_AFTER_MS: int(10),
+  TASKLINE_CALLER_LEASE_MS: int(300),
   TASKLINE_CONTROL_HOST: z.string().min(1),
   TASKLINE_CONTROL_PORT: int(0).max(65535),
   TASKLINE_CONTROL_ADVERTISE: z.string().regex(/^([^,\s]+:\d+)?$/, 'host:port, or empty'),

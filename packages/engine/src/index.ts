@@ -46,6 +46,7 @@ export {
 } from './response.js';
 export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
 export { EventHub, type Subscription } from './hub.js';
+export { CallHolds } from './held.js';
 export {
   servedModelsFromEnv,
   servedModel,

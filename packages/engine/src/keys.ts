@@ -42,6 +42,11 @@ export const schedulerKeys = {
    */
   offered: 'tl:{sched}:offered',
   leases: 'tl:{sched}:leases',
+  /**
+   * Calls held open by their caller, by the deadline of the lease their api replica renews
+   * (held.ts): what the scheduler's sweep cancels the tasks of once their replica is gone.
+   */
+  held: 'tl:{sched}:held',
   /** The scheduler leader's fenced lease, `<token> <control address>`. */
   leader: 'tl:{sched}:leader',
   /**

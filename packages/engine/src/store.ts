@@ -8,6 +8,7 @@ import {
 } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
 import { persist } from './create.js';
+import { sweepHeldCalls } from './held.js';
 import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
 import { queueTenant, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
@@ -349,6 +350,11 @@ export class TaskStore {
   /** The recovery sweep over lapsed leases (see recovery.ts). Safe on any number of replicas. */
   sweepLeases(limit?: number, failed?: SweepFailed): Promise<Recovered[]> {
     return recovery.sweepLeases(this.core, limit, failed);
+  }
+
+  /** Cancels the tasks of held calls whose replica stopped renewing their lease (see held.ts). */
+  sweepHeldCalls(limit?: number, failed?: SweepFailed): Promise<string[]> {
+    return sweepHeldCalls(this.core, (id) => this.cancel(id, null), limit, failed);
   }
 
   /** Queues journalled creates older than `olderThanMs` that never reached the ready index. */

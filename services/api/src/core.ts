@@ -3,6 +3,7 @@ import { Admission, AuthFailureLimits, TenantLimits } from '@taskline/admission'
 import { authenticator, type AuthGuard, type Authenticator } from '@taskline/auth';
 import type { Env } from '@taskline/config';
 import {
+  CallHolds,
   EventHub,
   servedModelsFromEnv,
   storeOptionsFromEnv,
@@ -80,7 +81,15 @@ export function createCore(deps: AppDeps): ApiCore {
     hub,
     auth: authenticator(env, redis, guardAuth),
     limits,
-    admission: new Admission({ store, hub, limits, logger }),
+    admission: new Admission({
+      store,
+      hub,
+      holds: new CallHolds(redis, env.TASKLINE_CALLER_LEASE_MS, (err) =>
+        logger.warn('call lease renewal failed', { err }),
+      ),
+      limits,
+      logger,
+    }),
     streams: new StreamRegistry(),
     served: servedModelsFromEnv(env),
     guardAuth,

@@ -13,7 +13,7 @@ import OpenAI from 'openai';
 import { Redis } from 'ioredis';
 import { Admission, TenantLimits } from '@taskline/admission';
 import { loadEnv } from '@taskline/config';
-import { connectRedis, EventHub, TaskStore } from '@taskline/engine';
+import { CallHolds, connectRedis, EventHub, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { createMcpRouter } from '@taskline/mcp';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
@@ -264,7 +264,13 @@ describe('MCP: a "try again" inside the SDK is a JSON-RPC error, not a failed to
         env,
         logger,
         authenticate: async () => ({ id: 'tenant-a' }),
-        admission: new Admission({ store, hub, limits, logger }),
+        admission: new Admission({
+          store,
+          hub,
+          holds: new CallHolds(store.redis, 15_000, () => undefined),
+          limits,
+          logger,
+        }),
         observe: {
           taskCreated: () => undefined,
           listener: () => undefined,

@@ -344,6 +344,8 @@ export class Scheduler {
       this.o.metrics.restartPoliciesAppliedTotal.inc({ kind: r.kind, policy: r.policy });
       this.o.log.info('task_recovered', { task: r.id, status: r.status, policy: r.policy });
     }
+    const abandoned = await this.o.store.sweepHeldCalls(undefined, this.skipped('held_calls'));
+    if (abandoned.length) this.o.log.info('held_calls_cancelled', { tasks: abandoned });
   }
 
   /**

@@ -252,6 +252,10 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     if (body.stream) {
       const options = streamOptions(core, req, task, 0, 'response');
       // Never cut by a shutdown (left to finish), but cut for a slow reader, which resumes by id.
+      // The stream's end (whole, or cut for a slow reader, who resumes by id) ends the call's hold;
+      // a caller who left first has cancelled the task (callerLeft listened before this).
+      if (res.closed) stop?.();
+      else res.once('close', () => stop?.());
       await streamTaskEvents(req, res, { ...options, slot, ...OPENAI_STREAM_ENDS });
       return;
     }
