@@ -38,11 +38,23 @@ export interface MetricsOptions {
   tenantRebalanceMs?: number;
   /** Node process metrics (CPU, memory, event loop lag, GC); on unless false. */
   defaultMetrics?: boolean;
+  /** The process's log lines dropped for a stdout that lagged (@taskline/log's `droppedLogLines`). */
+  logLinesDropped?: () => number;
 }
 
-function defineMetrics(registry: Registry) {
+function defineMetrics(registry: Registry, logLinesDropped: () => number) {
   const registers = [registry];
   return {
+    logLinesDroppedTotal: new Counter({
+      name: 'taskline_log_lines_dropped_total',
+      help: "Log lines dropped because stdout's reader lagged and the backlog (TASKLINE_LOG_BUFFER_BYTES) was full.",
+      registers,
+      // The logger counts (it cannot depend on metrics); each scrape reads its count.
+      collect() {
+        this.reset();
+        this.inc(logLinesDropped());
+      },
+    }),
     httpRequestsTotal: new Counter({
       name: 'taskline_http_requests_total',
       help: 'HTTP requests answered, by route pattern, method and status code.',
@@ -227,7 +239,7 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
   const registry = new Registry();
   registry.setDefaultLabels({ service: options.service });
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
-  const handles = defineMetrics(registry);
+  const handles = defineMetrics(registry, options.logLinesDropped ?? (() => 0));
   const tenants = new TenantLabels(options.tenantTopN);
   const tenantMetrics = [
     handles.taskCreatesTotal,

@@ -241,3 +241,21 @@ test('startMetricsServer exposes /metrics and answers other paths with a JSON er
     metrics.close();
   }
 });
+
+test("log lines dropped for a lagging stdout are the logger's own count, read at each scrape", async () => {
+  let dropped = 0;
+  const metrics = createMetrics({
+    service: 'api',
+    tenantTopN: 1,
+    defaultMetrics: false,
+    logLinesDropped: () => dropped,
+  });
+  const scrape = async () =>
+    sample(await metrics.registry.metrics(), 'taskline_log_lines_dropped_total', { service: 'api' });
+  assert.equal(await scrape(), 0);
+  dropped = 7;
+  assert.equal(await scrape(), 7);
+  dropped = 12;
+  assert.equal(await scrape(), 12);
+  metrics.close();
+});
