@@ -38,6 +38,12 @@ export const DEFAULTS = {
    */
   TASKLINE_REDIS_COMMAND_TIMEOUT_MS: '5000',
   TASKLINE_LOG_LEVEL: 'info',
+  /**
+   * Bytes of log lines a service holds for a stdout whose reader lags (a slow log shipper, a full
+   * pipe): logging never waits for it; past this, lines are dropped and counted
+   * (`taskline_log_lines_dropped_total`, and one `log_lines_dropped` line once stdout drains).
+   */
+  TASKLINE_LOG_BUFFER_BYTES: String(8 * 1024 * 1024),
 
   TASKLINE_HOST: '127.0.0.1',
   TASKLINE_PORT: '8080',

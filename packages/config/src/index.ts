@@ -48,6 +48,7 @@ const schema = z.object({
   TASKLINE_REPLICA_ACK_TIMEOUT_MS: int(1).max(60_000),
   TASKLINE_REDIS_COMMAND_TIMEOUT_MS: int(100).max(600_000),
   TASKLINE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']),
+  TASKLINE_LOG_BUFFER_BYTES: int(64 * 1024),
   TASKLINE_HOST: z.string().min(1),
   TASKLINE_PORT: int(0).max(65535),
   TASKLINE_TASK_RETENTION_S: int(1),

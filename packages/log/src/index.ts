@@ -1,4 +1,7 @@
 import { pino, type DestinationStream, type Logger as Pino } from 'pino';
+import { StdoutLines } from './stdout.js';
+
+export { droppedLogLines } from './stdout.js';
 
 /** JSON logs, one event a line, on stdout; `level` filters below it. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -66,23 +69,33 @@ function scrub(value: unknown, depth = 0): unknown {
 }
 
 /**
+ * Stdout's bound (TASKLINE_LOG_BUFFER_BYTES): bytes of lines that may wait for a reader that lags
+ * before lines are dropped; the process's one bound, the last logger made setting it.
+ */
+export interface StdoutOptions {
+  bufferBytes: number;
+}
+
+/**
  * A pino logger behind Taskline's face: each event is one JSON line `{level, ts, ...base, ...fields,
  * msg}` (level by name, ts in ISO 8601). Credentials never reach a line: fields named like one, URL
  * passwords and bearer tokens inside any string are replaced by `scrub`.
- * `write` (tests) gets each line without its newline instead of stdout.
+ * `out` is stdout (`StdoutLines`), or (tests, stderr) a function that gets each line without its newline.
  */
 export function createLogger(
   base: Record<string, unknown>,
-  level: LogLevel = 'info',
-  write?: (line: string) => void,
+  level: LogLevel,
+  out: StdoutOptions | ((line: string) => void),
 ): Logger {
-  const destination: DestinationStream = write
-    ? { write: (line: string) => write(line.endsWith('\n') ? line.slice(0, -1) : line) }
-    : stdout();
+  const fields = scrub(base) as Record<string, unknown>;
+  const destination: DestinationStream =
+    typeof out === 'function'
+      ? { write: (line: string) => out(line.endsWith('\n') ? line.slice(0, -1) : line) }
+      : stdout(fields, out.bufferBytes);
   const root = pino(
     {
       level,
-      base: scrub(base) as Record<string, unknown>,
+      base: fields,
       timestamp: () => `,"ts":"${new Date().toISOString()}"`,
       formatters: { level: (label) => ({ level: label }) },
       // Errors are already plain objects (`scrub`); pino's own `err` serializer would drop `code`.
@@ -93,37 +106,15 @@ export function createLogger(
   return wrap(root);
 }
 
-let shared: DestinationStream | undefined;
+let shared: StdoutLines | undefined;
 
-/**
- * Stdout, every logger of the process together, one write per turn of the event loop: a write per
- * line was a syscall per request in the api and per task in the worker, and a wake-up of whatever
- * reads the logs, when under load one turn ends many requests at once (about nine in a benchmark
- * of back-to-back tasks). Lines keep their order; what is pending goes out synchronously as the
- * process exits (`process.exit`, an uncaught exception), and lines logged after that at once.
- */
-function stdout(): DestinationStream {
-  if (shared) return shared;
-  const out = pino.destination({ dest: 1, sync: true });
-  let pending = '';
-  let exiting = false;
-  const flush = () => {
-    if (pending === '') return;
-    const chunk = pending;
-    pending = '';
-    out.write(chunk);
-  };
-  process.once('exit', () => {
-    exiting = true;
-    flush();
+/** The process's one stdout writer; its `log_lines_dropped` lines carry the first logger's base. */
+function stdout(base: Record<string, unknown>, bufferBytes: number): StdoutLines {
+  if (shared) shared.bufferBytes = bufferBytes;
+  shared ??= new StdoutLines(bufferBytes, (dropped) => {
+    const ts = new Date().toISOString();
+    return `${JSON.stringify({ level: 'warn', ts, ...base, dropped, msg: 'log_lines_dropped' })}\n`;
   });
-  shared = {
-    write(line: string) {
-      if (exiting) return void out.write(line);
-      if (pending === '') setImmediate(flush);
-      pending += line;
-    },
-  };
   return shared;
 }
 

@@ -97,7 +97,7 @@ test('on stdout by default: each event its own line, written before the process 
   const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
   const script = `
     const { createLogger } = await import(${JSON.stringify(dist)});
-    const log = createLogger({ service: 'cli' });
+    const log = createLogger({ service: 'cli' }, 'info', { bufferBytes: 1 << 20 });
     for (let i = 0; i < 3; i++) log.info('event', { i, note: 'a\\nb' });
     process.exit(0);`;
   const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
@@ -114,7 +114,7 @@ test('stdout lines go out in order across turns, and none is lost to an uncaught
   const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
   const script = `
     const { createLogger } = await import(${JSON.stringify(dist)});
-    const log = createLogger({ service: 'cli' });
+    const log = createLogger({ service: 'cli' }, 'info', { bufferBytes: 1 << 20 });
     const child = log.child({ part: 'child' });
     process.on('exit', () => log.info('event', { i: 4 }));
     log.info('event', { i: 0 });

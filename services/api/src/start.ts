@@ -6,7 +6,7 @@ import {
   redisTargetFromEnv,
   timeRedisCommands,
 } from '@taskline/engine';
-import { createLogger, exitOnStartFailure } from '@taskline/log';
+import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { createApp } from './app.js';
@@ -22,7 +22,9 @@ export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void 
 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const env = loadEnv();
-  const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL);
+  const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
+    bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
+  });
   const redis = connectRedis(redisTargetFromEnv(env), 'taskline-api', {
     commandTimeout: env.TASKLINE_REDIS_COMMAND_TIMEOUT_MS,
   });
@@ -31,7 +33,11 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
     logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
   }
-  const metrics = createMetrics({ service: 'api', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  const metrics = createMetrics({
+    service: 'api',
+    tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
+    logLinesDropped: droppedLogLines,
+  });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const api = createApp({ env, redis, logger, metrics, mcpExtensions });
   // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the

@@ -19,7 +19,7 @@ import {
   ModelCache,
   type ModelBackend,
 } from '@taskline/inference';
-import { createLogger } from '@taskline/log';
+import { createLogger, droppedLogLines } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { builtinTools, createToolRunner, modelChoice, type BuiltinToolOptions } from '@taskline/tools';
 import { GpuWorker } from './worker.js';
@@ -36,13 +36,19 @@ export async function startWorker(
 ): Promise<void> {
   const env = loadEnv();
   const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
-  const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL);
+  const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
+    bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
+  });
   const redisTarget = redisTargetFromEnv(env);
   const redis = connectRedis(redisTarget, id);
   // An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
   redis.on('error', (err) => log.warn('redis connection error', { err }));
   log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
-  const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  const metrics = createMetrics({
+    service: 'gpu-worker',
+    tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
+    logLinesDropped: droppedLogLines,
+  });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);

@@ -10,7 +10,7 @@ import {
   TaskStore,
   timeRedisCommands,
 } from '@taskline/engine';
-import { createLogger, exitOnStartFailure } from '@taskline/log';
+import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { Scheduler } from './scheduler.js';
 
@@ -19,13 +19,19 @@ exitOnStartFailure('scheduler', main);
 async function main(): Promise<void> {
   const env = loadEnv();
   const id = `sched-${randomUUID().slice(0, 8)}`;
-  const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL);
+  const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL, {
+    bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
+  });
   const redisTarget = redisTargetFromEnv(env);
   const redis = connectRedis(redisTarget, id);
   // An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
   redis.on('error', (err) => log.warn('redis connection error', { err }));
   log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
-  const metrics = createMetrics({ service: 'scheduler', tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N });
+  const metrics = createMetrics({
+    service: 'scheduler',
+    tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
+    logLinesDropped: droppedLogLines,
+  });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const metricsServer = await startMetricsServer({
