@@ -10,6 +10,7 @@ let current: AbortController | null = null;
 async function route(): Promise<void> {
   current?.abort();
   current = new AbortController();
+  const { signal } = current;
   const view = $<HTMLDivElement>('view');
   const signedIn = sessionStorage.getItem(KEY) !== null;
   $('sign-in').hidden = signedIn;
@@ -21,11 +22,13 @@ async function route(): Promise<void> {
   }
   const [, section, arg] = location.hash.split('/');
   try {
-    if (section === 'tenants' && arg) await renderTenant(view, decodeURIComponent(arg), current.signal);
-    else if (section === 'tasks' && arg) await renderTask(view, decodeURIComponent(arg), current.signal);
-    else if (section === 'workers') await renderWorkers(view, current.signal);
-    else await renderOverview(view, current.signal);
+    if (section === 'tenants' && arg) await renderTenant(view, decodeURIComponent(arg), signal);
+    else if (section === 'tasks' && arg) await renderTask(view, decodeURIComponent(arg), signal);
+    else if (section === 'workers') await renderWorkers(view, signal);
+    else await renderOverview(view, signal);
   } catch (err) {
+    // The operator went elsewhere meanwhile: that view's reads were stopped, not refused.
+    if (signal.aborted) return;
     if (err instanceof Refused) return signOut(String(err.message));
     const p = document.createElement('p');
     p.className = 'error';

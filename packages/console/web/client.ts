@@ -3,21 +3,48 @@ export const KEY = 'taskline-console-key';
 
 export class Refused extends Error {}
 
-/** GET or POST on the admin API with the operator's bearer; a problem becomes an Error with its detail. */
-export async function api<T>(path: string, method = 'GET'): Promise<T> {
-  const res = await fetch(`/admin/v1${path}`, {
-    method,
-    headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` },
-    cache: 'no-store',
-  });
-  const body = (await res.json().catch(() => ({}))) as { detail?: string };
-  if (res.status === 401 || res.status === 403) throw new Refused(body.detail ?? 'refused');
-  if (!res.ok) throw new Error(body.detail ?? `HTTP ${res.status}`);
-  return body as T;
+/**
+ * GET or POST on the admin API with the operator's bearer; a problem becomes an Error with its
+ * detail. A read that gets a "not now" answer is tried again as a stream is (`tryAgainLater`):
+ * a view's first read must not show an error where its live part would have waited; `signal`
+ * (the view's) stops it.
+ */
+export async function api<T>(
+  path: string,
+  { method = 'GET', signal }: { method?: string; signal?: AbortSignal } = {},
+): Promise<T> {
+  for (;;) {
+    const res = await fetch(`/admin/v1${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` },
+      cache: 'no-store',
+      signal,
+    });
+    // Only reads: a cancel or requeue the api may have done is the operator's to send again.
+    if (method === 'GET' && (await tryAgainLater(res, RETRY_MS))) continue;
+    const body = (await res.json().catch(() => ({}))) as { detail?: string };
+    if (res.status === 401 || res.status === 403) throw new Refused(body.detail ?? 'refused');
+    if (!res.ok) throw new Error(body.detail ?? `HTTP ${res.status}`);
+    return body as T;
+  }
 }
 
-/** Answers that say "not now": the stream is tried again, never given up on. */
+/** Answers that say "not now": the read or stream is tried again, never given up on. */
 const TRY_AGAIN = new Set([429, 502, 503, 504]);
+/** The wait before trying again when neither Retry-After nor a stream's `retry:` says one. */
+const RETRY_MS = 1000;
+
+/**
+ * No replica answers now (a proxy's 502/503/504), or the api says when to come back (429, 503
+ * with Retry-After): waits that long, or `retryMs`, and says true; false for any other answer.
+ */
+async function tryAgainLater(res: Response, retryMs: number): Promise<boolean> {
+  if (!TRY_AGAIN.has(res.status)) return false;
+  void res.body?.cancel().catch(() => undefined);
+  const after = Number(res.headers.get('Retry-After'));
+  await new Promise((r) => setTimeout(r, after > 0 ? after * 1000 : retryMs));
+  return true;
+}
 
 /**
  * Follows an SSE stream of the admin API with the operator's bearer (EventSource cannot send
@@ -33,7 +60,7 @@ export async function follow(
 ): Promise<string | null> {
   let last: number | null = null;
   let ended = false;
-  let retryMs = 1000;
+  let retryMs = RETRY_MS;
   while (!ended && !signal.aborted) {
     try {
       const res = await fetch(`/admin/v1${path}`, {
@@ -43,13 +70,7 @@ export async function follow(
         },
         signal,
       });
-      if (TRY_AGAIN.has(res.status)) {
-        // No replica answers now (a proxy's 502/503/504), or the api says when to come back.
-        void res.body?.cancel().catch(() => undefined);
-        const after = Number(res.headers.get('Retry-After'));
-        await new Promise((r) => setTimeout(r, after > 0 ? after * 1000 : retryMs));
-        continue;
-      }
+      if (await tryAgainLater(res, retryMs)) continue;
       if (!res.ok || !res.body) {
         const problem = (await res.json().catch(() => ({}))) as { detail?: string };
         return problem.detail ?? `HTTP ${res.status}`;

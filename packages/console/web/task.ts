@@ -53,7 +53,7 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
     return b;
   };
   const refresh = async () => {
-    const d = await api<TaskDetail>(`/tasks/${encodeURIComponent(id)}`);
+    const d = await api<TaskDetail>(`/tasks/${encodeURIComponent(id)}`, { signal });
     const t = d.task;
     record.replaceChildren(
       h(
@@ -97,8 +97,16 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
       ...(ended
         ? [h('span', { class: 'muted' }, 'Ended: no actions.')]
         : [
-            confirmThen('Cancel task', () => api(`/tasks/${encodeURIComponent(id)}/cancel`, 'POST'), true),
-            confirmThen('Requeue', () => api(`/tasks/${encodeURIComponent(id)}/requeue`, 'POST'), false),
+            confirmThen(
+              'Cancel task',
+              () => api(`/tasks/${encodeURIComponent(id)}/cancel`, { method: 'POST' }),
+              true,
+            ),
+            confirmThen(
+              'Requeue',
+              () => api(`/tasks/${encodeURIComponent(id)}/requeue`, { method: 'POST' }),
+              false,
+            ),
           ]),
     );
     timeline.replaceChildren(

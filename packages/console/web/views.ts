@@ -101,7 +101,9 @@ export async function renderOverview(view: HTMLElement, signal: AbortSignal): Pr
     const q = search.value.trim();
     let page: { data: TenantRow[]; total: number; limit: number };
     try {
-      page = await api(`/tenants?offset=${offset}&limit=20${q ? `&q=${encodeURIComponent(q)}` : ''}`);
+      page = await api(`/tenants?offset=${offset}&limit=20${q ? `&q=${encodeURIComponent(q)}` : ''}`, {
+        signal,
+      });
     } catch (err) {
       if (err instanceof Refused) throw err;
       // A refused search (a character no tenant id has) must not leave the last result under it.
@@ -245,8 +247,10 @@ interface TaskRowJson {
 }
 
 /** The task statuses, as the admin API's OpenAPI document lists them (the engine's one table). */
-async function taskStatuses(): Promise<string[]> {
-  const doc = await api<{ components: { schemas: { TaskStatus: { enum: string[] } } } }>('/openapi.json');
+async function taskStatuses(signal: AbortSignal): Promise<string[]> {
+  const doc = await api<{ components: { schemas: { TaskStatus: { enum: string[] } } } }>('/openapi.json', {
+    signal,
+  });
   return doc.components.schemas.TaskStatus.enum;
 }
 
@@ -259,7 +263,7 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
   const form = h(
     'form',
     { class: 'filters', 'aria-label': 'Filter tasks' },
-    ...select('f-status', 'Status', ['', ...(await taskStatuses())]),
+    ...select('f-status', 'Status', ['', ...(await taskStatuses(signal))]),
     ...select('f-type', 'Type', ['', 'response', 'tool']),
     h('label', { for: 'f-model' }, 'Model'),
     model,
@@ -305,7 +309,7 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
               // Paging back stops following: the rows would move under the operator's eyes.
               click: () => {
                 following?.abort();
-                void api<Page>(`${base}?${query(page.next_cursor)}`).then((p) => show(p, true));
+                void api<Page>(`${base}?${query(page.next_cursor)}`, { signal }).then((p) => show(p, true));
               },
             },
             'Older tasks',
@@ -340,7 +344,7 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
     followFirst();
   });
   // The first read is plain JSON: a refused key signs out here.
-  show(await api<Page>(`${base}?${query(null)}`), false);
+  show(await api<Page>(`${base}?${query(null)}`, { signal }), false);
   followFirst();
 }
 
@@ -381,7 +385,7 @@ export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Pro
       ),
     );
   // The first state comes from the JSON route (a refused key signs out), then the stream pushes.
-  draw(await api<Workers>('/workers'));
+  draw(await api<Workers>('/workers', { signal }));
   void follow(
     '/workers/events',
     (type, _id, data) => void (type === 'workers' && draw(data as unknown as Workers)),

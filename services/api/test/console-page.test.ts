@@ -28,6 +28,8 @@ const ADMIN_KEY = 'admin-key-0123456789abcdef';
 class Balancer {
   down = false;
   refused = 0;
+  /** The paths of the requests refused, in order. */
+  readonly refusedPaths: string[] = [];
   base = '';
   private readonly open = new Set<ServerResponse>();
   private readonly server: Server;
@@ -37,6 +39,7 @@ class Balancer {
     this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
       if (this.down) {
         this.refused++;
+        this.refusedPaths.push(req.url ?? '');
         res.writeHead(503, { 'Content-Type': 'text/html', 'Retry-After': '1' });
         res.end('<html><body><h1>503 Service Unavailable</h1>No server is available.</body></html>');
         return;
@@ -127,6 +130,35 @@ it('a task page follows on after its replica went away and the balancer answered
   await screenshot(page, 'task-reconnected');
   assert.equal(outcome, 'followed');
   assert.equal(await page.locator('#stream-state').textContent(), 'Following events…');
+});
+
+it("a view's first read that the balancer answers 503 is tried again after its Retry-After, not shown as an error", async () => {
+  const { page } = browser;
+  const { id } = await createTask(api.base);
+  assert.equal(await nextQueued(stack.redis), id);
+  await signedIn();
+  const views = [
+    ['#/workers', '/admin/v1/workers', page.getByText('As the leader reported them')],
+    [`#/tasks/${id}`, `/admin/v1/tasks/${id}`, page.locator('#task-status', { hasText: 'queued' })],
+  ] as const;
+  for (const [hash, read, shown] of views) {
+    balancer.down = true;
+    await page.evaluate((to) => (location.hash = to), hash);
+    await until(`${read} refused by the balancer`, async () =>
+      balancer.refusedPaths.includes(read) ? true : undefined,
+    );
+    balancer.down = false;
+    const outcome = await until(`${hash} shown, or an error in its place`, async () =>
+      (await shown.count()) > 0
+        ? 'shown'
+        : (await page.getByRole('alert').count()) > 0
+          ? await page.getByRole('alert').first().textContent()
+          : undefined,
+    );
+    await screenshot(page, `first-read-retried-${hash.split('/')[1]}`);
+    assert.equal(outcome, 'shown', hash);
+    balancer.refusedPaths.length = 0;
+  }
 });
 
 it("a tenant list's filter the api refuses says why, and Enter does not reload the page", async () => {
