@@ -70,7 +70,7 @@ function scrub(value: unknown, depth = 0): unknown {
 
 /**
  * Stdout's bound (TASKLINE_LOG_BUFFER_BYTES): bytes of lines that may wait for a reader that lags
- * before lines are dropped; the process's one bound, the last logger made setting it.
+ * before lines are dropped; one bound for the process, set by the last logger made.
  */
 export interface StdoutOptions {
   bufferBytes: number;
@@ -108,7 +108,10 @@ export function createLogger(
 
 let shared: StdoutLines | undefined;
 
-/** The process's one stdout writer; its `log_lines_dropped` lines carry the first logger's base. */
+/**
+ * The process's one stdout writer. Its `log_lines_dropped` lines carry the first logger's base and
+ * go out whatever the level: lost errors are counted too.
+ */
 function stdout(base: Record<string, unknown>, bufferBytes: number): StdoutLines {
   if (shared) shared.bufferBytes = bufferBytes;
   shared ??= new StdoutLines(bufferBytes, (dropped) => {
