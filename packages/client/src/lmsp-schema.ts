@@ -384,6 +384,7 @@ export interface components {
         | 'rate_limited'
         | 'too_many_auth_failures'
         | 'server_restarted'
+        | 'retry_limit_reached'
         | 'input_timeout'
         | 'internal_error'
         | 'unavailable'

@@ -109,6 +109,13 @@ export const DEFAULTS = {
    */
   TASKLINE_DRAIN_DEADLINE_MS: '20000',
   /**
+   * Attempts a task gets in all. A task interrupted on its last one (its worker or model thread
+   * died, or a drain cut it short) ends `failed` with `retry_limit_reached` whatever its
+   * `on_restart`, so a task that kills its worker (out of memory, say) does not take down one
+   * worker after another forever. LMSP 1.0 section 7.5 sets no cap: docs/lmsp.md says why we do.
+   */
+  TASKLINE_MAX_ATTEMPTS: '5',
+  /**
    * gpu-worker: lower bound on the time of one decode step. 0 in production; tests and demos raise it
    * so that a fast model's generations last long enough to be cancelled, killed or drained midway.
    */

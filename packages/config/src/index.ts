@@ -79,6 +79,7 @@ const schema = z.object({
   TASKLINE_EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']),
   TASKLINE_INTRA_OP_THREADS: int(0).max(256),
   TASKLINE_DRAIN_DEADLINE_MS: int(0),
+  TASKLINE_MAX_ATTEMPTS: int(1),
   TASKLINE_WORKER_MIN_STEP_MS: int(0),
   TASKLINE_STREAM_FLUSH_MS: int(0).max(1000),
   TASKLINE_WORKER_FETCHERS: int(1).max(64),

@@ -30,6 +30,13 @@ test('every bad value is named in one error', () => {
   );
 });
 
+test('TASKLINE_MAX_ATTEMPTS: 5 by default, an integer of 1 or more', () => {
+  assert.equal(loadEnv({}).TASKLINE_MAX_ATTEMPTS, 5);
+  assert.equal(loadEnv({ TASKLINE_MAX_ATTEMPTS: '1' }).TASKLINE_MAX_ATTEMPTS, 1);
+  for (const bad of ['0', '-2', '2.5', 'many'])
+    assert.throws(() => loadEnv({ TASKLINE_MAX_ATTEMPTS: bad }), /TASKLINE_MAX_ATTEMPTS/, bad);
+});
+
 test('event history may not outlive its task', () => {
   assert.throws(
     () => loadEnv({ TASKLINE_TASK_RETENTION_S: '60', TASKLINE_EVENT_RETENTION_S: '120' }),

@@ -31,6 +31,8 @@ export interface TaskStoreOptions {
   operatorIndexMax?: number;
   /** How long a task waits for its caller's input before it fails (`input_timeout`); default a day. */
   inputTimeoutMs?: number;
+  /** Attempts a task gets before a restart fails it (`retry_limit_reached`); default 5. */
+  maxAttempts?: number;
   now?: () => number;
   /**
    * Set where clients are answered (the api): creates, cancels and answers wait this long for
@@ -49,10 +51,12 @@ export function storeOptionsFromEnv(env: {
   TASKLINE_IDEMPOTENCY_PENDING_MS: number;
   TASKLINE_OPERATOR_INDEX_MAX?: number;
   TASKLINE_INPUT_TIMEOUT_S: number;
+  TASKLINE_MAX_ATTEMPTS: number;
 }): TaskStoreOptions {
   return {
     operatorIndexMax: env.TASKLINE_OPERATOR_INDEX_MAX,
     inputTimeoutMs: env.TASKLINE_INPUT_TIMEOUT_S * 1000,
+    maxAttempts: env.TASKLINE_MAX_ATTEMPTS,
     taskRetentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
     eventRetentionMs: env.TASKLINE_EVENT_RETENTION_S * 1000,
     idempotencyTtlS: env.TASKLINE_IDEMPOTENCY_TTL_S,
@@ -62,6 +66,8 @@ export function storeOptionsFromEnv(env: {
 
 /** By default an unanswered task fails after a day (TASKLINE_INPUT_TIMEOUT_S). */
 const DEFAULT_INPUT_TIMEOUT_MS = 86_400_000;
+/** By default a task gets five attempts (TASKLINE_MAX_ATTEMPTS). */
+const DEFAULT_MAX_ATTEMPTS = 5;
 
 export interface TransitionOptions {
   attempt?: number;
@@ -76,6 +82,7 @@ export interface TransitionOptions {
 export class StoreCore {
   readonly scripts: Scripts;
   readonly inputTimeoutMs: number;
+  readonly maxAttempts: number;
   private readonly clock: () => number;
   private readonly replicaAck: ReplicaAck | null;
   private readonly releases: Releases;
@@ -87,6 +94,7 @@ export class StoreCore {
     this.scripts = loadScripts(redis);
     this.clock = options.now ?? Date.now;
     this.inputTimeoutMs = options.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
+    this.maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.replicaAck = options.replicaAckTimeoutMs ? new ReplicaAck(redis, options.replicaAckTimeoutMs) : null;
     this.releases = new Releases(redis, () => this.now());
   }

@@ -44,7 +44,7 @@ async function restartTask(
   leaseExpiredBefore?: number,
 ): Promise<Recovered | null> {
   const snapshot = task.onRestart === 'resume' ? (await core.snapshot(task.id)).length : 0;
-  const plan = restartPlan(task, reason, snapshot, problem);
+  const plan = restartPlan(task, reason, snapshot, problem, core.maxAttempts);
   if (!plan) return null;
   try {
     const seq = await core.transition(task.id, plan.to, {

@@ -47,16 +47,23 @@ const DETAIL: Record<RestartReason, string> = {
  * `server_restarted`; `retry` queues a new attempt from the start (the snapshot dropped, the
  * restart event written); `resume` queues one that continues after the snapshot; a `cancelling`
  * task ends `cancelled` whatever its policy. A new attempt keeps the status the client saw
- * (`shown`), so its events and reads never step back. Null: nothing to do.
+ * (`shown`), so its events and reads never step back. A task that has had `maxAttempts` attempts
+ * gets no other (TASKLINE_MAX_ATTEMPTS; 7.5 sets no cap, docs/lmsp.md says why we do): it ends
+ * as under `fail`, with `retry_limit_reached`. Null: nothing to do.
  */
 export function restartPlan(
   task: TaskRecord,
   reason: RestartReason,
   snapshotTokens: number,
   problem: (code: string, detail: string) => TaskRecord['error'],
+  maxAttempts: number,
 ): RestartPlan | null {
   const to = recoveryTarget(task.status, task.onRestart);
   if (!to) return null;
+  if (to === 'queued' && task.attempt >= maxAttempts) {
+    const detail = `${DETAIL[reason]} It has had ${task.attempt} attempts, the most a task gets.`;
+    return failed(task, problem('retry_limit_reached', detail)!);
+  }
   if (to === 'cancelled') {
     const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
     return {
@@ -67,17 +74,7 @@ export function restartPlan(
       policy: 'cancelling',
     };
   }
-  if (to === 'failed') {
-    const error = problem('server_restarted', DETAIL[reason])!;
-    const result = task.kind === 'response' ? { ...emptyResponse(task, 'failed'), error } : null;
-    return {
-      to,
-      dropSnapshot: false,
-      fields: { error: JSON.stringify(error), result: JSON.stringify(result) },
-      events: [finalEvent('failed', result, task.kind, error)],
-      policy: task.onRestart,
-    };
-  }
+  if (to === 'failed') return failed(task, problem('server_restarted', DETAIL[reason])!);
   const shown = shownAfterRestart(task.shownStatus);
   const event: EventInput =
     task.onRestart === 'retry'
@@ -96,6 +93,18 @@ export function restartPlan(
     dropSnapshot: task.onRestart === 'retry',
     fields: { status_message: `restarted (${task.onRestart})`, shown },
     events: [event],
+    policy: task.onRestart,
+  };
+}
+
+/** The task ends `failed` with `error`: its result the empty response carrying it, one final event. */
+function failed(task: TaskRecord, error: NonNullable<TaskRecord['error']>): RestartPlan {
+  const result = task.kind === 'response' ? { ...emptyResponse(task, 'failed'), error } : null;
+  return {
+    to: 'failed',
+    dropSnapshot: false,
+    fields: { error: JSON.stringify(error), result: JSON.stringify(result) },
+    events: [finalEvent('failed', result, task.kind, error)],
     policy: task.onRestart,
   };
 }

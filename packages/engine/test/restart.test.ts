@@ -4,7 +4,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { RESTART_EVENT_TYPE, visibleStepViolation, type OnRestart, type TaskStatus } from '../src/index.js';
+import {
+  emptyResponse,
+  RESTART_EVENT_TYPE,
+  storeOptionsFromEnv,
+  TaskStore,
+  visibleStepViolation,
+  type OnRestart,
+  type TaskRecord,
+  type TaskStatus,
+} from '../src/index.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -142,6 +151,72 @@ test('a drain restart of a task cancelled meanwhile ends it cancelled; a stale a
   const other = await running('retry');
   assert.equal(await h.store.restart(other.id, 7), null);
   assert.equal((await h.store.get(other.id))!.status, 'running');
+});
+
+/** A store on the harness's Redis whose restarts stop at `max` attempts (TASKLINE_MAX_ATTEMPTS). */
+const capped = (max: number) =>
+  new TaskStore(
+    h.redis,
+    storeOptionsFromEnv({
+      TASKLINE_TASK_RETENTION_S: 60,
+      TASKLINE_EVENT_RETENTION_S: 60,
+      TASKLINE_IDEMPOTENCY_TTL_S: 86_400,
+      TASKLINE_IDEMPOTENCY_PENDING_MS: 30_000,
+      TASKLINE_INPUT_TIMEOUT_S: 86_400,
+      TASKLINE_MAX_ATTEMPTS: max,
+    }),
+  );
+
+/** Ended as the `fail` policy ends a task, with `retry_limit_reached` naming the count instead. */
+async function assertRetryLimit(id: string, attempts: number) {
+  const ended = (await h.store.get(id))!;
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error?.code, 'retry_limit_reached');
+  assert.match(ended.error!.detail, new RegExp(`\\b${attempts} attempts\\b`));
+  assert.deepEqual(ended.result, { ...emptyResponse(ended, 'failed'), error: ended.error });
+  const { type, seq: _, ...last } = (await events(id)).at(-1)!;
+  assert.equal(type, 'response.failed');
+  assert.deepEqual(last, { task_status: 'failed', response: ended.result, error: ended.error });
+  assert.equal(visibleStepViolation(await shown(id)), null);
+  return ended;
+}
+
+test('a poison task: the recovery sweep gives it no attempt past TASKLINE_MAX_ATTEMPTS, it fails retry_limit_reached', async () => {
+  const store = capped(3);
+  const task = await store.create(newTask({ onRestart: 'retry' }));
+  const swept: TaskRecord['status'][] = [];
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    await store.claim(task.id, `w${attempt}`, 1, { start: true });
+    await lapse();
+    const mine = (await store.sweepLeases()).filter((r) => r.id === task.id);
+    assert.equal(mine.length, 1);
+    assert.equal(mine[0]!.policy, 'retry');
+    swept.push(mine[0]!.status);
+  }
+  assert.deepEqual(swept, ['queued', 'queued', 'failed']);
+  const ended = await assertRetryLimit(task.id, 3);
+  assert.equal(ended.attempt, 3);
+  await assert.rejects(store.claim(task.id, 'w4', 60_000), /task_terminal|failed/);
+});
+
+test('a drain restart of a resume task at TASKLINE_MAX_ATTEMPTS fails it too; below the cap it resumes', async () => {
+  const store = capped(2);
+  const task = await running('resume');
+  assert.equal((await store.restart(task.id, 1))?.status, 'queued');
+  await store.claim(task.id, 'w2', 60_000, { start: true });
+  const done = await store.restart(task.id, 2);
+  assert.deepEqual(done, { id: task.id, kind: 'response', status: 'failed', policy: 'resume' });
+  await assertRetryLimit(task.id, 2);
+});
+
+test('past the cap a task being cancelled still ends cancelled, and fail still fails server_restarted', async () => {
+  const store = capped(1);
+  const cancelling = await running('retry');
+  await store.cancel(cancelling.id, 'tenant-a');
+  assert.equal((await store.restart(cancelling.id, 1))?.status, 'cancelled');
+  const fail = await running('fail');
+  assert.equal((await store.restart(fail.id, 1))?.status, 'failed');
+  assert.equal((await store.get(fail.id))!.error?.code, 'server_restarted');
 });
 
 test('the visible table: steps back and skipped states are caught', () => {
