@@ -18,19 +18,21 @@ export async function recoverTask(core: StoreCore, id: string, deadline: number)
 }
 
 /**
- * Applies LMSP 7.5 to an attempt a draining worker still runs at its deadline, exactly as if
- * the worker had crashed, fenced by that attempt. A task cancelled meanwhile ends `cancelled`.
+ * Applies LMSP 7.5 to an attempt its worker cannot finish, fenced by that attempt: one a draining
+ * worker still runs at its deadline (`worker_draining`), or one whose model died under it
+ * (`worker_lost`, as if the whole worker had). A task cancelled meanwhile ends `cancelled`.
  */
 export async function restartAttempt(
   core: StoreCore,
   id: string,
   attempt: number,
+  reason: RestartReason,
 ): Promise<Recovered | null> {
   // Two tries: a cancel may land between the read and the write (`illegal` from the old state).
   for (let i = 0; i < 2; i++) {
     const task = await core.get(id);
     if (!task || task.attempt !== attempt || task.status === 'queued') return null;
-    const done = await restartTask(core, task, 'worker_draining');
+    const done = await restartTask(core, task, reason);
     if (done) return done;
   }
   return null;

@@ -24,7 +24,7 @@ import {
 } from './records.js';
 import * as recovery from './recovery.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
-import type { Recovered } from './restart.js';
+import type { Recovered, RestartReason } from './restart.js';
 import { CANCEL_OUTCOME, TASK_STATUSES, type TaskStatus } from './states.js';
 
 export { storeOptionsFromEnv, type SweepFailed, type TaskStoreOptions } from './core.js';
@@ -340,11 +340,12 @@ export class TaskStore {
   }
 
   /**
-   * Applies LMSP 7.5 to an attempt a draining worker still runs at its deadline, exactly as if
-   * the worker had crashed, fenced by that attempt. A task cancelled meanwhile ends `cancelled`.
+   * Applies LMSP 7.5 to an attempt its worker cannot finish, exactly as if the worker had crashed,
+   * fenced by that attempt: at a drain deadline (`worker_draining`, the default) or after its
+   * model died under it (`worker_lost`). A task cancelled meanwhile ends `cancelled`.
    */
-  restart(id: string, attempt: number): Promise<Recovered | null> {
-    return recovery.restartAttempt(this.core, id, attempt);
+  restart(id: string, attempt: number, reason: RestartReason = 'worker_draining'): Promise<Recovered | null> {
+    return recovery.restartAttempt(this.core, id, attempt, reason);
   }
 
   /** The recovery sweep over lapsed leases (see recovery.ts). Safe on any number of replicas. */

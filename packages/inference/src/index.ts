@@ -23,7 +23,7 @@ export {
   type OnnxModelInfo,
   type OnnxModelOptions,
 } from './onnx-model.js';
-export { InputTooLongError, InvalidRequestError } from './errors.js';
+export { InputTooLongError, InvalidRequestError, ModelThreadDiedError } from './errors.js';
 export { loadOnnxModelInThread } from './model-thread.js';
 export { ModelCache, type ModelCacheOptions, type ModelLease } from './model-cache.js';
 export { createInstantBackend, type InstantBackendOptions } from './instant.js';

@@ -14,7 +14,7 @@ import {
   type OnnxModelOptions,
 } from './onnx-model.js';
 import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult, GenerateStep } from './types.js';
-import { REQUEST_ERRORS } from './errors.js';
+import { ModelThreadDiedError, REQUEST_ERRORS } from './errors.js';
 
 /** Messages to the model thread. */
 export type ToThread =
@@ -98,9 +98,11 @@ class ThreadedModel implements OnnxModel {
   ) {
     thread.on('message', (message: FromThread) => this.onMessage(message));
     thread.on('error', (error) =>
-      this.fail(new Error(`model thread of ${id} died: ${error.message}`, { cause: error })),
+      this.fail(new ModelThreadDiedError(`model thread of ${id} died: ${error.message}`, { cause: error })),
     );
-    thread.on('exit', (code) => this.fail(new Error(`model thread of ${id} exited with ${code}`)));
+    thread.on('exit', (code) =>
+      this.fail(new ModelThreadDiedError(`model thread of ${id} exited with ${code}`)),
+    );
     // An idle model does not keep the process alive, as one in process would not.
     thread.unref();
   }

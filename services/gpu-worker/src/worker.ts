@@ -17,6 +17,7 @@ import {
   type Finish,
   type RunContext,
   type RedisTarget,
+  type RestartReason,
   type RunOutcome,
   type TaskRecord,
   type TaskRunner,
@@ -25,7 +26,7 @@ import {
   taskStatuses,
 } from '@taskline/engine';
 import type { Redis } from 'ioredis';
-import type { ModelBackend, ModelLease } from '@taskline/inference';
+import { ModelThreadDiedError, type ModelBackend, type ModelLease } from '@taskline/inference';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import { createResponseRunner, FlushClock } from './response.js';
@@ -269,9 +270,13 @@ export class GpuWorker {
       Math.max(10, Math.floor(leaseMs / 3)),
     );
     let finish: RunOutcome;
+    // Its model thread died under the attempt (out of memory, a bug in it): the worker's failure,
+    // not the task's, so the task gets its on_restart policy as if the whole worker had died.
+    let modelDied = false;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
     } catch (err) {
+      modelDied = err instanceof ModelThreadDiedError;
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
@@ -292,7 +297,7 @@ export class GpuWorker {
     }
     // Parked for its caller's input: the task is no longer this attempt's to write.
     if (finish.status === 'parked') tlog.info('attempt_parked');
-    else await this.commit(task, attempt, finish, reason, tlog);
+    else await this.commit(task, attempt, finish, reason, tlog, modelDied);
   }
 
   private async attempt(
@@ -342,15 +347,26 @@ export class GpuWorker {
     finish: Finish,
     reason: StopReason | null,
     log: Logger,
+    modelDied: boolean,
   ): Promise<void> {
     const { store } = this.o;
     if (reason === 'lost') return;
     try {
-      // Unfinished at the drain deadline: the task's own on_restart policy, as after a crash. A
-      // generation that completed as the deadline struck is finished, and committed as such.
-      if (reason === 'drain' && finish.status !== 'succeeded') {
-        const restarted = await store.restart(task.id, attempt);
-        log.info('restarted_at_drain', { status: restarted?.status, policy: restarted?.policy });
+      // Unfinished at the drain deadline, or its model died: the task's own on_restart policy, as
+      // after a crash. A generation that completed as the deadline struck is finished, and
+      // committed as such.
+      const restart: RestartReason | null =
+        reason === 'drain' && finish.status !== 'succeeded'
+          ? 'worker_draining'
+          : modelDied
+            ? 'worker_lost'
+            : null;
+      if (restart) {
+        const restarted = await store.restart(task.id, attempt, restart);
+        log.info(restart === 'worker_draining' ? 'restarted_at_drain' : 'restarted_after_model_died', {
+          status: restarted?.status,
+          policy: restarted?.policy,
+        });
         return;
       }
       try {

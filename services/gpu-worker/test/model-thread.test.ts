@@ -1,10 +1,12 @@
 /**
- * The model thread dies (an exception inside it) while a task generates: that task fails with
- * internal_error, and the same worker process loads the model anew for the next task.
+ * The model thread dies (an exception inside it) while tasks generate: each gets its own
+ * `on_restart` policy (LMSP 1.0 section 7.5), as when the whole worker is lost, and the same worker
+ * process loads the model anew for the next attempt and the next task.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Cluster, LONG, outputText } from './helpers.js';
+import { RESTART_EVENT_TYPE } from '@taskline/engine';
+import { Cluster, deltaText, LONG, outputText } from './helpers.js';
 
 let cluster: Cluster;
 
@@ -15,16 +17,40 @@ before(async () => {
 });
 after(() => cluster.stop());
 
-test('a task whose model thread dies fails with internal_error, and the worker runs the next one', async () => {
-  const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20' });
-  const { id } = await cluster.create(LONG, { onRestart: 'fail' });
-  await cluster.waitForTokens(id, 3);
+test('tasks whose model thread dies get their on_restart policy, and the worker runs them and the next one', async () => {
+  const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20', TASKLINE_WORKER_SLOTS: '3' });
+  const ids: Record<string, string> = {};
+  for (const policy of ['fail', 'retry', 'resume'] as const)
+    ids[policy] = (await cluster.create(LONG, { onRestart: policy })).id;
+  for (const id of Object.values(ids)) await cluster.waitForTokens(id, 3);
   worker.kill('SIGUSR2');
-  const failed = await cluster.waitForEnd(id);
+
+  // fail: failed with server_restarted, as after a lost worker; never run again.
+  const failed = await cluster.waitForEnd(ids.fail!);
   assert.equal(failed.status, 'failed');
-  const error = failed.error as { code: string; status: number; detail: string };
-  assert.equal(error.code, 'internal_error', JSON.stringify(error));
-  assert.match(error.detail, /model thread of tiny-chat died/);
+  assert.equal(failed.error?.code, 'server_restarted', JSON.stringify(failed.error));
+  assert.equal(failed.attempt, 1);
+  assert.equal((await cluster.events(ids.fail!)).at(-1)!.type, 'response.failed');
+
+  // retry: a new attempt from the start, announced by one restart event, that finishes.
+  const retried = await cluster.waitForEnd(ids.retry!);
+  assert.equal(retried.status, 'succeeded', JSON.stringify(retried.error));
+  assert.equal(retried.attempt, 2);
+  const events = await cluster.events(ids.retry!);
+  const restarts = events.filter((e) => e.type === RESTART_EVENT_TYPE);
+  assert.deepEqual(
+    restarts.map((e) => [e.reason, e.task_status]),
+    [['worker_lost', 'running']],
+  );
+  const text = outputText(retried.result);
+  assert.equal(deltaText(events.slice(events.indexOf(restarts[0]!))), text);
+
+  // resume: continued after the tokens the first attempt stored; its deltas make the text once.
+  const resumed = await cluster.waitForEnd(ids.resume!);
+  assert.equal(resumed.status, 'succeeded', JSON.stringify(resumed.error));
+  assert.equal(resumed.attempt, 2);
+  assert.equal(outputText(resumed.result), text, 'the same seeded generation, interrupted or not');
+  assert.equal(deltaText(await cluster.events(ids.resume!)), text);
 
   const { task } = await cluster.run({ input: 'Hello!', max_output_tokens: 16 });
   assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
