@@ -61,25 +61,41 @@ export async function loadOnnxModelInThread(
   opts: OnnxModelOptions = {},
 ): Promise<OnnxModel> {
   const thread = new Worker(ENTRY, { workerData: { dir, options: opts } });
-  const ready = await new Promise<{ id: string; info: OnnxModelInfo }>((resolve, reject) => {
-    const onMessage = (message: FromThread) => {
-      if (message.op === 'ready') settle(() => resolve(message));
-      else if (message.op === 'failed') settle(() => reject(new Error(message.message)));
-    };
-    const onError = (error: Error) => settle(() => reject(error));
-    const onExit = (code: number) => settle(() => reject(new Error(`model thread exited with ${code}`)));
-    const settle = (then: () => void) => {
-      thread.off('message', onMessage).off('error', onError).off('exit', onExit);
-      then();
-    };
-    thread.on('message', onMessage).on('error', onError).on('exit', onExit);
-  }).catch(async (error: unknown) => {
+  // Until the model owns the thread, its death fails the load: before `ready`, and after it while
+  // the tokenizer loads here (an 'error' nobody listens to would be thrown as uncaught).
+  let death: Error | undefined;
+  let onDeath: ((error: Error) => void) | undefined;
+  const die = (error: Error) => {
+    death ??= error;
+    onDeath?.(error);
+  };
+  const onExit = (code: number) => die(new Error(`model thread exited with ${code}`));
+  thread.on('error', die).on('exit', onExit);
+  try {
+    const ready = await new Promise<{ id: string; info: OnnxModelInfo }>((resolve, reject) => {
+      const onMessage = (message: FromThread) => {
+        if (message.op === 'ready') settle(() => resolve(message));
+        else if (message.op === 'failed') settle(() => reject(new Error(message.message)));
+      };
+      const settle = (then: () => void) => {
+        thread.off('message', onMessage);
+        onDeath = undefined;
+        then();
+      };
+      onDeath = (error) => settle(() => reject(error));
+      thread.on('message', onMessage);
+    });
+    // countTokens is synchronous: the tokenizer is loaded here too (the thread checked the files).
+    const { tokenizer } = await loadChatTokenizer(dir);
+    if (death) throw death;
+    thread.off('error', die).off('exit', onExit);
+    return new ThreadedModel(ready.id, ready.info, thread, tokenizer);
+  } catch (error) {
+    // Read before the terminate, whose own exit is no cause.
+    const cause = death ?? error;
     await thread.terminate();
-    throw error;
-  });
-  // countTokens is synchronous: the tokenizer is loaded here too (the thread checked the files).
-  const { tokenizer } = await loadChatTokenizer(dir);
-  return new ThreadedModel(ready.id, ready.info, thread, tokenizer);
+    throw cause;
+  }
 }
 
 class ThreadedModel implements OnnxModel {
