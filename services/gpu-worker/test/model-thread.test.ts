@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { RESTART_EVENT_TYPE } from '@taskline/engine';
-import { Cluster, deltaText, LONG, outputText } from './helpers.js';
+import { Cluster, deltaText, exited, LONG, outputText } from './helpers.js';
 
 let cluster: Cluster;
 
@@ -55,5 +55,27 @@ test('tasks whose model thread dies get their on_restart policy, and the worker 
   const { task } = await cluster.run({ input: 'Hello!', max_output_tokens: 16 });
   assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
   assert.equal(outputText(task.result), 'Hello! How can I help you today?');
+  assert.equal(worker.exitCode, null, 'the worker process is still running');
+  worker.kill('SIGKILL');
+  await exited(worker);
+});
+
+test('a task whose every attempt kills its model thread ends retry_limit_reached at TASKLINE_MAX_ATTEMPTS', async () => {
+  const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20', TASKLINE_MAX_ATTEMPTS: '2' });
+  const { id } = await cluster.create(LONG, { onRestart: 'retry' });
+  for (const attempt of [1, 2]) {
+    await cluster.waitFor(id, `attempt ${attempt}`, (t) => t.attempt === attempt);
+    // A retry drops the tokens of the attempt before: these are this attempt's.
+    await cluster.waitForTokens(id, 3);
+    worker.kill('SIGUSR2');
+  }
+  const ended = await cluster.waitForEnd(id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error?.code, 'retry_limit_reached', JSON.stringify(ended.error));
+  assert.match(ended.error!.detail, /\b2 attempts\b/);
+  assert.equal(ended.attempt, 2);
+  const events = await cluster.events(id);
+  assert.equal(events.filter((e) => e.type === RESTART_EVENT_TYPE).length, 1);
+  assert.equal(events.at(-1)!.type, 'response.failed');
   assert.equal(worker.exitCode, null, 'the worker process is still running');
 });
