@@ -82,8 +82,8 @@ export interface StreamOptions {
   interrupted?: (lastSeq: number) => string;
   /** Asked on every heartbeat, never rejects: false ends the stream (the key that opened it was revoked). */
   stillAuthorized?: () => Promise<boolean>;
-  /** The last frame of a stream ended by `stillAuthorized`: OpenAI's `error` event on its surface's streams. */
-  revoked?: string;
+  /** The last frame of a stream ended by `stillAuthorized`, given the last event sent: OpenAI's `error` event on its surface's streams. */
+  revoked?: (lastSeq: number) => string;
 }
 
 /**
@@ -173,7 +173,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));
-    void o.stillAuthorized?.().then((ok) => ok || finish(undefined, o.revoked));
+    void o.stillAuthorized?.().then((ok) => ok || finish(undefined, o.revoked?.(lastSeq)));
   }, o.heartbeatMs);
 
   const pending = buffered;

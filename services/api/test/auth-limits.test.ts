@@ -117,17 +117,24 @@ describe('API keys from the CLI', () => {
       await sdk.responses.create({ ...body, stream: true }),
     ];
     const iterators = streams.map((s) => s[Symbol.asyncIterator]());
-    for (const it of iterators) assert.equal((await it.next()).done, false, 'the stream is open');
+    /** The last event each stream yielded: its `error` event is numbered next. */
+    const last: number[] = [];
+    for (const it of iterators) {
+      const first = await it.next();
+      assert.equal(first.done, false, 'the stream is open');
+      last.push((first.value as { sequence_number: number }).sequence_number);
+    }
     await cli('keys', 'revoke', made.id);
     for (const [i, it] of iterators.entries()) {
       await assert.rejects(
         (async () => {
-          while (!(await it.next()).done);
+          for (let e = await it.next(); !e.done; e = await it.next()) last[i] = e.value.sequence_number;
         })(),
         (err: unknown) => {
           assert.ok(err instanceof APIError, `stream ${i}: ${String(err)}`);
           assert.equal(err.code, 'unauthorized');
           assert.match(err.message, /revoked/);
+          assert.equal((err.error as { sequence_number?: number }).sequence_number, last[i]! + 1);
           return true;
         },
       );

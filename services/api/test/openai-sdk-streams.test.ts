@@ -79,6 +79,14 @@ describe('openai SDK streams', () => {
           assert.ok(err instanceof APIError, String(err));
           assert.equal(err.code, 'unavailable');
           assert.match(err.message, new RegExp(`starting_after=${events.at(-1)!.sequence_number}\\.$`));
+          // OpenAI's `error` stream event, numbered next after the last event sent.
+          assert.deepEqual(err.error, {
+            type: 'error',
+            code: 'unavailable',
+            message: (err.error as OpenAI.Responses.ResponseErrorEvent).message,
+            param: null,
+            sequence_number: events.at(-1)!.sequence_number + 1,
+          });
           return true;
         },
       );

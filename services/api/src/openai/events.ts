@@ -66,6 +66,7 @@ export function interruptedFrame(lastSeq: number): string {
   return errorFrame(
     'unavailable',
     `The stream was cut short (the server is restarting, or the reader fell behind); resume with starting_after=${lastSeq}.`,
+    lastSeq,
   );
 }
 
@@ -74,14 +75,23 @@ export function interruptedFrame(lastSeq: number): string {
  * code its next request's 401 carries, so the SDKs raise rather than return as if it ended.
  * There is nothing to resume with that key, so no `retry:` follows.
  */
-export const REVOKED_FRAME = errorFrame(
-  'unauthorized',
-  'The API key that opened this stream was revoked; the stream ends here.',
-);
+export function revokedFrame(lastSeq: number): string {
+  return errorFrame(
+    'unauthorized',
+    'The API key that opened this stream was revoked; the stream ends here.',
+    lastSeq,
+  );
+}
 
 /** How the OpenAI surface's streams end early (`StreamOptions`): its `error` event, never a quiet end. */
-export const OPENAI_STREAM_ENDS = { interrupted: interruptedFrame, revoked: REVOKED_FRAME };
+export const OPENAI_STREAM_ENDS = { interrupted: interruptedFrame, revoked: revokedFrame };
 
-function errorFrame(code: string, message: string): string {
-  return `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param: null })}\n\n`;
+/**
+ * OpenAI's `error` stream event (`ResponseErrorEvent`: type, code, message, param,
+ * sequence_number), numbered next after `lastSeq`, the last event the stream sent (its resume
+ * point when it sent none), as every event of a Responses stream is: clients order by it.
+ */
+function errorFrame(code: string, message: string, lastSeq: number): string {
+  const event = { type: 'error', code, message, param: null, sequence_number: lastSeq + 1 };
+  return `event: error\ndata: ${JSON.stringify(event)}\n\n`;
 }
