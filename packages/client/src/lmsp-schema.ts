@@ -281,7 +281,7 @@ export interface components {
       max_tool_calls?: number | null;
       tools?: unknown[] | null;
       tool_choice?: ('none' | 'auto') | null;
-      include?: unknown[] | null;
+      include?: string[] | null;
       stream_options?: {
         include_obfuscation?: boolean | null;
       } | null;
@@ -343,7 +343,7 @@ export interface components {
         max_tool_calls?: number | null;
         tools?: unknown[] | null;
         tool_choice?: ('none' | 'auto') | null;
-        include?: unknown[] | null;
+        include?: string[] | null;
         stream_options?: {
           include_obfuscation?: boolean | null;
         } | null;
@@ -619,6 +619,8 @@ export interface components {
     ModelId: string;
     /** @description `true`: the response’s events (as the task’s event stream) instead of the object. */
     Stream: 'true' | 'false';
+    /** @description As on a create; also sent as `include[]` (the OpenAI SDKs). Honoured, with nothing to add (no response here has tool calls, input images or reasoning): file_search_call.results, web_search_call.results, web_search_call.action.sources, message.input_image.image_url, computer_call_output.output.image_url, code_interpreter_call.outputs, reasoning.encrypted_content. Refused (400 invalid_request naming include): message.output_text.logprobs (log probabilities are not returned), and any other value. */
+    Include: string[];
     StartingAfter: number;
     /** @description The id of the item the page starts after (the previous page’s `last_id`). */
     After: string;
@@ -1210,6 +1212,8 @@ export interface operations {
         /** @description `true`: the response’s events (as the task’s event stream) instead of the object. */
         stream?: components['parameters']['Stream'];
         starting_after?: components['parameters']['StartingAfter'];
+        /** @description As on a create; also sent as `include[]` (the OpenAI SDKs). Honoured, with nothing to add (no response here has tool calls, input images or reasoning): file_search_call.results, web_search_call.results, web_search_call.action.sources, message.input_image.image_url, computer_call_output.output.image_url, code_interpreter_call.outputs, reasoning.encrypted_content. Refused (400 invalid_request naming include): message.output_text.logprobs (log probabilities are not returned), and any other value. */
+        include?: components['parameters']['Include'];
       };
       header?: {
         'Last-Event-ID'?: components['parameters']['LastEventId'];
@@ -1232,7 +1236,7 @@ export interface operations {
           'text/event-stream': string;
         };
       };
-      /** @description `invalid_request`: a malformed `stream`, or a malformed or future resume point. */
+      /** @description `invalid_request`: a malformed `stream`, a malformed or future resume point, or an `include` value not honoured (named in `param`). */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1325,6 +1329,8 @@ export interface operations {
         after?: components['parameters']['After'];
         limit?: components['parameters']['Limit'];
         order?: components['parameters']['Order'];
+        /** @description As on a create; also sent as `include[]` (the OpenAI SDKs). Honoured, with nothing to add (no response here has tool calls, input images or reasoning): file_search_call.results, web_search_call.results, web_search_call.action.sources, message.input_image.image_url, computer_call_output.output.image_url, code_interpreter_call.outputs, reasoning.encrypted_content. Refused (400 invalid_request naming include): message.output_text.logprobs (log probabilities are not returned), and any other value. */
+        include?: components['parameters']['Include'];
       };
       header?: never;
       path: {
@@ -1344,7 +1350,7 @@ export interface operations {
           'application/json': components['schemas']['InputItemList'];
         };
       };
-      /** @description `invalid_request`: a malformed `limit` or `order`, an `after` that is not an item of this response, or an `include`. */
+      /** @description `invalid_request`: a malformed `limit` or `order`, an `after` that is not an item of this response, or an `include` value not honoured. */
       400: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

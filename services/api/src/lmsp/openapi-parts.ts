@@ -11,6 +11,7 @@ import {
   RESTART_EVENT_TYPE,
   TASK_STATUSES,
 } from '@taskline/engine';
+import { Include } from '../openai/params.js';
 import { CreateTaskRequest, ResponseRequest } from './schema.js';
 
 export type Schema = Record<string, unknown>;
@@ -117,6 +118,13 @@ const params = {
     required: false,
     schema: { enum: ['true', 'false'] },
     description: '`true`: the response’s events (as the task’s event stream) instead of the object.',
+  },
+  Include: {
+    name: 'include',
+    in: 'query',
+    required: false,
+    schema: { type: 'array', items: { type: 'string' } },
+    description: `As on a create; also sent as \`include[]\` (the OpenAI SDKs). ${Include.description}`,
   },
   StartingAfter: {
     name: 'starting_after',

@@ -123,7 +123,7 @@ export function buildOpenApi(): Schema {
           operationId: 'getResponse',
           summary:
             'The response as it stands (its task’s state), or with `stream=true` its events: missed ones from the resume point, then live ones (LMSP 7.4).',
-          parameters: [p('ResponseId'), p('Stream'), p('LastEventId'), p('StartingAfter')],
+          parameters: [p('ResponseId'), p('Stream'), p('LastEventId'), p('StartingAfter'), p('Include')],
           responses: {
             '200': {
               ...jsonResponse(
@@ -136,7 +136,7 @@ export function buildOpenApi(): Schema {
               },
             },
             '400': problemResponse(
-              '`invalid_request`: a malformed `stream`, or a malformed or future resume point.',
+              '`invalid_request`: a malformed `stream`, a malformed or future resume point, or an `include` value not honoured (named in `param`).',
             ),
             '404': problemResponse('`task_not_found`: no such response for this tenant.'),
             '410': problemResponse(
@@ -151,11 +151,11 @@ export function buildOpenApi(): Schema {
           operationId: 'listResponseInputItems',
           summary:
             'The response’s input as message items (OpenAI’s `responses.inputItems.list`), in cursor pages: newest first unless `order=asc`. Item ids are the item’s place in the input.',
-          parameters: [p('ResponseId'), p('After'), p('Limit'), p('Order')],
+          parameters: [p('ResponseId'), p('After'), p('Limit'), p('Order'), p('Include')],
           responses: {
             '200': jsonResponse('One page of input items.', ref('InputItemList')),
             '400': problemResponse(
-              '`invalid_request`: a malformed `limit` or `order`, an `after` that is not an item of this response, or an `include`.',
+              '`invalid_request`: a malformed `limit` or `order`, an `after` that is not an item of this response, or an `include` value not honoured.',
             ),
             '404': problemResponse('`task_not_found`: no such response for this tenant.'),
             ...common,

@@ -43,16 +43,6 @@ function inputItems(task: TaskRecord) {
 
 /** One page of a response's input items, from the request's `after`, `limit` and `order`. */
 export function inputItemPage(task: TaskRecord, query: Record<string, unknown>) {
-  // The SDKs send a list as `include[]=...`; nothing here has extra data to include.
-  const include = query.include ?? query['include[]'];
-  if (include !== undefined && include !== '')
-    throw new TasklineError(
-      'invalid_request',
-      'include is not supported by Taskline: no extra data exists.',
-      {
-        param: 'include',
-      },
-    );
   const { after, limit, order } = parseBody(ListQuery, query);
   const items = inputItems(task);
   if (order === 'desc') items.reverse();

@@ -9,6 +9,44 @@ import { z } from 'zod';
 
 const refused = (param: string, why: string) => `${param} is not supported by Taskline: ${why}`;
 
+/**
+ * OpenAI's `include` values (the SDK's `ResponseIncludable`) asking for data of items no response
+ * here has: tool calls (none run), input images (input is text), reasoning (no model here
+ * reasons). Honoured: such a response is whole without them, as OpenAI's would be.
+ */
+const NOTHING_TO_ADD: ReadonlySet<string> = new Set([
+  'file_search_call.results',
+  'web_search_call.results',
+  'web_search_call.action.sources',
+  'message.input_image.image_url',
+  'computer_call_output.output.image_url',
+  'code_interpreter_call.outputs',
+  'reasoning.encrypted_content',
+]);
+
+/** Known values whose data exists at OpenAI but is never produced here. */
+const NOT_PRODUCED: Readonly<Record<string, string>> = {
+  'message.output_text.logprobs': 'log probabilities are not returned.',
+};
+
+/**
+ * `include` on a create, a retrieve and an input items list: honoured values pass, any other is
+ * refused whole (OpenAI's `param` is `include`), the first bad value named.
+ */
+export const Include = z
+  .array(z.string())
+  .superRefine((values, ctx) => {
+    const bad = values.find((value) => !NOTHING_TO_ADD.has(value));
+    if (bad === undefined) return;
+    const why = Object.hasOwn(NOT_PRODUCED, bad)
+      ? refused('include', `"${bad}": ${NOT_PRODUCED[bad]}`)
+      : `"${bad}" is not a value OpenAI's Responses API defines for include.`;
+    ctx.addIssue({ code: 'custom', message: why });
+  })
+  .describe(
+    `Honoured, with nothing to add (no response here has tool calls, input images or reasoning): ${[...NOTHING_TO_ADD].join(', ')}. Refused (400 invalid_request naming include): ${Object.keys(NOT_PRODUCED).join(', ')} (log probabilities are not returned), and any other value.`,
+  );
+
 /** LMSP's optional field (`../lmsp/schema.ts`): absent, or `null`, which counts as absent. */
 type Optional = <T extends z.ZodType>(
   schema: T,
@@ -49,7 +87,7 @@ export function openAiFields(optional: Optional) {
     tool_choice: optional(
       z.enum(['none', 'auto'], { error: refused('tool_choice', 'only "none" or "auto" (without tools).') }),
     ),
-    include: emptyList('include', 'no extra output data is produced.'),
+    include: optional(Include),
     /** Ignored: the options of a stream's obfuscation padding, which Taskline does not add. */
     stream_options: optional(z.strictObject({ include_obfuscation: optional(z.boolean()) })),
     /** Only plain text output. */

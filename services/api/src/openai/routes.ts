@@ -6,11 +6,13 @@
  * `GET /responses/{id}/input_items` reads the task's request (`input-items.ts`).
  */
 import type { Request, Response, Router } from 'express';
+import { z } from 'zod';
 import { isWellFormedId, notFound, TasklineError, type TaskRecord, type TaskStore } from '@taskline/engine';
-import { API_PREFIX, responseObject } from '../lmsp/schema.js';
+import { API_PREFIX, parseBody, responseObject } from '../lmsp/schema.js';
 import type { FollowTask } from '../lmsp/stream.js';
 import { OPENAI_STREAM_ENDS } from './events.js';
 import { inputItemPage } from './input-items.js';
+import { Include } from './params.js';
 import { methodNotAllowed, routeNotFound } from '../problem.js';
 
 export interface ResponseRouteDeps {
@@ -35,6 +37,15 @@ export function answerInBackground(res: Response, task: TaskRecord): void {
   res.status(202).location(`${API_PREFIX}/responses/${task.responseId}`).json(responseObject(task));
 }
 
+/**
+ * A query's `include` (`include[]=a&include[]=b` as the SDKs send a list, or `include=a`, maybe
+ * repeated), held to what a create's takes: a value that asks for data not produced is refused.
+ */
+function checkInclude(query: Request['query']): void {
+  const values = [query.include, query['include[]']].flat().filter((v) => v !== undefined && v !== '');
+  if (values.length > 0) parseBody(z.object({ include: Include }), { include: values });
+}
+
 /** A tenant's streams count against its own cap. */
 const tenantOf = (task: TaskRecord) => task.tenant;
 
@@ -48,6 +59,7 @@ export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): vo
   router
     .route('/responses/:id')
     .get(async (req, res) => {
+      checkInclude(req.query);
       const stream = req.query.stream;
       if (stream === 'true') return deps.followTask(req, res, () => find(req), tenantOf, OPENAI_STREAM_ENDS);
       if (stream !== undefined && stream !== 'false') {
@@ -62,7 +74,10 @@ export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): vo
 
   router
     .route('/responses/:id/input_items')
-    .get(async (req, res) => void res.json(inputItemPage(await find(req), req.query)))
+    .get(async (req, res) => {
+      checkInclude(req.query);
+      res.json(inputItemPage(await find(req), req.query));
+    })
     .all(methodNotAllowed(['GET']));
 
   router
