@@ -99,7 +99,8 @@ export interface paths {
     get: operations['getResponse'];
     put?: never;
     post?: never;
-    delete?: never;
+    /** Delete an ended response (OpenAI’s `responses.delete`): its task, events and input go at once, and every later read of it is `404 task_not_found`, as for one never made. */
+    delete: operations['deleteResponse'];
     options?: never;
     head?: never;
     patch?: never;
@@ -376,6 +377,7 @@ export interface components {
         | 'task_not_found'
         | 'model_not_found'
         | 'task_not_cancelable'
+        | 'task_not_deletable'
         | 'idempotency_key_in_use'
         | 'event_history_expired'
         | 'payload_too_large'
@@ -582,6 +584,13 @@ export interface components {
       /** @constant */
       object: 'list';
       data: components['schemas']['Model'][];
+    };
+    ResponseDeleted: {
+      id: string;
+      /** @constant */
+      object: 'response';
+      /** @constant */
+      deleted: true;
     };
     Health: {
       /** @constant */
@@ -1280,6 +1289,103 @@ export interface operations {
       };
       /** @description `event_history_expired`: events after the resume point are no longer kept. */
       410: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  deleteResponse: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: components['parameters']['ResponseId'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ResponseDeleted'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `task_not_found`: no such response for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `task_not_deletable`: the response has not ended; cancel it, then delete it once it has (`x-should-retry: false`). */
+      409: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;

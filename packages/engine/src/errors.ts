@@ -9,6 +9,8 @@ export const ERROR_CODES = {
   task_not_found: 404,
   model_not_found: 404,
   task_not_cancelable: 409,
+  /** A delete (OpenAI's `DELETE /responses/{id}`) of a task that has not ended: cancel it first. */
+  task_not_deletable: 409,
   idempotency_key_in_use: 409,
   event_history_expired: 410,
   payload_too_large: 413,

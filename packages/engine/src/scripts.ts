@@ -108,6 +108,7 @@ const TASK_SCRIPTS = [
   'enqueue',
   'transition',
   'cancel',
+  'delete',
   'claim',
   'renew',
   'append',

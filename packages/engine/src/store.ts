@@ -8,6 +8,7 @@ import {
 } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
 import { persist } from './create.js';
+import { deleteEnded } from './deletion.js';
 import { sweepHeldCalls } from './held.js';
 import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
@@ -148,6 +149,11 @@ export class TaskStore {
       await countEnded(this.redis, this.now(), 1);
     }
     return { outcome: outcome as CancelOutcome, task: await this.core.require(id, tenant ?? undefined) };
+  }
+
+  /** Deletes an ended task of `tenant` and its events at once; see deletion.ts. */
+  delete(id: string, tenant: string): Promise<void> {
+    return deleteEnded(this.core, id, tenant);
   }
 
   /**

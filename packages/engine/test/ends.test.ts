@@ -1,4 +1,4 @@
-/** What a task's end leaves behind: the retention of its keys, and its scheduler index entries. */
+/** What a task's end leaves behind (the retention of its keys, its scheduler index entries), and what a delete takes. */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { operatorKeys, schedulerKeys, taskKeys } from '../src/keys.js';
@@ -125,3 +125,23 @@ async function sentBy(fn: () => Promise<unknown>): Promise<string[][]> {
   }
   return sent;
 }
+
+test('a delete takes every key of an ended task of its tenant, side keys too; one not ended, or not its own, keeps all', async () => {
+  const task = await h.store.create(newTask({ kind: 'tool', model: 'tools', onRestart: 'retry' }));
+  const keys = Object.values(taskKeys(task.id)).filter((key) => !key.endsWith(':ev'));
+  const run = await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  await h.store.append(task.id, run.attempt, [1, 2], [{ type: 'response.output_text.delta', data: {} }]);
+  await h.store.requestInput(task.id, run.attempt, { q: { type: 'text' } });
+  await h.store.provideInput(task.id, task.tenant, { q: 'yes' });
+  assert.equal(await h.redis.exists(...keys), keys.length, 'record, events, inputs and tokens written');
+  await assert.rejects(h.store.delete(task.id, task.tenant), { code: 'task_not_deletable' });
+  await assert.rejects(h.store.delete(task.id, 'another-tenant'), { code: 'task_not_found' });
+  const again = await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  await h.store.finish(task.id, again.attempt, { status: 'succeeded', result: { ok: true } });
+  await assert.rejects(h.store.delete(task.id, 'another-tenant'), { code: 'task_not_found' });
+  assert.equal(await h.redis.exists(...keys), keys.length, 'nothing deleted for another tenant');
+  await h.store.delete(task.id, task.tenant);
+  assert.equal(await h.redis.exists(...keys), 0);
+  assert.equal(await h.store.get(task.id), null);
+  await assert.rejects(h.store.delete(task.id, task.tenant), { code: 'task_not_found' });
+});

@@ -105,6 +105,8 @@ describe('the openai SDK past the happy path', () => {
   test('endpoints Taskline does not serve are clean OpenAI errors: 404, or 405 on a response’s own path', async () => {
     const { sdk, sent } = client();
     const done = await sdk.responses.create({ ...SHORT, input: 'Hi' });
+    // A response’s own path takes GET and DELETE only.
+    const ownPath = `/responses/${done.id}`;
     const openAiShaped = (status: 404 | 405) => (err: unknown) => {
       // A 404 is the SDK's NotFoundError; a 405 has no class of its own.
       assert.ok(err instanceof (status === 404 ? NotFoundError : APIError), String(err));
@@ -124,11 +126,11 @@ describe('the openai SDK past the happy path', () => {
       sdk.chat.completions.create({ model: 'tiny-chat', messages: [{ role: 'user', content: 'Hi' }] }),
       openAiShaped(404),
     );
-    await assert.rejects(sdk.responses.delete(done.id), openAiShaped(405));
+    await assert.rejects(sdk.patch(ownPath), openAiShaped(405));
     // A path that names no response is no route at all, named as the client sent it.
-    await assert.rejects(sdk.responses.delete('nope'), (err: unknown) => {
+    await assert.rejects(sdk.patch('/responses/nope'), (err: unknown) => {
       assert.ok(openAiShaped(404)(err));
-      assert.match((err as NotFoundError).message, /^404 No route DELETE \/lmsp\/v1\/responses\/nope\.$/);
+      assert.match((err as NotFoundError).message, /^404 No route PATCH \/lmsp\/v1\/responses\/nope\.$/);
       return true;
     });
     assert.equal(sent.length, 5, 'none retried');

@@ -1,14 +1,16 @@
 /**
  * The official `openai` npm SDK (pinned) on stored responses: `responses.retrieve` with
- * `include`, against an in-process api whose worker the test plays on the real engine.
+ * `include`, and `responses.delete`, against an in-process api whose worker the test plays on the real engine.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import OpenAI, { BadRequestError } from 'openai';
+import OpenAI, { BadRequestError, ConflictError, NotFoundError } from 'openai';
+import { scanKeys } from '@taskline/testing';
 import type { ResponseIncludable } from 'openai/resources/responses/responses';
 import {
   call,
   KEY_A,
+  KEY_B,
   nextQueued,
   runWorker,
   type InProcessApi,
@@ -20,8 +22,8 @@ let stack: Stack;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 
-const sdk = (key = KEY_A) =>
-  new OpenAI({ apiKey: key, baseURL: `${api.base}/lmsp/v1`, maxRetries: 0, timeout: 60_000 });
+const sdk = (key = KEY_A, options: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) =>
+  new OpenAI({ apiKey: key, baseURL: `${api.base}/lmsp/v1`, maxRetries: 0, timeout: 60_000, ...options });
 const BODY = { model: 'tiny-chat', input: 'Hi', background: true } as const;
 
 /** A background response of tenant A, played to `completed` by the test's worker. */
@@ -117,5 +119,88 @@ describe('responses.retrieve with include', () => {
       `/lmsp/v1/responses/${done.id}?include=reasoning.encrypted_content`,
     );
     assert.equal(plain.status, 200, plain.text);
+  });
+});
+
+/** What every read of a deleted response gets: OpenAI's 404, as for one never made. */
+const gone = (err: unknown) => {
+  assert.ok(err instanceof NotFoundError, String(err));
+  assert.equal(err.code, 'task_not_found');
+  assert.equal(err.type, 'not_found_error');
+  return true;
+};
+
+/** Every key of the task that produces response `id` (on every node of a cluster). */
+const keysOf = (id: string) => scanKeys(stack.redis, `tl:{task_${id.slice('resp_'.length)}}:*`);
+
+describe('responses.delete', () => {
+  test('an ended response is deleted with every key of its task; every later read is 404', async () => {
+    const client = sdk();
+    const done = await completed(client);
+    assert.ok((await keysOf(done.id)).length >= 2, 'the record and its events are stored');
+    const { data, response } = await client.responses.delete(done.id).withResponse();
+    assert.equal(response.status, 200);
+    // OpenAI's answer (the SDK types it void, and returns the body as it comes).
+    assert.deepEqual(data, { id: done.id, object: 'response', deleted: true });
+    assert.deepEqual(await keysOf(done.id), []);
+    await assert.rejects(client.responses.retrieve(done.id), gone);
+    await assert.rejects(client.responses.retrieve(done.id, { stream: true, starting_after: 0 }), gone);
+    await assert.rejects(client.responses.inputItems.list(done.id), gone);
+    await assert.rejects(client.responses.cancel(done.id), gone);
+    await assert.rejects(client.responses.delete(done.id), gone);
+    const task = await call(api.base, 'GET', `/lmsp/v1/tasks/task_${done.id.slice('resp_'.length)}`);
+    assert.equal(task.status, 404);
+  });
+
+  test("another tenant's delete is 404 and deletes nothing", async () => {
+    const done = await completed(sdk());
+    await assert.rejects(sdk(KEY_B).responses.delete(done.id), gone);
+    assert.deepEqual(await sdk().responses.retrieve(done.id), done);
+  });
+
+  test('a response not ended is 409 task_not_deletable, which the SDK does not retry; cancelled, it deletes', async () => {
+    const sent: string[] = [];
+    // The SDK's default retries, which retry a 409 unless told not to.
+    const client = sdk(KEY_A, {
+      maxRetries: 2,
+      fetch: (url, init) => {
+        sent.push(`${init?.method ?? 'GET'} ${new URL(String(url)).pathname}`);
+        return fetch(url, init);
+      },
+    });
+    const notEnded = (status: string) => (err: unknown) => {
+      assert.ok(err instanceof ConflictError, String(err));
+      assert.equal(err.code, 'task_not_deletable');
+      assert.match(err.message, new RegExp(`${status}.*cancel`));
+      return true;
+    };
+    const queued = await client.responses.create(BODY);
+    sent.length = 0;
+    await assert.rejects(client.responses.delete(queued.id), notEnded('queued'));
+    assert.deepEqual(sent, [`DELETE /lmsp/v1/responses/${queued.id}`], 'one request, no retries');
+    const id = await nextQueued(stack.redis);
+    const { attempt } = await stack.worker.claim(id, 'test-worker', 60_000);
+    await stack.worker.start(id, attempt);
+    await assert.rejects(client.responses.delete(queued.id), notEnded('running'));
+    await client.responses.cancel(queued.id);
+    await assert.rejects(client.responses.delete(queued.id), notEnded('cancelling'));
+    await stack.worker.finish(id, attempt, { status: 'cancelled' });
+    assert.equal((await client.responses.retrieve(queued.id)).status, 'cancelled');
+    await client.responses.delete(queued.id);
+    await assert.rejects(client.responses.retrieve(queued.id), gone);
+    assert.deepEqual(await keysOf(queued.id), []);
+  });
+
+  test("a create retried with a deleted response's Idempotency-Key makes a new response, as after its retention", async () => {
+    const client = sdk();
+    const headers = { 'Idempotency-Key': 'stored-delete-1' };
+    const first = await client.responses.create(BODY, { headers });
+    assert.equal((await client.responses.create(BODY, { headers })).id, first.id, 'the same response');
+    await client.responses.cancel(first.id);
+    await client.responses.delete(first.id);
+    const again = await client.responses.create(BODY, { headers });
+    assert.notEqual(again.id, first.id);
+    assert.equal(again.status, 'queued');
+    await client.responses.cancel(again.id);
   });
 });

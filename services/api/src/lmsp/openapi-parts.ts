@@ -382,6 +382,12 @@ export function components(): Schema {
         capabilities: obj({ snapshot: { type: 'boolean' } }),
       }),
       ModelList: obj({ object: { const: 'list' }, data: { type: 'array', items: ref('Model') } }),
+      /** OpenAI's answer to `responses.delete`. */
+      ResponseDeleted: obj({
+        id: { type: 'string' },
+        object: { const: 'response' },
+        deleted: { const: true },
+      }),
       Health: obj({ status: { const: 'ok' } }),
     },
   };

@@ -145,6 +145,20 @@ export function buildOpenApi(): Schema {
             ...common,
           },
         },
+        delete: {
+          operationId: 'deleteResponse',
+          summary:
+            'Delete an ended response (OpenAI’s `responses.delete`): its task, events and input go at once, and every later read of it is `404 task_not_found`, as for one never made.',
+          parameters: [p('ResponseId')],
+          responses: {
+            '200': jsonResponse('Deleted.', ref('ResponseDeleted')),
+            '404': problemResponse('`task_not_found`: no such response for this tenant.'),
+            '409': problemResponse(
+              '`task_not_deletable`: the response has not ended; cancel it, then delete it once it has (`x-should-retry: false`).',
+            ),
+            ...common,
+          },
+        },
       },
       '/lmsp/v1/responses/{id}/input_items': {
         get: {

@@ -16,11 +16,11 @@ export interface OpenAiError {
 /**
  * Codes whose request can never succeed as sent although their status is one OpenAI SDKs retry
  * by default (408, 409, 429, 5xx: a 409 is a lock timeout at OpenAI). Such a problem carries
- * `x-should-retry: false`, the header those SDKs obey, so a cancel of an ended response fails at
- * once instead of after two backed-off retries. `idempotency_key_in_use` is not one: the retry
+ * `x-should-retry: false`, the header those SDKs obey, so a cancel of an ended response (or a
+ * delete of one not ended) fails at once instead of after two backed-off retries. `idempotency_key_in_use` is not one: the retry
  * gets the first request's answer once it is accepted.
  */
-export const NOT_RETRYABLE: ReadonlySet<string> = new Set(['task_not_cancelable']);
+export const NOT_RETRYABLE: ReadonlySet<string> = new Set(['task_not_cancelable', 'task_not_deletable']);
 
 /** OpenAI's error `type` by HTTP status. */
 function typeOf(status: number): string {

@@ -2,8 +2,9 @@
  * The response routes of OpenAI's background mode, on the same tasks as LMSP 1.0 section 7: a
  * response `resp_<x>` is produced by the task `task_<x>`, so `GET /responses/{id}`,
  * `POST /responses/{id}/cancel` and the resumable `GET /responses/{id}?stream=true` are the task
- * routes seen through the response (LMSP 7.1, 7.3, 7.4), on any replica, and
- * `GET /responses/{id}/input_items` reads the task's request (`input-items.ts`).
+ * routes seen through the response (LMSP 7.1, 7.3, 7.4), on any replica,
+ * `GET /responses/{id}/input_items` reads the task's request (`input-items.ts`), and
+ * `DELETE /responses/{id}` deletes an ended task (`TaskStore.delete`).
  */
 import type { Request, Response, Router } from 'express';
 import { z } from 'zod';
@@ -67,9 +68,16 @@ export function mountResponseRoutes(router: Router, deps: ResponseRouteDeps): vo
       }
       res.json(responseObject(await find(req)));
     })
+    // OpenAI's answer; the task's keys go at once, and every later read is the 404 of a task
+    // never made. Only an ended one (`task_not_deletable`, 409): cancel it first.
+    .delete(async (req, res) => {
+      const task = await find(req);
+      await deps.store.delete(task.id, task.tenant);
+      res.json({ id: task.responseId, object: 'response', deleted: true });
+    })
     // OpenAI's other routes under /responses (`input_tokens`, `compact`) are not a response's path.
     .all((req, res, next) =>
-      (taskIdOf(String(req.params.id)) ? methodNotAllowed(['GET']) : routeNotFound)(req, res, next),
+      (taskIdOf(String(req.params.id)) ? methodNotAllowed(['GET', 'DELETE']) : routeNotFound)(req, res, next),
     );
 
   router
