@@ -36,6 +36,8 @@ end
 if tonumber(rec[4]) + tonumber(ARGV[4]) > now then
   return { 'pending', rec[1] }
 end
--- The first request stopped half-way: this one finishes it, under the same task id.
+-- The first request stopped half-way: this one finishes it, under the same task id (unless that
+-- task was written and has since expired: create.lua refuses the id, and the caller marks this
+-- record done and comes back with the id known gone, as above).
 redis.call('HSET', KEYS[1], 'since', now)
 return { 'takeover', rec[1] }

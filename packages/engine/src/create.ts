@@ -54,8 +54,13 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
     keys.channel,
     keys.inputs,
     keys.tokens,
+    keys.created,
     now,
     fresh ? '1' : '0',
+    // Only a create an Idempotency-Key record names can be retried after its task expired. Twice
+    // the record's lifetime: set after the record, it outlives it even on a node whose clock
+    // differs (a failover).
+    input.idempotencyKey === undefined ? 0 : 2 * core.options.idempotencyTtlS * 1000,
     Object.keys(fields).length,
     ...Object.entries(fields).flat(),
     'response.created',
@@ -87,6 +92,11 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
     : null;
   const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued, indexed]);
   if (reply.status === 'rejected') throw reply.reason;
+  if (reply.value[0] === 'gone') {
+    // Nothing was written under the id; a ready entry sent with it is refused by the claim.
+    await core.redis.zrem(schedulerKeys.intake, id);
+    throw new TasklineError('task_not_found', `task ${id} was created and has expired: its id is not reused`);
+  }
   // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
   const task =
     reply.value[0] === 'ok'

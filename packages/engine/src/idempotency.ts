@@ -73,7 +73,8 @@ export async function beginIdempotent(
         'A request with this Idempotency-Key is still being accepted.',
       );
     }
-    // A takeover of an abandoned create: create it now, under its id.
+    // A takeover of an abandoned create: create it now, under its id (create.lua refuses that id
+    // if its task was written and has since expired: see createIdempotent).
     if (state === 'takeover') return { taskId, replay: null, recordKey };
     // `done` whose task has expired: the key is free again (an expired task reads like one that
     // never existed), and a new task under the old id would restart its event numbers there.
@@ -98,15 +99,26 @@ export async function createIdempotent(
     throw new TasklineError('invalid_request', 'An idempotency key is at most 255 characters.');
   // An id drawn for this create (its place under the cap is held under it) is the one a new key's
   // task takes; still fresh then, as nothing else can have it.
-  const drawn = input.fresh === true ? input.id : undefined;
-  const begun = await beginIdempotent(core, input.tenant, key, fingerprint, drawn);
-  // A replay may answer a retry of a create whose first answer was replication_timeout.
-  if (begun.replay) {
-    await core.replicated(begun.replay.id, begun.recordKey);
-    return { task: begun.replay, replayed: true };
+  let drawn = input.fresh === true ? input.id : undefined;
+  for (;;) {
+    const begun = await beginIdempotent(core, input.tenant, key, fingerprint, drawn);
+    // A replay may answer a retry of a create whose first answer was replication_timeout.
+    if (begun.replay) {
+      await core.replicated(begun.replay.id, begun.recordKey);
+      return { task: begun.replay, replayed: true };
+    }
+    const fresh = drawn !== undefined && begun.taskId === drawn;
+    try {
+      const task = await create({ ...input, id: begun.taskId, fresh, idempotencyKey: key });
+      await finishIdempotent(core, begun.recordKey, task.id);
+      return { task, replayed: false };
+    } catch (err) {
+      if (!(err instanceof TasklineError && err.code === 'task_not_found')) throw err;
+      // The id's task was written and has expired (a takeover of a create that died before marking
+      // the key, or this create stalled past its hold): the key's create did finish, so the record
+      // is marked so, and begin re-points it to a new id as for any `done` key whose task is gone.
+      await finishIdempotent(core, begun.recordKey, begun.taskId);
+      if (begun.taskId === drawn) drawn = newId('task');
+    }
   }
-  const fresh = drawn !== undefined && begun.taskId === drawn;
-  const task = await create({ ...input, id: begun.taskId, fresh, idempotencyKey: key });
-  await finishIdempotent(core, begun.recordKey, task.id);
-  return { task, replayed: false };
 }

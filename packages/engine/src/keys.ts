@@ -10,6 +10,8 @@ export const taskKeys = (id: string) =>
     channel: `tl:{${id}}:ev`,
     inputs: `tl:{${id}}:inputs`,
     tokens: `tl:{${id}}:tokens`,
+    /** Left by an idempotent create, outliving the task: the id's task was made (create.lua). */
+    created: `tl:{${id}}:created`,
   }) as const;
 
 /**

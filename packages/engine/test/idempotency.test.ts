@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { TasklineError, type TaskStore } from '../src/index.js';
+import { TasklineError, TaskStore } from '../src/index.js';
+import { recordKeyOf } from '../src/idempotency.js';
 import { newId } from '../src/ids.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { harness, newTask, until, type Harness } from './helpers.js';
@@ -9,21 +10,32 @@ import { harness, newTask, until, type Harness } from './helpers.js';
 // expired is free again (ARCHITECTURE.md, "Idempotency"), so a retry never brings the old task
 // id back with a new run under it.
 let h: Harness;
-before(async () => (h = await harness({ taskRetentionMs: 200, eventRetentionMs: 200 })));
+// The same Redis with a short Idempotency-Key hold, for retries that take over a create.
+let held: TaskStore;
+const HOLD_MS = 300;
+before(async () => {
+  h = await harness({ taskRetentionMs: 200, eventRetentionMs: 200 });
+  held = new TaskStore(h.redis, { ...h.store.options, idempotencyPendingMs: HOLD_MS });
+});
 after(() => h.close());
 
 /** Creates a task with `key`, runs it to `succeeded` and waits until Redis has expired it. */
 async function expiredTask(store: TaskStore, tenant: string, key: string): Promise<string> {
   const first = await store.createIdempotent(newTask({ tenant }), key, 'print');
-  const { attempt } = await store.claim(first.task.id, 'w1', 60_000, { start: true });
-  await store.finish(first.task.id, attempt, { status: 'succeeded', result: { text: 'old run' } });
-  await until('the finished task to expire', async () =>
-    (await h.redis.exists(taskKeys(first.task.id).task, taskKeys(first.task.id).events)) === 0
-      ? true
-      : undefined,
-  );
+  await runAndExpire(store, first.task.id);
   return first.task.id;
 }
+
+/** Runs the task to `succeeded` and waits until Redis has expired it. */
+async function runAndExpire(store: TaskStore, id: string): Promise<void> {
+  const { attempt } = await store.claim(id, 'w1', 60_000, { start: true });
+  await store.finish(id, attempt, { status: 'succeeded', result: { text: 'old run' } });
+  await until('the finished task to expire', async () =>
+    (await h.redis.exists(taskKeys(id).task, taskKeys(id).events)) === 0 ? true : undefined,
+  );
+}
+
+const pastTheHold = () => new Promise((r) => setTimeout(r, HOLD_MS + 50));
 
 test('a key whose task expired makes a new task under a new id, and then names that task', async () => {
   const old = await expiredTask(h.store, 'tenant-x', 'key-expired');
@@ -99,4 +111,103 @@ test('concurrent retries of a key whose task expired make one new task', async (
     (await h.store.createIdempotent(newTask({ tenant: 'tenant-z' }), 'key-race', 'print')).task.id,
     id,
   );
+});
+
+test('a create that wrote its task and died before marking its key: a retry after the task expired makes a new id', async () => {
+  // The first request goes as createIdempotent does, and dies after its task is written.
+  const first = await held.beginIdempotent('tenant-t', 'key-crashed', 'print');
+  await held.create({
+    ...newTask({ tenant: 'tenant-t' }),
+    id: first.taskId,
+    fresh: true,
+    idempotencyKey: 'key-crashed',
+  });
+  await runAndExpire(held, first.taskId);
+  await pastTheHold();
+
+  // The retry takes the key over: the record still names the old id, whose task has come and gone.
+  const drawn = newId('task');
+  const retried = await held.createIdempotent(
+    newTask({ tenant: 'tenant-t', id: drawn, fresh: true }),
+    'key-crashed',
+    'print',
+  );
+  assert.equal(retried.replayed, false);
+  assert.equal(retried.task.id, drawn, 'a new task id, the one the retry drew, not the expired one');
+  assert.deepEqual(
+    (await held.eventsAfter(retried.task.id, 0)).map((e) => [e.seq, e.type]),
+    [[1, 'response.created']],
+  );
+  assert.equal(await held.get(first.taskId), null, 'the old id stays absent');
+  assert.equal(await h.redis.exists(taskKeys(first.taskId).task, taskKeys(first.taskId).events), 0);
+  const again = await held.createIdempotent(newTask({ tenant: 'tenant-t' }), 'key-crashed', 'print');
+  assert.equal(again.replayed, true);
+  assert.equal(again.task.id, retried.task.id);
+});
+
+test('a create that stalls past its hold and lands after the retry task expired makes a new id, not that one', async () => {
+  // The first request reserves the key with the id it drew, then stalls before its create lands.
+  let land = () => {};
+  const landed = new Promise<void>((r) => (land = r));
+  const stalling = new TaskStore(h.redis, held.options);
+  stalling.create = async (input) => {
+    await landed;
+    return TaskStore.prototype.create.call(stalling, input);
+  };
+  const drawn = newId('task');
+  const first = stalling.createIdempotent(
+    newTask({ tenant: 'tenant-s', id: drawn, fresh: true }),
+    'key-stalled',
+    'print',
+  );
+  await until('the first request to reserve the key', async () =>
+    (await h.redis.hget(recordKeyOf('tenant-s', 'key-stalled'), 'task')) === drawn ? true : undefined,
+  );
+  await pastTheHold();
+  const retry = await held.createIdempotent(
+    newTask({ tenant: 'tenant-s', id: newId('task'), fresh: true }),
+    'key-stalled',
+    'print',
+  );
+  assert.equal(retry.task.id, drawn, 'the retry took over the first id');
+  await runAndExpire(held, drawn);
+
+  land();
+  const late = await first;
+  assert.equal(late.replayed, false);
+  assert.notEqual(late.task.id, drawn, 'a new task id, not the expired one');
+  assert.deepEqual(
+    (await held.eventsAfter(late.task.id, 0)).map((e) => [e.seq, e.type]),
+    [[1, 'response.created']],
+  );
+  assert.equal(await held.get(drawn), null, 'the old id stays absent');
+  assert.equal(await h.redis.exists(taskKeys(drawn).task, taskKeys(drawn).events), 0);
+  const again = await held.createIdempotent(newTask({ tenant: 'tenant-s' }), 'key-stalled', 'print');
+  assert.equal(again.task.id, late.task.id);
+});
+
+test('a retry that takes over a create that never wrote its task creates it under the reserved id, once', async () => {
+  const first = await held.beginIdempotent('tenant-u', 'key-unwritten', 'print');
+  await pastTheHold();
+  const results = await Promise.allSettled(
+    Array.from({ length: 10 }, () =>
+      held.createIdempotent(
+        newTask({ tenant: 'tenant-u', id: newId('task'), fresh: true }),
+        'key-unwritten',
+        'print',
+      ),
+    ),
+  );
+  const ids = new Set<string>();
+  for (const r of results) {
+    if (r.status === 'fulfilled') ids.add(r.value.task.id);
+    else assert.equal((r.reason as TasklineError).code, 'idempotency_key_in_use');
+  }
+  assert.deepEqual([...ids], [first.taskId], 'every accepted retry got the reserved id');
+  assert.deepEqual(
+    (await held.eventsAfter(first.taskId, 0)).map((e) => [e.seq, e.type]),
+    [[1, 'response.created']],
+    'one task, created once',
+  );
+  assert.deepEqual(await h.redis.zrange(schedulerKeys.ready('tenant-u', 'tiny-chat'), 0, -1), [first.taskId]);
 });

@@ -9,19 +9,54 @@ let h: Harness;
 before(async () => (h = await harness()));
 after(() => h.close());
 
-const keys = ['tl:{t}:task', 'tl:{t}:events', 'tl:{t}:ev', 'tl:{t}:inputs', 'tl:{t}:tokens'];
+const keys = [
+  'tl:{t}:task',
+  'tl:{t}:events',
+  'tl:{t}:ev',
+  'tl:{t}:inputs',
+  'tl:{t}:tokens',
+  'tl:{t}:created',
+];
 const evalScript = (name: Parameters<typeof scriptSource>[0], n: number, ...args: (string | number)[]) =>
   h.redis.eval(scriptSource(name), n, ...keys.slice(0, n), ...args) as Promise<unknown[]>;
 
 test('create refuses an id that exists', async () => {
-  assert.deepEqual(await evalScript('create', 5, 1, '0', 1, 'tenant', 'a', 'response.created', '{}'), [
+  assert.deepEqual(await evalScript('create', 6, 1, '0', 0, 1, 'tenant', 'a', 'response.created', '{}'), [
     'ok',
     1,
   ]);
-  assert.deepEqual(await evalScript('create', 5, 2, '0', 1, 'tenant', 'b', 'response.created', '{}'), [
+  assert.deepEqual(await evalScript('create', 6, 2, '0', 0, 1, 'tenant', 'b', 'response.created', '{}'), [
     'exists',
   ]);
   assert.equal(await h.redis.hget(keys[0]!, 'tenant'), 'a');
+  assert.equal(await h.redis.exists(keys[5]!), 0, 'no created mark without a lifetime for it');
+});
+
+test('create with a created mark refuses the id once its task is gone, before writing anything', async () => {
+  const taskKeys = ['task', 'events', 'ev', 'inputs', 'tokens', 'created'].map((k) => `tl:{v}:${k}`);
+  const [task, events, , , , created] = taskKeys;
+  // A drawn id ('1'), with a mark kept a minute.
+  const create = (tenant: string) =>
+    h.redis.eval(
+      scriptSource('create'),
+      6,
+      ...taskKeys,
+      1,
+      '1',
+      60_000,
+      1,
+      'tenant',
+      tenant,
+      'response.created',
+      '{}',
+    );
+  assert.deepEqual(await create('a'), ['ok', 1]);
+  assert.ok((await h.redis.pttl(created!)) > 0, 'the mark expires on its own');
+  assert.deepEqual(await create('b'), ['exists'], 'the task is there: a retry gets it');
+  // The task expires (retention) and its mark stays.
+  await h.redis.del(task!, events!);
+  assert.deepEqual(await create('c'), ['gone']);
+  assert.equal(await h.redis.exists(task!, events!), 0);
 });
 
 test('create of an id drawn for it clears nothing under the id, but refuses a task there', async () => {
@@ -29,14 +64,16 @@ test('create of an id drawn for it clears nothing under the id, but refuses a ta
   const create = (fresh: string, tenant: string) =>
     h.redis.eval(
       scriptSource('create'),
-      5,
+      6,
       'tl:{u}:task',
       'tl:{u}:events',
       'tl:{u}:ev',
       inputs!,
       'tl:{u}:tokens',
+      'tl:{u}:created',
       1,
       fresh,
+      0,
       1,
       'tenant',
       tenant,
