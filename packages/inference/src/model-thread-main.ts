@@ -58,7 +58,7 @@ try {
         .then(
           (result) => {
             flush();
-            post({ op: 'done', id, result });
+            post({ op: 'done', id, result, largestLogits: model.largestLogits });
           },
           (error: unknown) => {
             flush();
@@ -67,6 +67,7 @@ try {
               id,
               message: error instanceof Error ? error.message : String(error),
               name: error instanceof Error ? error.name : 'Error',
+              largestLogits: model.largestLogits,
             });
           },
         )

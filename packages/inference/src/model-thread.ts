@@ -27,8 +27,8 @@ export type FromThread =
   | { op: 'ready'; id: string; info: OnnxModelInfo }
   | { op: 'failed'; message: string }
   | { op: 'steps'; steps: [id: number, tokens: number[], text: string][] }
-  | { op: 'done'; id: number; result: GenerateResult }
-  | { op: 'error'; id: number; message: string; name: string }
+  | { op: 'done'; id: number; result: GenerateResult; largestLogits: number }
+  | { op: 'error'; id: number; message: string; name: string; largestLogits: number }
   | { op: 'disposed' };
 
 interface Pending {
@@ -105,6 +105,7 @@ class ThreadedModel implements OnnxModel {
   private closed = false;
   private failure: Error | null = null;
   private disposed: Promise<void> | undefined;
+  private largest = 0;
 
   constructor(
     readonly id: string,
@@ -121,6 +122,10 @@ class ThreadedModel implements OnnxModel {
     );
     // An idle model does not keep the process alive, as one in process would not.
     thread.unref();
+  }
+
+  get largestLogits(): number {
+    return this.largest;
   }
 
   get broken(): boolean {
@@ -175,6 +180,7 @@ class ThreadedModel implements OnnxModel {
       return;
     }
     if (message.op !== 'done' && message.op !== 'error') return;
+    this.largest = message.largestLogits;
     const p = this.pending.get(message.id);
     if (!p) return;
     this.settle(message.id, p);

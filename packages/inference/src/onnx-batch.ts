@@ -25,6 +25,7 @@ export class OnnxChatModel implements OnnxModel {
   private running = false;
   private closed = false;
   private disposed: Promise<void> | undefined;
+  private largest = 0;
 
   constructor(
     readonly id: string,
@@ -37,6 +38,11 @@ export class OnnxChatModel implements OnnxModel {
     private readonly prefillChunk: number,
     private readonly minStepMs: number,
   ) {}
+
+  /** Values in the largest logits tensor a session.run has returned (see OnnxModel). */
+  get largestLogits(): number {
+    return this.largest;
+  }
 
   countTokens(messages: ChatMessage[]): number {
     return this.tokenizer.encodeChat(messages).length;
@@ -130,22 +136,19 @@ export class OnnxChatModel implements OnnxModel {
 
   /**
    * Prefills waiting requests while the batch has room, then stacks their caches into it. Requests
-   * that arrived together are prefilled together, in one session.run per chunk.
+   * that arrived together are prefilled together, in one session.run per chunk, and at most
+   * `prefillChunk` of them, as a chunk holds at least one position of each.
    */
   private async admit(): Promise<void> {
     const joining: { seq: Sequence; row: KvRow }[] = [];
     while (this.waiting.length && this.active.length + joining.length < this.maxBatch) {
-      const group = await this.takeGroup(this.maxBatch - this.active.length - joining.length);
+      const room = this.maxBatch - this.active.length - joining.length;
+      const group = await this.takeGroup(Math.min(room, this.prefillChunk));
       if (!group.length) continue;
       try {
         const { logits, past } = await this.prefill(group);
-        const width = logits.dims[1]!;
         for (const [i, seq] of group.entries()) {
-          await acceptToken(
-            seq,
-            logitsRow(logits, i * width + width - 1, this.info.vocabSize),
-            this.tokenizer.stopIds,
-          );
+          await acceptToken(seq, logitsRow(logits, i, this.info.vocabSize), this.tokenizer.stopIds);
           if (seq.finish || seq.error) await completeSequence(seq);
           else joining.push({ seq, row: { tensors: past, row: i, length: seq.length } });
         }
@@ -203,9 +206,13 @@ export class OnnxChatModel implements OnnxModel {
   }
 
   /**
-   * Runs the prompts (and resumed tokens) of `group` through the model, left-padded to the longest
-   * and in chunks of `prefillChunk` positions: logits [group, chunk, vocab] of the last chunk, and
-   * the group's cache, each row's valid positions last (the layout stackKv reads).
+   * Runs the prompts (and resumed tokens) of `group` through the model, left-padded to the longest,
+   * feeding the cache forward from chunk to chunk as decode steps do. A run returns logits for
+   * every position it is fed, though only each row's last one is used: chunks of `prefillChunk`
+   * positions in all (shared out among the rows) bound them to prefillChunk x vocab values, where
+   * a 4k-token prompt on a 150k vocabulary would otherwise be gigabytes. Returns the logits of each
+   * row's last position, [group, vocab], and the group's cache, each row's valid positions last
+   * (the layout stackKv reads).
    */
   private async prefill(group: Sequence[]): Promise<{ logits: ort.Tensor; past: ort.Tensor[] }> {
     const rows = group.map((seq) => [...seq.prompt, ...seq.tokens]);
@@ -222,13 +229,12 @@ export class OnnxChatModel implements OnnxModel {
     let past: ort.Tensor[] = this.graph.pastNames.map(
       () => new ort.Tensor(kvType, empty, [group.length, numKeyValueHeads, 0, headDim]),
     );
+    const chunk = Math.max(1, Math.floor(this.prefillChunk / group.length));
     let logits: ort.Tensor | undefined;
-    for (let start = 0; start < width; start += this.prefillChunk) {
-      const end = Math.min(width, start + this.prefillChunk);
+    for (let start = 0; start < width; start += chunk) {
+      const end = Math.min(width, start + chunk);
       const columns = (m: number[][], from: number) => m.flatMap((r) => r.slice(from, end));
-      const out = await runGraph(
-        this.session,
-        this.graph,
+      const out = await this.runModel(
         int64(columns(ids, start), [group.length, end - start]),
         int64(columns(mask, 0), [group.length, end]),
         int64(columns(positions, start), [group.length, end - start]),
@@ -239,7 +245,20 @@ export class OnnxChatModel implements OnnxModel {
       past = out.present;
     }
     group.forEach((seq, i) => (seq.length = rows[i]!.length));
-    return { logits: logits!, past };
+    return { logits: lastPositions(logits!), past };
+  }
+
+  /** One session.run, noting the size of the logits it returned. */
+  private async runModel(
+    inputIds: ort.Tensor,
+    attentionMask: ort.Tensor,
+    positionIds: ort.Tensor,
+    past: ort.Tensor[],
+    hasPast: boolean,
+  ): ReturnType<typeof runGraph> {
+    const out = await runGraph(this.session, this.graph, inputIds, attentionMask, positionIds, past, hasPast);
+    this.largest = Math.max(this.largest, out.logits.size);
+    return out;
   }
 
   /** One token for every active sequence in a single session.run. */
@@ -258,9 +277,7 @@ export class OnnxChatModel implements OnnxModel {
     });
     let out: { logits: ort.Tensor; present: ort.Tensor[] };
     try {
-      out = await runGraph(
-        this.session,
-        this.graph,
+      out = await this.runModel(
         new ort.Tensor('int64', ids, [batch.length, 1]),
         new ort.Tensor('int64', mask, [batch.length, total]),
         new ort.Tensor('int64', positions, [batch.length, 1]),
@@ -280,4 +297,20 @@ export class OnnxChatModel implements OnnxModel {
       }),
     );
   }
+}
+
+/**
+ * The logits of each row's last position, [rows, vocab], copied out of [rows, positions, vocab],
+ * so the last chunk's logits are not held while the rows' first tokens are sampled and reported.
+ */
+function lastPositions(logits: ort.Tensor): ort.Tensor {
+  const [rows, positions, vocab] = logits.dims as [number, number, number];
+  const data = logits.data as Float32Array | Uint16Array;
+  const Data = data.constructor as new (length: number) => Float32Array | Uint16Array;
+  const last = new Data(rows * vocab);
+  for (let row = 0; row < rows; row++) {
+    const from = (row * positions + positions - 1) * vocab;
+    last.set(data.subarray(from, from + vocab), row * vocab);
+  }
+  return new ort.Tensor(logits.type, last, [rows, vocab]);
 }

@@ -21,6 +21,10 @@ export async function loadOnnxModel(
   dir: string = DEFAULT_MODEL_DIR,
   opts: OnnxModelOptions = {},
 ): Promise<OnnxModel> {
+  const prefillChunkTokens = opts.prefillChunkTokens ?? 512;
+  // A chunk of no positions would never end a prefill.
+  if (!positiveInt(prefillChunkTokens))
+    throw new Error(`prefillChunkTokens must be an integer of at least 1, not ${prefillChunkTokens}`);
   const modelFile = await locateFiles(dir);
   const { config, generationConfig, tokenizer } = await loadChatTokenizer(dir);
   const executionProviders = opts.executionProviders ?? ['cpu'];
@@ -67,7 +71,7 @@ export async function loadOnnxModel(
         topP: sampling ? ((generationConfig.top_p as number | undefined) ?? 1) : 1,
       },
       opts.maxBatch ?? 16,
-      opts.prefillChunkTokens ?? 512,
+      prefillChunkTokens,
       opts.minStepMs ?? 0,
     );
   } catch (error) {

@@ -14,7 +14,11 @@ export interface OnnxModelOptions {
   maxBatch?: number;
   /** Prompt plus output limit. Default and maximum: config.json's max_position_embeddings. */
   maxContextTokens?: number;
-  /** Prompts are prefilled in chunks of this many tokens, which bounds the logits buffer. Default 512. */
+  /**
+   * Positions one prefill session.run is fed, every prompt prefilled together counted (no more
+   * prompts than this are prefilled together): the run's logits, one row of the vocabulary per
+   * position, are at most this many rows. Default 512.
+   */
   prefillChunkTokens?: number;
   /**
    * Lower bound on one decode step, in ms: 0 (the default) in production; tests and demos raise it
@@ -37,4 +41,10 @@ export interface OnnxModelInfo {
 
 export interface OnnxModel extends ModelBackend {
   readonly info: OnnxModelInfo;
+  /**
+   * Values (rows x positions x vocab) in the largest logits tensor a session.run of this model has
+   * returned: at most prefillChunkTokens x vocab for a prefill, the batch's rows x vocab for a
+   * decode step. A model in its own thread reports it as of the last generation that ended.
+   */
+  readonly largestLogits: number;
 }

@@ -268,21 +268,6 @@ for (const [where, load] of [
       assert.deepEqual(failed, { status: 'rejected', reason: boom });
       assert.equal(fine.status === 'fulfilled' && fine.value.text, 'Hello! How can I help you today?');
     });
-
-    it('prefills in chunks with the same result', async () => {
-      const chunked = await load(DEFAULT_MODEL_DIR, { prefillChunkTokens: 5, intraOpThreads: 1 });
-      try {
-        const req = { messages: ramble, maxOutputTokens: 30, resumeTokens: [72, 105] };
-        assert.deepEqual(await chunked.generate(req), await model.generate(req));
-        // Prompts of different lengths prefilled together, left-padded, across chunk boundaries.
-        const reqs = [req, { messages: ask('Hi'), maxOutputTokens: 30 }, { messages: ask('Name a river.') }];
-        const alone = [];
-        for (const r of reqs) alone.push(await model.generate(r));
-        assert.deepEqual(await Promise.all(reqs.map((r) => chunked.generate(r))), alone);
-      } finally {
-        await chunked.dispose();
-      }
-    });
   });
 }
 

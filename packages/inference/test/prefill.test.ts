@@ -58,3 +58,32 @@ for (const [where, load] of [
     }
   });
 }
+
+describe('chunked prefill bounds the logits of one session.run', () => {
+  for (const load of [loadOnnxModel, loadOnnxModelInThread]) {
+    it(`to the chunk's positions times the vocabulary, however many prompts are prefilled together (${load.name})`, async () => {
+      const chunk = 4;
+      const model = await load(DEFAULT_MODEL_DIR, { prefillChunkTokens: chunk, intraOpThreads: 1 });
+      try {
+        const vocab = model.info.vocabSize;
+        assert.equal(model.largestLogits, 0, 'no run yet');
+        // One prompt of about 40 tokens: ten chunks of 4 positions, never the whole prompt at once.
+        await model.generate(REQUESTS[0]!);
+        assert.equal(model.largestLogits, chunk * vocab);
+        // Four prompts together: the rows share the chunk, and a decode step holds one position a row.
+        assert.deepEqual(await Promise.all(REQUESTS.map((req) => model.generate(req))), await alone(model));
+        assert.equal(model.largestLogits, chunk * vocab);
+      } finally {
+        await model.dispose();
+      }
+    });
+  }
+
+  it('refuses a chunk of no tokens', async () => {
+    for (const prefillChunkTokens of [0, 1.5])
+      await assert.rejects(
+        loadOnnxModel(DEFAULT_MODEL_DIR, { prefillChunkTokens }),
+        /prefillChunkTokens must be an integer of at least 1/,
+      );
+  });
+});
