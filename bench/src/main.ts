@@ -147,6 +147,9 @@ try {
     const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), {
       id: 'tiny-chat',
       intraOpThreads: Number(BENCH_ENV.TASKLINE_INTRA_OP_THREADS) || undefined,
+      ...(BENCH_ENV.TASKLINE_PREFILL_CHUNK_TOKENS && {
+        prefillChunkTokens: Number(BENCH_ENV.TASKLINE_PREFILL_CHUNK_TOKENS),
+      }),
       // bench/gpu-check.sh: the bare side runs on the worker's execution provider too.
       ...(BENCH_ENV.TASKLINE_EXECUTION_PROVIDER === 'cuda' && {
         executionProviders: ['cuda', 'cpu'] as const,

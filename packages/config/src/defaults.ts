@@ -104,6 +104,15 @@ export const DEFAULTS = {
   /** onnxruntime threads per model session; 0 lets onnxruntime choose (one per core). */
   TASKLINE_INTRA_OP_THREADS: '0',
   /**
+   * gpu-worker: positions one prefill session.run is fed, every prompt prefilled together counted
+   * (and no more prompts than this together). A model returns logits for each position it is fed,
+   * though a prefill uses only each prompt's last: a run's logits are at most this many times the
+   * vocabulary (512 x 150k float32 values, about 300 MB), where a whole 4k-token prompt would be
+   * 2.4 GB, and eight of them together eight times that. Smaller saves memory; larger can prefill
+   * faster, in fewer runs.
+   */
+  TASKLINE_PREFILL_CHUNK_TOKENS: '512',
+  /**
    * SIGTERM or a drain command: running tasks get this long to finish; what is still running then
    * gets its `on_restart` policy (LMSP 7.5), as after a crash. Keep it under the pod's grace period.
    */

@@ -122,3 +122,14 @@ test('TASKLINE_TRUST_PROXY: false by default, else true, hops, or addresses, CID
   for (const bad of ['yes', '10.0.0.0/33', 'proxy.internal', '10.0.0.1/8/1'])
     assert.throws(() => loadEnv({ TASKLINE_TRUST_PROXY: bad }), /TASKLINE_TRUST_PROXY/, bad);
 });
+
+test('TASKLINE_PREFILL_CHUNK_TOKENS: 512 positions per prefill run by default, an integer of at least 1', () => {
+  assert.equal(loadEnv({}).TASKLINE_PREFILL_CHUNK_TOKENS, 512);
+  assert.equal(loadEnv({ TASKLINE_PREFILL_CHUNK_TOKENS: '1' }).TASKLINE_PREFILL_CHUNK_TOKENS, 1);
+  for (const bad of ['0', '-4', '2.5', 'many'])
+    assert.throws(
+      () => loadEnv({ TASKLINE_PREFILL_CHUNK_TOKENS: bad }),
+      /TASKLINE_PREFILL_CHUNK_TOKENS/,
+      bad,
+    );
+});

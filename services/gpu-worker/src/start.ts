@@ -75,6 +75,7 @@ export async function startWorker(
               id: model,
               executionProviders: [...providers],
               intraOpThreads: env.TASKLINE_INTRA_OP_THREADS || undefined,
+              prefillChunkTokens: env.TASKLINE_PREFILL_CHUNK_TOKENS,
               minStepMs: env.TASKLINE_WORKER_MIN_STEP_MS,
             });
       metrics.modelLoadSeconds.observe({ model }, Number(process.hrtime.bigint() - started) / 1e9);
