@@ -5,20 +5,25 @@ import type { ChatMessage, GenerateRequest, GenerateResult, OnnxModel } from '..
 
 // Chunked prefill on real onnxruntime and the real tiny model in models/tiny-chat.
 const ask = (content: string): ChatMessage[] => [{ role: 'user', content }];
-// Prompts of different lengths (9 to about 40 tokens), one with resumed tokens, so rows prefilled
+// Prompts of different lengths (10 to 47 tokens), one with resumed tokens, so rows prefilled
 // together are left-padded by different amounts and cross chunk boundaries at different places.
 const REQUESTS: GenerateRequest[] = [
-  { messages: ask('Explain quantum tunnelling to a medieval blacksmith, please.'), maxOutputTokens: 24 },
-  { messages: ask('Hi'), maxOutputTokens: 24 },
+  {
+    messages: ask('Explain quantum tunnelling to a medieval blacksmith, please.'),
+    maxOutputTokens: 24,
+    temperature: 0,
+  },
+  { messages: ask('Hi'), maxOutputTokens: 24, temperature: 0 },
   {
     messages: [
       { role: 'system', content: 'You are a helpful assistant.' },
       { role: 'user', content: 'Describe a city at night, then list the planets.' },
     ],
     maxOutputTokens: 24,
+    temperature: 0,
     resumeTokens: [72, 105],
   },
-  { messages: ask('Name a river.'), maxOutputTokens: 24 },
+  { messages: ask('Name a river.'), maxOutputTokens: 24, temperature: 0 },
 ];
 /** Larger than any prompt above: one session.run prefills a whole group. */
 const WHOLE = 1000;
@@ -44,7 +49,9 @@ for (const [where, load] of [
       }
     });
 
-    for (const chunk of [1, 3, 7, WHOLE]) {
+    // Prefilled together, the rows share a chunk: 13 gives four rows 3 positions a run, 3 gives
+    // three rows one each (a group has at most as many rows as the chunk has positions).
+    for (const chunk of [1, 3, 13, WHOLE]) {
       it(`generates greedily token for token the same with chunks of ${chunk}, alone and together`, async () => {
         const model = await load(DEFAULT_MODEL_DIR, { prefillChunkTokens: chunk, intraOpThreads: 1 });
         try {
@@ -67,7 +74,7 @@ describe('chunked prefill bounds the logits of one session.run', () => {
       try {
         const vocab = model.info.vocabSize;
         assert.equal(model.largestLogits, 0, 'no run yet');
-        // One prompt of about 40 tokens: ten chunks of 4 positions, never the whole prompt at once.
+        // A prompt of 46 tokens: twelve chunks of at most 4 positions, never the whole prompt at once.
         await model.generate(REQUESTS[0]!);
         assert.equal(model.largestLogits, chunk * vocab);
         // Four prompts together: the rows share the chunk, and a decode step holds one position a row.
