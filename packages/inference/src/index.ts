@@ -1,6 +1,7 @@
 /**
  * @taskline/inference: chat generation for workers. loadOnnxModel serves a Hugging Face ONNX
- * export (decoder with past, e.g. from Optimum) with batched KV-cache decoding, and
+ * export (decoder with past, e.g. from Optimum) with batched KV-cache decoding and a chunked
+ * prefill (its logits bounded by prefillChunkTokens), and
  * loadOnnxModelInThread the same in a worker thread, off the event loop; ModelCache keeps
  * loaded models within a memory budget; createInstantBackend stands in for a model in benchmarks.
  */

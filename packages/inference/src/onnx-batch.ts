@@ -13,7 +13,8 @@ import { InputTooLongError } from './errors.js';
 /**
  * One loaded model. Concurrent generate calls are decoded together: one session.run per step for
  * every active sequence, left-padded to a common past length. New requests are prefilled together
- * (left-padded likewise) and their caches stacked into the batch; finished ones are dropped from it.
+ * (left-padded likewise), in chunks of at most prefillChunkTokens positions a run, and their caches
+ * stacked into the batch; finished ones are dropped from it.
  */
 export class OnnxChatModel implements OnnxModel {
   readonly canSnapshot = true;
