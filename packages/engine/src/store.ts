@@ -7,6 +7,7 @@ import {
   type TransitionOptions,
 } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
+import { claimTask } from './claim.js';
 import { persist } from './create.js';
 import { deleteEnded } from './deletion.js';
 import { sweepHeldCalls } from './held.js';
@@ -14,15 +15,7 @@ import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
 import { queueTenant, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
 import { countEnded, sweepOperatorIndex } from './operator-index.js';
-import {
-  check,
-  parseEntry,
-  parseTask,
-  type NewTask,
-  type Offer,
-  type StoredEvent,
-  type TaskRecord,
-} from './records.js';
+import { check, parseEntry, type NewTask, type Offer, type StoredEvent, type TaskRecord } from './records.js';
 import * as recovery from './recovery.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import type { Recovered, RestartReason } from './restart.js';
@@ -156,62 +149,14 @@ export class TaskStore {
     return deleteEnded(this.core, id, tenant);
   }
 
-  /**
-   * A worker takes a queued task: it becomes `loading` under a new attempt and a lease, and with
-   * `start` (the worker has the model loaded) goes on to `running` in the same step. `offered` is
-   * the attempt its job was dispatched for (`DispatchJob.attempt`): a job of an older offer is
-   * refused (`stale_attempt`, see claim.lua).
-   */
-  async claim(
+  /** A worker takes a queued task under a new attempt and a lease: see claimTask. */
+  claim(
     id: string,
     workerId: string,
     leaseMs: number,
     opts: { start?: boolean; offered?: number } = {},
   ): Promise<TaskRecord> {
-    const keys = taskKeys(id);
-    const event = statusEvent('loading', { worker: workerId });
-    const running = opts.start ? statusEvent('running') : null;
-    // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
-    // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
-    // order; on a cluster the claim waits for the entry (another node).
-    const indexed = this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
-    await this.core.indexFirst(indexed);
-    const claimed = this.scripts.claim(
-      keys.task,
-      keys.events,
-      keys.channel,
-      this.now(),
-      workerId,
-      leaseMs,
-      event.type,
-      JSON.stringify(event.data),
-      opts.offered ?? '',
-      ...(running ? [running.type, JSON.stringify(running.data)] : []),
-    );
-    const [index, reply] = await Promise.allSettled([indexed, claimed]);
-    if (reply.status === 'rejected') throw reply.reason;
-    // Refused because the task is gone or finished: drop the entry (another attempt's stays for
-    // the sweep), and an ended task's place in its running set, which dispatch gave a job of an
-    // offer that landed after the end (a cancel between a requeue and its offer). Any other
-    // refusal leaves both: they may be the current offer's already; the lease sweep drops the rest.
-    const [refusal, , tenant, parent] = reply.value as string[];
-    if (refusal === 'missing') await this.redis.zrem(schedulerKeys.leases, id);
-    if (refusal === 'terminal') {
-      const running = schedulerKeys.active(queueTenant({ tenant: tenant!, parent: parent || null }));
-      await this.redis.multi().zrem(schedulerKeys.leases, id).zrem(running, id).exec();
-    }
-    check(id, reply.value);
-    // The claim went through without its index entry: write it now, before any work starts.
-    if (index.status === 'rejected') await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
-    // The script hands back the record as it left it: no read of our own.
-    const record = reply.value[3] as unknown as (string | number)[];
-    const raw: Record<string, string> = {};
-    for (let i = 0; i < record.length; i += 2) raw[record[i]!] = String(record[i + 1]);
-    if (!raw.id) throw notFound();
-    const task = parseTask(raw);
-    this.core.observe(task.kind, 'loading', task.createdAt);
-    if (opts.start) this.core.observe(task.kind, 'running', task.createdAt);
-    return task;
+    return claimTask(this.core, id, workerId, leaseMs, opts);
   }
 
   /** Extends the lease of `attempt`; returns the status so the worker learns of a cancel or a loss. */

@@ -220,3 +220,37 @@ test('the dispatch reconciler offers again at once a pick whose job was never qu
   const claimed = await h.store.claim(lost.id, 'w1', 60_000, { start: true, offered });
   assert.deepEqual(await indexed(tenant, model, lost.id), { place: claimed.attempt, ready: false });
 });
+
+test('a refused claim leaves the lease index and the running sets as it found them', async () => {
+  const [tenant, model] = ['tenant-refused', 'tools-refused'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  const offered = await dispatch(model, task.id);
+  const first = await h.store.claim(task.id, 'w1', 1000, { start: true, offered });
+  const state = () =>
+    Promise.all([
+      h.redis.zscore(schedulerKeys.leases, task.id),
+      h.redis.zrange(schedulerKeys.active(tenant), 0, -1, 'WITHSCORES'),
+    ]);
+  const refused = async (code: string, job: { offered?: number } = { offered }) => {
+    const before = await state();
+    await assert.rejects(
+      h.store.claim(task.id, 'w2', 60_000, { start: true, ...job }),
+      (e) => e instanceof TasklineError && e.code === code,
+    );
+    assert.deepEqual(await state(), before, `a claim refused with ${code} moves nothing`);
+  };
+  // A second job of the offer w1 claimed is stale; one that names no offer finds the task taken.
+  // Either way the lease entry stays w1's.
+  await refused('stale_attempt');
+  await refused('illegal_transition', {});
+  // That attempt is lost and the task queued and offered again: a job of the older offer is
+  // stale, whether the lease index still lists the task or the lease sweep dropped it.
+  assert.equal((await h.store.restart(task.id, first.attempt))?.status, 'queued');
+  await refused('stale_attempt');
+  await h.redis.zrem(schedulerKeys.leases, task.id);
+  await refused('stale_attempt');
+  // So, too, once the current offer's attempt runs.
+  const current = await dispatch(model, task.id);
+  await h.store.claim(task.id, 'w3', 60_000, { start: true, offered: current });
+  await refused('stale_attempt');
+});
