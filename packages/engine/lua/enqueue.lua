@@ -15,6 +15,11 @@
   instead: the running-set repair (sweepActive), having found neither a ready entry, a pick in
   flight nor a job, and an operator's requeue of a queued task.
 
+  An offer still waiting for dispatch in a newer queued state than ARGV[7] (a higher attempt, or
+  the same one with a later event: the task was queued again after the caller's read, and that
+  state offered) is not replaced either: its job would be named for, and its claim fenced by, the
+  state read, stale by now. Again only the journal entry is dropped, as asked.
+
   KEYS[1] ready index (model, tenant)  KEYS[2] tenant's running set  KEYS[3] model's tenants
   KEYS[4] models with ready tasks  KEYS[5] create journal (intake)  KEYS[6] offered states
   ARGV[1] task id  ARGV[2] score (created at, ms)  ARGV[3] tenant  ARGV[4] model
@@ -22,9 +27,9 @@
   ARGV[7] the queued state offered ("<attempt>:<seq>")
   ARGV[8] the highest running-set score this offer may drop (see above)
 
-  Returns 1 when offered, 0 when a newer place holds the task, or {'corrupt', key} when a key has
-  the wrong type (nothing is written: Redis does not roll a script back, so every write must be
-  known to succeed before the first).
+  Returns 1 when offered, 0 when a newer place or a newer offer holds the task, or {'corrupt', key}
+  when a key has the wrong type (nothing is written: Redis does not roll a script back, so every
+  write must be known to succeed before the first).
 ]]
 local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
 local function corrupt(i)
@@ -36,8 +41,19 @@ for i = 2, 6 do
     return corrupt(i)
   end
 end
+-- Whether queued state `a` ("<attempt>:<seq>") is later than `b`.
+local function later(a, b)
+  local aa, as = string.match(a, '^(%d+):(%d+)$')
+  local ba, bs = string.match(b, '^(%d+):(%d+)$')
+  if not aa or not ba then
+    return false
+  end
+  aa, as, ba, bs = tonumber(aa), tonumber(as), tonumber(ba), tonumber(bs)
+  return aa > ba or (aa == ba and as > bs)
+end
 local place = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if place and tonumber(place) > tonumber(ARGV[8]) then
+local offered = redis.call('HGET', KEYS[6], ARGV[1])
+if (place and tonumber(place) > tonumber(ARGV[8])) or (offered and later(offered, ARGV[7])) then
   if ARGV[6] == '1' then
     redis.call('ZREM', KEYS[5], ARGV[1])
   end

@@ -146,7 +146,9 @@ export class StoreCore {
    * it. Drops the task's create-journal entry in the same step unless `keepJournal`. A place in its
    * tenant's running set scored above `placed` (by default the attempt read, whose dispatch scores
    * one past it) belongs to a dispatch that may have been claimed since the read: the task is then
-   * not offered, and false is returned.
+   * not offered, and false is returned. So too when an offer of a newer queued state waits (the
+   * task was queued again since the read): a caller's read is outdated either way, and a newer
+   * offer or dispatch holds the task, so false needs no repair.
    */
   async enqueue(task: Offer, keepJournal = false, placed = task.attempt): Promise<boolean> {
     const tenant = queueTenant(task);

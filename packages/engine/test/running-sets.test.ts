@@ -221,6 +221,32 @@ test('the dispatch reconciler offers again at once a pick whose job was never qu
   assert.deepEqual(await indexed(tenant, model, lost.id), { place: claimed.attempt, ready: false });
 });
 
+test('an offer from an older read does not replace the newer offer of the task', async () => {
+  const [tenant, model] = ['tenant-older', 'tools-older'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // Its journal entry was left behind (the create's drop of it is not awaited).
+  await h.redis.zadd(schedulerKeys.intake, 1, task.id);
+  let next: TaskRecord | undefined;
+  const reconciler = interleaved(task.id, async (seen) => {
+    assert.equal(seen?.status, 'queued');
+    // Right after the read, the task is dispatched and claimed, and that attempt is lost: the
+    // task is queued again and offered in its new state.
+    const offered = await dispatch(model, task.id);
+    await handedOver(scheduler, [task.id]);
+    const first = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+    assert.equal((await h.store.restart(task.id, first.attempt))?.status, 'queued');
+    next = (await h.store.get(task.id))!;
+  });
+  assert.deepEqual(await reconciler.reconcileIntake(0), [], 'nothing offered from the older read');
+  assert.equal(await h.redis.hget(schedulerKeys.offered, task.id), `${next!.attempt}:${next!.seq}`);
+  assert.equal(await h.redis.zscore(schedulerKeys.intake, task.id), null, 'its journal entry is done with');
+  // The newer offer's job claims the task.
+  const current = await dispatch(model, task.id);
+  assert.equal(current, next!.attempt);
+  const claimed = await h.store.claim(task.id, 'w2', 60_000, { start: true, offered: current });
+  assert.equal(claimed.attempt, next!.attempt + 1);
+});
+
 test('a refused claim leaves the lease index and the running sets as it found them', async () => {
   const [tenant, model] = ['tenant-refused', 'tools-refused'];
   const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));

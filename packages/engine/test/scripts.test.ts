@@ -243,6 +243,10 @@ test('enqueue offers a task once in its latest state, wakes the scheduler, and d
     // A second offer keeps the first score but names the state offered now; this one drops the journal entry.
     await offer('a', 99, '1', '1:7', 1);
     assert.equal(await h.redis.hget(offered, 'a'), '1:7');
+    // An offer of an older state (read before the task was queued again) leaves the newer one.
+    assert.equal(await offer('a', 99, '0', '1:6', 1), 0);
+    assert.equal(await offer('a', 99, '0', '0:9', 1), 0);
+    assert.equal(await h.redis.hget(offered, 'a'), '1:7');
     assert.deepEqual(await h.redis.zrange(k[0]!, 0, -1, 'WITHSCORES'), ['a', '10']);
     assert.equal(await h.redis.zcard(k[1]!), 0, 'a waiting task is out of the running set');
     assert.deepEqual(await h.redis.smembers(k[2]!), ['t']);
