@@ -13,7 +13,8 @@
   (a running task must not be listed ready). Only the create journal entry is dropped, as asked:
   the task was offered. A caller that knows that dispatch's job lost passes that place's score
   instead: the running-set repair (sweepActive), having found neither a ready entry, a pick in
-  flight nor a job, and an operator's requeue of a queued task.
+  flight nor a job, and an operator's requeue of a queued task (the place it read before the
+  task's state: one a dispatch wrote since scores above the attempt read, and stays).
 
   An offer still waiting for dispatch in a newer queued state than ARGV[7] (a higher attempt, or
   the same one with a later event: the task was queued again after the caller's read, and that

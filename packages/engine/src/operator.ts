@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { operatorKeys, schedulerKeys, taskKeys } from './keys.js';
+import { operatorKeys, queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { bucketOf, createdField, endedField, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
 import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
@@ -233,7 +233,13 @@ export class OperatorView {
    * not stuck: cancel it instead), a queued one is offered again (its offer or job was lost).
    */
   async requeue(id: string, operator: string): Promise<TaskRecord> {
-    const task = await this.store.get(id);
+    const seen = await this.store.get(id);
+    // A queued task's place in its tenant's running set (its offer's dispatch, whose job is taken
+    // for lost), read before the state acted on: a dispatch after it places the task above it,
+    // and keeps that place (enqueue.lua), claimed or not.
+    const place =
+      seen?.status === 'queued' ? await this.redis.zscore(schedulerKeys.active(queueTenant(seen)), id) : null;
+    const task = seen?.status === 'queued' ? await this.store.get(id) : seen;
     if (!task) throw notFound();
     const leased = ['loading', 'running', 'input_required'].includes(task.status);
     if (!leased && task.status !== 'queued') {
@@ -256,9 +262,10 @@ export class OperatorView {
       fields: { status_message: `requeued by operator`, shown },
       events: [statusEvent(shown, { reason: 'operator_requeue', operator_action: action })],
     });
-    // A queued task's offer or job is taken for lost: the place of the state read goes too (see
-    // enqueue.lua).
-    await this.store.enqueue({ ...task, seq }, false, leased ? task.attempt : task.attempt + 1);
+    // A leased task's places are its attempt's or older; a queued one's offer or job is taken for
+    // lost, and the place read goes too, only that one.
+    const placed = leased || place === null ? task.attempt : Math.max(task.attempt, Number(place));
+    await this.store.enqueue({ ...task, seq }, false, placed);
     return (await this.store.get(id))!;
   }
 

@@ -9,6 +9,7 @@ import {
   connectRedis,
   defineDispatch,
   handedOver,
+  OperatorView,
   TaskStore,
   TasklineError,
   type TaskRecord,
@@ -219,6 +220,35 @@ test('the dispatch reconciler offers again at once a pick whose job was never qu
   assert.equal(await dispatch(model, lost.id), offered);
   const claimed = await h.store.claim(lost.id, 'w1', 60_000, { start: true, offered });
   assert.deepEqual(await indexed(tenant, model, lost.id), { place: claimed.attempt, ready: false });
+});
+
+test("an operator's requeue of a queued task keeps the place of a dispatch claimed after its read", async () => {
+  const [tenant, model] = ['tenant-requeue', 'tools-requeue'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  // The operator took the task for stuck, but its offer was fine: after the requeue read it (and
+  // recorded the requeue), before its offer, the task is dispatched and claimed.
+  const store = new TaskStore(h.redis, defaults);
+  const offer = store.enqueue.bind(store);
+  let claimed: TaskRecord | undefined;
+  store.enqueue = async (...args) => {
+    const offered = await dispatch(model, task.id);
+    await handedOver(scheduler, [task.id]);
+    claimed = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+    return offer(...args);
+  };
+  const requeued = await new OperatorView(store).requeue(task.id, 'key:ops');
+  assert.equal(requeued.status, 'running');
+  assert.deepEqual(
+    await indexed(tenant, model, task.id),
+    { place: claimed!.attempt, ready: false },
+    'the running attempt keeps its place under the cap, and a running task is not offered',
+  );
+  // A task whose dispatch's job was lost: the requeue drops the place it read, and offers it again.
+  const lost = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  await dispatch(model, lost.id);
+  await handedOver(scheduler, [lost.id]);
+  await new OperatorView(h.store).requeue(lost.id, 'key:ops');
+  assert.deepEqual(await indexed(tenant, model, lost.id), { place: null, ready: true });
 });
 
 test('an offer from an older read does not replace the newer offer of the task', async () => {
