@@ -20,7 +20,9 @@
   clients see").
 
   Returns {'ok', attempt, seq, record} | {'missing'} | {'terminal', status, tenant, parent ('' for none)}
-        | {'stale', status} | {'illegal', status}
+        | {'stale', status, tenant, parent, attempt, lease} | {'illegal', status, tenant, parent, attempt, lease}
+          (lease: the deadline of the lease the task holds, '' for none; all for the caller to put
+          back its lease index entry, see claim_unindex.lua)
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
   where `record` is the task hash as this step leaves it (field, value, ...), so that the worker
   needs no read of its own.
@@ -40,11 +42,14 @@ if isTerminal(status) then
   return { 'terminal', status, fields['tenant'] or '', fields['parent'] or '' }
 end
 local attempt = tonumber(fields['attempt'] or '0')
+local function refused(code)
+  return { code, status, fields['tenant'] or '', fields['parent'] or '', attempt, fields['lease_until'] or '' }
+end
 if ARGV[6] ~= '' and tonumber(ARGV[6]) < attempt then
-  return { 'stale', status }
+  return refused('stale')
 end
 if status ~= 'queued' then
-  return { 'illegal', status }
+  return refused('illegal')
 end
 local unwritable = refuseUnwritable(task, KEYS[2], nil, { fields['seq'], fields['attempt'] })
 if unwritable then

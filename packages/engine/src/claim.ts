@@ -25,13 +25,11 @@ export async function claimTask(
   const event = statusEvent('loading', { worker: workerId });
   const running = opts.start ? statusEvent('running') : null;
   // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
-  // sweep. On one Redis, one round trip: index entry (with the one it replaces) and claim are
-  // sent together and run in that order; on a cluster the claim waits for the entry (another node).
+  // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
+  // order; on a cluster the claim waits for the entry (another node). Only where the task has no
+  // entry: one there (its holder's, an earlier attempt's) is never moved by a refused claim.
   const deadline = core.now() + leaseMs;
-  const indexed = Promise.all([
-    core.redis.zscore(schedulerKeys.leases, id),
-    core.redis.zadd(schedulerKeys.leases, deadline, id),
-  ]);
+  const indexed = core.redis.zadd(schedulerKeys.leases, 'NX', deadline, id);
   await core.indexFirst(indexed);
   const claimed = core.scripts.claim(
     keys.task,
@@ -47,29 +45,24 @@ export async function claimTask(
   );
   const [index, reply] = await Promise.allSettled([indexed, claimed]);
   if (reply.status === 'rejected') throw reply.reason;
-  // Refused because the task is gone or finished: drop the entry (no attempt can hold one any
-  // more), and an ended task's place in its running set, which dispatch gave a job of an offer
-  // that landed after the end (a cancel between a requeue and its offer). Refused for a task
-  // that goes on (a newer attempt's, or taken): the entry as it was, only while it is still the
-  // one written here (lease_unindex.lua: a claim that went through since keeps its own), and the
-  // running place untouched, which is the current offer's.
-  const [refusal, , tenant, parent] = reply.value as string[];
+  const [refusal, , tenant, parent, attempt, lease] = reply.value as string[];
+  const added = index.status === 'fulfilled' && Number(index.value) === 1;
   if (refusal === 'missing') await core.redis.zrem(schedulerKeys.leases, id);
   else if (refusal === 'terminal') {
+    // No attempt can hold an entry any more; and an ended task's place in its running set is one
+    // dispatch gave a job of an offer that landed after the end (a cancel between a requeue and
+    // its offer).
     const running = schedulerKeys.active(queueTenant({ tenant: tenant!, parent: parent || null }));
     await core.redis.multi().zrem(schedulerKeys.leases, id).zrem(running, id).exec();
-  } else if (refusal !== 'ok' && index.status === 'fulfilled') {
-    const [replaced] = index.value;
-    await core.scripts.lease_unindex(
-      schedulerKeys.leases,
-      id,
-      deadline,
-      ...(replaced === null ? [] : [replaced]),
-    );
+  } else if ((refusal === 'stale' || refusal === 'illegal') && added) {
+    // Refused for a task that goes on: the entry written here is taken back (claim_unindex.lua).
+    const running = schedulerKeys.active(queueTenant({ tenant: tenant!, parent: parent || null }));
+    await core.scripts.claim_unindex(schedulerKeys.leases, running, id, deadline, attempt!, lease!);
   }
   check(id, reply.value);
-  // The claim went through without its index entry: write it now, before any work starts.
-  if (index.status === 'rejected') await core.redis.zadd(schedulerKeys.leases, deadline, id);
+  // The claim went through without its index entry (the write failed, or another's was there):
+  // this attempt's now, before any work starts.
+  if (!added) await core.redis.zadd(schedulerKeys.leases, deadline, id);
   // The script hands back the record as it left it: no read of our own.
   const record = reply.value[3] as unknown as (string | number)[];
   const raw: Record<string, string> = {};

@@ -118,6 +118,7 @@ const TASK_SCRIPTS = [
   'idempotency_begin',
   'idempotency_finish',
   'lease_unindex',
+  'claim_unindex',
   'park_unindex',
   'place_unindex',
 ] as const;

@@ -15,6 +15,7 @@ import {
   type TaskRecord,
 } from '../src/index.js';
 import { schedulerKeys } from '../src/keys.js';
+import type { Scripts } from '../src/scripts.js';
 import { defaults, dispatchOne, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -309,4 +310,36 @@ test('a refused claim leaves the lease index and the running sets as it found th
   const current = await dispatch(model, task.id);
   await h.store.claim(task.id, 'w3', 60_000, { start: true, offered: current });
   await refused('stale_attempt');
+});
+
+test('a refused claim takes back its lease entry only while no claim that went through since may hold it', async () => {
+  const [tenant, model] = ['tenant-took', 'tools-took'];
+  const task = await h.store.create(newTask({ tenant, kind: 'tool', model, onRestart: 'retry' }));
+  const offered = await dispatch(model, task.id);
+  const first = await h.store.claim(task.id, 'w1', 60_000, { start: true, offered });
+  assert.equal((await h.store.restart(task.id, first.attempt))?.status, 'queued');
+  await h.redis.zrem(schedulerKeys.leases, task.id); // as the lease sweep drops it
+  // Two workers whose clocks read the same ms: their lease entries are alike.
+  const at = Date.now();
+  const [stale, current] = [0, 1].map(() => new TaskStore(h.redis, { ...defaults, now: () => at }));
+  // Right after a job of the older offer is refused, the current offer's job claims the task.
+  const scripts = (stale as unknown as { core: { scripts: Scripts } }).core.scripts;
+  const claim = scripts.claim;
+  let claimed: TaskRecord | undefined;
+  scripts.claim = async (...args) => {
+    const reply = await claim(...args);
+    const job = await dispatch(model, task.id);
+    claimed = await current!.claim(task.id, 'w3', 60_000, { start: true, offered: job });
+    return reply;
+  };
+  await assert.rejects(
+    stale!.claim(task.id, 'w2', 60_000, { start: true, offered }),
+    (e) => e instanceof TasklineError && e.code === 'stale_attempt',
+  );
+  assert.equal(claimed?.attempt, first.attempt + 1);
+  assert.equal(
+    Number(await h.redis.zscore(schedulerKeys.leases, task.id)),
+    at + 60_000,
+    'the running attempt has its lease entry, for the sweep should its worker die',
+  );
 });

@@ -197,6 +197,22 @@ test('park_unindex removes a task’s running place and lease entry only while t
   assert.deepEqual(await h.redis.zrange(running, 0, -1), ['b']);
 });
 
+test('claim_unindex takes back a refused claim’s lease entry unless a later claim may hold it', async () => {
+  const source = scriptSource('claim_unindex');
+  const [leases, running] = ['tl:{sched}:leases:claim', 'tl:{sched}:active:claim'];
+  // Each refused claim wrote 500. `b` was re-indexed later; `c` has a place above the attempt its
+  // refusal saw (2): a dispatch since, whose job may have claimed it; `d` is held (lease 450).
+  await h.redis.zadd(leases, 500, 'a', 900, 'b', 500, 'c', 500, 'd');
+  await h.redis.zadd(running, 2, 'a', 3, 'c', 2, 'd');
+  const undo = (id: string, lease: string) => h.redis.eval(source, 2, leases, running, id, 500, 2, lease);
+  assert.equal(await undo('a', ''), 1);
+  assert.equal(await undo('b', ''), 0);
+  assert.equal(await undo('c', ''), 0);
+  assert.equal(await undo('d', '450'), 1);
+  assert.deepEqual(await h.redis.zrange(leases, 0, -1, 'WITHSCORES'), ['d', '450', 'c', '500', 'b', '900']);
+  assert.deepEqual(await h.redis.zrange(running, 0, -1), ['a', 'd', 'c'], 'no place moves');
+});
+
 test('place_unindex removes a running place only while its score is the one read', async () => {
   const source = scriptSource('place_unindex');
   const running = 'tl:{sched}:active:place';
