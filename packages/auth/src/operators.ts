@@ -23,6 +23,9 @@ declare global {
   }
 }
 
+/** OpenID Connect Core 1.0 section 2: a `sub` "MUST NOT exceed 255 ASCII characters in length". */
+const MAX_SUBJECT = 255;
+
 export type OperatorAuthSettings = Pick<
   Env,
   | 'TASKLINE_ADMIN_KEYS'
@@ -88,7 +91,13 @@ export function operatorAuthenticator(
       // The subject is who the task events and logs record as acting: a token naming none is refused.
       if (typeof claims.sub !== 'string' || claims.sub === '')
         throw new TasklineError('unauthorized', 'An operator token must name its operator (`sub`).');
-      return { id: `jwt:${claims.sub.slice(0, 64)}`, via: 'jwt' };
+      // Kept whole, never cut: two subjects alike in their first characters are two operators.
+      if (claims.sub.length > MAX_SUBJECT)
+        throw new TasklineError(
+          'unauthorized',
+          `An operator token's subject (\`sub\`) may be at most ${MAX_SUBJECT} characters (OpenID Connect Core 1.0 section 2).`,
+        );
+      return { id: `jwt:${claims.sub}`, via: 'jwt' };
     }
     // Only which refusal: a tenant credential never opens anything here. Any other failure (the
     // key store unreachable) is passed on as it is, neither 401 nor 403.

@@ -120,3 +120,30 @@ test("an operator JWT without a subject is refused: its actions could not be tol
     );
   assert.equal((await ops.authenticate({ authorization: `Bearer ${await sign('bob')}` })).id, 'jwt:bob');
 });
+
+test("operator subjects are kept whole up to OpenID Connect's 255 characters; a longer one is refused", async () => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const ops = operatorAuthenticator(
+    settings({ TASKLINE_JWT_PUBLIC_KEY: await exportSPKI(publicKey), TASKLINE_JWT_ADMIN_ROLE: 'operator' }),
+    tenants,
+  );
+  const bearer = async (sub: string) => ({
+    authorization: `Bearer ${await new SignJWT({ role: 'operator' })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer('https://issuer.test')
+      .setAudience('taskline')
+      .setExpirationTime('1m')
+      .setSubject(sub)
+      .sign(privateKey)}`,
+  });
+  // Two operators whose subjects share their first 64 characters are still two operators.
+  const shared = `${'x'.repeat(64)}@idp.example`;
+  const [alice, bob] = [`alice.${shared}`, `bob.${shared}`].map((s) => s.padStart(255, 'o'));
+  assert.equal((await ops.authenticate(await bearer(alice!))).id, `jwt:${alice}`);
+  assert.equal((await ops.authenticate(await bearer(bob!))).id, `jwt:${bob}`);
+  await assert.rejects(ops.authenticate(await bearer('o'.repeat(256))), (err: unknown) => {
+    assert.ok(err instanceof TasklineError && err.code === 'unauthorized');
+    assert.match(err.message, /255 characters/);
+    return true;
+  });
+});
