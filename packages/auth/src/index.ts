@@ -5,11 +5,12 @@ import type { Env } from '@taskline/config';
 import { TasklineError } from '@taskline/engine';
 import { ApiKeyStore, hashKey, TENANT_PATTERN } from './keys.js';
 import { unguarded, type AuthGuard } from './guard.js';
-import { jwtVerifier, looksLikeJwt } from './jwt.js';
+import { jwtExpiresAt, jwtVerifier, looksLikeJwt } from './jwt.js';
 
 export { ApiKeyStore, TENANT_PATTERN, assertTenantId, hashKey, type ApiKeyInfo } from './keys.js';
 export { unguarded, type AuthGuard } from './guard.js';
 export { jwtVerifier, looksLikeJwt, type JwtSettings, type JwtVerifier } from './jwt.js';
+export { EXPIRED_EVENT, whenExpired } from './expiry.js';
 export {
   operatorAuthenticator,
   type Operator,
@@ -21,6 +22,8 @@ export {
 export interface Tenant {
   id: string;
   via: 'static_key' | 'api_key' | 'jwt';
+  /** A JWT's: when it stops being accepted (ms since the epoch); the streams it opens end then. Keys never expire. */
+  expiresAt?: number;
 }
 
 declare global {
@@ -81,16 +84,17 @@ export function authenticator(env: AuthSettings, redis: Redis, guard: AuthGuard 
     const fromEnv = staticKeys.get(hashKey(token));
     if (fromEnv) return { id: fromEnv, via: 'static_key' };
     if (verify && looksLikeJwt(token)) {
-      let claim: unknown;
+      let claims: Record<string, unknown>;
       try {
-        claim = (await verify(token))[env.TASKLINE_JWT_TENANT_CLAIM];
+        claims = await verify(token);
       } catch {
         throw unauthorized('The bearer token is invalid or expired.');
       }
+      const claim = claims[env.TASKLINE_JWT_TENANT_CLAIM];
       if (typeof claim !== 'string' || !TENANT_PATTERN.test(claim)) {
         throw unauthorized('The bearer token names no valid tenant.');
       }
-      return { id: claim, via: 'jwt' };
+      return { id: claim, via: 'jwt', expiresAt: jwtExpiresAt(claims, env) };
     }
     const stored = await keys.lookup(token);
     if (stored) return { id: stored.tenant, via: 'api_key' };
@@ -100,8 +104,8 @@ export function authenticator(env: AuthSettings, redis: Redis, guard: AuthGuard 
   /**
    * A key made by the CLI can be revoked while a stream it opened is open: asked again on each
    * heartbeat, the stream ends as the key's next request would be refused, on whichever replica
-   * holds it. A static key is revoked only with a restart, and a JWT is not asked again: it was
-   * valid when the stream was asked for, and its expiry is no revocation. A key store that cannot
+   * holds it. A static key is revoked only with a restart, and a JWT is not asked again: nothing
+   * revokes it, and its streams end at its expiry (`Tenant.expiresAt`). A key store that cannot
    * answer now cuts nothing.
    */
   function stillAuthorized(headers: IncomingHttpHeaders, tenant: Tenant) {

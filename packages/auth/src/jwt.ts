@@ -43,5 +43,14 @@ export function jwtVerifier(env: JwtSettings): JwtVerifier | null {
   };
 }
 
+/**
+ * When a verified token stops being accepted (ms since the epoch): its `exp` (which every token
+ * carries) plus the forgiven clock skew. A stream it opened ends then (`whenExpired`).
+ */
+export const jwtExpiresAt = (
+  claims: Record<string, unknown>,
+  env: Pick<JwtSettings, 'TASKLINE_JWT_CLOCK_TOLERANCE_S'>,
+) => (Number(claims.exp) + env.TASKLINE_JWT_CLOCK_TOLERANCE_S) * 1000;
+
 /** Three base64url segments: the compact JWS form. API keys never contain dots. */
 export const looksLikeJwt = (token: string) => /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token);

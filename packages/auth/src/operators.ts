@@ -4,13 +4,15 @@ import type { Env } from '@taskline/config';
 import { TasklineError } from '@taskline/engine';
 import { unguarded, type AuthGuard } from './guard.js';
 import { hashKey } from './keys.js';
-import { jwtVerifier, looksLikeJwt } from './jwt.js';
+import { jwtExpiresAt, jwtVerifier, looksLikeJwt } from './jwt.js';
 
 /** Who is operating the console: never a tenant, and never scoped to one. */
 export interface Operator {
   /** `key:<first 12 hex of the key's SHA-256>` or `jwt:<sub>`: what the task events record. */
   id: string;
   via: 'admin_key' | 'jwt';
+  /** A JWT's: when it stops being accepted (ms since the epoch); the console streams it opens end then. */
+  expiresAt?: number;
 }
 
 declare global {
@@ -97,7 +99,7 @@ export function operatorAuthenticator(
           'unauthorized',
           `An operator token's subject (\`sub\`) may be at most ${MAX_SUBJECT} characters (OpenID Connect Core 1.0 section 2).`,
         );
-      return { id: `jwt:${claims.sub}`, via: 'jwt' };
+      return { id: `jwt:${claims.sub}`, via: 'jwt', expiresAt: jwtExpiresAt(claims, env) };
     }
     // Only which refusal: a tenant credential never opens anything here. Any other failure (the
     // key store unreachable) is passed on as it is, neither 401 nor 403.

@@ -4,7 +4,7 @@ import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import type { Redis } from 'ioredis';
 import { connectRedis, TasklineError } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import { ApiKeyStore, authenticator, type AuthSettings } from '../src/index.js';
+import { ApiKeyStore, authenticator, whenExpired, type AuthSettings } from '../src/index.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -58,9 +58,14 @@ test('static keys, stored keys and JWTs each prove a tenant; everything else is 
     .setProtectedHeader({ alg: 'ES256' })
     .setIssuer('https://idp.test')
     .setAudience('taskline')
-    .setExpirationTime('1m')
+    .setExpirationTime(2_000_000_000)
     .sign(privateKey);
-  assert.deepEqual(await auth.authenticate({ authorization: `Bearer ${jwt}` }), { id: 'jwt-t', via: 'jwt' });
+  // Keys never expire; a JWT's tenant says when its streams end: `exp` plus the 30 s of tolerance.
+  assert.deepEqual(await auth.authenticate({ authorization: `Bearer ${jwt}` }), {
+    id: 'jwt-t',
+    via: 'jwt',
+    expiresAt: (2_000_000_000 + 30) * 1000,
+  });
 
   const wrongAudience = await new SignJWT({ tenant: 'jwt-t' })
     .setProtectedHeader({ alg: 'ES256' })
@@ -123,8 +128,10 @@ describe('JWT claims', () => {
     if (claims.nbf !== undefined) jwt.setNotBefore(claims.nbf);
     return jwt.sign(keys.privateKey);
   };
-  const accepted = async (t: string) =>
-    assert.deepEqual(await auth.authenticate({ authorization: `Bearer ${t}` }), { id: 'jwt-t', via: 'jwt' });
+  const accepted = async (t: string) => {
+    const { id, via } = await auth.authenticate({ authorization: `Bearer ${t}` });
+    assert.deepEqual({ id, via }, { id: 'jwt-t', via: 'jwt' });
+  };
 
   test('a token without exp is refused, however valid the rest', async () => {
     await refused(
@@ -161,6 +168,14 @@ describe('JWT claims', () => {
     );
   });
 
+  test('a JWT stops being accepted, and its streams end, at exp plus the clock tolerance', async () => {
+    const exp = now() + 60;
+    const tenant = await auth.authenticate({
+      authorization: `Bearer ${await token({ iss: issuer, aud: audience, exp })}`,
+    });
+    assert.equal(tenant.expiresAt, (exp + 30) * 1000);
+  });
+
   test('a verifier without issuer or audience is refused when it is built', async () => {
     const publicKey = await exportSPKI(keys.publicKey);
     for (const over of [{ TASKLINE_JWT_ISSUER: issuer }, { TASKLINE_JWT_AUDIENCE: audience }]) {
@@ -169,5 +184,18 @@ describe('JWT claims', () => {
         /TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE/,
       );
     }
+  });
+});
+
+describe('whenExpired', () => {
+  test('calls back once the expiry has passed; never once cancelled, nor without an expiry', async () => {
+    let fired = 0;
+    await new Promise<void>((resolve) => whenExpired(Date.now() + 20, resolve));
+    const cancel = whenExpired(Date.now() + 20, () => fired++);
+    cancel();
+    whenExpired(undefined, () => fired++);
+    // Far past both: a timer not cleared would have fired by now.
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(fired, 0);
   });
 });

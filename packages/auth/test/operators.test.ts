@@ -69,10 +69,10 @@ test('a JWT is an operator only with the admin role; a tenant token is forbidden
       .setAudience('taskline')
       .setExpirationTime('1m')
       .sign(privateKey);
-  assert.deepEqual(await ops.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` }), {
-    id: 'jwt:alice',
-    via: 'jwt',
-  });
+  const alice = await ops.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` });
+  assert.deepEqual({ id: alice.id, via: alice.via }, { id: 'jwt:alice', via: 'jwt' });
+  // When the token stops being accepted: its console streams end then.
+  assert.ok(alice.expiresAt! > Date.now() && alice.expiresAt! <= Date.now() + 60_000);
   assert.equal(
     (await ops.authenticate({ authorization: `Bearer ${await sign({ role: ['x', 'operator'] })}` })).via,
     'jwt',

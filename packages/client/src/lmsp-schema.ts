@@ -976,7 +976,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description Server-sent events. Each event is `event: <type>`, `id: <sequence_number>`, `data: <StreamEvent JSON>`; comment lines are heartbeats; a `retry:` line precedes a server-side close (reconnect with Last-Event-ID). */
+      /** @description Server-sent events. Each event is `event: <type>`, `id: <sequence_number>`, `data: <StreamEvent JSON>`; comment lines are heartbeats; a `retry:` line precedes a server-side close (reconnect with Last-Event-ID). A stream opened with a JWT ends when the JWT expires (`exp` plus the clock tolerance) with `event: error`, no `id:`, whose data is the `401 unauthorized` Problem (reconnect with a fresh token and Last-Event-ID). */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1087,7 +1087,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description The finished response (any outcome), or its events with `stream: true`. A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null, sequence_number }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from; `sequence_number` is the last event’s plus one, the resume point’s plus one when none was sent, and the frame has no `id:`), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
+      /** @description The finished response (any outcome), or its events with `stream: true`. A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null, sequence_number }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from; `sequence_number` is the last event’s plus one, the resume point’s plus one when none was sent, and the frame has no `id:`), then its `retry:` line. A response stream whose API key is revoked while it is open, or whose JWT expires (`exp` plus the clock tolerance), ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
@@ -1234,7 +1234,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The response, or its events with `stream=true`. A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null, sequence_number }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from; `sequence_number` is the last event’s plus one, the resume point’s plus one when none was sent, and the frame has no `id:`), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
+      /** @description The response, or its events with `stream=true`. A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null, sequence_number }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from; `sequence_number` is the last event’s plus one, the resume point’s plus one when none was sent, and the frame has no `id:`), then its `retry:` line. A response stream whose API key is revoked while it is open, or whose JWT expires (`exp` plus the clock tolerance), ends with `event: error` and `code: "unauthorized"`, without `retry:`. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];

@@ -1,4 +1,5 @@
 import type { Request, Response } from 'express';
+import { EXPIRED_EVENT, whenExpired } from '@taskline/auth';
 import { TasklineError } from '@taskline/engine';
 
 /** What the api lends the console's live views: its stream cap, its shutdown and its SSE settings. */
@@ -148,7 +149,8 @@ export function snapshotResumePoint(req: Request): number {
  * Last-Event-ID (the current snapshot, unless it is the reader's last, then newer ones: each
  * replaces the last, so none is missed),
  * heartbeats that renew the stream's slot under `name`'s cap, a `retry:` hint on shutdown or
- * when the reader falls `maxBufferBytes` behind. Refusals come before the first byte, and before
+ * when the reader falls `maxBufferBytes` behind, a problem as the last `error` event when the
+ * operator's JWT expires. Refusals come before the first byte, and before
  * `feed` is called when it is a function.
  */
 export async function serveFeed(
@@ -167,15 +169,18 @@ export async function serveFeed(
   let done = false;
   let unsubscribe: () => void = () => undefined;
   let unregister: () => void = () => undefined;
-  const finish = (retryMs?: number) => {
+  let unwatchExpiry: () => void = () => undefined;
+  /** `retryMs`: cut short, to be resumed; `last`: a frame to end with instead. */
+  const finish = (retryMs?: number, last?: string) => {
     if (done) return;
     done = true;
     clearInterval(heartbeat);
+    unwatchExpiry();
     unsubscribe();
     unregister();
     live.opened?.(-1);
     void slot.release().catch(() => undefined);
-    if (!res.writableEnded) res.end(retryMs === undefined ? undefined : `retry: ${retryMs}\n\n`);
+    if (!res.writableEnded) res.end(retryMs === undefined ? last : `retry: ${retryMs}\n\n`);
   };
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',
@@ -189,6 +194,8 @@ export async function serveFeed(
     slot.renew().catch(() => undefined);
   }, live.heartbeatMs);
   unregister = live.register({ kind: 'events', end: finish });
+  // An operator's JWT: the view ends as a task stream does when it expires.
+  unwatchExpiry = whenExpired(req.operator?.expiresAt, () => finish(undefined, EXPIRED_EVENT));
   res.on('close', () => finish());
   // The client may have left before its 'close' listener was there.
   if (req.socket.destroyed) finish();

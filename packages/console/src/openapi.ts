@@ -43,7 +43,7 @@ export function adminOpenApi(): Record<string, unknown> {
       summary:
         `${what} as SSE: an \`${event}\` event (the JSON route's body) now and every 2 s, \`id:\` its time in ms; ` +
         'heartbeat comments; resume with Last-Event-ID or starting_after (the current snapshot unless it is that one, then newer ones). ' +
-        "Counts against the operator's open-stream cap (429); ended with a `retry:` hint on shutdown.",
+        "Counts against the operator's open-stream cap (429); ended with a `retry:` hint on shutdown, and with an `error` event carrying the 401 problem when the operator's JWT expires.",
       parameters: [
         ...parameters,
         q('starting_after', { type: 'integer', minimum: 0 }, 'Resume after this snapshot id.'),

@@ -31,6 +31,8 @@ interface ListenArgs {
   capabilities: unknown;
   observe?: McpObserver;
   stillAuthorized?: StillAuthorized;
+  /** When the JWT of the request stops being accepted: the stream is closed then (openEventStream). */
+  expiresAt?: number;
 }
 
 /**
@@ -96,6 +98,7 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     slot,
     heartbeatMs: args.heartbeatMs,
     stillAuthorized: args.stillAuthorized,
+    expiresAt: args.expiresAt,
     onClose: () => args.observe?.listener(-1),
   });
   send({

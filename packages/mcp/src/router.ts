@@ -49,11 +49,14 @@ export interface McpRouterDeps {
   logger: Logger;
   /**
    * The LMSP authenticator (`@taskline/auth`): the tenant a request's bearer token proves, and what
-   * a stream it opens asks on each heartbeat, when its key can be revoked meanwhile. Given the
+   * a stream it opens asks on each heartbeat, when its key can be revoked meanwhile, and when its
+   * JWT expires (ms since the epoch), which closes the streams it opened. Given the
    * request, not only its headers: the api counts failures by its client address, and refuses an
    * address with too many (`too_many_auth_failures`, answered as the limits' 429s below).
    */
-  authenticate?: (req: Request) => Promise<{ id: string; stillAuthorized?: StillAuthorized }>;
+  authenticate?: (
+    req: Request,
+  ) => Promise<{ id: string; stillAuthorized?: StillAuthorized; expiresAt?: number }>;
   /** The tools to offer; by default `builtinTools` as configured by `env` and `extensions` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
@@ -224,8 +227,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   };
   router.use(async (req, res, next) => {
     try {
-      const { id: tenant, stillAuthorized } = env.TASKLINE_MCP_LOCAL_NO_AUTH
-        ? { id: LOCAL_TENANT, stillAuthorized: undefined }
+      const {
+        id: tenant,
+        stillAuthorized,
+        expiresAt,
+      } = env.TASKLINE_MCP_LOCAL_NO_AUTH
+        ? { id: LOCAL_TENANT, stillAuthorized: undefined, expiresAt: undefined }
         : await deps.authenticate!(req);
       // The admission step: a `tools/call` that runs as a task needs its place under the cap now.
       const reservation = await deps.admission.admit(tenant, res, createsTask(req));
@@ -235,7 +242,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
         token: '',
         clientId: tenant,
         scopes: [],
-        extra: { outcome, stillAuthorized, ...(reservation && { reservation }) },
+        extra: { outcome, stillAuthorized, expiresAt, ...(reservation && { reservation }) },
       };
       next();
     } catch (err) {
@@ -260,7 +267,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     const { auth } = req as Request & {
       auth: {
         clientId: string;
-        extra?: { reservation?: TaskReservation; stillAuthorized?: StillAuthorized };
+        extra?: { reservation?: TaskReservation; stillAuthorized?: StillAuthorized; expiresAt?: number };
       };
     };
     const tenant = auth.clientId;
@@ -306,6 +313,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           capabilities,
           observe: deps.observe,
           stillAuthorized: auth.extra?.stillAuthorized,
+          expiresAt: auth.extra?.expiresAt,
         });
       }
       // Everything of the stateful 2025 era (initialize, sessions, answers) is served apart; the

@@ -1,5 +1,6 @@
 import type { Response } from 'express';
 import type { StreamSlot } from '@taskline/admission';
+import { whenExpired } from '@taskline/auth';
 
 /** Asked on each heartbeat of a stream, never rejects: false ends it (the key that opened it was revoked). */
 export type StillAuthorized = () => Promise<boolean>;
@@ -10,17 +11,21 @@ export interface EventStreamOptions {
   heartbeatMs: number;
   /** The request's revocation check (`@taskline/auth` `stillAuthorized`), as LMSP streams ask it. */
   stillAuthorized?: StillAuthorized;
+  /** When the JWT that opened the stream stops being accepted (ms since the epoch): it is closed then. */
+  expiresAt?: number;
   onClose?: () => void;
 }
 
 /**
  * Starts an SSE response that holds `slot`: a heartbeat comment every `heartbeatMs` keeps it open
- * through proxies, renews the slot and ends the stream once `stillAuthorized` says no; the slot is
- * released when the response closes. Returns the function that sends one JSON-RPC message on it.
+ * through proxies, renews the slot and ends the stream once `stillAuthorized` says no; the stream
+ * is closed at `expiresAt` too, without a reply (the client asks again with a fresh token, as
+ * after any lost stream); the slot is released when the response closes. Returns the function
+ * that sends one JSON-RPC message on it.
  */
 export function openEventStream(
   res: Response,
-  { slot, heartbeatMs, stillAuthorized, onClose }: EventStreamOptions,
+  { slot, heartbeatMs, stillAuthorized, expiresAt, onClose }: EventStreamOptions,
 ): (message: object) => void {
   res.writeHead(200, {
     'content-type': 'text/event-stream',
@@ -32,8 +37,10 @@ export function openEventStream(
     slot.renew().catch(() => undefined);
     void stillAuthorized?.().then((ok) => ok || res.end());
   }, heartbeatMs);
+  const unwatchExpiry = whenExpired(expiresAt, () => res.end());
   res.once('close', () => {
     clearInterval(heartbeat);
+    unwatchExpiry();
     void slot.release().catch(() => undefined);
     onClose?.();
   });

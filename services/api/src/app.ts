@@ -53,7 +53,11 @@ function mcpRouter(core: ApiCore): Router {
     logger: core.logger.child({ surface: 'mcp' }),
     authenticate: async (req) => {
       const tenant = await core.guardAuth(req, core.auth.authenticate);
-      return { id: tenant.id, stillAuthorized: core.auth.stillAuthorized(req.headers, tenant) };
+      return {
+        id: tenant.id,
+        stillAuthorized: core.auth.stillAuthorized(req.headers, tenant),
+        expiresAt: tenant.expiresAt,
+      };
     },
     admission: core.admission,
     extensions: core.mcpExtensions,

@@ -10,6 +10,7 @@ import {
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
+import { EXPIRED_EVENT, whenExpired } from '@taskline/auth';
 import { servedEventJson } from './openai/events.js';
 
 /**
@@ -84,6 +85,13 @@ export interface StreamOptions {
   stillAuthorized?: () => Promise<boolean>;
   /** The last frame of a stream ended by `stillAuthorized`, given the last event sent: OpenAI's `error` event on its surface's streams. */
   revoked?: (lastSeq: number) => string;
+  /** When the JWT that opened the stream stops being accepted (ms since the epoch): the stream ends then. */
+  expiresAt?: number;
+  /**
+   * The last frame of a stream ended by `expiresAt`, given the last event sent: OpenAI's `error`
+   * event on its surface's streams; LMSP's (and the console's) is a problem (`EXPIRED_EVENT`).
+   */
+  expired?: (lastSeq: number) => string;
 }
 
 /**
@@ -97,6 +105,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   let sub: Subscription | null = null;
   let heartbeat: NodeJS.Timeout | undefined = undefined;
   let unregister: () => void = () => undefined;
+  let unwatchExpiry: () => void = () => undefined;
   /**
    * Frames not yet written: the hub hands on a script's events (a flush of the worker's) in one
    * go, and they leave in one write per stream, not one write (a syscall) per event.
@@ -124,6 +133,7 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
     if (done) return; // the flush cut a slow reader off
     done = true;
     clearInterval(heartbeat);
+    unwatchExpiry();
     o.metrics?.sseStreamsOpen.dec({ protocol: 'lmsp' });
     sub?.close();
     unregister();
@@ -167,6 +177,8 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   res.flushHeaders();
   o.metrics?.sseStreamsOpen.inc({ protocol: 'lmsp' });
   unregister = o.streams.add({ kind: o.kind, end: finish });
+  // Armed before the check below, so that a stream finished there clears it too.
+  unwatchExpiry = whenExpired(o.expiresAt, () => finish(undefined, o.expired?.(lastSeq) ?? EXPIRED_EVENT));
   res.on('close', () => finish());
   // The client may have left while the history was being read: its 'close' has passed already.
   if (req.socket.destroyed) finish();

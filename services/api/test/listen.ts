@@ -13,10 +13,10 @@ export interface Listen {
   done: Promise<void>;
 }
 
-/** Opens a listen on `taskIds` (JSON-RPC id `id`) and reads it until `close()`. */
-export async function listen(base: string, taskIds: unknown[], id = 7): Promise<Listen> {
+/** Opens a listen on `taskIds` (JSON-RPC id `id`) with bearer `key` and reads it until `close()`. */
+export async function listen(base: string, taskIds: unknown[], id = 7, key = KEY_A): Promise<Listen> {
   const controller = new AbortController();
-  const res = await listenTasks(`${base}/mcp`, KEY_A, taskIds, { id, signal: controller.signal });
+  const res = await listenTasks(`${base}/mcp`, key, taskIds, { id, signal: controller.signal });
   const out: Listen = {
     status: res.status,
     headers: res.headers,

@@ -14,7 +14,7 @@ import { rpcError } from '../rpc.js';
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
 export interface LegacyDeps extends Omit<
   LegacyCall,
-  'tenant' | 'session' | 'res' | 'id' | 'reservation' | 'stillAuthorized'
+  'tenant' | 'session' | 'res' | 'id' | 'reservation' | 'stillAuthorized' | 'expiresAt'
 > {
   sessions: LegacySessions;
   relay: LegacyRelay;
@@ -51,7 +51,7 @@ export async function serveLegacy(
   req: Request,
   res: Response,
   tenant: string,
-  request: Pick<LegacyCall, 'reservation' | 'stillAuthorized'> = {},
+  request: Pick<LegacyCall, 'reservation' | 'stillAuthorized' | 'expiresAt'> = {},
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   // MCP 2025-11-25 Streamable HTTP (Sending Messages to the Server): the client accepts both. The
@@ -127,8 +127,17 @@ export async function serveLegacy(
     res.status(202).end(); // Other notifications (initialized...) need nothing from this server.
     return;
   }
-  const { reservation, stillAuthorized } = request;
-  const call = { ...deps, tenant, session: session.id, res, id: body.id, reservation, stillAuthorized };
+  const { reservation, stillAuthorized, expiresAt } = request;
+  const call = {
+    ...deps,
+    tenant,
+    session: session.id,
+    res,
+    id: body.id,
+    reservation,
+    stillAuthorized,
+    expiresAt,
+  };
   if (typeof body.method === 'string' && (await serveLegacyTaskMethod(call, body.method, body.params ?? {})))
     return;
   await serveWithSdk(deps, req, res, session, tenant);

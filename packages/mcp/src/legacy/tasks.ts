@@ -37,6 +37,8 @@ export interface LegacyCall {
   reservation?: TaskReservation;
   /** Asked on each heartbeat of a `tasks/result` stream (see openEventStream). */
   stillAuthorized?: StillAuthorized;
+  /** When the request's JWT stops being accepted: a `tasks/result` stream is closed then (see openEventStream). */
+  expiresAt?: number;
   observe?: McpObserver;
 }
 
@@ -229,6 +231,7 @@ async function taskResult(call: LegacyCall, first: TaskRecord) {
     slot,
     heartbeatMs: call.heartbeatMs,
     stillAuthorized: call.stillAuthorized,
+    expiresAt: call.expiresAt,
   });
   let closed = false;
   let sub: Subscription | null = null;

@@ -54,7 +54,7 @@ export const jsonResponse = (description: string, schema: Schema, headers: Recor
 });
 
 export const sseResponse = (description: string) => ({
-  description: `${description} Each event is \`event: <type>\`, \`id: <sequence_number>\`, \`data: <StreamEvent JSON>\`; comment lines are heartbeats; a \`retry:\` line precedes a server-side close (reconnect with Last-Event-ID).`,
+  description: `${description} Each event is \`event: <type>\`, \`id: <sequence_number>\`, \`data: <StreamEvent JSON>\`; comment lines are heartbeats; a \`retry:\` line precedes a server-side close (reconnect with Last-Event-ID). A stream opened with a JWT ends when the JWT expires (\`exp\` plus the clock tolerance) with \`event: error\`, no \`id:\`, whose data is the \`401 unauthorized\` Problem (reconnect with a fresh token and Last-Event-ID).`,
   headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } },
   content: { 'text/event-stream': { schema: { type: 'string' }, 'x-event-schema': ref('StreamEvent') } },
 });

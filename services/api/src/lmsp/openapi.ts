@@ -20,7 +20,7 @@ import { LMSP_VERSION } from './schema.js';
 
 /** OpenAI's streaming `error` event, on the OpenAI surface's streams (`openai/events.ts`). */
 const CUT_SHORT =
-  'A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null, sequence_number }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from; `sequence_number` is the last event’s plus one, the resume point’s plus one when none was sent, and the frame has no `id:`), then its `retry:` line. A response stream whose API key is revoked while it is open ends with `event: error` and `code: "unauthorized"`, without `retry:`.';
+  'A stream cut short (a background one by a shutting-down replica; any one, `stream: true` creates too, for a reader too far behind) sends `event: error` with `{ type: "error", code: "unavailable", message, param: null, sequence_number }` (the OpenAI SDKs raise it; its message names the `starting_after` to resume from; `sequence_number` is the last event’s plus one, the resume point’s plus one when none was sent, and the frame has no `id:`), then its `retry:` line. A response stream whose API key is revoked while it is open, or whose JWT expires (`exp` plus the clock tolerance), ends with `event: error` and `code: "unauthorized"`, without `retry:`.';
 
 export function buildOpenApi(): Schema {
   return {

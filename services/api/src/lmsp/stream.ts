@@ -7,10 +7,13 @@ import { resumePoint } from './schema.js';
 
 /**
  * Serves a task's events from the request's resume point; open streams count under `streamsOf`.
- * The console's, plus how a stream ended early ends (`StreamOptions.interrupted`, `revoked`).
+ * The console's, plus how a stream ended early ends (`StreamOptions.interrupted`, `revoked`, `expired`).
  */
 export type FollowTask = (
-  ...args: [...Parameters<ConsoleDeps['followTask']>, ends?: Pick<StreamOptions, 'interrupted' | 'revoked'>]
+  ...args: [
+    ...Parameters<ConsoleDeps['followTask']>,
+    ends?: Pick<StreamOptions, 'interrupted' | 'revoked' | 'expired'>,
+  ]
 ) => Promise<void>;
 
 /** The SSE options of one of the request's task streams (LMSP events, or a `stream: true` response). */
@@ -36,6 +39,8 @@ export function streamOptions(
     kind,
     metrics: core.metrics,
     stillAuthorized: req.tenant && core.auth.stillAuthorized(req.headers, req.tenant),
+    // A tenant's JWT, or an operator's on the console's task streams.
+    expiresAt: (req.tenant ?? req.operator)?.expiresAt,
   };
 }
 

@@ -83,8 +83,25 @@ export function revokedFrame(lastSeq: number): string {
   );
 }
 
+/**
+ * What ends such a stream when the JWT that opened it expires (`StreamOptions.expiresAt`): the
+ * code a request with it now gets. No `retry:`: the token is spent, and the client resumes with a
+ * fresh one from the event its message names.
+ */
+export function expiredFrame(lastSeq: number): string {
+  return errorFrame(
+    'unauthorized',
+    `The token that opened this stream has expired; resume with a fresh one and starting_after=${lastSeq}.`,
+    lastSeq,
+  );
+}
+
 /** How the OpenAI surface's streams end early (`StreamOptions`): its `error` event, never a quiet end. */
-export const OPENAI_STREAM_ENDS = { interrupted: interruptedFrame, revoked: revokedFrame };
+export const OPENAI_STREAM_ENDS = {
+  interrupted: interruptedFrame,
+  revoked: revokedFrame,
+  expired: expiredFrame,
+};
 
 /**
  * OpenAI's `error` stream event (`ResponseErrorEvent`: type, code, message, param,
