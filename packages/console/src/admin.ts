@@ -68,7 +68,7 @@ const strParam = (value: unknown, name: string, pattern: RegExp): string | undef
 export function adminRouter(deps: ConsoleDeps): Router {
   const { store } = deps;
   const view = new OperatorView(store);
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true });
   router.use(deps.operators.middleware);
   router.use((_req, res, next) => {
     // One tenant's data must never sit in a cache another request could be answered from.

@@ -29,7 +29,7 @@ export function mountConsole(app: Express, deps: ConsoleDeps): void {
   const page = readFileSync(PAGE);
   app.use('/admin/v1', adminRouter(deps));
 
-  const pages = express.Router();
+  const pages = express.Router({ caseSensitive: true });
   pages.use((req, res, next) => {
     if (!req.headers.authorization) return next();
     deps.operators.middleware(req, res, next);

@@ -187,7 +187,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     observe: deps.observe,
   };
 
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true });
   // DNS rebinding: a browser tricked into calling a local server sends a foreign Host or Origin.
   router.use((req, res, next) => {
     const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '');

@@ -117,6 +117,9 @@ export function createApp(deps: AppDeps): TasklineApi {
 
   const app = express();
   app.disable('x-powered-by');
+  // Only the documented paths exist (every router here is case-sensitive too): `/LMSP/V1/...` is
+  // the 404 problem, not another name of `/lmsp/v1/...`. Set before the app's router is made.
+  app.enable('case sensitive routing');
   // The client address (`req.ip`) that failed authentications are counted by: behind a load
   // balancer, the one its X-Forwarded-For gives, from the proxies named here only.
   app.set('trust proxy', core.env.TASKLINE_TRUST_PROXY);

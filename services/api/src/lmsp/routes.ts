@@ -313,7 +313,7 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     res.json(modelObject(servedModel(served, String(req.params.id))));
   }
 
-  const router = express.Router();
+  const router = express.Router({ caseSensitive: true });
   // Without credentials: API explorers and client generators fetch the document anonymously.
   router
     .route('/openapi.json')

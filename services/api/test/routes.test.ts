@@ -1,0 +1,62 @@
+/**
+ * Which requests reach a route: only the documented paths, as written (routing is case-sensitive
+ * on every surface: another case is the api's 404 problem). Real HTTP against an in-process api.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { scanKeys } from '@taskline/testing';
+import { call, KEY_A, startApi, startStack, TASK_BODY, type InProcessApi, type Stack } from './helpers.js';
+
+const ADMIN_KEY = 'admin-key-0123456789abcdef';
+const TASK = 'task_00000000000000000000000000';
+const RESPONSE = 'resp_00000000000000000000000000';
+
+let stack: Stack;
+let api: InProcessApi;
+before(async () => {
+  stack = await startStack();
+  api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
+});
+after(async () => {
+  await api.close();
+  await stack.close();
+});
+
+const MCP_LIST = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
+const MCP_HEADERS = { accept: 'application/json, text/event-stream' };
+
+describe('routes are case-sensitive: only the documented paths exist', () => {
+  test('another case of a documented path is the 404 problem on every surface; the path as written is served', async () => {
+    const cases: [string, string, string, { body?: unknown; headers?: Record<string, string> }?][] = [
+      ['GET', '/lmsp/v1/models', KEY_A],
+      ['GET', '/LMSP/V1/models', KEY_A],
+      ['GET', '/lmsp/v1/Models', KEY_A],
+      ['POST', '/lmsp/v1/TASKS', KEY_A, { body: TASK_BODY }],
+      ['GET', `/lmsp/v1/Tasks/${TASK}`, KEY_A],
+      ['GET', `/lmsp/v1/RESPONSES/${RESPONSE}`, KEY_A],
+      ['GET', '/lmsp/v1/OpenAPI.json', KEY_A],
+      ['GET', '/admin/v1/overview', ADMIN_KEY],
+      ['GET', '/ADMIN/v1/overview', ADMIN_KEY],
+      ['GET', '/admin/v1/Overview', ADMIN_KEY],
+      ['GET', '/CONSOLE', ADMIN_KEY],
+      ['POST', '/mcp', KEY_A, { body: MCP_LIST, headers: MCP_HEADERS }],
+      ['POST', '/MCP', KEY_A, { body: MCP_LIST, headers: MCP_HEADERS }],
+    ];
+    const served = new Set(['/lmsp/v1/models', '/admin/v1/overview', '/mcp']);
+    for (const [method, path, key, opts] of cases) {
+      const r = await call(api.base, method, path, { key, skipCheck: true, ...opts });
+      if (served.has(path)) {
+        // MCP answers for itself (this 2025-era request lacks its session): JSON-RPC, not the api's 404.
+        if (path === '/mcp') assert.equal((r.body as { jsonrpc?: string }).jsonrpc, '2.0');
+        else assert.equal(r.status, 200, `${method} ${path}`);
+        continue;
+      }
+      assert.equal(r.status, 404, `${method} ${path}: ${r.text.slice(0, 200)}`);
+      assert.match(r.headers.get('content-type') ?? '', /^application\/problem\+json/, path);
+      assert.equal((r.body as { code: string }).code, 'invalid_request', path);
+    }
+    // Nothing was made through another case of `/tasks`.
+    const made = await scanKeys(stack.redis, '*task_*');
+    assert.deepEqual(made, []);
+  });
+});
