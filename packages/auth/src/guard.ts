@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Request } from 'express';
+import type { Request, RequestHandler } from 'express';
 
 /**
  * What runs each request's authentication in the middlewares here: the api's limit of failed
@@ -13,3 +13,13 @@ export type AuthGuard = <T>(
 
 /** The guard that runs `authenticate` as it is. */
 export const unguarded: AuthGuard = (req, authenticate) => authenticate(req.headers);
+
+/**
+ * `handler` (authentication, and what needs it) for every method but OPTIONS, which goes on
+ * without it to its route's `Allow`: it tells which methods a path takes, nothing of a tenant's,
+ * and a CORS preflight never carries credentials (Fetch standard, "CORS-preflight fetch").
+ */
+export const exceptOptions =
+  (handler: RequestHandler): RequestHandler =>
+  (req, res, next) =>
+    req.method === 'OPTIONS' ? next() : handler(req, res, next);

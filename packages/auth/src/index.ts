@@ -8,7 +8,7 @@ import { unguarded, type AuthGuard } from './guard.js';
 import { jwtExpiresAt, jwtVerifier, looksLikeJwt } from './jwt.js';
 
 export { ApiKeyStore, TENANT_PATTERN, assertTenantId, hashKey, type ApiKeyInfo } from './keys.js';
-export { unguarded, type AuthGuard } from './guard.js';
+export { exceptOptions, unguarded, type AuthGuard } from './guard.js';
 export { jwtVerifier, looksLikeJwt, type JwtSettings, type JwtVerifier } from './jwt.js';
 export { EXPIRED_EVENT, whenExpired } from './expiry.js';
 export {

@@ -9,7 +9,7 @@ import {
   type TaskFilter,
   type TaskRecord,
 } from '@taskline/engine';
-import type { OperatorAuthenticator } from '@taskline/auth';
+import { exceptOptions, type OperatorAuthenticator } from '@taskline/auth';
 import { FeedPool, serveFeed, SnapshotFeed, type LiveStreams } from './live.js';
 import { adminOpenApi } from './openapi.js';
 import { readOverview, type OverviewDeps } from './overview.js';
@@ -63,13 +63,14 @@ const strParam = (value: unknown, name: string, pattern: RegExp): string | undef
 
 /**
  * The `/admin/v1` JSON API: every route needs an operator; every answer is `no-store`; a known
- * path asked with another method is 405 with `Allow` (OPTIONS 204), once the operator is known.
+ * path asked with another method is 405 with `Allow`, once the operator is known; OPTIONS is 204
+ * with `Allow`, without credentials, as on LMSP.
  */
 export function adminRouter(deps: ConsoleDeps): Router {
   const { store } = deps;
   const view = new OperatorView(store);
   const router = express.Router({ caseSensitive: true });
-  router.use(deps.operators.middleware);
+  router.use(exceptOptions(deps.operators.middleware));
   router.use((_req, res, next) => {
     // One tenant's data must never sit in a cache another request could be answered from.
     res.setHeader('Cache-Control', 'no-store');

@@ -71,7 +71,7 @@ export function adminOpenApi(): Record<string, unknown> {
         'expired), 401 `unauthorized` with WWW-Authenticate. A client address past TASKLINE_AUTH_FAILURE_LIMIT ' +
         'failed authentications gets 429 `too_many_auth_failures` with Retry-After for every request, an ' +
         'operator credential too, until its window ends. A path asked with a method it does not take is ' +
-        '405 `invalid_request` with `Allow` (OPTIONS: 204 with `Allow`), as on LMSP. A Redis that cannot ' +
+        '405 `invalid_request` with `Allow` (OPTIONS: 204 with `Allow`, without credentials), as on LMSP; paths are case-sensitive. A Redis that cannot ' +
         'take the request now (unreachable, full, loading) is 503 `unavailable` with Retry-After. Answers are ' +
         '`Cache-Control: no-store`.',
     },

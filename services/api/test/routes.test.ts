@@ -1,6 +1,8 @@
 /**
  * Which requests reach a route: only the documented paths, as written (routing is case-sensitive
- * on every surface: another case is the api's 404 problem). Real HTTP against an in-process api.
+ * on every surface: another case is the api's 404 problem), and OPTIONS, which reveals nothing of
+ * a tenant's, answered 204 with `Allow` without credentials on LMSP, the OpenAI routes and
+ * `/admin/v1`. The api sends no CORS headers. Real HTTP against an in-process api.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -58,5 +60,48 @@ describe('routes are case-sensitive: only the documented paths exist', () => {
     // Nothing was made through another case of `/tasks`.
     const made = await scanKeys(stack.redis, '*task_*');
     assert.deepEqual(made, []);
+  });
+});
+
+describe('OPTIONS needs no credentials', () => {
+  const paths: [string, string][] = [
+    ['/lmsp/v1/models', 'GET, HEAD, OPTIONS'],
+    ['/lmsp/v1/tasks', 'POST, OPTIONS'],
+    [`/lmsp/v1/tasks/${TASK}/events`, 'GET, HEAD, OPTIONS'],
+    ['/lmsp/v1/responses', 'POST, OPTIONS'],
+    [`/lmsp/v1/responses/${RESPONSE}`, 'GET, HEAD, OPTIONS'],
+    [`/lmsp/v1/responses/${RESPONSE}/cancel`, 'POST, OPTIONS'],
+    ['/admin/v1/overview', 'GET, HEAD, OPTIONS'],
+    [`/admin/v1/tasks/${TASK}/cancel`, 'POST, OPTIONS'],
+  ];
+
+  test('LMSP, the OpenAI routes and the admin API answer 204 with Allow, as with a credential', async () => {
+    for (const [path, allow] of paths) {
+      const key = path.startsWith('/admin') ? ADMIN_KEY : KEY_A;
+      for (const token of [key, null]) {
+        const r = await call(api.base, 'OPTIONS', path, { key: token, skipCheck: true });
+        assert.equal(r.status, 204, `${path} ${token ? 'with' : 'without'} a credential: ${r.text}`);
+        assert.equal(r.headers.get('allow'), allow, path);
+      }
+      // Only OPTIONS: any other method still needs the credential.
+      assert.equal((await call(api.base, 'GET', path, { key: null, skipCheck: true })).status, 401, path);
+    }
+  });
+
+  test('a CORS preflight gets the same answer and no CORS header: the api does not serve browsers of other origins', async () => {
+    for (const [path, allow] of paths) {
+      const r = await call(api.base, 'OPTIONS', path, {
+        key: null,
+        skipCheck: true,
+        headers: {
+          origin: 'https://app.example',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'authorization, content-type',
+        },
+      });
+      assert.equal(r.status, 204, path);
+      assert.equal(r.headers.get('allow'), allow, path);
+      assert.equal(r.headers.get('access-control-allow-origin'), null, path);
+    }
   });
 });

@@ -29,7 +29,7 @@ export function buildOpenApi(): Schema {
       title: 'Taskline LMSP API',
       version: LMSP_VERSION,
       description:
-        'LMSP 1.0 responses, durable tasks and resumable event streams (LMSP 1.0 sections 6, 7 and 9), also usable through the official OpenAI SDKs (background responses are tasks). Every error is application/problem+json with a stable `code`, and carries the OpenAI-style `error` member (`message`, `type`, `code`, `param`) that those SDKs read. Prometheus metrics are not served on this port: each replica serves `/metrics` on its own metrics listener (`TASKLINE_METRICS_PORT`), for the scraper only.',
+        'LMSP 1.0 responses, durable tasks and resumable event streams (LMSP 1.0 sections 6, 7 and 9), also usable through the official OpenAI SDKs (background responses are tasks). Every error is application/problem+json with a stable `code`, and carries the OpenAI-style `error` member (`message`, `type`, `code`, `param`) that those SDKs read. Prometheus metrics are not served on this port: each replica serves `/metrics` on its own metrics listener (`TASKLINE_METRICS_PORT`), for the scraper only. Paths are case-sensitive. OPTIONS on any path here answers 204 with `Allow`, without credentials; no CORS headers are sent (the API is not served to browser scripts of other origins).',
     },
     security: [{ bearer: [] }],
     paths: {

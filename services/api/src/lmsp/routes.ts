@@ -5,6 +5,7 @@
  */
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { callerLeft, type StreamSlot, type TaskReservation } from '@taskline/admission';
+import { exceptOptions } from '@taskline/auth';
 import {
   DURABILITY_LOSS,
   isWellFormedId,
@@ -319,9 +320,12 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     .route('/openapi.json')
     .get((_req, res) => void res.json(openapi))
     .all(methodNotAllowed(['GET']));
-  router.use(core.auth.middleware, admit);
-  router.use(express.json({ limit: env.TASKLINE_MAX_BODY_BYTES, strict: true }));
-  router.use(admitted, admittedOnError);
+  // Authentication, admission and the body, for every method but OPTIONS (`exceptOptions`).
+  const gate = express.Router();
+  gate.use(core.auth.middleware, admit);
+  gate.use(express.json({ limit: env.TASKLINE_MAX_BODY_BYTES, strict: true }));
+  gate.use(admitted, admittedOnError);
+  router.use(exceptOptions(gate));
   router
     .route('/tasks')
     .post(countCreate, requireJson, postTask)
