@@ -188,14 +188,17 @@ describe('JWT claims', () => {
 });
 
 describe('whenExpired', () => {
-  test('calls back once the expiry has passed; never once cancelled, nor without an expiry', async () => {
+  test('calls back once the expiry has passed; never once cancelled, nor without an expiry, nor early', async () => {
     let fired = 0;
     await new Promise<void>((resolve) => whenExpired(Date.now() + 20, resolve));
     const cancel = whenExpired(Date.now() + 20, () => fired++);
     cancel();
     whenExpired(undefined, () => fired++);
-    // Far past both: a timer not cleared would have fired by now.
+    // Beyond the longest delay a timer takes (about 24.8 days), which would fire at once.
+    const month = whenExpired(Date.now() + 30 * 86_400_000, () => fired++);
+    // Far past the cancelled one: a timer not cleared would have fired by now.
     await new Promise((r) => setTimeout(r, 200));
+    month();
     assert.equal(fired, 0);
   });
 });
