@@ -123,7 +123,8 @@ test('the GPU pool example loads its models through an init container into /mode
   assert.equal(worker.resources?.requests?.['nvidia.com/gpu'], 1);
   assert.equal(spec.runtimeClassName, 'nvidia');
   const init = spec.initContainers?.[0];
-  assert.ok(init?.image.includes('models'));
+  assert.ok(init, 'an init container');
+  assert.ok(init.image.includes('models'));
   const volume = spec.volumes?.find((v) => v.name === 'models');
   assert.ok(volume?.emptyDir, 'models volume');
   assert.deepEqual(init.volumeMounts, [{ name: 'models', mountPath: '/target' }]);

@@ -54,7 +54,8 @@ export async function knownSeries(): Promise<Set<string>> {
   const known = new Set(['up']);
   for (const m of await metrics.registry.getMetricsAsJSON()) {
     known.add(m.name);
-    if (m.type === 'histogram') for (const s of ['_bucket', '_count', '_sum']) known.add(m.name + s);
+    // prom-client types `type` as a numeric enum; the JSON it returns carries the name ('histogram').
+    if (String(m.type) === 'histogram') for (const s of ['_bucket', '_count', '_sum']) known.add(m.name + s);
   }
   for (const rule of loadRules()) if (rule.record) known.add(rule.record);
   metrics.close();

@@ -84,7 +84,7 @@ interface Run {
 
 /** Runs `script` in `dir` in a process group of its own, as a terminal's foreground job. */
 function run(dir: string, script: keyof typeof PORT_VAR, env: NodeJS.ProcessEnv): Run {
-  const full = { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}`, ...env };
+  const full: NodeJS.ProcessEnv = { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}`, ...env };
   delete full.REDIS_URL;
   const child = spawn('bash', [`scripts/${script}`], {
     cwd: dir,

@@ -87,9 +87,11 @@ describe('LMSP client against a running stack', () => {
     });
     const first = await client({ store }).resume();
     assert.equal(first.length, 1);
+    const created = first[0]!.task;
+    assert.ok(created, 'the create went through');
     const resumed = client({ store });
-    assert.equal((await resumed.resume())[0]!.task.id, first[0]!.task.id);
-    const final = await resumed.wait(first[0]!.task.id);
+    assert.equal((await resumed.resume())[0]!.task?.id, created.id);
+    const final = await resumed.wait(created.id);
     assert.equal(final.status, 'succeeded');
     assert.deepEqual(store.unfinished(resumed.scope), [], 'a task seen terminal leaves nothing to resume');
   });

@@ -126,7 +126,7 @@ test("one script's events reach a live reader whole and in order, whatever their
     got.map((e) => e.seq),
     [at + 1, at + 2, at + 3],
   );
-  assert.ok(got.every((e) => e.type === 'response.output_text.delta' && e.writtenAt > 0));
+  assert.ok(got.every((e) => e.type === 'response.output_text.delta' && (e.writtenAt ?? 0) > 0));
   s.close();
 });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { indexToolTask, OperatorView, TasklineError } from '../src/index.js';
+import { indexToolTask, OperatorView, problem, TasklineError } from '../src/index.js';
 import { operatorKeys, taskKeys, toolTaskIndex, toolTaskOpen, toolTaskTenants } from '../src/keys.js';
 import { minuteOf } from '../src/operator-index.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
@@ -131,7 +131,7 @@ test('an end is counted when a task ends, not when it parks for input; failures 
   assert.equal(await ended(), 0, 'a parked task has not ended');
   const failing = await h.store.create(newTask({ tenant: 'counts' }));
   const run = await h.store.claim(failing.id, 'w1', 60_000, { start: true });
-  const error = { type: 'about:blank', title: 'Boom', status: 500, detail: 'boom', code: 'model_error' };
+  const error = problem('model_error', 'boom');
   await h.store.finish(failing.id, run.attempt, { status: 'failed', error });
   assert.equal(await ended(), 1);
   const counts = await view().tenantCounts('counts', [tool.id, failing.id, 'r:reservation']);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { eventJson, eventObject, isWellFormedId, TasklineError, TaskStore } from '../src/index.js';
+import { eventJson, eventObject, isWellFormedId, problem, TasklineError, TaskStore } from '../src/index.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
@@ -125,7 +125,7 @@ test('terminal states refuse every later transition', async () => {
   await assert.rejects(
     h.store.finish(task.id, 1, {
       status: 'failed',
-      error: { type: 'x', title: 'x', status: 500, detail: 'x', code: 'x' },
+      error: problem('x', 'x'),
     }),
     code('task_terminal'),
   );

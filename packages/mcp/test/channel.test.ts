@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
-import { connectRedis } from '@taskline/engine';
+import { connectRedis, type TaskStore } from '@taskline/engine';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { ReplicaChannel } from '../src/legacy/channel.js';
+
+// The package's own way to name the client type (ioredis is the engine's dependency, not this one's).
+type Redis = TaskStore['redis'];
 
 describe('ReplicaChannel: one subscription per replica for the requests it holds', () => {
   let server: RedisServer;

@@ -45,11 +45,12 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
 
   it('a body in a charset or an encoding the server cannot read: -32700, HTTP 400, never a 500', async () => {
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
-    for (const headers of [
+    const cases: Record<string, string>[] = [
       { 'content-type': 'application/json; charset=latin1' },
       { 'content-encoding': 'compress' },
       { 'content-encoding': 'gzip' },
-    ]) {
+    ];
+    for (const headers of cases) {
       const res = await post(body, headers);
       assert.equal(res.status, 400, JSON.stringify(headers));
       assert.equal(((await res.json()) as any).error.code, -32700, JSON.stringify(headers));
@@ -57,7 +58,7 @@ describe('MCP error paths, raw JSON-RPC against the api service', () => {
   });
 
   it('a tool name that is not a string: -32602 on either era, never a 500', async () => {
-    const names = [{ toString: 1 }, { toString: 'x', valueOf: 'y' }, 5, null];
+    const names: unknown[] = [{ toString: 1 }, { toString: 'x', valueOf: 'y' }, 5, null];
     for (const name of names) {
       const res = await rpc(url, 'tools/call', { name, arguments: {} }, { token, name: 'generate' });
       assert.equal(res.message.error?.code, -32602, `2026-07-28, ${JSON.stringify(name)}`);

@@ -26,6 +26,10 @@ const restarted = (status: 'queued' | 'loading'): TaskRecord => ({
   statusMessage: null,
   leaseOwner: null,
   leaseUntil: null,
+  parked: false,
+  inputDeadline: null,
+  parent: null,
+  idempotencyKey: null,
 });
 
 test('the MCP view shows what LMSP shows: a restarted running task stays working (running)', () => {

@@ -31,11 +31,13 @@ test('every metric follows Prometheus naming conventions', async () => {
   const all = await metrics.registry.getMetricsAsJSON();
   assert.ok(all.length >= 18, `expected every metric to be registered, got ${all.length}`);
   for (const m of all) {
+    // prom-client types `type` as a numeric enum; the JSON it returns carries the name ('counter').
+    const type = String(m.type);
     assert.match(m.name, NAME);
     assert.ok(m.name.startsWith('taskline_'), `${m.name} lacks the taskline_ prefix`);
     assert.ok(m.help.length > 10, `${m.name} needs help text`);
-    if (m.type === 'counter') assert.ok(m.name.endsWith('_total'), `counter ${m.name} must end in _total`);
-    else assert.ok(!m.name.endsWith('_total'), `${m.type} ${m.name} must not end in _total`);
+    if (type === 'counter') assert.ok(m.name.endsWith('_total'), `counter ${m.name} must end in _total`);
+    else assert.ok(!m.name.endsWith('_total'), `${type} ${m.name} must not end in _total`);
     assert.ok(!/_(ms|milliseconds|minutes)(_|$)/.test(m.name), `${m.name} must use base units`);
   }
   metrics.close();

@@ -8,7 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRedis, type RedisServer } from '@taskline/testing';
-import { connectRedis, servedModelsFromEnv, TaskStore, type Finish, type TaskRecord } from '@taskline/engine';
+import {
+  connectRedis,
+  servedModelsFromEnv,
+  TaskStore,
+  type RunOutcome,
+  type TaskRecord,
+} from '@taskline/engine';
 import { idempotencyKey } from '@taskline/engine/keys';
 import { builtinTools, createToolRunner, TOOLS_MODEL, type ToolRunner } from '../src/index.js';
 
@@ -73,7 +79,7 @@ describe('tool runner: generations outside the served models and output cap', ()
       if (await childOf(task.id)) break;
     }
     abort.abort();
-    const finish: Finish = await run;
+    const finish: RunOutcome = await run;
     return { finish, child: await childOf(task.id) };
   };
 

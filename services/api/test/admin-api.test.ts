@@ -64,11 +64,12 @@ describe('operator credentials', () => {
   it("start-up refuses a tenant's key that is also an operator's, or one key given to two tenants", async () => {
     // Either would hand its holder another's rights: the console to a tenant, one tenant's tasks to another.
     const sha = createHash('sha256').update(KEY_A).digest('hex');
-    for (const env of [
+    const envs: Record<string, string>[] = [
       { TASKLINE_ADMIN_KEYS: KEY_A },
       { TASKLINE_ADMIN_KEYS: `${ADMIN_KEY},sha256:${sha}` },
       { TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-b:${KEY_A}` },
-    ]) {
+    ];
+    for (const env of envs) {
       let served: InProcessApi;
       try {
         served = await startApi(stack, env);

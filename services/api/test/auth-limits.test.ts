@@ -160,7 +160,7 @@ describe('JWT bearer tokens', () => {
         .setIssuedAt()
         .setExpirationTime(exp)
         .sign(key);
-    const settings = [
+    const settings: Record<string, string>[] = [
       { TASKLINE_JWT_PUBLIC_KEY: (await exportSPKI(publicKey)).replace(/\n/g, '\\n') },
       { TASKLINE_JWT_JWKS_URL: jwksUrl },
     ];

@@ -283,6 +283,7 @@ export interface TaskReply {
   error: { code: string } | null;
   response_id: string;
   events_url: string;
+  on_restart: 'fail' | 'retry' | 'resume';
 }
 
 /** Creates a task and asserts the 202. */

@@ -145,10 +145,17 @@ describe('the openai SDK past the happy path', () => {
       { type: 'message', role: 'user', content: 'Three' },
     ];
     const bg = await sdk.responses.create({ ...SHORT, input, background: true });
+    // Every item is a message; an assistant's text comes back as output_text, the others' as input_text.
     const texts = (items: OpenAI.Responses.ResponseItem[]) =>
-      items.map((item) =>
-        (item as OpenAI.Responses.ResponseInputMessageItem).content.map((c) => c.text).join(''),
-      );
+      items.map((item) => {
+        assert.equal(item.type, 'message');
+        return item.content
+          .map((c) => {
+            assert.ok(c.type === 'input_text' || c.type === 'output_text', c.type);
+            return c.text;
+          })
+          .join('');
+      });
     // The SDK's auto-pagination follows `has_more` with `after` = the page's last id.
     const all: OpenAI.Responses.ResponseItem[] = [];
     for await (const item of sdk.responses.inputItems.list(bg.id, { limit: 1 })) all.push(item);

@@ -25,7 +25,7 @@ const background = async (extra: Record<string, unknown> = {}) => {
     body: { model: 'tiny-chat', input: 'Hi', background: true, ...extra },
   });
   assert.equal(r.status, 202, r.text);
-  return r.body as { id: string; status: string };
+  return r.body as { id: string; status: string } & Record<string, unknown>;
 };
 
 describe('requests', () => {
@@ -74,9 +74,9 @@ describe('requests', () => {
       metadata: {},
       temperature: null,
       top_p: null,
-      max_output_tokens: (plain as { max_output_tokens: number }).max_output_tokens,
+      max_output_tokens: plain.max_output_tokens,
     });
-    assert.equal(typeof (plain as { max_output_tokens: unknown }).max_output_tokens, 'number');
+    assert.equal(typeof plain.max_output_tokens, 'number');
     // OpenAI's bound on metadata: 16 pairs.
     const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']));
     const refused = await call(api.base, 'POST', '/lmsp/v1/responses', {
@@ -133,6 +133,7 @@ describe('lifecycle events', () => {
       status: 500,
       detail: 'boom',
       code: 'internal_error',
+      message: 'boom',
     };
     await stack.worker.finish(id, attempt, { status: 'failed', error: problem });
     const path = `/lmsp/v1/responses/${r.id}?stream=true`;

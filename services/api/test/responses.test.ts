@@ -154,10 +154,11 @@ describe('responses: a refused create creates nothing', () => {
     // Every node of a cluster (KEYS reads one).
     const tasks = async () => (await scanKeys(stack.redis, 'tl:{task_*}:task')).length;
     const before = await tasks();
-    for (const opts of [
+    const cases: { headers: Record<string, string> }[] = [
       { headers: { 'last-event-id': '7' } },
       { headers: { 'last-event-id': '2', 'idempotency-key': 'resume-past-a-new-one' } },
-    ]) {
+    ];
+    for (const opts of cases) {
       const refused = await post(api, { stream: true, background: true }, opts);
       assert.equal(refused.status, 400, refused.text);
       assert.equal((refused.body as { code: string }).code, 'invalid_request');

@@ -319,6 +319,7 @@ describe('cancel (LMSP 7.3)', () => {
         status: 500,
         detail: 'boom',
         code: 'internal_error',
+        message: 'boom',
       },
     });
     const failed = await call(api.base, 'GET', `/lmsp/v1/tasks/${bad.id}`);

@@ -36,7 +36,7 @@ test('a worker process generates with the real model: events in order, output an
   const text = deltas.map((e) => e.delta).join('');
   const response = task.result as {
     output: { content: { text: string }[] }[];
-    usage: Record<string, number>;
+    usage: { input_tokens: number; output_tokens: number; total_tokens: number };
   };
   assert.equal(response.output[0]!.content[0]!.text, text);
   assert.ok(response.usage.input_tokens > 0 && response.usage.output_tokens > 0);

@@ -79,7 +79,10 @@ export async function visibleInvariants(store: TaskStore, tasks: { id: string; v
   };
   for (const { id, via } of tasks) {
     const { events } = await store.events(id, 0);
-    const parsed = events.map((e) => ({ type: e.type, ...(JSON.parse(e.data) as Record<string, unknown>) }));
+    const parsed = events.map((e): { type: string } & Record<string, unknown> => ({
+      type: e.type,
+      ...(JSON.parse(e.data) as Record<string, unknown>),
+    }));
     const statuses = parsed
       .map((e) => e.task_status as TaskStatus | undefined)
       .filter((s) => s !== undefined);

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { tmpdir } from 'node:os';
 import type { Redis } from 'ioredis';
-import { connectRedis, newId, TaskStore } from '@taskline/engine';
+import { connectRedis, newId, problem, TaskStore } from '@taskline/engine';
 import { taskKeys } from '@taskline/engine/keys';
 import { ApiService, freePort, type RedisServer, startRedis } from '@taskline/testing';
 import { API_KEYS, authz, jsonHeaders, KEYS, mcpBody, mcpHeaders, send, type Reply } from '../src/client.js';
@@ -114,16 +114,17 @@ describe('tenant isolation: another tenant\u2019s ids read like ids that never e
       });
     const finish = async (id: string, store: TaskStore) => {
       const { attempt } = await store.claim(id, 'isolation-worker', 60_000);
-      await store.finish(id, attempt, { status: 'failed', error: { code: 'server_restarted', detail: 'x' } });
+      await store.finish(id, attempt, { status: 'failed', error: problem('server_restarted', 'x') });
     };
     ids.live = await create();
     ids.finished = await create();
     await finish(ids.finished, finisher(600_000));
     ids.expired = await create();
     await finish(ids.expired, finisher(50));
-    ids.deleted = await create();
-    await finish(ids.deleted, finisher(600_000));
-    await redis.del(...Object.values(taskKeys(ids.deleted)).filter((k) => k.includes(ids.deleted)));
+    const deleted = await create();
+    ids.deleted = deleted;
+    await finish(deleted, finisher(600_000));
+    await redis.del(...Object.values(taskKeys(deleted)).filter((k) => k.includes(deleted)));
     const tool = await send(api.base, 'POST', '/mcp', {
       headers: mcpHeaders(KEYS.a, 'tools/call', 'generate'),
       body: JSON.stringify(mcpBody(1, 'tools/call', { name: 'generate', arguments: { prompt: 'hi' } })),
