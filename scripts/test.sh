@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The one test command (`pnpm test`): type-check and build, lint and format check, then every test
-# file of every package and service. Tests start their own redis-server processes (AOF, temporary
-# folders, free ports) and never touch a Redis already running on this machine.
+# The one test command (`pnpm test`): type-check and build, type-check the tests, lint and format
+# check, then every test file of every package and service. Tests start their own redis-server
+# processes (AOF, temporary folders, free ports) and never touch a Redis already running here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
