@@ -12,7 +12,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SKIP = new Set(['node_modules', 'dist', '.git', '.data', '.bench', 'models']);
 const SOURCE = /\.(ts|tsx|mts)$/;
 
-function walk(dir, out = []) {
+function walk(dir: string, out: string[] = []): string[] {
   for (const name of readdirSync(dir)) {
     if (SKIP.has(name)) continue;
     const path = join(dir, name);
@@ -25,9 +25,12 @@ function walk(dir, out = []) {
 const files = walk(root);
 
 /** `@taskline/x[/sub]` -> the source file behind that entry of the package's `exports`. */
-const faces = new Map();
+const faces = new Map<string, string>();
 for (const dir of walkPackages(root)) {
-  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+    name: string;
+    exports?: Record<string, string | { default?: string; import?: string }>;
+  };
   for (const [entry, target] of Object.entries(pkg.exports ?? {})) {
     const built = typeof target === 'string' ? target : (target.default ?? target.import);
     if (typeof built !== 'string') continue;
@@ -36,7 +39,7 @@ for (const dir of walkPackages(root)) {
   }
 }
 
-function walkPackages(dir, out = []) {
+function walkPackages(dir: string, out: string[] = []): string[] {
   for (const name of readdirSync(dir)) {
     if (SKIP.has(name)) continue;
     const path = join(dir, name);
@@ -47,7 +50,7 @@ function walkPackages(dir, out = []) {
   return out;
 }
 
-function resolveImport(from, spec) {
+function resolveImport(from: string, spec: string): string | null {
   if (spec.startsWith('.')) {
     const base = resolve(dirname(from), spec);
     const stem = base.replace(/\.(m?js|tsx?)$/, '');
@@ -59,11 +62,11 @@ function resolveImport(from, spec) {
 }
 
 const INTERNAL = '@taskline/engine/keys';
-const leaks = [];
-const graph = new Map();
+const leaks: string[] = [];
+const graph = new Map<string, string[]>();
 for (const file of files) {
   const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
-  const targets = new Set();
+  const targets = new Set<string>();
   for (const { fileName } of importedFiles) {
     const where = relative(root, file);
     if (fileName === INTERNAL && /^(packages|services)\/[^/]+\/src\//.test(where)) leaks.push(where);
@@ -75,10 +78,10 @@ for (const file of files) {
 
 // Tarjan's strongly connected components: every component of more than one file is a circle.
 let index = 0;
-const stack = [];
-const state = new Map();
-const circles = [];
-function visit(v) {
+const stack: string[] = [];
+const state = new Map<string, { index: number; low: number; onStack: boolean }>();
+const circles: string[][] = [];
+function visit(v: string): void {
   const s = { index, low: index, onStack: true };
   index++;
   state.set(v, s);
@@ -87,15 +90,15 @@ function visit(v) {
     const t = state.get(w);
     if (!t) {
       visit(w);
-      s.low = Math.min(s.low, state.get(w).low);
+      s.low = Math.min(s.low, state.get(w)!.low);
     } else if (t.onStack) s.low = Math.min(s.low, t.index);
   }
   if (s.low !== s.index) return;
-  const component = [];
-  let w;
+  const component: string[] = [];
+  let w: string;
   do {
-    w = stack.pop();
-    state.get(w).onStack = false;
+    w = stack.pop()!;
+    state.get(w)!.onStack = false;
     component.push(w);
   } while (w !== v);
   if (component.length > 1) circles.push(component);
