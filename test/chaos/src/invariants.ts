@@ -3,6 +3,7 @@
  * (see README.md in this folder); tools.ts, visible.ts and minimums.ts add theirs.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DEFAULTS } from '@taskline/config';
 import { isFinalEventType, isTerminal, type TaskRecord } from '@taskline/engine';
 import { TENANTS } from './client.js';
 import type { Cluster } from './cluster.js';
@@ -88,17 +89,38 @@ export async function checkInvariants(c: Cluster): Promise<Invariant[]> {
   const canonical = [...outputs.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
   const policyStats: Record<
     string,
-    { tasks: number; interrupted: number; failed_restarted: number; succeeded: number }
+    {
+      tasks: number;
+      interrupted: number;
+      failed_restarted: number;
+      failed_retry_limit: number;
+      succeeded: number;
+    }
   > = {};
+  // The cluster's processes run with the default cap on attempts (TASKLINE_MAX_ATTEMPTS).
+  const maxAttempts = Number(DEFAULTS.TASKLINE_MAX_ATTEMPTS);
   for (const t of tracked.values()) {
     const rec = records.get(t.id);
     if (!rec || t.via !== 'lmsp' || !isTerminal(rec.status)) continue;
-    const s = (policyStats[t.onRestart] ??= { tasks: 0, interrupted: 0, failed_restarted: 0, succeeded: 0 });
+    const s = (policyStats[t.onRestart] ??= {
+      tasks: 0,
+      interrupted: 0,
+      failed_restarted: 0,
+      failed_retry_limit: 0,
+      succeeded: 0,
+    });
     s.tasks++;
     const restarted = rec.error?.code === 'server_restarted';
     const interrupted = rec.attempt > 1 || restarted;
     if (interrupted) s.interrupted++;
     if (restarted) s.failed_restarted++;
+    const capped = rec.error?.code === 'retry_limit_reached';
+    if (capped) s.failed_retry_limit++;
+    // Only a retry or resume task interrupted on its last allowed attempt ends so.
+    if (capped && (t.onRestart === 'fail' || rec.attempt < maxAttempts))
+      policy.violations.push(
+        `${t.id}: on_restart ${t.onRestart} ended retry_limit_reached after ${rec.attempt} of ${maxAttempts} attempts`,
+      );
     if (rec.status === 'succeeded') s.succeeded++;
     policy.checked++;
     if (t.onRestart === 'fail' && rec.attempt > 1)
