@@ -10,7 +10,7 @@ import {
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
 import type { McpObserver } from './observe.js';
 import { rateLimited, rpcError } from './rpc.js';
-import { openEventStream, type StillAuthorized } from './stream.js';
+import { openEventStream, whenClosed, type StillAuthorized } from './stream.js';
 import { findToolTask } from './toolTasks.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
 
@@ -115,7 +115,7 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
     res.end();
   };
   // The response's close, not the request's: on Node 20 the request closes once its body is read.
-  res.on('close', () => {
+  whenClosed(res, () => {
     closed = true;
     for (const sub of subs.values()) sub.close();
   });

@@ -38,12 +38,23 @@ export function openEventStream(
     void stillAuthorized?.().then((ok) => ok || res.end());
   }, heartbeatMs);
   const unwatchExpiry = whenExpired(expiresAt, () => res.end());
-  res.once('close', () => {
+  const closed = () => {
     clearInterval(heartbeat);
     unwatchExpiry();
     void slot.release().catch(() => undefined);
     onClose?.();
-  });
+  };
+  // A heartbeat left running would renew the released slot into the tenant's count for good.
+  whenClosed(res, closed);
   return (message) =>
     res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
+}
+
+/**
+ * Runs `fn` once the response closes, or at once if it has: a client may leave while a stream is
+ * set up (its slot, its tasks read), and its 'close' has then passed before anyone listened.
+ */
+export function whenClosed(res: Response, fn: () => void): void {
+  if (res.closed) fn();
+  else res.once('close', fn);
 }

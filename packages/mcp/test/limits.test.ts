@@ -4,6 +4,7 @@
  * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS)
  * on tool calls that become tasks; over either, HTTP 429 with Retry-After and JSON-RPC -32005.
  */
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
@@ -23,7 +24,7 @@ describe('MCP under the per-tenant limits of the api', () => {
     stack = await startStack({
       env: {
         TASKLINE_API_KEYS:
-          'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret,tenant-sse:key-sse-secret',
+          'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret,tenant-sse:key-sse-secret,tenant-gone:key-gone-secret',
         TASKLINE_RATE_LIMIT_PER_S: '1',
         TASKLINE_RATE_LIMIT_BURST: String(BURST),
         TASKLINE_MAX_ACTIVE_TASKS: String(CAP),
@@ -131,6 +132,64 @@ describe('MCP under the per-tenant limits of the api', () => {
       while (!seen.includes(': keep-alive') && Date.now() < deadline)
         seen += new TextDecoder().decode((await reader.read()).value);
       assert.match(seen, /: keep-alive/);
+    } finally {
+      controller.abort();
+    }
+  });
+
+  it('streams whose clients left before they opened give their slots back', async () => {
+    const token = 'key-gone-secret';
+    const init = await post2025(url, token, { method: 'initialize', params: initialize });
+    const session = init.headers.get('mcp-session-id')!;
+    const created = (await (
+      await post2025(
+        url,
+        token,
+        {
+          method: 'tools/call',
+          params: { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hi'] }, task: {} },
+        },
+        session,
+      )
+    ).json()) as any;
+    const taskId = created.result.task.taskId as string;
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/result', params: { taskId } });
+    const { hostname, port, pathname } = new URL(url);
+    // More than the cap, each sent whole and dropped at once: the server opens each stream's slot
+    // while its client is already gone.
+    for (let i = 0; i <= MAX_STREAMS; i++) {
+      const socket = connect(Number(port), hostname);
+      await new Promise<void>((resolve) => socket.once('connect', resolve));
+      socket.end(
+        [
+          `POST ${pathname} HTTP/1.1`,
+          `Host: ${hostname}`,
+          'Content-Type: application/json',
+          'Accept: application/json, text/event-stream',
+          `Authorization: Bearer ${token}`,
+          `Mcp-Session-Id: ${session}`,
+          'Mcp-Protocol-Version: 2025-11-25',
+          `Content-Length: ${Buffer.byteLength(body)}`,
+          '',
+          body,
+        ].join('\r\n'),
+      );
+      socket.destroy();
+    }
+    // Several heartbeats (200 ms) later: a stream left renewing its slot would still count.
+    await new Promise((r) => setTimeout(r, 1500));
+    const controller = new AbortController();
+    try {
+      for (let i = 0; i < MAX_STREAMS; i++) {
+        const res = await post2025(
+          url,
+          token,
+          { method: 'tasks/result', params: { taskId } },
+          session,
+          controller.signal,
+        );
+        assert.equal(res.headers.get('content-type'), 'text/event-stream', `stream ${i + 1}: ${res.status}`);
+      }
     } finally {
       controller.abort();
     }

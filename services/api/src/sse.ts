@@ -179,14 +179,16 @@ export async function streamTaskEvents(req: Request, res: Response, o: StreamOpt
   unregister = o.streams.add({ kind: o.kind, end: finish });
   // Armed before the check below, so that a stream finished there clears it too.
   unwatchExpiry = whenExpired(o.expiresAt, () => finish(undefined, o.expired?.(lastSeq) ?? EXPIRED_EVENT));
-  res.on('close', () => finish());
-  // The client may have left while the history was being read: its 'close' has passed already.
-  if (req.socket.destroyed) finish();
   heartbeat = setInterval(() => {
     res.write(': keep-alive\n\n');
     slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));
     void o.stillAuthorized?.().then((ok) => ok || finish(undefined, o.revoked?.(lastSeq)));
   }, o.heartbeatMs);
+  res.on('close', () => finish());
+  // The client may have left while the history was being read: its 'close' has passed already.
+  // Checked once the heartbeat is armed, so that this finish clears it (a heartbeat left running
+  // renewed the released slot back into the tenant's count every beat, for good).
+  if (req.socket.destroyed) finish();
 
   const pending = buffered;
   buffered = null;

@@ -230,4 +230,20 @@ describe('event streams', () => {
     await until('the server to close the stream', () => (api.api.streams.size === 0 ? true : undefined));
     assert.equal((await stack.worker.get(task.id))?.status, 'queued');
   });
+  test('a client that leaves while its history is read frees its stream slot for good', async () => {
+    const task = await create();
+    const streams = 'tl:api:streams:{tenant-a}';
+    // Sent whole, then the connection dropped at once: the server reads the request and opens the
+    // stream's slot while the client is already gone.
+    for (let i = 0; i < 5; i++) {
+      const socket = connect(Number(new URL(api.base).port), '127.0.0.1');
+      await new Promise<void>((resolve) => socket.once('connect', resolve));
+      socket.end(`GET ${task.events_url} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY_A}\r\n\r\n`);
+      socket.destroy();
+    }
+    await until('the streams to end', () => (api.api.streams.size === 0 ? true : undefined));
+    // Several heartbeats (200 ms) later, no stream of them is renewed back into the tenant's count.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.deepEqual(await stack.redis.zrange(streams, 0, -1), []);
+  });
 });

@@ -13,7 +13,7 @@ import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { rateLimited, rpcError } from '../rpc.js';
-import { openEventStream, type StillAuthorized } from '../stream.js';
+import { openEventStream, whenClosed, type StillAuthorized } from '../stream.js';
 import { cancelUnlessEnded, type LegacyCallCancels, type RequestId } from './cancel.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
@@ -235,7 +235,7 @@ async function taskResult(call: LegacyCall, first: TaskRecord) {
   });
   let closed = false;
   let sub: Subscription | null = null;
-  res.on('close', () => {
+  whenClosed(res, () => {
     closed = true;
     sub?.close();
   });
