@@ -69,7 +69,7 @@ describe('OPTIONS needs no credentials', () => {
     ['/lmsp/v1/tasks', 'POST, OPTIONS'],
     [`/lmsp/v1/tasks/${TASK}/events`, 'GET, HEAD, OPTIONS'],
     ['/lmsp/v1/responses', 'POST, OPTIONS'],
-    [`/lmsp/v1/responses/${RESPONSE}`, 'GET, HEAD, OPTIONS'],
+    [`/lmsp/v1/responses/${RESPONSE}`, 'GET, DELETE, HEAD, OPTIONS'],
     [`/lmsp/v1/responses/${RESPONSE}/cancel`, 'POST, OPTIONS'],
     ['/admin/v1/overview', 'GET, HEAD, OPTIONS'],
     [`/admin/v1/tasks/${TASK}/cancel`, 'POST, OPTIONS'],
