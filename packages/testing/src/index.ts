@@ -1,6 +1,6 @@
 export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
 export { freePort, ipv6Loopback } from './ports.js';
-export { flushAll, scanKeys } from './keys.js';
+export { configSetAll, flushAll, scanKeys } from './keys.js';
 export { bounded, exited, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterOptions } from './redis-cluster.js';

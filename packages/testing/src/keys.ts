@@ -9,6 +9,7 @@ interface Scannable {
   ): Promise<[string, string[]]>;
   flushall(): Promise<unknown>;
   ping(): Promise<unknown>;
+  config(op: 'SET', name: string, value: string): Promise<unknown>;
   nodes?(role: 'master'): Scannable[];
 }
 
@@ -23,6 +24,11 @@ async function primaries(redis: unknown): Promise<Scannable[]> {
 /** Empties the Redis, or every primary of a Redis Cluster (`FLUSHALL` reaches one node there). */
 export async function flushAll(redis: unknown): Promise<void> {
   await Promise.all((await primaries(redis)).map((node) => node.flushall()));
+}
+
+/** `CONFIG SET` on the Redis, or on every primary of a Redis Cluster (it reaches one node there). */
+export async function configSetAll(redis: unknown, name: string, value: string): Promise<void> {
+  await Promise.all((await primaries(redis)).map((node) => node.config('SET', name, value)));
 }
 
 /**

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '@taskline/config';
 import { adminOpenApi } from '@taskline/console';
+import { configSetAll } from '@taskline/testing';
 import {
   call,
   KEY_A,
@@ -262,14 +263,15 @@ describe('the OpenAPI document', () => {
     const { id } = (await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY })).body as {
       id: string;
     };
-    // Full (maxmemory reached, noeviction): the cancel's write is refused with OOM.
-    await stack.redis.config('SET', 'maxmemory-policy', 'noeviction');
-    await stack.redis.config('SET', 'maxmemory', '1');
+    // Full (maxmemory reached, noeviction): the cancel's write is refused with OOM. On every
+    // primary of a cluster: CONFIG SET reaches one node, perhaps not the task's.
+    await configSetAll(stack.redis, 'maxmemory-policy', 'noeviction');
+    await configSetAll(stack.redis, 'maxmemory', '1');
     let r: Awaited<ReturnType<typeof admin>>;
     try {
       r = await admin('POST', `/admin/v1/tasks/${id}/cancel`);
     } finally {
-      await stack.redis.config('SET', 'maxmemory', '0');
+      await configSetAll(stack.redis, 'maxmemory', '0');
     }
     assert.equal(r.status, 503);
     assert.equal(r.body.code, 'unavailable');
