@@ -96,11 +96,10 @@ describe('MCP under the per-tenant limits of the api', () => {
     clientInfo: { name: 't', version: '1' },
   };
 
-  it('a 2025-11-25 tasks/result stream is an open stream like a listen: capped and kept alive', async () => {
-    const token = 'key-sse-secret';
+  /** A 2025-11-25 session of `token` and a batch task in it waiting for its confirmation: its tasks/result stays open. */
+  const waitingBatch = async (token: string) => {
     const init = await post2025(url, token, { method: 'initialize', params: initialize });
     const session = init.headers.get('mcp-session-id')!;
-    // A batch that waits for its confirmation: its tasks/result stays open.
     const created = (await (
       await post2025(
         url,
@@ -112,7 +111,12 @@ describe('MCP under the per-tenant limits of the api', () => {
         session,
       )
     ).json()) as any;
-    const taskId = created.result.task.taskId as string;
+    return { session, taskId: created.result.task.taskId as string };
+  };
+
+  it('a 2025-11-25 tasks/result stream is an open stream like a listen: capped and kept alive', async () => {
+    const token = 'key-sse-secret';
+    const { session, taskId } = await waitingBatch(token);
     const controller = new AbortController();
     const result = () =>
       post2025(url, token, { method: 'tasks/result', params: { taskId } }, session, controller.signal);
@@ -139,20 +143,7 @@ describe('MCP under the per-tenant limits of the api', () => {
 
   it('streams whose clients left before they opened give their slots back', async () => {
     const token = 'key-gone-secret';
-    const init = await post2025(url, token, { method: 'initialize', params: initialize });
-    const session = init.headers.get('mcp-session-id')!;
-    const created = (await (
-      await post2025(
-        url,
-        token,
-        {
-          method: 'tools/call',
-          params: { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['Hi'] }, task: {} },
-        },
-        session,
-      )
-    ).json()) as any;
-    const taskId = created.result.task.taskId as string;
+    const { session, taskId } = await waitingBatch(token);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/result', params: { taskId } });
     const { hostname, port, pathname } = new URL(url);
     // More than the cap, each sent whole and dropped at once: the server opens each stream's slot
