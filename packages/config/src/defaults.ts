@@ -88,7 +88,11 @@ export const DEFAULTS = {
   /** How often the leader runs a dispatch round, and how many tasks a tenant gets per round per unit of weight. */
   TASKLINE_DISPATCH_INTERVAL_MS: '200',
   TASKLINE_DISPATCH_QUANTUM: '1',
-  /** Fair-share weights, `tenant:weight,...` (others weigh 1), and the cap on each tenant's dispatched, unfinished tasks. */
+  /**
+   * Fair-share weights, `tenant:weight,...` (others weigh 1; each weight 1 or more: a 0, which would
+   * never dispatch the tenant, is refused at start-up), and the cap on each tenant's dispatched,
+   * unfinished tasks.
+   */
   TASKLINE_TENANT_WEIGHTS: '',
   TASKLINE_TENANT_MAX_RUNNING: '64',
   /** How often the scheduler drops index entries of tasks that ended or expired. */

@@ -69,7 +69,13 @@ const schema = z.object({
   TASKLINE_WORKER_TIMEOUT_MS: int(50),
   TASKLINE_DISPATCH_INTERVAL_MS: int(5),
   TASKLINE_DISPATCH_QUANTUM: int(1),
-  TASKLINE_TENANT_WEIGHTS: z.string().regex(/^([^,:\s]+:\d+(,[^,:\s]+:\d+)*)?$/, 'tenant:weight pairs'),
+  // A weight of 0 would starve its tenant for good (dispatch gives it nothing each round): refused.
+  TASKLINE_TENANT_WEIGHTS: z
+    .string()
+    .regex(
+      /^([^,:\s]+:0*[1-9]\d*(,[^,:\s]+:0*[1-9]\d*)*)?$/,
+      'tenant:weight pairs, each weight a whole number of 1 or more',
+    ),
   TASKLINE_TENANT_MAX_RUNNING: int(1),
   TASKLINE_RETENTION_SWEEP_MS: int(10),
   TASKLINE_MODELS_DIR: z.string().min(1),

@@ -133,3 +133,13 @@ test('TASKLINE_PREFILL_CHUNK_TOKENS: 512 positions per prefill run by default, a
       bad,
     );
 });
+
+test('TASKLINE_TENANT_WEIGHTS: a weight of 0 is refused, it would never dispatch that tenant', () => {
+  assert.equal(loadEnv({ TASKLINE_TENANT_WEIGHTS: 'a:1,b:3' }).TASKLINE_TENANT_WEIGHTS, 'a:1,b:3');
+  for (const bad of ['a:0', 'a:2,b:0', 'a:00'])
+    assert.throws(
+      () => loadEnv({ TASKLINE_TENANT_WEIGHTS: bad }),
+      (err: unknown) => err instanceof ConfigError && /TASKLINE_TENANT_WEIGHTS.*1 or more/.test(err.message),
+      bad,
+    );
+});
