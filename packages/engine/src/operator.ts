@@ -79,7 +79,7 @@ export interface TaskFilter {
 
 /** How many index entries one page may read at most, whatever its filters: bounded queries. */
 const PAGE_READ_LIMIT = 1000;
-const ROW_FIELDS = ['id', 'kind', 'status', 'model', 'created_at', 'updated_at', 'error', 'expires_at'];
+const ROW_FIELDS = ['id', 'kind', 'status', 'model', 'created_at', 'updated_at', 'error'];
 
 /** Reads for the operator console: bounded, index-driven, never a SCAN. */
 export class OperatorView {
@@ -273,10 +273,11 @@ export class OperatorView {
     if (ids.length === 0) return [];
     // Each task is its own slot: separate commands (one write all the same, see readyBacklog).
     const replies = await Promise.all(ids.map((id) => this.redis.hmget(taskKeys(id).task, ...ROW_FIELDS)));
-    const now = this.now();
+    // A task Redis returns is kept (its expiry is Redis's, by its clock): `expires_at`, a writer's
+    // clock, is not compared with ours, or a replica whose clock runs ahead drops kept tasks.
     return replies.map((value) => {
-      const [id, kind, status, model, created, updated, error, expires] = (value ?? []) as (string | null)[];
-      if (!id || !isTaskStatus(status) || (expires && Number(expires) <= now)) return null;
+      const [id, kind, status, model, created, updated, error] = (value ?? []) as (string | null)[];
+      if (!id || !isTaskStatus(status)) return null;
       return {
         id,
         kind: kind as TaskKind,

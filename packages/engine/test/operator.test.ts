@@ -49,13 +49,28 @@ test('filters by status; an expired task drops out of the index as it is read', 
     cancelled.rows.map((r) => r.id),
     [done.id],
   );
-  clock += 61_000; // past the retention of the cancelled task
+  // Expired by Redis (its own clock): gone from Redis is what expired means to a reader.
+  await h.redis.del(taskKeys(done.id).task);
   const all = await view().tasks('filters', {}, 10);
   assert.deepEqual(
     all.rows.map((r) => r.id),
     [open.id],
   );
   assert.equal(await h.redis.zscore(operatorKeys.tasks('filters'), done.id), null);
+});
+
+test("the listing keeps a task Redis still keeps, whatever the reader's clock says of its expires_at", async () => {
+  clock = 3_500_000;
+  const done = await h.store.create(newTask({ tenant: 'skewed' }));
+  await h.store.cancel(done.id, 'skewed');
+  // A console replica whose clock runs two retentions ahead of the writer's.
+  const ahead = new OperatorView(h.store, () => clock + 2 * defaults.taskRetentionMs);
+  const page = await ahead.tasks('skewed', {}, 10);
+  assert.deepEqual(
+    page.rows.map((r) => r.id),
+    [done.id],
+  );
+  assert.notEqual(await h.redis.zscore(operatorKeys.tasks('skewed'), done.id), null, 'its index entry stays');
 });
 
 test('requeue is fenced: a live lease refuses, a lapsed one queues again and records the operator', async () => {
