@@ -20,7 +20,7 @@ import {
 import { isCluster, isRedisUnavailable } from './redis.js';
 import type { EventInput } from './response.js';
 import { loadScripts, type Scripts } from './scripts.js';
-import { isTerminal, sourcesOf, type TaskStatus } from './states.js';
+import { isTaskStatus, isTerminal, sourcesOf, type TaskStatus } from './states.js';
 
 export interface TaskStoreOptions {
   taskRetentionMs: number;
@@ -68,6 +68,21 @@ export function storeOptionsFromEnv(env: {
 const DEFAULT_INPUT_TIMEOUT_MS = 86_400_000;
 /** By default a task gets five attempts (TASKLINE_MAX_ATTEMPTS). */
 const DEFAULT_MAX_ATTEMPTS = 5;
+
+/** What a sweep over many tasks reads of each (StoreCore.peek): its offer, state and last change. */
+export type SweptTask = Offer & Pick<TaskRecord, 'status' | 'parked' | 'updatedAt'>;
+const SWEPT_FIELDS = [
+  'id',
+  'tenant',
+  'parent',
+  'model',
+  'attempt',
+  'seq',
+  'created_at',
+  'status',
+  'parked',
+  'updated_at',
+];
 
 export interface TransitionOptions {
   attempt?: number;
@@ -133,6 +148,28 @@ export class StoreCore {
     // Redis still returns is kept. Comparing `expires_at`, a writer's clock, with this process's
     // would read a kept task as gone whenever the two clocks disagree.
     return task;
+  }
+
+  /**
+   * The fields of the task a sweep over many tasks needs (see SweptTask), null when it is gone: one
+   * `HMGET`, never the request or result a whole record carries (up to a create's body each).
+   */
+  async peek(id: string): Promise<SweptTask | null> {
+    const [taskId, tenant, parent, model, attempt, seq, created, status, parked, updated] =
+      await this.redis.hmget(taskKeys(id).task, ...SWEPT_FIELDS);
+    if (!taskId || !isTaskStatus(status)) return null;
+    return {
+      id: taskId,
+      tenant: tenant!,
+      parent: parent ?? null,
+      model: model ?? '',
+      attempt: Number(attempt ?? 0),
+      seq: Number(seq ?? 0),
+      createdAt: Number(created),
+      status,
+      parked: parked !== null,
+      updatedAt: Number(updated),
+    };
   }
 
   async require(id: string, tenant?: string): Promise<TaskRecord> {

@@ -21,6 +21,7 @@ export {
   TaskStore,
   storeOptionsFromEnv,
   type SweepFailed,
+  type SweptTask,
   type TaskStoreOptions,
   type CancelOutcome,
   type Finish,

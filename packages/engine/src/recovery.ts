@@ -2,7 +2,7 @@
  * Recovery: lapsed leases and drained attempts get their `on_restart` policy (LMSP 1.0 section
  * 7.5, planned in restart.ts), and the create journal is reconciled with the ready index.
  */
-import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
+import { sweepEach, type StoreCore, type SweepFailed, type SweptTask } from './core.js';
 import { problem, TasklineError, type Problem } from './errors.js';
 import { schedulerKeys } from './keys.js';
 import { nodeOf } from './redis.js';
@@ -171,7 +171,7 @@ export async function reconcileDispatches(
 export async function sweepActive(
   core: StoreCore,
   olderThanMs: number,
-  hasJob: (task: TaskRecord) => Promise<boolean>,
+  hasJob: (task: SweptTask) => Promise<boolean>,
   failed?: SweepFailed,
 ): Promise<number> {
   let dropped = 0;
@@ -186,7 +186,7 @@ export async function sweepActive(
     entries,
     async (entry) => {
       const [key, id, score] = entry.split(' ') as [string, string, string];
-      const task = await core.get(id);
+      const task = await core.peek(id);
       if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
         // Only the place read: an answer may have queued the task since, and its next attempt
         // been dispatched (a place of its own, scored by that attempt) and claimed.

@@ -3,6 +3,7 @@ import {
   StoreCore,
   flattenEvents,
   type SweepFailed,
+  type SweptTask,
   type TaskStoreOptions,
   type TransitionOptions,
 } from './core.js';
@@ -21,7 +22,7 @@ import { emptyResponse, finalEvent, statusEvent, type EventInput } from './respo
 import type { Recovered, RestartReason } from './restart.js';
 import { CANCEL_OUTCOME, TASK_STATUSES, type TaskStatus } from './states.js';
 
-export { storeOptionsFromEnv, type SweepFailed, type TaskStoreOptions } from './core.js';
+export { storeOptionsFromEnv, type SweepFailed, type SweptTask, type TaskStoreOptions } from './core.js';
 
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
 
@@ -336,7 +337,7 @@ export class TaskStore {
   /** Repairs the tenants' running sets (see recovery.ts); returns how many entries it dropped. */
   sweepActive(
     olderThanMs: number,
-    hasJob: (task: TaskRecord) => Promise<boolean>,
+    hasJob: (task: SweptTask) => Promise<boolean>,
     failed?: SweepFailed,
   ): Promise<number> {
     return recovery.sweepActive(this.core, olderThanMs, hasJob, failed);

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { monitorRedis, until } from '@taskline/testing';
 import {
   connectRedis,
   defineDispatch,
@@ -13,6 +14,7 @@ import {
   TaskStore,
   TasklineError,
   type TaskRecord,
+  type TaskStatus,
 } from '../src/index.js';
 import { schedulerKeys } from '../src/keys.js';
 import type { Scripts } from '../src/scripts.js';
@@ -37,22 +39,25 @@ const CONFIRM = { method: 'elicitation/create', params: { message: 'Run it?' } }
 const dispatch = (model: string, id: string) => dispatchOne(scheduler, model, id);
 
 /**
- * A store of its own (a sweep on another replica) whose first read of `id` runs `between` right
- * after it, before the caller acts on what it read.
+ * A store of its own (a sweep on another replica) whose first read of `id` (a whole record, or a
+ * sweep's few fields) runs `between` right after it, before the caller acts on what it read.
  */
-function interleaved(id: string, between: (seen: TaskRecord | null) => Promise<void>): TaskStore {
+function interleaved(id: string, between: (seen: { status: TaskStatus } | null) => Promise<void>): TaskStore {
   const store = new TaskStore(h.redis, defaults);
-  const core = (store as unknown as { core: { get(id: string): Promise<TaskRecord | null> } }).core;
-  const read = core.get.bind(core);
+  type Read = (id: string) => Promise<{ status: TaskStatus } | null>;
+  const core = (store as unknown as { core: Record<'get' | 'peek', Read> }).core;
   let done = false;
-  core.get = async (task) => {
-    const seen = await read(task);
-    if (task === id && !done) {
-      done = true;
-      await between(seen);
-    }
-    return seen;
-  };
+  for (const method of ['get', 'peek'] as const) {
+    const read = core[method].bind(core);
+    core[method] = async (task) => {
+      const seen = await read(task);
+      if (task === id && !done) {
+        done = true;
+        await between(seen);
+      }
+      return seen;
+    };
+  }
   return store;
 }
 
@@ -342,4 +347,33 @@ test('a refused claim takes back its lease entry only while no claim that went t
     at + 60_000,
     'the running attempt has its lease entry, for the sweep should its worker die',
   );
+});
+
+test('the running-set repair reads the few fields it needs of each task, never a whole record', async () => {
+  const [tenant, model] = ['tenant-fields', 'tools-fields'];
+  const active = schedulerKeys.active(tenant);
+  // A record as large as a create allows: the repair runs every sweep interval over every place.
+  const big = { model, input: 'x'.repeat(200_000) };
+  const ended = await h.store.create(newTask({ tenant, model, request: big }));
+  const waiting = await h.store.create(newTask({ tenant, model, request: big }));
+  await h.store.cancel(ended.id, tenant);
+  await h.redis.zadd(active, 1, ended.id, 1, waiting.id);
+  const commands: string[][] = [];
+  const monitor = monitorRedis(h.server.url, (args) => commands.push(args));
+  try {
+    await monitor.ready;
+    assert.equal(await h.store.sweepActive(60_000, async () => true), 1, "the ended task's place goes");
+    await h.redis.set('marker:swept', '1');
+    await until("the sweep's commands", () => commands.some((c) => c[1] === 'marker:swept') || undefined);
+  } finally {
+    monitor.stop();
+  }
+  const reads = commands.filter((c) => c[1]?.endsWith(`}:task`)).map((c) => c[0]!.toUpperCase());
+  assert.ok(reads.length >= 2, `both tasks were read (${reads.join(' ')})`);
+  assert.deepEqual(
+    reads.filter((c) => c !== 'HMGET'),
+    [],
+    'field reads only',
+  );
+  assert.deepEqual(await h.redis.zrange(active, 0, -1), [waiting.id]);
 });

@@ -23,6 +23,7 @@ import {
   writeWorkerSnapshot,
   type FairShareOptions,
   type Pick,
+  type SweptTask,
   type RedisTarget,
   type SweepFailed,
   type TaskRecord,
@@ -360,7 +361,7 @@ export class Scheduler {
   }
 
   /** Whether the job of a task's queued state is in its model's queue (waiting or taken). */
-  private readonly hasJob = async (task: TaskRecord): Promise<boolean> =>
+  private readonly hasJob = async (task: SweptTask): Promise<boolean> =>
     Boolean(await this.queue(task.model).getJob(dispatchJobId(task)));
 
   /**
