@@ -26,7 +26,6 @@ import {
   type SweptTask,
   type RedisTarget,
   type SweepFailed,
-  type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
