@@ -9,6 +9,14 @@
 -- event: a single event as "<seq>\n<written at>\n<type>\n<data>" (what readers of earlier releases
 -- parse), several as "<first>-<last>\n<written at>\n<type>\n<data>\n<type>\n<data>...". Event
 -- data is JSON from the services (no raw newline), so the lines split unambiguously.
+-- Redis's own clock (ms), what lease deadlines are stamped and judged by: a writer's and a
+-- sweeper's clocks are two machines', and a few seconds between them would restart healthy
+-- attempts. (Redis 7 replicates a script's effects, so TIME in a script that writes is safe.)
+local function serverMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 local function announce(channel, first, list)
   local count = #list / 2
   local head = count == 1 and tostring(first) or (first .. '-' .. (first + count - 1))

@@ -3,9 +3,9 @@
   worker that was paused past its lease learns it lost the task instead of writing over it.
 
   KEYS[1] task hash
-  ARGV[1] now (ms)  ARGV[2] attempt  ARGV[3] lease (ms)
+  ARGV[1] attempt  ARGV[2] lease (ms), from Redis's clock
 
-  Returns {'ok', status} | {'missing'} | {'stale', status} | {'terminal', status}
+  Returns {'ok', status, deadline (ms, Redis's clock)} | {'missing'} | {'stale', status} | {'terminal', status}
 ]]
 local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked')
 local status, attempt = cur[1], cur[2]
@@ -16,8 +16,9 @@ if isTerminal(status) then
   return { 'terminal', status }
 end
 -- A parked task (waiting for input) has no lease to extend: the attempt that asked let it go.
-if attempt ~= ARGV[2] or status == 'queued' or cur[3] then
+if attempt ~= ARGV[1] or status == 'queued' or cur[3] then
   return { 'stale', status }
 end
-redis.call('HSET', KEYS[1], 'lease_until', tonumber(ARGV[1]) + tonumber(ARGV[3]))
-return { 'ok', status }
+local deadline = serverMs() + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'lease_until', deadline)
+return { 'ok', status, deadline }

@@ -10,7 +10,8 @@
   ARGV[4] attempt fence: '' for none, else the caller's attempt, which must be the current one
           and still held: a task back in `queued`, or parked (waiting for input), belongs to no
           attempt until the next claim
-  ARGV[5] lease deadline: '' for none, else the lease must have lapsed before this time (recovery)
+  ARGV[5] lease check: '' for none, else the lease must have lapsed by Redis's clock plus this many
+          ms (recovery: 0; tests look ahead). Never a caller's clock: see serverMs
   ARGV[6] task retention (ms), applied when `to` is terminal
   ARGV[7] event retention (ms), likewise
   ARGV[8] 1 if `to` is terminal, else 0
@@ -45,7 +46,7 @@ end
 if not allowed then
   return { 'illegal', status }
 end
-if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= tonumber(ARGV[5]) then
+if ARGV[5] ~= '' and tonumber(leaseUntil or '0') >= serverMs() + tonumber(ARGV[5]) then
   return { 'lease_held', status }
 end
 local unwritable = refuseUnwritable(task, KEYS[2], nil, { cur[7], attempt })

@@ -27,9 +27,9 @@ export async function claimTask(
   // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
   // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
   // order; on a cluster the claim waits for the entry (another node). Only where the task has no
-  // entry: one there (its holder's, an earlier attempt's) is never moved by a refused claim.
-  const deadline = core.now() + leaseMs;
-  const indexed = core.redis.zadd(schedulerKeys.leases, 'NX', deadline, id);
+  // entry: one there (its holder's, an earlier attempt's) is never moved by a refused claim. The
+  // deadline is Redis's clock's, as the lease's (lease_index.lua), never this worker's.
+  const indexed = core.scripts.lease_index(schedulerKeys.leases, leaseMs, 'NX', id);
   await core.indexFirst(indexed);
   const claimed = core.scripts.claim(
     keys.task,
@@ -46,7 +46,8 @@ export async function claimTask(
   const [index, reply] = await Promise.allSettled([indexed, claimed]);
   if (reply.status === 'rejected') throw reply.reason;
   const [refusal, , tenant, parent, attempt, lease] = reply.value as string[];
-  const added = index.status === 'fulfilled' && Number(index.value) === 1;
+  const added = index.status === 'fulfilled' && Number(index.value[0]) === 1;
+  const deadline = index.status === 'fulfilled' ? Number(index.value[1]) : 0;
   if (refusal === 'missing') await core.redis.zrem(schedulerKeys.leases, id);
   else if (refusal === 'terminal') {
     // No attempt can hold an entry any more; and an ended task's place in its running set is one
@@ -60,15 +61,15 @@ export async function claimTask(
     await core.scripts.claim_unindex(schedulerKeys.leases, running, id, deadline, attempt!, lease!);
   }
   check(id, reply.value);
-  // The claim went through without its index entry (the write failed, or another's was there):
-  // this attempt's now, before any work starts.
-  if (!added) await core.redis.zadd(schedulerKeys.leases, deadline, id);
   // The script hands back the record as it left it: no read of our own.
   const record = reply.value[3] as unknown as (string | number)[];
   const raw: Record<string, string> = {};
   for (let i = 0; i < record.length; i += 2) raw[record[i]!] = String(record[i + 1]);
   if (!raw.id) throw notFound();
   const task = parseTask(raw);
+  // The claim went through without its index entry (the write failed, or another's was there):
+  // this attempt's now, before any work starts.
+  if (!added) await core.redis.zadd(schedulerKeys.leases, task.leaseUntil!, id);
   core.observe(task.kind, 'loading', task.createdAt);
   if (opts.start) core.observe(task.kind, 'running', task.createdAt);
   return task;

@@ -87,7 +87,8 @@ const SWEPT_FIELDS = [
 export interface TransitionOptions {
   attempt?: number;
   from?: TaskStatus[];
-  leaseExpiredBefore?: number;
+  /** Only if the lease lapsed by Redis's clock plus this many ms (0: now), never a caller's clock. */
+  leaseLapsedAhead?: number;
   /** Drop the resume snapshot in the same step (a `retry` runs again from the start). */
   dropSnapshot?: boolean;
   fields?: Record<string, string>;
@@ -226,7 +227,7 @@ export class StoreCore {
       to,
       (opts.from ?? sourcesOf(to)).join(','),
       opts.attempt ?? '',
-      opts.leaseExpiredBefore ?? '',
+      opts.leaseLapsedAhead ?? '',
       this.options.taskRetentionMs,
       this.options.eventRetentionMs,
       isTerminal(to) ? 1 : 0,

@@ -9,29 +9,35 @@ import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { TasklineError } from './errors.js';
 import { schedulerKeys } from './keys.js';
+import { serverTime } from './redis.js';
+import { loadScripts, type Scripts } from './scripts.js';
 import { isTerminal } from './states.js';
 
 /**
  * One api replica's leases on the calls it holds: one `ZADD` when a call begins, one `ZREM` when it
  * ends, and every third of the lease one `ZADD` renewing them all (`GT`: a slower renewal never
- * moves a deadline back), whatever their number.
+ * moves a deadline back), whatever their number. Deadlines are Redis's clock's (lease_index.lua),
+ * as the scheduler's sweep reads them: an api host whose clock runs behind keeps its calls.
  */
 export class CallHolds {
   private readonly held = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly scripts: Scripts;
 
   constructor(
     private readonly redis: Redis,
     private readonly leaseMs: number,
     /** Told of a failed renewal; the next one, a third of a lease later, tries again. */
     private readonly onError: (err: unknown) => void,
-  ) {}
+  ) {
+    this.scripts = loadScripts(redis);
+  }
 
   /** Leases the call of task `id` until `release`. */
   async hold(id: string): Promise<void> {
     this.held.add(id);
     this.timer ??= setInterval(() => this.renew(), Math.max(10, Math.floor(this.leaseMs / 3))).unref();
-    await this.redis.zadd(schedulerKeys.held, 'GT', Date.now() + this.leaseMs, id);
+    await this.scripts.lease_index(schedulerKeys.held, this.leaseMs, 'GT', id);
   }
 
   /** The call ended (answered, or its caller left and the task was cancelled here). */
@@ -45,9 +51,8 @@ export class CallHolds {
   }
 
   private renew(): void {
-    const deadline = String(Date.now() + this.leaseMs);
-    const entries = [...this.held].flatMap((id) => [deadline, id]);
-    if (entries.length) this.redis.zadd(schedulerKeys.held, 'GT', ...entries).catch(this.onError);
+    if (this.held.size > 0)
+      this.scripts.lease_index(schedulerKeys.held, this.leaseMs, 'GT', ...this.held).catch(this.onError);
   }
 }
 
@@ -62,7 +67,8 @@ export async function sweepHeldCalls(
   limit = 500,
   failed?: SweepFailed,
 ): Promise<string[]> {
-  const now = core.now();
+  // Scored by Redis's clock (lease_index.lua): read by it too, never by the scheduler's.
+  const now = await serverTime(core.redis, schedulerKeys.held);
   const due = await core.redis.zrangebyscore(schedulerKeys.held, '-inf', now, 'LIMIT', 0, limit);
   const cancelled: string[] = [];
   await sweepEach(

@@ -258,7 +258,7 @@ export class OperatorView {
       from: [task.status],
       // A queued task belongs to no attempt (the script refuses a fence there); a claim that
       // lands first moves it out of `queued`, and this step is refused.
-      ...(leased ? { attempt: task.attempt, leaseExpiredBefore: this.now() } : {}),
+      ...(leased ? { attempt: task.attempt, leaseLapsedAhead: 0 } : {}),
       fields: { status_message: `requeued by operator`, shown },
       events: [statusEvent(shown, { reason: 'operator_requeue', operator_action: action })],
     });

@@ -5,16 +5,20 @@
 import { sweepEach, type StoreCore, type SweepFailed, type SweptTask } from './core.js';
 import { problem, TasklineError, type Problem } from './errors.js';
 import { schedulerKeys } from './keys.js';
-import { nodeOf } from './redis.js';
+import { nodeOf, serverTime } from './redis.js';
 import type { TaskRecord } from './records.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
 import { isTerminal } from './states.js';
 
-/** Applies LMSP 7.5 to a task whose lease lapsed before `deadline`; null when there was nothing to do. */
-export async function recoverTask(core: StoreCore, id: string, deadline: number): Promise<Recovered | null> {
+/**
+ * Applies LMSP 7.5 to a task whose lease lapsed by Redis's clock (`aheadMs` later: tests look
+ * ahead); null when there was nothing to do. The script judges the lease, by the clock that
+ * stamped it: no process's clock is compared with another's.
+ */
+export async function recoverTask(core: StoreCore, id: string, aheadMs = 0): Promise<Recovered | null> {
   const task = await core.get(id);
-  if (!task || task.leaseUntil === null || task.leaseUntil >= deadline) return null;
-  return restartTask(core, task, 'worker_lost', deadline);
+  if (!task || task.leaseUntil === null) return null;
+  return restartTask(core, task, 'worker_lost', aheadMs);
 }
 
 /**
@@ -43,7 +47,7 @@ async function restartTask(
   core: StoreCore,
   task: TaskRecord,
   reason: RestartReason,
-  leaseExpiredBefore?: number,
+  leaseLapsedAhead?: number,
 ): Promise<Recovered | null> {
   const snapshot = task.onRestart === 'resume' ? (await core.snapshot(task.id)).length : 0;
   const plan = restartPlan(task, reason, snapshot, problem, core.maxAttempts);
@@ -52,7 +56,7 @@ async function restartTask(
     const seq = await core.transition(task.id, plan.to, {
       attempt: task.attempt,
       from: [task.status],
-      leaseExpiredBefore,
+      leaseLapsedAhead,
       dropSnapshot: plan.dropSnapshot,
       fields: plan.fields,
       events: plan.events,
@@ -64,6 +68,7 @@ async function restartTask(
       });
     return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
   } catch (err) {
+    // A live lease is refused as `illegal_transition` too (renewed since the index was read).
     if (
       err instanceof TasklineError &&
       ['stale_attempt', 'task_terminal', 'illegal_transition'].includes(err.code)
@@ -79,13 +84,14 @@ async function restartTask(
  * index entries of tasks nobody holds any more. Safe on any number of replicas at once.
  */
 export async function sweepLeases(core: StoreCore, limit = 500, failed?: SweepFailed): Promise<Recovered[]> {
-  const now = core.now();
+  // The index is scored by Redis's clock (lease_index.lua, renew.lua): read by it too.
+  const now = await serverTime(core.redis, schedulerKeys.leases);
   const due = await core.redis.zrangebyscore(schedulerKeys.leases, '-inf', now, 'LIMIT', 0, limit);
   const recovered: Recovered[] = [];
   await sweepEach(
     due,
     async (id) => {
-      const done = await recoverTask(core, id, now);
+      const done = await recoverTask(core, id);
       if (done) recovered.push(done);
       const task = await core.get(id);
       if (!task || task.leaseUntil === null) await core.scripts.lease_unindex(schedulerKeys.leases, id, now);

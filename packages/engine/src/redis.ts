@@ -81,6 +81,15 @@ export function nodeOf(redis: Redis, key: string): Redis {
 }
 
 /**
+ * Redis's clock (ms) on the node that holds `key`: the clock lease deadlines are stamped with
+ * (`serverMs` in _emit.lua), so a sweep reading their index compares like with like.
+ */
+export async function serverTime(redis: Redis, key: string): Promise<number> {
+  const [seconds, micros] = await nodeOf(redis, key).time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/**
  * Whether Redis answers: a `PING`, on a cluster to every primary at once, resolving once any
  * answers. A keyless command goes to one node chosen at random, and one primary down (mid-failover)
  * is a third of the slots, not the cluster: a readiness probe that failed then would take every

@@ -117,6 +117,7 @@ const TASK_SCRIPTS = [
   'input_timeout',
   'idempotency_begin',
   'idempotency_finish',
+  'lease_index',
   'lease_unindex',
   'claim_unindex',
   'park_unindex',

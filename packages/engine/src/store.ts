@@ -162,9 +162,10 @@ export class TaskStore {
 
   /** Extends the lease of `attempt`; returns the status so the worker learns of a cancel or a loss. */
   async renew(id: string, attempt: number, leaseMs: number): Promise<TaskStatus> {
-    const reply = await this.scripts.renew(taskKeys(id).task, this.now(), attempt, leaseMs);
+    const reply = await this.scripts.renew(taskKeys(id).task, attempt, leaseMs);
     check(id, reply);
-    await this.redis.zadd(schedulerKeys.leases, this.now() + leaseMs, id);
+    // Indexed by the deadline the script stamped with Redis's clock, which the sweep reads by.
+    await this.redis.zadd(schedulerKeys.leases, Number(reply[2]), id);
     return reply[1] as TaskStatus;
   }
 
@@ -284,11 +285,12 @@ export class TaskStore {
   }
 
   /**
-   * Applies LMSP 7.5 to a task whose lease lapsed before `deadline` (its worker is gone). Returns
-   * the new status, or null when there was nothing to do (a live lease, a finished task, a lost race).
+   * Applies LMSP 7.5 to a task whose lease lapsed by Redis's clock (its worker is gone), or would
+   * have `aheadMs` from now (tests). Returns the new status, or null when there was nothing to do
+   * (a live lease, a finished task, a lost race).
    */
-  async recover(id: string, deadline = this.now()): Promise<TaskStatus | null> {
-    return (await recovery.recoverTask(this.core, id, deadline))?.status ?? null;
+  async recover(id: string, aheadMs = 0): Promise<TaskStatus | null> {
+    return (await recovery.recoverTask(this.core, id, aheadMs))?.status ?? null;
   }
 
   /**

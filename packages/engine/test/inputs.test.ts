@@ -63,7 +63,7 @@ test('a task waiting for input is parked: no lease, out of the running set, its 
   await assert.rejects(h.store.renew(task.id, task.attempt, 60_000), code('stale_attempt'));
   await assert.rejects(h.store.progress(task.id, task.attempt, 'still here'), code('stale_attempt'));
   // No lease: the recovery sweep has nothing to apply its on_restart policy to.
-  assert.equal(await h.store.recover(task.id, Date.now() + 3_600_000), null);
+  assert.equal(await h.store.recover(task.id, 3_600_000), null);
 
   // The answer resumes it: `running` to readers at once, offered again, claimed by a new attempt.
   const { status } = await h.store.provideInput(task.id, 'tenant-a', { confirm: { action: 'accept' } });
@@ -97,7 +97,7 @@ const scriptsOf = (store: TaskStore) => (store as unknown as { core: { scripts: 
 
 test('a park frees only its own attempt’s entries even when the next attempt was dispatched and claimed in the same millisecond', async () => {
   // Every step at one instant: both dispatches score the running set alike, and both claims, with
-  // the same lease, write the same deadline.
+  // the same lease, write the same deadline (Redis's clock stamps it: written below as it would be).
   const at = Date.now();
   const clock = mock.method(Date, 'now', () => at);
   const model = 'tools-same-ms';
@@ -122,6 +122,10 @@ test('a park frees only its own attempt’s entries even when the next attempt w
       await store.provideInput(task.id, 'tenant-m', { confirm: { action: 'accept' } });
       await dispatch(task.id);
       next = await store.claim(task.id, 'w2', 60_000, { start: true });
+      // Claimed in the same millisecond of Redis's clock as the first: its deadline and entry.
+      await h.redis.hset(taskKeys(task.id).task, 'lease_until', first.leaseUntil!);
+      await h.redis.zadd(schedulerKeys.leases, first.leaseUntil!, task.id);
+      next = (await store.get(task.id))!;
       return reply;
     };
     assert.equal((await worker.requestInput(task.id, first.attempt, { confirm: CONFIRM })).parked, true);
@@ -222,7 +226,7 @@ test('the reconciler keeps a journal entry that an answer wrote again after its 
 test('an ask refused to an attempt that lost the task leaves the parked entry of the attempt that parked it', async () => {
   const task = await runningTool('tenant-s');
   // The first attempt's lease lapsed: restarted (on_restart retry), claimed and parked by the next.
-  assert.equal(await h.store.recover(task.id, Date.now() + 3_600_000), 'queued');
+  assert.equal(await h.store.recover(task.id, 3_600_000), 'queued');
   const next = await h.store.claim(task.id, 'w2', 60_000, { start: true });
   assert.equal((await h.store.requestInput(task.id, next.attempt, { confirm: CONFIRM })).parked, true);
   const deadline = await h.redis.zscore(schedulerKeys.parked, task.id);

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { indexToolTask, OperatorView, problem, TasklineError } from '../src/index.js';
 import { operatorKeys, taskKeys, toolTaskIndex, toolTaskOpen, toolTaskTenants } from '../src/keys.js';
 import { minuteOf } from '../src/operator-index.js';
-import { defaults, harness, newTask, type Harness } from './helpers.js';
+import { defaults, harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;
 let clock = 1_000_000;
@@ -76,13 +76,18 @@ test("the listing keeps a task Redis still keeps, whatever the reader's clock sa
 test('requeue is fenced: a live lease refuses, a lapsed one queues again and records the operator', async () => {
   clock = 4_000_000;
   const task = await h.store.create(newTask({ tenant: 'stuck' }));
-  await h.store.claim(task.id, 'w1', 1000, { start: true });
-  await assert.rejects(
-    view().requeue(task.id, 'key:abc'),
-    (e) => e instanceof TasklineError && e.code === 'illegal_transition',
+  await h.store.claim(task.id, 'w1', 2000, { start: true });
+  const leased = (e: unknown) => e instanceof TasklineError && e.code === 'illegal_transition';
+  await assert.rejects(view().requeue(task.id, 'key:abc'), leased);
+  // The lease lapses by Redis's clock (it stamps and judges leases), whatever the view's says.
+  const requeued = await until('the lease to lapse', () =>
+    view()
+      .requeue(task.id, 'key:abc')
+      .catch((e: unknown) => {
+        if (leased(e)) return undefined;
+        throw e;
+      }),
   );
-  clock += 2000;
-  const requeued = await view().requeue(task.id, 'key:abc');
   assert.equal(requeued.status, 'queued');
   const { events } = await h.store.events(task.id, 0);
   const last = JSON.parse(events.at(-1)!.data) as {
@@ -158,9 +163,11 @@ test('an end is counted when a task ends, not when it parks for input; failures 
 test("a task the recovery sweep fails counts under its tenant's failures by code", async () => {
   clock = 6_000_000;
   const task = await h.store.create(newTask({ tenant: 'recovered', onRestart: 'fail' }));
-  await h.store.claim(task.id, 'w1', 1000, { start: true });
-  clock += 2000; // the worker died: its lease lapsed
-  await h.store.sweepLeases();
+  await h.store.claim(task.id, 'w1', 1, { start: true });
+  // The worker died: its lease lapses (by Redis's clock) and a sweep fails the task.
+  await until('the sweep to fail the task', async () =>
+    (await h.store.sweepLeases()).length > 0 ? true : undefined,
+  );
   assert.equal((await h.store.get(task.id))?.status, 'failed');
   assert.deepEqual((await view().tenantCounts('recovered', [task.id])).failures, { server_restarted: 1 });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Redis } from 'ioredis';
+import { serverTime } from '../src/redis.js';
 import { scriptSource } from '../src/scripts.js';
 import { harness, type Harness } from './helpers.js';
 
@@ -105,10 +106,12 @@ test('idempotency_begin re-points a done record only while it still names the ta
   assert.deepEqual(await begin('task_b', 'task_old'), ['pending', 'task_a']);
 });
 
-test('transition checks the allowed sources, the fence and the lease', async () => {
+test("transition checks the allowed sources, the fence and the lease, by Redis's clock", async () => {
   const move = (to: string, from: string, fence: string, lease: string, terminal = 0) =>
     evalScript('transition', 5, 10, to, from, fence, lease, 1000, 1000, terminal, 0, 0, 'e', '{}');
   assert.deepEqual(await move('running', 'loading', '', ''), ['illegal', 'queued']);
+  // A lease a minute from now by Redis's clock, whatever the caller's `now` (ARGV[1], here 10).
+  const leaseUntil = (await serverTime(h.redis, keys[0]!)) + 60_000;
   await h.redis.hset(
     keys[0]!,
     'status',
@@ -116,26 +119,34 @@ test('transition checks the allowed sources, the fence and the lease', async () 
     'attempt',
     2,
     'lease_until',
-    50,
+    leaseUntil,
     'kind',
     'tool',
     'created_at',
     5,
   );
   assert.deepEqual(await move('failed', 'running', '1', ''), ['stale', 'running', '2']);
-  assert.deepEqual(await move('failed', 'running', '2', '40'), ['lease_held', 'running']);
-  assert.deepEqual(await move('failed', 'running', '2', '60', 1), ['ok', 'failed', 2, 'tool', '5']);
+  assert.deepEqual(await move('failed', 'running', '2', '0'), ['lease_held', 'running'], 'live now');
+  assert.deepEqual(
+    await move('failed', 'running', '2', '120000', 1),
+    ['ok', 'failed', 2, 'tool', '5'],
+    'lapsed in 2 min',
+  );
   assert.deepEqual(await move('running', 'failed', '', ''), ['terminal', 'failed']);
   assert.ok((await h.redis.pttl(keys[0]!)) > 0);
   assert.deepEqual(await h.redis.hmget(keys[0]!, 'lease_until', 'ended_at'), [null, '10']);
 });
 
-test('renew answers the status and refuses other attempts', async () => {
+test("renew answers the status and the deadline it stamped by Redis's clock, and refuses other attempts", async () => {
   await h.redis.del(keys[0]!);
   await h.redis.hset(keys[0]!, 'status', 'cancelling', 'attempt', 3);
-  assert.deepEqual(await evalScript('renew', 1, 100, 3, 500), ['ok', 'cancelling']);
-  assert.equal(await h.redis.hget(keys[0]!, 'lease_until'), '600');
-  assert.deepEqual(await evalScript('renew', 1, 100, 2, 500), ['stale', 'cancelling']);
+  const before = await serverTime(h.redis, keys[0]!);
+  const [ok, status, deadline] = await evalScript('renew', 1, 3, 500);
+  const after = await serverTime(h.redis, keys[0]!);
+  assert.deepEqual([ok, status], ['ok', 'cancelling']);
+  assert.ok(Number(deadline) >= before + 500 && Number(deadline) <= after + 500, `${deadline}`);
+  assert.equal(await h.redis.hget(keys[0]!, 'lease_until'), String(deadline));
+  assert.deepEqual(await evalScript('renew', 1, 2, 500), ['stale', 'cancelling']);
 });
 
 test('a fenced write to a task back in the queue is stale, whatever its attempt', async () => {

@@ -7,12 +7,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
+import { skewedClock } from '@taskline/testing';
 import { Cluster, LONG, until } from '../../gpu-worker/test/helpers.js';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 
 let cluster: Cluster;
 let a: ApiProcess;
 let b: ApiProcess;
+/** A replica whose host clock runs 10 s behind the scheduler's. */
+let behind: ApiProcess;
 
 /** Short enough that a test sees several leases pass; the scheduler looks every 200 ms. */
 const CALLER_LEASE_MS = 1500;
@@ -25,10 +28,14 @@ before(async () => {
   // 200 ms a token: a generation outlasts several caller leases.
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '200' });
   const env = { TASKLINE_CALLER_LEASE_MS: String(CALLER_LEASE_MS) };
-  [a, b] = await Promise.all([spawnApi(cluster.redis.url, env), spawnApi(cluster.redis.url, env)]);
+  [a, b, behind] = await Promise.all([
+    spawnApi(cluster.redis.url, env),
+    spawnApi(cluster.redis.url, env),
+    spawnApi(cluster.redis.url, { ...env, ...skewedClock(-10_000) }),
+  ]);
 });
 after(async () => {
-  for (const api of [a, b]) {
+  for (const api of [a, b, behind]) {
     api.child.kill('SIGKILL');
     await api.exited;
   }
@@ -67,6 +74,15 @@ describe('calls held open by a caller', () => {
 
   test('a call held longer than several leases is kept: its replica renews it', async () => {
     const response = await sdk(b).responses.create({ ...LONG, max_output_tokens: 40 });
+    assert.ok(['completed', 'incomplete'].includes(response.status!), response.status);
+    const task = await cluster.store.get(taskIdOf(response.id));
+    assert.ok(task && task.endedAt! - task.createdAt > 3 * CALLER_LEASE_MS, 'it outlived three leases');
+    assert.notEqual(task.status, 'cancelled');
+  });
+
+  test('a call held by a replica whose clock is 10 s behind the scheduler is kept', async () => {
+    // Leases are stamped and judged by Redis's clock: the replica's own is never compared.
+    const response = await sdk(behind).responses.create({ ...LONG, max_output_tokens: 40 });
     assert.ok(['completed', 'incomplete'].includes(response.status!), response.status);
     const task = await cluster.store.get(taskIdOf(response.id));
     assert.ok(task && task.endedAt! - task.createdAt > 3 * CALLER_LEASE_MS, 'it outlived three leases');
