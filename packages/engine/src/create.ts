@@ -73,7 +73,7 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   // The operator index (another slot) rides in the same round trip, and is waited for with the
   // rest, so a listing right after the create shows it (on a cluster it is on a node of its own);
   // a lost entry costs only the listing.
-  const indexed = indexCreated(core.redis, { id, tenant: input.tenant, createdAt: now }).catch(
+  const indexed = indexCreated(core.redis, core.scripts, { id, tenant: input.tenant, createdAt: now }).catch(
     () => undefined,
   );
   const queued = fresh

@@ -5,6 +5,8 @@
 import type { Redis } from 'ioredis';
 import { operatorKeys } from './keys.js';
 import type { TaskRecord } from './records.js';
+import { serverTime } from './redis.js';
+import type { Scripts } from './scripts.js';
 import { sweepToolTaskIndexes, type IndexBounds } from './tool-index.js';
 
 export const minuteOf = (ms: number) => Math.floor(ms / 60_000);
@@ -22,24 +24,28 @@ export const bucketOf = (ms: number) => Math.floor(ms / FAILURE_BUCKET_MS);
 /**
  * The operator index entries of a new task, sent in the create's round trip (not awaited on
  * their own: a lost entry costs only the listing, the task stays reachable by id). `NX` keeps a
- * retried create's first time. Bounds and expiry are the sweep's (sweepOperatorIndex).
+ * retried create's first time. Bounds and expiry are the sweep's (sweepOperatorIndex), which finds
+ * the tenant by Redis's clock (tenant_index.lua), not this writer's.
  */
 export function indexCreated(
   redis: Redis,
+  scripts: Pick<Scripts, 'tenant_index'>,
   task: Pick<TaskRecord, 'id' | 'tenant' | 'createdAt'>,
 ): Promise<unknown> {
   return Promise.all([
     redis.zadd(operatorKeys.tasks(task.tenant), 'NX', task.createdAt, task.id),
-    redis.zadd(operatorKeys.tenants, task.createdAt, task.tenant),
+    scripts.tenant_index(operatorKeys.tenants, task.tenant),
     redis.hincrby(operatorKeys.throughput, createdField(minuteOf(task.createdAt)), 1),
   ]);
 }
 
 /**
- * Bounds the operator index of every tenant that created a task since `since` (ms) to its newest
- * `max` entries and sets it to expire `retentionMs` from now, sweeps the MCP tool-task indexes
- * (`sweepToolTaskIndexes`: those tenants' and those with unfinished tool tasks), and drops
- * throughput minutes over an hour old; returns how many tenants it visited. Between two sweeps an
+ * Bounds the operator index of every tenant that created a task since `since` (ms, Redis's clock:
+ * see operatorIndexClock) to its newest `max` entries and sets it to expire `retentionMs` from now,
+ * sweeps the MCP tool-task indexes (`sweepToolTaskIndexes`: those tenants' and those with
+ * unfinished tool tasks), drops the tenants that created nothing for `retentionMs` from the tenant
+ * index (whose own indexes have expired by then), and drops throughput minutes over an hour old;
+ * returns how many tenants it visited. Between two sweeps an
  * index may pass its bound by the creates in between. The throughput hash expires too, should
  * sweeps stop altogether.
  */
@@ -55,6 +61,7 @@ export async function sweepOperatorIndex(
     '+inf',
   );
   const oldest = minuteOf(now) - THROUGHPUT_MINUTES;
+  const quiet = (await operatorIndexClock(redis)) - o.retentionMs;
   // Separate commands (auto-pipelined): each tenant's index is its own slot.
   const [fields, visited] = await Promise.all([
     redis.hkeys(operatorKeys.throughput),
@@ -68,10 +75,16 @@ export async function sweepOperatorIndex(
   ]);
   const old = fields.filter((f) => Number(f.slice(2)) < oldest);
   await Promise.all([
+    redis.zremrangebyscore(operatorKeys.tenants, '-inf', `(${quiet}`),
     old.length > 0 ? redis.hdel(operatorKeys.throughput, ...old) : null,
     redis.expire(operatorKeys.throughput, 2 * COUNTER_TTL_S),
   ]);
   return visited.length; // the creators, and the tenants with unfinished tool tasks
+}
+
+/** Redis's clock (ms) where the tenant index is scored: what the sweep's `since` is read by. */
+export function operatorIndexClock(redis: Redis): Promise<number> {
+  return serverTime(redis, operatorKeys.tenants);
 }
 
 /** How a released task ended (`failure`: the code of a `failed` end). */

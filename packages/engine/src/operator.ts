@@ -94,9 +94,8 @@ export class OperatorView {
 
   /** Tenants that created a task within `withinMs`, most recent first, at most `limit`. */
   async recentTenants(withinMs: number, limit: number): Promise<{ tenant: string; lastCreateAt: number }[]> {
+    // Tenants quiet for a retention are dropped by the index sweep (sweepOperatorIndex).
     const since = this.now() - withinMs;
-    // Tenants quiet for longer are dropped here, on the operators' rare reads, not on every create.
-    await this.redis.zremrangebyscore(operatorKeys.tenants, '-inf', `(${since}`);
     const raw = await this.redis.zrevrangebyscore(
       operatorKeys.tenants,
       '+inf',

@@ -118,6 +118,7 @@ const TASK_SCRIPTS = [
   'idempotency_begin',
   'idempotency_finish',
   'lease_index',
+  'tenant_index',
   'lease_unindex',
   'claim_unindex',
   'park_unindex',

@@ -15,7 +15,7 @@ import { sweepHeldCalls } from './held.js';
 import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
 import { queueTenant, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
-import { countEnded, sweepOperatorIndex } from './operator-index.js';
+import { countEnded, operatorIndexClock, sweepOperatorIndex } from './operator-index.js';
 import { check, parseEntry, type NewTask, type Offer, type StoredEvent, type TaskRecord } from './records.js';
 import * as recovery from './recovery.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
@@ -329,11 +329,16 @@ export class TaskStore {
 
   /**
    * Bounds and expires the operator and tool-task indexes (of each tenant that created a task
-   * since `since` ms, and of those with unfinished tool tasks) and drops throughput counts over an
+   * since `since` ms of Redis's clock, and of those with unfinished tool tasks) and drops throughput counts over an
    * hour old (see sweepOperatorIndex); returns how many tenants it visited.
    */
   sweepOperatorIndex(since: number): Promise<number> {
     return sweepOperatorIndex(this.redis, since, this.now(), this.indexOptions);
+  }
+
+  /** Redis's clock (ms) that `sweepOperatorIndex`'s `since` is read by. */
+  operatorIndexClock(): Promise<number> {
+    return operatorIndexClock(this.redis);
   }
 
   /** Repairs the tenants' running sets (see recovery.ts); returns how many entries it dropped. */

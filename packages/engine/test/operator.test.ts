@@ -187,6 +187,8 @@ test('a create adds its index entry and its count; the sweep bounds and expires 
   try {
     clock = 7_000_000;
     const key = operatorKeys.tasks('bounded');
+    // The tenant index is scored by Redis's clock (tenant_index.lua), whatever the writer's says.
+    const before = await small.store.operatorIndexClock();
     for (let i = 0; i < 5; i++) {
       clock += 1;
       await small.store.create(newTask({ tenant: 'bounded' }));
@@ -196,9 +198,21 @@ test('a create adds its index entry and its count; the sweep bounds and expires 
     assert.equal(await small.redis.pttl(key), -1);
     const hourAgo = `c:${minuteOf(clock) - 61}`;
     await small.redis.hset(operatorKeys.throughput, hourAgo, 9);
-    await small.redis.zadd(operatorKeys.tenants, clock - 60_000, 'quiet');
+    await small.redis.zadd(
+      operatorKeys.tenants,
+      before - 1,
+      'recent',
+      before - 2 * defaults.taskRetentionMs,
+      'quiet',
+    );
 
-    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1, 'only tenants that created since');
+    assert.equal(await small.store.sweepOperatorIndex(before), 1, 'only tenants that created since');
+    assert.notEqual(await small.redis.zscore(operatorKeys.tenants, 'recent'), null);
+    assert.equal(
+      await small.redis.zscore(operatorKeys.tenants, 'quiet'),
+      null,
+      'quiet for a retention: dropped',
+    );
     assert.equal(await small.redis.zcard(key), 3, 'the newest three');
     const ttl = await small.redis.pttl(key);
     assert.ok(ttl > 0 && ttl <= defaults.taskRetentionMs, `expires with the task retention (${ttl})`);
@@ -237,7 +251,9 @@ test('the sweep bounds a tool-task index but keeps its unfinished tasks, and vis
       await small.store.cancel(task.id, 'tools');
       ended.push(entry(task.createdAt, task.id));
     }
-    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1);
+    // The sweep picks the tenants that created since, by Redis's clock (tenant_index.lua).
+    const afterCreates = (await small.store.operatorIndexClock()) + 1;
+    assert.equal(await small.store.sweepOperatorIndex(0), 1);
     const kept = await small.redis.zrange(key, 0, -1);
     const unfinished = [creating, entry(waiting.createdAt, waiting.id)].sort();
     assert.deepEqual(kept, [...unfinished, ...ended.slice(1)], 'the newest three and the unfinished');
@@ -245,13 +261,13 @@ test('the sweep bounds a tool-task index but keeps its unfinished tasks, and vis
     // No create since: the tenant is visited for its unfinished task, its index renewed.
     clock += 120_000;
     await small.redis.pexpire(key, 1000);
-    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1);
+    assert.equal(await small.store.sweepOperatorIndex(afterCreates), 1);
     assert.ok((await small.redis.pttl(key)) > 1000, 'renewed');
     assert.deepEqual(await small.redis.zrange(open, 0, -1), [entry(waiting.createdAt, waiting.id)]);
     await small.store.cancel(waiting.id, 'tools');
-    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 1);
+    assert.equal(await small.store.sweepOperatorIndex(afterCreates), 1);
     assert.equal(await small.redis.sismember(toolTaskTenants, 'tools'), 0);
-    assert.equal(await small.store.sweepOperatorIndex(clock - 10), 0, 'all ended: visited no more');
+    assert.equal(await small.store.sweepOperatorIndex(afterCreates), 0, 'all ended: visited no more');
   } finally {
     await small.close();
   }

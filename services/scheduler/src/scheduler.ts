@@ -374,10 +374,11 @@ export class Scheduler {
 
   /**
    * Bounds the operator index of tenants that created since the last sweep, with one interval's
-   * overlap for the api replicas' clocks (a new leader visits them all).
+   * overlap (a new leader visits them all). By Redis's clock, which scores the tenants' creates:
+   * an api or scheduler host clock off by any amount misses none.
    */
   private async sweepOperatorIndex(): Promise<void> {
-    const started = Date.now();
+    const started = await this.o.store.operatorIndexClock();
     await this.o.store.sweepOperatorIndex(this.indexSweptAt - this.o.retentionSweepMs);
     this.indexSweptAt = started;
   }

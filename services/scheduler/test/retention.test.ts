@@ -1,6 +1,7 @@
 /** The leader's retention sweep bounds and expires the operator index that creates only add to. */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { indexToolTask, TaskStore, toolTaskIndex } from '@taskline/engine';
 import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
 import { Cluster, until } from '../../gpu-worker/test/helpers.js';
 
@@ -44,5 +45,44 @@ test("a failing operator index sweep leaves the running sets' repair to go on", 
     'the running set repaired',
     async () => ((await redis.zcard(running)) === 0 ? true : undefined),
     5_000,
+  );
+});
+
+test('the sweep bounds and expires the indexes of an api whose clock is 90 s behind, and drops quiet tenants without the console', async () => {
+  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
+  const redis = cluster.store.redis;
+  // The leader has swept once (a create of its own seen): later sweeps look back from there.
+  const first = await cluster.create({ input: 'x' }, { model: 'instant' });
+  await until('a first sweep', async () =>
+    (await redis.pttl(operatorKeys.tasks('t1'))) > 0 ? true : undefined,
+  );
+  await cluster.store.cancel(first.id, 't1');
+  // A tenant quiet for longer than a task retention (by Redis's clock), which no console reads.
+  const [seconds] = await redis.time();
+  await redis.zadd(operatorKeys.tenants, Number(seconds) * 1000 - 2 * 86_400_000, 'quiet');
+
+  // An api replica whose host clock runs 90 s behind the scheduler's creates tool tasks.
+  const api = new TaskStore(redis, { ...cluster.store.options, now: () => Date.now() - 90_000 });
+  for (let i = 0; i < 103; i++) {
+    const task = await api.create({
+      tenant: 'behind',
+      kind: 'tool',
+      model: 'instant',
+      onRestart: 'fail',
+      request: { tool: 't', arguments: {} },
+    });
+    await indexToolTask(redis, 'behind', `${String(task.createdAt).padStart(15, '0')}:${task.id}`);
+    await api.cancel(task.id, 'behind');
+  }
+  for (const key of [operatorKeys.tasks('behind'), toolTaskIndex('behind')])
+    await until(
+      `${key} bounded to its hundred newest and expiring`,
+      async () => ((await redis.zcard(key)) === 100 && (await redis.pttl(key)) > 0 ? true : undefined),
+      20_000,
+    );
+  await until(
+    'the quiet tenant dropped by the sweep',
+    async () => ((await redis.zscore(operatorKeys.tenants, 'quiet')) === null ? true : undefined),
+    20_000,
   );
 });
