@@ -4,11 +4,13 @@
 
   KEYS[1] unfinished tasks (zset)          tl:api:active:{<tenant>}
   ARGV[1] reservation id  ARGV[2] task id ('' when the create made no new task)  ARGV[3] now (ms)
+  ARGV[4] how long KEYS[1] is kept after a task takes a place (ms; see TenantLimits)
 
   Returns 1
 ]]
 redis.call('ZREM', KEYS[1], ARGV[1])
 if ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
 return 1

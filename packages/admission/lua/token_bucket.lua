@@ -6,6 +6,7 @@
   KEYS[2] unfinished tasks (zset)          tl:api:active:{<tenant>}
   ARGV[1] refill rate (tokens/s)  ARGV[2] burst  ARGV[3] now (ms)
   ARGV[4] optional: a create's reservation id, added to KEYS[2]
+  ARGV[5] with ARGV[4]: how long KEYS[2] is kept after this create (ms; see TenantLimits)
 
   Returns {wait_ms, count}: wait_ms > 0 means refused (and nothing reserved); count is the
   number of places in KEYS[2] after the reservation (0 without one). A KEYS[2] that is not a zset
@@ -24,6 +25,7 @@ if ARGV[4] ~= nil then
   if type(placed) == 'table' and placed['err'] then
     return placed
   end
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)

@@ -9,7 +9,8 @@
  *   id with no record once its place is older than a create can take), so no cleanup hook is
  *   needed when a task ends, no write follows a create that used its place, and nothing is lost
  *   when a replica dies between steps. Racing creates can both be refused near the cap, never
- *   both admitted over it.
+ *   both admitted over it. Every place written renews the set's expiry (`activeTtlMs`), so a
+ *   tenant that stops creating leaves no key behind (see docs/clocks.md, "Keys with a bound").
  * - Open streams: a ZSET per tenant of stream ids scored by a lease that each heartbeat renews;
  *   a stream of a replica that died stops counting when its lease lapses.
  */
@@ -36,6 +37,11 @@ export interface LimitSettings {
   maxStreams: number;
   /** Lease of an open-stream slot; streams renew it on every heartbeat. */
   streamLeaseMs: number;
+  /**
+   * How long a tenant's unfinished-task set outlives its last create (the api passes twice
+   * `TASKLINE_INPUT_TIMEOUT_S`): past it, tasks still unfinished no longer count under the cap.
+   */
+  activeTtlMs: number;
 }
 
 const rateLimited = (detail: string, retryAfterS: number) =>
@@ -95,14 +101,19 @@ export class TenantLimits {
   async reserveTask(tenant: string): Promise<TaskReservation> {
     const key = limitKeys.active(tenant);
     const taskId = newId('task');
-    const reply = await this.redis.multi().zadd(key, Date.now(), taskId).zcard(key).exec();
-    return this.reservation(key, taskId, Number(reply?.[1]?.[1] ?? 0));
+    const reply = await this.redis
+      .multi()
+      .zadd(key, Date.now(), taskId)
+      .pexpire(key, this.settings.activeTtlMs)
+      .zcard(key)
+      .exec();
+    return this.reservation(key, taskId, Number(reply?.[2]?.[1] ?? 0));
   }
 
   private async take(tenant: string, reservation: string | null): Promise<number> {
     const { ratePerS, burst } = this.settings;
     const args: (string | number)[] = [ratePerS, burst, Date.now()];
-    if (reservation) args.push(reservation);
+    if (reservation) args.push(reservation, this.settings.activeTtlMs);
     const [waitMs, count] = await this.scripts.token_bucket(
       limitKeys.rate(tenant),
       limitKeys.active(tenant),
@@ -140,7 +151,14 @@ export class TenantLimits {
         const kept = written === taskId && !freed;
         settled = true;
         freed = written === null;
-        if (!kept) await this.scripts.reservation_commit(key, taskId, written ?? '', Date.now());
+        if (!kept)
+          await this.scripts.reservation_commit(
+            key,
+            taskId,
+            written ?? '',
+            Date.now(),
+            this.settings.activeTtlMs,
+          );
       },
     };
   }

@@ -12,6 +12,7 @@ let redis: Redis;
 let store: TaskStore;
 let hub: EventHub;
 let admission: Admission;
+const ACTIVE_TTL_MS = 3_600_000;
 
 before(async () => {
   server = await startRedis();
@@ -29,6 +30,7 @@ before(async () => {
     maxActiveTasks: 2,
     maxStreams: 2,
     streamLeaseMs: 1000,
+    activeTtlMs: ACTIVE_TTL_MS,
   });
   admission = new Admission({
     store,
@@ -232,6 +234,24 @@ test("usage counts what the cap would: a tenant's unfinished tasks and creates i
   assert.equal(usage.activeTasks, 2);
   assert.equal(usage.streams, 0);
   await inFlight.commit(null);
+});
+
+test("a tenant's unfinished-task set expires unless its creates go on: no key is kept for every tenant that ever created", async () => {
+  const tenants = Array.from({ length: 50 }, (_, i) => `gone-${i}`);
+  for (const tenant of tenants) {
+    const created = await admission.create(tenant, null, write(tenant));
+    await store.cancel(created.task.id, tenant);
+  }
+  // A place taken without a request token, and one swapped for another task's id (a replayed create).
+  const reserved = await admission.limits.reserveTask('gone-0');
+  await reserved.commit(null);
+  const swapped = await admission.limits.takeCreate('gone-1');
+  await swapped.commit('task_replayed');
+  await store.sweepActive(0, async () => true);
+  for (const tenant of tenants) {
+    const ttl = await redis.pttl(`tl:api:active:{${tenant}}`);
+    assert.ok(ttl === -2 || (ttl > 0 && ttl <= ACTIVE_TTL_MS), `${tenant}: gone or expiring (${ttl})`);
+  }
 });
 
 test('a stream still open after its slot lapsed (Redis away past the lease) counts against the cap again at its next renewal', async () => {

@@ -28,21 +28,33 @@ beforeEach(() => redis.del('tl:api:rate:{t}', active, 'tl:api:streams:{t}', 'tl:
 test('token_bucket refuses past the burst with the wait, and holds a create place with its token', async () => {
   const bucket = source('token_bucket');
   const take = (now: number, reservation?: string) =>
-    redis.eval(bucket, 2, 'tl:api:rate:{t}', active, 10, 2, now, ...(reservation ? [reservation] : []));
+    redis.eval(
+      bucket,
+      2,
+      'tl:api:rate:{t}',
+      active,
+      10,
+      2,
+      now,
+      ...(reservation ? [reservation, 60_000] : []),
+    );
   assert.deepEqual(await take(1000, 'r:1'), [0, 1]);
   assert.deepEqual(await take(1000), [0, 0]);
   // Burst spent: one token comes back after 100 ms at 10/s, and nothing is reserved meanwhile.
   assert.deepEqual(await take(1000, 'r:2'), [100, 0]);
   assert.deepEqual(await redis.zrange(active, 0, -1), ['r:1']);
   assert.deepEqual(await take(1100, 'r:3'), [0, 2]);
+  const ttl = await redis.pttl(active);
+  assert.ok(ttl > 0 && ttl <= 60_000, `the place set expires unless creates renew it (${ttl})`);
 });
 
 test('reservation_commit swaps a reservation for its task, or just frees it', async () => {
   const commit = source('reservation_commit');
   await redis.zadd(active, 1, 'r:1', 1, 'r:2');
-  assert.equal(await redis.eval(commit, 1, active, 'r:1', 'task_a', 5), 1);
-  assert.equal(await redis.eval(commit, 1, active, 'r:2', '', 6), 1);
+  assert.equal(await redis.eval(commit, 1, active, 'r:1', 'task_a', 5, 60_000), 1);
+  assert.equal(await redis.eval(commit, 1, active, 'r:2', '', 6, 60_000), 1);
   assert.deepEqual(await redis.zrange(active, 0, -1, 'WITHSCORES'), ['task_a', '5']);
+  assert.ok((await redis.pttl(active)) > 0, 'a place taken renews the set expiry');
 });
 
 test('stream_slot takes slots up to the cap and lets lapsed leases go', async () => {
@@ -59,7 +71,7 @@ test('stream_slot takes slots up to the cap and lets lapsed leases go', async ()
 test('token_bucket takes no token when the place cannot be held (a key of the wrong type)', async () => {
   await redis.set(active, 'x');
   await assert.rejects(
-    redis.eval(source('token_bucket'), 2, 'tl:api:rate:{t}', active, 10, 2, 1000, 'r:1'),
+    redis.eval(source('token_bucket'), 2, 'tl:api:rate:{t}', active, 10, 2, 1000, 'r:1', 60_000),
     /WRONGTYPE/,
   );
   assert.equal(await redis.exists('tl:api:rate:{t}'), 0);

@@ -252,6 +252,7 @@ describe('MCP: a "try again" inside the SDK is a JSON-RPC error, not a failed to
       maxActiveTasks: 100,
       maxStreams: 10,
       streamLeaseMs: 1000,
+      activeTtlMs: 3_600_000,
     });
     const reasons: string[] = [];
     const logger = createLogger({ service: 'test' }, 'error', () => undefined);
