@@ -382,3 +382,30 @@ test('enqueue on a Redis out of memory fails with OOM (a 503 upstream), not as a
   }
   assert.equal(await h.redis.exists('tl:{sched}:ready:m4:u'), 0);
 });
+
+test("lease_index scores deadlines by Redis's clock: NX leaves an entry there, GT never moves one back", async () => {
+  const source = scriptSource('lease_index');
+  const index = 'tl:{sched}:leases:stamped';
+  const write = (lease: number, flag: string, ...ids: string[]) =>
+    h.redis.eval(source, 1, index, lease, flag, ...ids) as Promise<[number, number]>;
+  const before = await serverTime(h.redis, index);
+  const [added, deadline] = await write(5000, 'NX', 'a', 'b');
+  const after = await serverTime(h.redis, index);
+  assert.equal(added, 2);
+  assert.ok(deadline >= before + 5000 && deadline <= after + 5000, `${deadline}`);
+  assert.equal((await write(60_000, 'NX', 'a'))[0], 0);
+  assert.equal(Number(await h.redis.zscore(index, 'a')), deadline, 'NX: the entry there stays');
+  await write(0, 'GT', 'b');
+  assert.equal(Number(await h.redis.zscore(index, 'b')), deadline, 'GT: never moved back');
+  const [, later] = await write(60_000, '', 'b');
+  assert.equal(Number(await h.redis.zscore(index, 'b')), later);
+});
+
+test("tenant_index scores a tenant's create by Redis's clock", async () => {
+  const tenants = 'tl:{ops}:tenants';
+  const before = await serverTime(h.redis, tenants);
+  assert.equal(await h.redis.eval(scriptSource('tenant_index'), 1, tenants, 'acme'), 1);
+  const after = await serverTime(h.redis, tenants);
+  const score = Number(await h.redis.zscore(tenants, 'acme'));
+  assert.ok(score >= before && score <= after, `${score}`);
+});
