@@ -5,7 +5,7 @@
   are written), which saves the separate start on the way to the first token.
 
   KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel
-  ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms), from Redis's clock (the lease's deadline is)
+  ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms; its deadline is stamped by Redis's clock, see serverMs)
   ARGV[4] event type  ARGV[5] event data (JSON)
   ARGV[6] the task's attempt the job was dispatched for (DispatchJob.attempt), '' for none
   ARGV[7] event type, ARGV[8] event data (JSON) of `running`: optional, only to start at once

@@ -3,7 +3,7 @@
   worker that was paused past its lease learns it lost the task instead of writing over it.
 
   KEYS[1] task hash
-  ARGV[1] attempt  ARGV[2] lease (ms), from Redis's clock
+  ARGV[1] attempt  ARGV[2] lease (ms; its deadline is stamped by Redis's clock, see serverMs)
 
   Returns {'ok', status, deadline (ms, Redis's clock)} | {'missing'} | {'stale', status} | {'terminal', status}
 ]]

@@ -45,9 +45,8 @@ export function indexCreated(
  * sweeps the MCP tool-task indexes (`sweepToolTaskIndexes`: those tenants' and those with
  * unfinished tool tasks), drops the tenants that created nothing for `retentionMs` from the tenant
  * index (whose own indexes have expired by then), and drops throughput minutes over an hour old;
- * returns how many tenants it visited. Between two sweeps an
- * index may pass its bound by the creates in between. The throughput hash expires too, should
- * sweeps stop altogether.
+ * returns how many tenants it visited. Between two sweeps an index may pass its bound by the
+ * creates in between. The throughput hash expires too, should sweeps stop altogether.
  */
 export async function sweepOperatorIndex(
   redis: Redis,

@@ -329,8 +329,8 @@ export class TaskStore {
 
   /**
    * Bounds and expires the operator and tool-task indexes (of each tenant that created a task
-   * since `since` ms of Redis's clock, and of those with unfinished tool tasks) and drops throughput counts over an
-   * hour old (see sweepOperatorIndex); returns how many tenants it visited.
+   * since `since` ms of Redis's clock, and of those with unfinished tool tasks) and drops
+   * throughput counts over an hour old (see sweepOperatorIndex); returns how many tenants it visited.
    */
   sweepOperatorIndex(since: number): Promise<number> {
     return sweepOperatorIndex(this.redis, since, this.now(), this.indexOptions);

@@ -23,9 +23,9 @@ import {
   writeWorkerSnapshot,
   type FairShareOptions,
   type Pick,
-  type SweptTask,
   type RedisTarget,
   type SweepFailed,
+  type SweptTask,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
