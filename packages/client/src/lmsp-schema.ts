@@ -386,7 +386,6 @@ export interface components {
         | 'rate_limited'
         | 'too_many_auth_failures'
         | 'server_restarted'
-        | 'retry_limit_reached'
         | 'input_timeout'
         | 'internal_error'
         | 'unavailable'
