@@ -59,6 +59,9 @@ export interface GpuWorkerOptions {
 
 type StopReason = 'cancel' | 'lost' | 'drain';
 
+/** This worker could not load a task's model: its failure, not the task's. */
+class ModelLoadError extends Error {}
+
 /** How long past its deadline a drain waits for its last Redis writes before the worker exits anyway. */
 const DRAIN_GRACE_MS = 5000;
 
@@ -92,6 +95,8 @@ export class GpuWorker {
   private readonly queueConnections: Redis[] = [];
   private readonly running = new Map<string, Running>();
   private readonly busy = new Map<string, number>();
+  /** Models this worker failed to load: it takes no more of their jobs until it restarts. */
+  private readonly unloadable = new Set<string>();
   private control: ControlClient | null = null;
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
@@ -114,7 +119,7 @@ export class GpuWorker {
     return this.served.map((model) => ({
       model,
       slots: this.o.slots,
-      free: this.draining ? 0 : this.o.slots - (this.busy.get(model) ?? 0),
+      free: this.draining || this.unloadable.has(model) ? 0 : this.o.slots - (this.busy.get(model) ?? 0),
     }));
   }
 
@@ -270,13 +275,15 @@ export class GpuWorker {
       Math.max(10, Math.floor(leaseMs / 3)),
     );
     let finish: RunOutcome;
-    // Its model thread died under the attempt (out of memory, a bug in it): the worker's failure,
-    // not the task's, so the task gets its on_restart policy as if the whole worker had died.
+    // Its model thread died under the attempt (out of memory, a bug in it) or its model would not
+    // load: the worker's failure, not the task's, so the task gets its on_restart policy as if the
+    // whole worker had died.
     let modelDied = false;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
     } catch (err) {
-      modelDied = err instanceof ModelThreadDiedError;
+      modelDied = err instanceof ModelThreadDiedError || err instanceof ModelLoadError;
+      if (err instanceof ModelLoadError) this.stopServing(model, err);
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
@@ -314,7 +321,9 @@ export class GpuWorker {
       if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
       return this.o.toolRunner.run(ctx);
     }
-    const lease = await this.o.acquire(task.model);
+    const lease = await this.o.acquire(task.model).catch((err: unknown) => {
+      throw new ModelLoadError(err instanceof Error ? err.message : String(err), { cause: err });
+    });
     try {
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
       if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
@@ -338,6 +347,21 @@ export class GpuWorker {
     } finally {
       await lease.release();
     }
+  }
+
+  /**
+   * A model that does not load here (files missing or corrupt, no device) would fail every task
+   * this worker takes, and its free slots would draw more: it stops taking that model's jobs
+   * (paused fetchers, no free slots reported) until the process restarts, and leaves them to the
+   * workers that can load it.
+   */
+  private stopServing(model: string, err: ModelLoadError): void {
+    if (this.unloadable.has(model)) return;
+    this.unloadable.add(model);
+    this.o.log.error('model_unloadable', { model, error: err });
+    for (const w of this.workers)
+      if (w.name === modelQueueName(model)) void w.pause(true).catch(() => undefined);
+    this.reportSlots();
   }
 
   /** Writes how the attempt ended, unless it no longer owns the task. */
