@@ -11,6 +11,7 @@ import {
 import {
   connectQueueRedis,
   emptyResponse,
+  isTerminal,
   problem,
   TasklineError,
   type EventInput,
@@ -265,6 +266,7 @@ export class GpuWorker {
           (status) => {
             this.leaseRenewals = (this.leaseRenewals + 1) >>> 0;
             if (status === 'cancelling') stop('cancel');
+            else if (task.parent) this.cancelOrphan(task, tlog);
           },
           (err: unknown) => {
             if (err instanceof TasklineError) stop('lost');
@@ -362,6 +364,21 @@ export class GpuWorker {
     for (const w of this.workers)
       if (w.name === modelQueueName(model)) void w.pause(true).catch(() => undefined);
     this.reportSlots();
+  }
+
+  /**
+   * A child generation is cancelled by its parent's running attempt. A parent that ended, or is
+   * being cancelled, with no attempt running it (its worker died) cancels nothing: the child's own
+   * worker does, at a lease renewal, since nobody will read what it generates.
+   */
+  private cancelOrphan(task: TaskRecord, log: Logger): void {
+    taskStatuses(this.o.store.redis, [task.parent!])
+      .then(async ([parent]) => {
+        if (parent && parent !== 'cancelling' && !isTerminal(parent)) return;
+        log.info('orphan_cancelled', { parent: task.parent, parent_status: parent });
+        await this.o.store.cancel(task.id, task.tenant);
+      })
+      .catch((err: unknown) => log.warn('orphan_check_failed', { error: err }));
   }
 
   /** Writes how the attempt ended, unless it no longer owns the task. */
