@@ -83,6 +83,8 @@ export function shareSlots(slots: number, fetchers: number): number[] {
 interface Running {
   model: string;
   stop(reason: StopReason): void;
+  /** Settles once its claim did: true when it took the task. */
+  claimed: Promise<boolean>;
 }
 
 /**
@@ -228,10 +230,13 @@ export class GpuWorker {
   /** Runs one attempt of a task from claim to its end; never throws. */
   private async execute(model: string, { taskId, attempt: offered }: DispatchJob): Promise<void> {
     const { store, log, leaseMs } = this.o;
-    // A second job for a task this worker runs already is a stale hint.
-    if (this.running.has(taskId)) {
-      log.info('claim_refused', { task: taskId, reason: 'running here' });
-      return;
+    // A second job for a task this worker runs already is a stale hint. One whose claim is still in
+    // flight may be the stale one instead (an older offer, to be refused): this job waits for it.
+    for (let here = this.running.get(taskId); here; here = this.running.get(taskId)) {
+      if (await here.claimed) {
+        log.info('claim_refused', { task: taskId, reason: 'running here' });
+        return;
+      }
     }
     const controller = new AbortController();
     let reason: StopReason | null = null;
@@ -242,14 +247,18 @@ export class GpuWorker {
       tlog.info('attempt_stopping', { reason: r });
       controller.abort(r);
     };
+    let settle!: (claimed: boolean) => void;
+    const claimed = new Promise<boolean>((resolve) => (settle = resolve));
     // Listed before the claim: a cancel announced right after the claim must find its attempt.
-    this.running.set(taskId, { model, stop });
+    this.running.set(taskId, { model, stop, claimed });
     let task: TaskRecord;
     try {
       const start = model === TOOLS_MODEL || this.o.isLoaded(model);
       task = await store.claim(taskId, this.o.id, leaseMs, { start, offered });
+      settle(true);
     } catch (err) {
       this.running.delete(taskId);
+      settle(false);
       // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
       log.info('claim_refused', { task: taskId, error: err });
       return;
