@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import {
   isFinalEventType,
+  markUnconfirmedCreate,
   TasklineError,
   type CallHolds,
   type EventHub,
@@ -68,7 +69,9 @@ export class Admission {
    * already holds its place: nothing more is written. A task under another id (an idempotent
    * create that took over an abandoned one) takes the place over, not awaited: until then the
    * place counts for it, and a failed swap leaves a place that ages out; the task itself is
-   * already on disk. A create that made no new task (a replay) or failed frees the place. At the
+   * already on disk. A create that made no new task (a replay) or failed frees the place, unless
+   * Redis left it unconfirmed (see markUnconfirmedCreate): the task may exist and run, so it keeps
+   * the place, which ages out if it does not (docs/lmsp.md, "A create answered 503"). At the
    * cap, `replay` may find the task an accepted earlier try of the same create made: its retry
    * gets it again.
    */
@@ -96,7 +99,8 @@ export class Admission {
         );
       return created;
     } catch (err) {
-      await slot.commit(null).catch(() => undefined);
+      const mayExist = markUnconfirmedCreate(err, slot.taskId);
+      await slot.commit(mayExist ? slot.taskId : null).catch(() => undefined);
       throw err;
     }
   }

@@ -386,7 +386,6 @@ export interface components {
         | 'rate_limited'
         | 'too_many_auth_failures'
         | 'server_restarted'
-        | 'retry_limit_reached'
         | 'input_timeout'
         | 'internal_error'
         | 'unavailable'
@@ -415,6 +414,8 @@ export interface components {
         | 'tryagain'
         | 'clusterdown'
         | 'moved';
+      /** @description On a 503 to a create that Redis did not confirm: the id its task has if it was written, and then runs (GET it before creating another). */
+      task_id?: string;
       /** @description The request parameter at fault, a nested one dotted as in `errors` (`input.0.content`). */
       param?: string;
       /** @description The same error as OpenAI SDKs read it (`detail` as `message`; `param` in OpenAI's path form, `input[0].content`). */

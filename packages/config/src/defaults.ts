@@ -122,8 +122,9 @@ export const DEFAULTS = {
    */
   TASKLINE_DRAIN_DEADLINE_MS: '20000',
   /**
-   * Attempts a task gets in all. A task interrupted on its last one (its worker or model thread
-   * died, or a drain cut it short) ends `failed` with `retry_limit_reached` whatever its
+   * Runs a task gets in all, counting interruptions only (an answered input request resumes a
+   * tool task but interrupts nothing). The interruption of its last run (its worker or model
+   * thread died, or a drain cut it short) ends it `failed` with `server_restarted` whatever its
    * `on_restart`, so a task that kills its worker (out of memory, say) does not take down one
    * worker after another forever. LMSP 1.0 section 7.5 sets no cap: docs/lmsp.md says why we do.
    */

@@ -31,7 +31,7 @@ export interface TaskStoreOptions {
   operatorIndexMax?: number;
   /** How long a task waits for its caller's input before it fails (`input_timeout`); default a day. */
   inputTimeoutMs?: number;
-  /** Attempts a task gets before a restart fails it (`retry_limit_reached`); default 5. */
+  /** Runs a task gets, counting interruptions only, before a restart fails it (`server_restarted`); default 5. */
   maxAttempts?: number;
   now?: () => number;
   /**

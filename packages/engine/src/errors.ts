@@ -23,8 +23,6 @@ export const ERROR_CODES = {
    */
   too_many_auth_failures: 429,
   server_restarted: 500,
-  /** An `on_restart: retry`/`resume` task interrupted on its last attempt (TASKLINE_MAX_ATTEMPTS). */
-  retry_limit_reached: 500,
   /** A task's caller never answered its input requests (TASKLINE_INPUT_TIMEOUT_S). */
   input_timeout: 408,
   internal_error: 500,

@@ -104,8 +104,10 @@ export {
   type ClusterTarget,
 } from './redis.js';
 export {
+  markUnconfirmedCreate,
   redisUnavailableReason,
   REDIS_UNAVAILABLE_REASONS,
+  unconfirmedCreate,
   type RedisUnavailableReason,
 } from './unavailable.js';
 export {

@@ -22,6 +22,11 @@ export interface TaskRecord {
   shownStatus: TaskStatus;
   /** Attempt of the worker that holds (or last held) the task; 0 before the first claim. */
   attempt: number;
+  /**
+   * Interruptions so far: restarts that queued a new attempt (the cap TASKLINE_MAX_ATTEMPTS
+   * counts these, not attempts, which an answered input request also adds).
+   */
+  restarts: number;
   /** Sequence number of the task's last event. */
   seq: number;
   createdAt: number;
@@ -155,6 +160,7 @@ export function parseTask(raw: Record<string, string>): TaskRecord {
     status,
     shownStatus: visibleStatus(status, raw.shown),
     attempt: Number(raw.attempt ?? 0),
+    restarts: Number(raw.restarts ?? 0),
     seq: Number(raw.seq ?? 0),
     createdAt: Number(raw.created_at),
     updatedAt: Number(raw.updated_at),

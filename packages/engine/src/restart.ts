@@ -47,9 +47,11 @@ const DETAIL: Record<RestartReason, string> = {
  * `server_restarted`; `retry` queues a new attempt from the start (the snapshot dropped, the
  * restart event written); `resume` queues one that continues after the snapshot; a `cancelling`
  * task ends `cancelled` whatever its policy. A new attempt keeps the status the client saw
- * (`shown`), so its events and reads never step back. A task that has had `maxAttempts` attempts
- * gets no other (TASKLINE_MAX_ATTEMPTS; 7.5 sets no cap, docs/lmsp.md says why we do): it ends
- * as under `fail`, with `retry_limit_reached`. Null: nothing to do.
+ * (`shown`), so its events and reads never step back. A task runs at most `maxAttempts` times
+ * counting interruptions only (TASKLINE_MAX_ATTEMPTS; 7.5 sets no cap, docs/lmsp.md says why we
+ * do): an answered input request resumes it under a new attempt but is no interruption. The
+ * interruption that would start one more run ends it as under `fail`, `server_restarted` (the
+ * only restart code 7.5 knows), its detail naming the count. Null: nothing to do.
  */
 export function restartPlan(
   task: TaskRecord,
@@ -60,9 +62,10 @@ export function restartPlan(
 ): RestartPlan | null {
   const to = recoveryTarget(task.status, task.onRestart);
   if (!to) return null;
-  if (to === 'queued' && task.attempt >= maxAttempts) {
-    const detail = `${DETAIL[reason]} It has had ${task.attempt} attempts, the most a task gets.`;
-    return failed(task, problem('retry_limit_reached', detail)!);
+  const interruptions = task.restarts + 1;
+  if (to === 'queued' && interruptions >= maxAttempts) {
+    const detail = `${DETAIL[reason]} It was interrupted ${interruptions} times and is not run again.`;
+    return failed(task, problem('server_restarted', detail)!);
   }
   if (to === 'cancelled') {
     const result = task.kind === 'response' ? emptyResponse(task, 'cancelled') : null;
@@ -91,7 +94,7 @@ export function restartPlan(
   return {
     to,
     dropSnapshot: task.onRestart === 'retry',
-    fields: { status_message: `restarted (${task.onRestart})`, shown },
+    fields: { status_message: `restarted (${task.onRestart})`, shown, restarts: String(interruptions) },
     events: [event],
     policy: task.onRestart,
   };

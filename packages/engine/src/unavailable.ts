@@ -91,3 +91,24 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
     ? TRY_AGAIN_REPLIES[code as keyof typeof TRY_AGAIN_REPLIES]
     : null;
 }
+
+/** Failures after which a write may have been applied all the same: Redis never said it was not. */
+const UNCONFIRMED = new Set<RedisUnavailableReason>(['timeout', 'connection', 'replication']);
+const unconfirmedCreates = new WeakMap<object, string>();
+
+/**
+ * Whether a create that failed with `err` may still have made its task `id` (its write timed out
+ * or lost its connection once sent, or a replica did not confirm it); if so the error is marked
+ * with the id, for the answer to name it (`unconfirmedCreate`). Other failures wrote nothing.
+ */
+export function markUnconfirmedCreate(err: unknown, id: string): boolean {
+  const reason = redisUnavailableReason(err);
+  if (!reason || !UNCONFIRMED.has(reason) || typeof err !== 'object' || err === null) return false;
+  unconfirmedCreates.set(err, id);
+  return true;
+}
+
+/** The task a failed create may have made (see markUnconfirmedCreate), or undefined. */
+export function unconfirmedCreate(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null ? unconfirmedCreates.get(err) : undefined;
+}

@@ -167,12 +167,12 @@ const capped = (max: number) =>
     }),
   );
 
-/** Ended as the `fail` policy ends a task, with `retry_limit_reached` naming the count instead. */
-async function assertRetryLimit(id: string, attempts: number) {
+/** Ended as the `fail` policy ends a task (`server_restarted`), its detail naming the interruptions. */
+async function assertRetryLimit(id: string, interruptions: number) {
   const ended = (await h.store.get(id))!;
   assert.equal(ended.status, 'failed');
-  assert.equal(ended.error?.code, 'retry_limit_reached');
-  assert.match(ended.error!.detail, new RegExp(`\\b${attempts} attempts\\b`));
+  assert.equal(ended.error?.code, 'server_restarted');
+  assert.match(ended.error!.detail, new RegExp(`\\binterrupted ${interruptions} times\\b`));
   assert.deepEqual(ended.result, { ...emptyResponse(ended, 'failed'), error: ended.error });
   const { type, seq: _, ...last } = (await events(id)).at(-1)!;
   assert.equal(type, 'response.failed');
@@ -181,7 +181,7 @@ async function assertRetryLimit(id: string, attempts: number) {
   return ended;
 }
 
-test('a poison task: the recovery sweep gives it no attempt past TASKLINE_MAX_ATTEMPTS, it fails retry_limit_reached', async () => {
+test('a poison task: the recovery sweep gives it no attempt past TASKLINE_MAX_ATTEMPTS, it fails server_restarted', async () => {
   const store = capped(3);
   const task = await store.create(newTask({ onRestart: 'retry' }));
   const swept: TaskRecord['status'][] = [];
@@ -227,4 +227,37 @@ test('the visible table: steps back and skipped states are caught', () => {
   assert.equal(visibleStepViolation(['queued', 'running'], true), null, 'a poller may miss loading');
   assert.equal(visibleStepViolation(['running', 'loading'], true), 'running -> loading');
   assert.equal(visibleStepViolation(['succeeded', 'running'], true), 'succeeded -> running');
+});
+
+/** A tool task (always `retry`) that asked its caller `answers` times, each answered, and runs its next attempt. */
+async function answeredTool(store: TaskStore, answers: number) {
+  const task = await store.create(newTask({ kind: 'tool', model: 'tools', onRestart: 'retry' }));
+  let claimed = await store.claim(task.id, 'w1', 60_000, { start: true });
+  for (let i = 0; i < answers; i++) {
+    const question = { method: 'elicitation/create', params: { message: `Question ${i}?` } };
+    assert.equal((await store.requestInput(task.id, claimed.attempt, { [`q${i}`]: question })).parked, true);
+    await store.provideInput(task.id, 'tenant-a', { [`q${i}`]: { action: 'accept' } });
+    claimed = await store.claim(task.id, 'w1', 60_000, { start: true });
+  }
+  return claimed;
+}
+
+test('answered questions are no interruptions: a tool task that asked 4 times is restarted at its first drain', async () => {
+  const task = await answeredTool(h.store, 4);
+  assert.equal(task.attempt, 5, 'each answer resumes the task under a new attempt');
+  assert.equal((await h.store.restart(task.id, task.attempt))?.status, 'queued');
+  const requeued = (await h.store.get(task.id))!;
+  assert.equal(requeued.status, 'queued');
+  assert.equal(requeued.error, null);
+});
+
+test('interruptions past TASKLINE_MAX_ATTEMPTS end a task failed with server_restarted, the count in its detail', async () => {
+  const store = capped(2);
+  const task = await answeredTool(store, 3);
+  assert.equal((await store.restart(task.id, task.attempt, 'worker_lost'))?.status, 'queued');
+  const again = await store.claim(task.id, 'w2', 60_000, { start: true });
+  assert.equal((await store.restart(task.id, again.attempt, 'worker_lost'))?.status, 'failed');
+  const ended = (await store.get(task.id))!;
+  assert.equal(ended.error?.code, 'server_restarted');
+  assert.match(ended.error!.detail, /\binterrupted 2 times\b/);
 });

@@ -12,6 +12,7 @@ const restarted = (status: 'queued' | 'loading'): TaskRecord => ({
   status,
   shownStatus: 'running',
   attempt: 2,
+  restarts: 1,
   seq: 9,
   createdAt: 0,
   updatedAt: 0,

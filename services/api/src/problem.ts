@@ -3,6 +3,7 @@ import {
   problem,
   redisUnavailableReason,
   TasklineError,
+  unconfirmedCreate,
   type ErrorCode,
   type Problem,
   type RedisUnavailableReason,
@@ -46,6 +47,22 @@ function extensions(err: TasklineError): Record<string, unknown> {
   if (typeof err.details.param === 'string') out.param = err.details.param;
   if (typeof err.details.openai_param === 'string') out.openai_param = err.details.openai_param;
   return out;
+}
+
+/**
+ * A create Redis did not confirm may have made its task all the same, which then runs: the answer
+ * names it (`task_id`), so the client reads it rather than create a second one (docs/lmsp.md).
+ */
+function mayHaveCreated(err: unknown, detail: string): string {
+  const id = unconfirmedCreate(err);
+  return id
+    ? `${detail} The task may have been created all the same, as ${id}: read it (GET /lmsp/v1/tasks/${id}) before creating another.`
+    : detail;
+}
+
+function createdAs(err: unknown): { task_id?: string } {
+  const id = unconfirmedCreate(err);
+  return id ? { task_id: id } : {};
 }
 
 const BODY_ERRORS: Record<string, string> = {
@@ -98,7 +115,7 @@ export function errorHandler(
       if (err.code === 'unavailable' || err.code === 'replication_timeout') res.setHeader('Retry-After', '1');
       const status = err.status >= 500 ? err.status : undefined;
       if (status) logger.error('request failed', { request_id: req.id, err });
-      sendProblem(res, err.code, err.message, extensions(err));
+      sendProblem(res, err.code, mayHaveCreated(err, err.message), { ...extensions(err), ...createdAs(err) });
       return;
     }
     const parsed = bodyParserError(err);
@@ -117,9 +134,8 @@ export function errorHandler(
       logger.warn('task store unavailable', { request_id: req.id, reason, err });
       onUnavailable(reason);
       res.setHeader('Retry-After', '1');
-      sendProblem(res, 'unavailable', 'The task store cannot take this request now; retry shortly.', {
-        reason,
-      });
+      const detail = 'The task store cannot take this request now; retry shortly.';
+      sendProblem(res, 'unavailable', mayHaveCreated(err, detail), { reason, ...createdAs(err) });
       return;
     }
     logger.error('unhandled error', { request_id: req.id, err });

@@ -91,6 +91,29 @@ describe('a Redis with a replica', () => {
     }
   });
 
+  test('a keyless create answered 503 names the task it may have made, which keeps its place under the cap', async () => {
+    replica.pause();
+    let refused: Awaited<ReturnType<typeof call>>;
+    try {
+      refused = await call(api.base, 'POST', '/lmsp/v1/tasks', { body: TASK_BODY });
+    } finally {
+      replica.resume();
+    }
+    assert.equal(refused.status, 503, refused.text);
+    const body = refused.body as { code: string; task_id?: string; detail: string };
+    assert.equal(body.code, 'replication_timeout');
+    assert.equal(typeof body.task_id, 'string', `the problem names the task: ${refused.text}`);
+    assert.match(body.detail, new RegExp(body.task_id!));
+    // The primary has it, and it will run: the client finds it under that id, not by creating another.
+    const found = await call(api.base, 'GET', `/lmsp/v1/tasks/${body.task_id}`);
+    assert.equal(found.status, 200, found.text);
+    assert.notEqual(
+      await stack.redis.zscore('tl:api:active:{tenant-a}', body.task_id!),
+      null,
+      'it counts under the tenant’s unfinished-task cap',
+    );
+  });
+
   test('on MCP a tool task the replica does not confirm is a retryable -32006, not a failed call', async () => {
     const mcpApi = await spawnApi(stack.redisServer.url, { TASKLINE_REPLICA_ACK_TIMEOUT_MS: '400' });
     replica.pause();

@@ -11,6 +11,7 @@ import {
 import {
   connectQueueRedis,
   emptyResponse,
+  isTerminal,
   problem,
   TasklineError,
   type EventInput,
@@ -59,6 +60,9 @@ export interface GpuWorkerOptions {
 
 type StopReason = 'cancel' | 'lost' | 'drain';
 
+/** This worker could not load a task's model: its failure, not the task's. */
+class ModelLoadError extends Error {}
+
 /** How long past its deadline a drain waits for its last Redis writes before the worker exits anyway. */
 const DRAIN_GRACE_MS = 5000;
 
@@ -79,6 +83,8 @@ export function shareSlots(slots: number, fetchers: number): number[] {
 interface Running {
   model: string;
   stop(reason: StopReason): void;
+  /** Settles once its claim did: true when it took the task. */
+  claimed: Promise<boolean>;
 }
 
 /**
@@ -92,6 +98,8 @@ export class GpuWorker {
   private readonly queueConnections: Redis[] = [];
   private readonly running = new Map<string, Running>();
   private readonly busy = new Map<string, number>();
+  /** Models this worker failed to load: it takes no more of their jobs until it restarts. */
+  private readonly unloadable = new Set<string>();
   private control: ControlClient | null = null;
   private draining: Promise<void> | null = null;
   private cancels: Redis | null = null;
@@ -114,7 +122,7 @@ export class GpuWorker {
     return this.served.map((model) => ({
       model,
       slots: this.o.slots,
-      free: this.draining ? 0 : this.o.slots - (this.busy.get(model) ?? 0),
+      free: this.draining || this.unloadable.has(model) ? 0 : this.o.slots - (this.busy.get(model) ?? 0),
     }));
   }
 
@@ -222,10 +230,13 @@ export class GpuWorker {
   /** Runs one attempt of a task from claim to its end; never throws. */
   private async execute(model: string, { taskId, attempt: offered }: DispatchJob): Promise<void> {
     const { store, log, leaseMs } = this.o;
-    // A second job for a task this worker runs already is a stale hint.
-    if (this.running.has(taskId)) {
-      log.info('claim_refused', { task: taskId, reason: 'running here' });
-      return;
+    // A second job for a task this worker runs already is a stale hint. One whose claim is still in
+    // flight may be the stale one instead (an older offer, to be refused): this job waits for it.
+    for (let here = this.running.get(taskId); here; here = this.running.get(taskId)) {
+      if (await here.claimed) {
+        log.info('claim_refused', { task: taskId, reason: 'running here' });
+        return;
+      }
     }
     const controller = new AbortController();
     let reason: StopReason | null = null;
@@ -236,14 +247,18 @@ export class GpuWorker {
       tlog.info('attempt_stopping', { reason: r });
       controller.abort(r);
     };
+    let settle!: (claimed: boolean) => void;
+    const claimed = new Promise<boolean>((resolve) => (settle = resolve));
     // Listed before the claim: a cancel announced right after the claim must find its attempt.
-    this.running.set(taskId, { model, stop });
+    this.running.set(taskId, { model, stop, claimed });
     let task: TaskRecord;
     try {
       const start = model === TOOLS_MODEL || this.o.isLoaded(model);
       task = await store.claim(taskId, this.o.id, leaseMs, { start, offered });
+      settle(true);
     } catch (err) {
       this.running.delete(taskId);
+      settle(false);
       // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
       log.info('claim_refused', { task: taskId, error: err });
       return;
@@ -260,6 +275,7 @@ export class GpuWorker {
           (status) => {
             this.leaseRenewals = (this.leaseRenewals + 1) >>> 0;
             if (status === 'cancelling') stop('cancel');
+            else if (task.parent) this.cancelOrphan(task, tlog);
           },
           (err: unknown) => {
             if (err instanceof TasklineError) stop('lost');
@@ -270,13 +286,15 @@ export class GpuWorker {
       Math.max(10, Math.floor(leaseMs / 3)),
     );
     let finish: RunOutcome;
-    // Its model thread died under the attempt (out of memory, a bug in it): the worker's failure,
-    // not the task's, so the task gets its on_restart policy as if the whole worker had died.
+    // Its model thread died under the attempt (out of memory, a bug in it) or its model would not
+    // load: the worker's failure, not the task's, so the task gets its on_restart policy as if the
+    // whole worker had died.
     let modelDied = false;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
     } catch (err) {
-      modelDied = err instanceof ModelThreadDiedError;
+      modelDied = err instanceof ModelThreadDiedError || err instanceof ModelLoadError;
+      if (err instanceof ModelLoadError) this.stopServing(model, err);
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
@@ -314,7 +332,9 @@ export class GpuWorker {
       if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
       return this.o.toolRunner.run(ctx);
     }
-    const lease = await this.o.acquire(task.model);
+    const lease = await this.o.acquire(task.model).catch((err: unknown) => {
+      throw new ModelLoadError(err instanceof Error ? err.message : String(err), { cause: err });
+    });
     try {
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
       if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
@@ -338,6 +358,36 @@ export class GpuWorker {
     } finally {
       await lease.release();
     }
+  }
+
+  /**
+   * A model that does not load here (files missing or corrupt, no device) would fail every task
+   * this worker takes, and its free slots would draw more: it stops taking that model's jobs
+   * (paused fetchers, no free slots reported) until the process restarts, and leaves them to the
+   * workers that can load it.
+   */
+  private stopServing(model: string, err: ModelLoadError): void {
+    if (this.unloadable.has(model)) return;
+    this.unloadable.add(model);
+    this.o.log.error('model_unloadable', { model, error: err });
+    for (const w of this.workers)
+      if (w.name === modelQueueName(model)) void w.pause(true).catch(() => undefined);
+    this.reportSlots();
+  }
+
+  /**
+   * A child generation is cancelled by its parent's running attempt. A parent that ended, or is
+   * being cancelled, with no attempt running it (its worker died) cancels nothing: the child's own
+   * worker does, at a lease renewal, since nobody will read what it generates.
+   */
+  private cancelOrphan(task: TaskRecord, log: Logger): void {
+    taskStatuses(this.o.store.redis, [task.parent!])
+      .then(async ([parent]) => {
+        if (parent && parent !== 'cancelling' && !isTerminal(parent)) return;
+        log.info('orphan_cancelled', { parent: task.parent, parent_status: parent });
+        await this.o.store.cancel(task.id, task.tenant);
+      })
+      .catch((err: unknown) => log.warn('orphan_check_failed', { error: err }));
   }
 
   /** Writes how the attempt ended, unless it no longer owns the task. */

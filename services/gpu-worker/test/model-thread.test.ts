@@ -60,7 +60,7 @@ test('tasks whose model thread dies get their on_restart policy, and the worker 
   await exited(worker);
 });
 
-test('a task whose every attempt kills its model thread ends retry_limit_reached at TASKLINE_MAX_ATTEMPTS', async () => {
+test('a task whose every attempt kills its model thread ends server_restarted at TASKLINE_MAX_ATTEMPTS', async () => {
   const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20', TASKLINE_MAX_ATTEMPTS: '2' });
   const { id } = await cluster.create(LONG, { onRestart: 'retry' });
   for (const attempt of [1, 2]) {
@@ -71,8 +71,8 @@ test('a task whose every attempt kills its model thread ends retry_limit_reached
   }
   const ended = await cluster.waitForEnd(id);
   assert.equal(ended.status, 'failed');
-  assert.equal(ended.error?.code, 'retry_limit_reached', JSON.stringify(ended.error));
-  assert.match(ended.error!.detail, /\b2 attempts\b/);
+  assert.equal(ended.error?.code, 'server_restarted', JSON.stringify(ended.error));
+  assert.match(ended.error!.detail, /\binterrupted 2 times\b/);
   assert.equal(ended.attempt, 2);
   const events = await cluster.events(id);
   assert.equal(events.filter((e) => e.type === RESTART_EVENT_TYPE).length, 1);

@@ -93,11 +93,11 @@ export async function checkInvariants(c: Cluster): Promise<Invariant[]> {
       tasks: number;
       interrupted: number;
       failed_restarted: number;
-      failed_retry_limit: number;
+      failed_at_cap: number;
       succeeded: number;
     }
   > = {};
-  // The cluster's processes run with the default cap on attempts (TASKLINE_MAX_ATTEMPTS).
+  // The cluster's processes run with the default cap on runs (TASKLINE_MAX_ATTEMPTS).
   const maxAttempts = Number(DEFAULTS.TASKLINE_MAX_ATTEMPTS);
   for (const t of tracked.values()) {
     const rec = records.get(t.id);
@@ -106,27 +106,26 @@ export async function checkInvariants(c: Cluster): Promise<Invariant[]> {
       tasks: 0,
       interrupted: 0,
       failed_restarted: 0,
-      failed_retry_limit: 0,
+      failed_at_cap: 0,
       succeeded: 0,
     });
     s.tasks++;
     const restarted = rec.error?.code === 'server_restarted';
-    const interrupted = rec.attempt > 1 || restarted;
+    const interrupted = rec.restarts > 0 || restarted;
     if (interrupted) s.interrupted++;
     if (restarted) s.failed_restarted++;
-    const capped = rec.error?.code === 'retry_limit_reached';
-    if (capped) s.failed_retry_limit++;
-    // Only a retry or resume task interrupted on its last allowed attempt ends so.
-    if (capped && (t.onRestart === 'fail' || rec.attempt < maxAttempts))
+    // A retry or resume task ends server_restarted only when interrupted on its last allowed run:
+    // its restarts (interruptions before this one) reached the cap less one.
+    const capped = restarted && t.onRestart !== 'fail';
+    if (capped) s.failed_at_cap++;
+    if (capped && rec.restarts + 1 < maxAttempts)
       policy.violations.push(
-        `${t.id}: on_restart ${t.onRestart} ended retry_limit_reached after ${rec.attempt} of ${maxAttempts} attempts`,
+        `${t.id}: on_restart ${t.onRestart} ended server_restarted after ${rec.restarts + 1} of ${maxAttempts} runs`,
       );
     if (rec.status === 'succeeded') s.succeeded++;
     policy.checked++;
     if (t.onRestart === 'fail' && rec.attempt > 1)
       policy.violations.push(`${t.id}: on_restart fail ran ${rec.attempt} attempts`);
-    if (t.onRestart !== 'fail' && restarted)
-      policy.violations.push(`${t.id}: on_restart ${t.onRestart} ended failed server_restarted`);
     const text = (rec.result as { output?: { content?: { text?: string }[] }[] } | null)?.output?.[0]
       ?.content?.[0]?.text;
     if (rec.status === 'succeeded' && canonical !== undefined && text !== canonical)

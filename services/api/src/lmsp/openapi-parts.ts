@@ -203,6 +203,11 @@ export function components(): Schema {
           errors: { type: 'array', items: obj({ path: { type: 'string' }, message: { type: 'string' } }) },
           task_status: { type: 'string' },
           reason: { enum: [...REDIS_UNAVAILABLE_REASONS] },
+          task_id: {
+            type: 'string',
+            description:
+              'On a 503 to a create that Redis did not confirm: the id its task has if it was written, and then runs (GET it before creating another).',
+          },
           param: {
             type: 'string',
             description:
