@@ -116,7 +116,7 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
       api.url,
       'tools/call',
       { name: 'batch_generate', arguments: { model: 'tiny-chat', prompts: ['a', 'b'] } },
-      { token: KEY_A },
+      { token: KEY_A, capabilities: { extensions: { [TASKS]: {} } } },
     );
     const taskId = created.message.result?.taskId as string;
     assert.ok(taskId, JSON.stringify(created.message));
