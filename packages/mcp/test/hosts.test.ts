@@ -10,13 +10,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { toolTaskIndex } from '@taskline/engine/keys';
+import { toolTaskIndex, toolTaskOpen } from '@taskline/engine/keys';
 import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
 import { pollTask, rpc, TASKS } from './helpers.js';
 
 const KEY_A = 'key-a-secret';
 /** The tenant of the polling test alone, so its request rate is its own. */
 const KEY_P = 'key-p-secret';
+/** The tenant of the listing test alone. */
+const KEY_L = 'key-l-secret';
+/** TASKLINE_OPERATOR_INDEX_MAX here (the least it takes): the bound of the tool-task index. */
+const INDEX_MAX = 100;
 const ended = (t: any) => ['completed', 'failed', 'cancelled'].includes(t.status);
 
 /**
@@ -56,7 +60,9 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
     stack = await startStack({
       fixtures: true,
       env: {
-        TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-p:${KEY_P}`,
+        TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-p:${KEY_P},tenant-l:${KEY_L}`,
+        TASKLINE_OPERATOR_INDEX_MAX: String(INDEX_MAX),
+        TASKLINE_RETENTION_SWEEP_MS: '200',
         // Every batch asks for confirmation first.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
       },
@@ -232,6 +238,47 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
       assert.equal(body.error.code, -32022, `${method}: ${JSON.stringify(body)}`);
       assert.deepEqual(body.error.data.supported, ['2026-07-28', '2025-11-25', '2025-06-18'], method);
     }
+  });
+
+  it('2025-11-25: tasks/list lists every ended task tasks/get still serves, past the index bound', async () => {
+    const ids: string[] = [];
+    while (ids.length < INDEX_MAX + 5) {
+      const created = await rpc(
+        api.url,
+        'tools/call',
+        { name: 'slow_compute', arguments: { seconds: 0 } },
+        { token: KEY_L },
+      );
+      // Past the request rate's burst: wait as told, then go on.
+      if (created.status === 429) await sleep(Number(created.headers.get('retry-after')) * 1000);
+      else ids.push(created.message.result.taskId as string);
+    }
+    const redis = stack.cluster.store.redis;
+    for (const id of ids) await stack.cluster.waitForEnd(id, 60_000);
+    // The sweep that saw them all ended took them out of the open set, and applied the bound.
+    await until('a sweep after every task ended', async () =>
+      (await redis.zcard(toolTaskOpen('tenant-l'))) === 0 ? true : undefined,
+    );
+    const client = new Client({ name: 't', version: '1' }, { capabilities: { tasks: { list: {} } } });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(api.url), {
+        requestInit: { headers: { authorization: `Bearer ${KEY_L}` } },
+      }),
+    );
+    assert.equal((await client.experimental.tasks.getTask(ids[0]!)).status, 'completed');
+    const listed = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const page = await client.experimental.tasks.listTasks(cursor);
+      for (const t of page.tasks) listed.add(t.taskId);
+      cursor = page.nextCursor;
+    } while (cursor);
+    assert.deepEqual(
+      ids.filter((id) => !listed.has(id)),
+      [],
+      'every task tasks/get serves is listed',
+    );
+    await client.close();
   });
 
   // Last: its tasks take the worker's time to the end of the suite.
