@@ -147,14 +147,24 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
   });
 
   it("a throwing tool's task completes with isError, exactly as the blocking call answers", async () => {
-    const blocking = await rpc(api.url, 'tools/call', { name: 'throwing_job', arguments: {} }, {
-      token: KEY_A,
-      tasks: false,
-    });
+    const blocking = await rpc(
+      api.url,
+      'tools/call',
+      { name: 'throwing_job', arguments: {} },
+      {
+        token: KEY_A,
+        tasks: false,
+      },
+    );
     // The CallToolResult, without what the SDK stamps on every result.
     const { resultType: _type, _meta: _stamp, ...expected } = blocking.message.result ?? {};
     assert.equal(expected.isError, true, JSON.stringify(blocking.message));
-    const created = await rpc(api.url, 'tools/call', { name: 'throwing_job', arguments: {} }, { token: KEY_A });
+    const created = await rpc(
+      api.url,
+      'tools/call',
+      { name: 'throwing_job', arguments: {} },
+      { token: KEY_A },
+    );
     const task = await pollTask(api.url, created.message.result.taskId, ended, { token: KEY_A });
     assert.equal(task.status, 'completed', JSON.stringify(task));
     const { resultType, _meta: _meta2026, ...result } = task.result;
@@ -300,7 +310,8 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
       ids.map(async (taskId) => {
         for (let round = 0; round < 5; round++) {
           const reply = await rpc(api.url, 'tasks/get', { taskId }, { token: KEY_P });
-          if (reply.status !== 200) refused.push(`${taskId}: ${reply.status} ${JSON.stringify(reply.message)}`);
+          if (reply.status !== 200)
+            refused.push(`${taskId}: ${reply.status} ${JSON.stringify(reply.message)}`);
           const interval = reply.message.result?.pollIntervalMs;
           assert.ok(Number.isInteger(interval), JSON.stringify(reply.message));
           await sleep(interval);

@@ -257,7 +257,8 @@ async function generateChild(
   const done = await store.get(child.id);
   // The tool's own execution errors (an isError result), as the blocking call reports them.
   if (!done) throw new Error(`generation ${child.id} expired before it was read`);
-  if (done.status === 'failed') throw new Error(`generation failed: ${done.error?.detail ?? 'unknown error'}`);
+  if (done.status === 'failed')
+    throw new Error(`generation failed: ${done.error?.detail ?? 'unknown error'}`);
   const response = done.result as {
     output?: unknown[];
     usage?: GenerateOutcome['usage'];
