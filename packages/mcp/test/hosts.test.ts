@@ -24,13 +24,14 @@ const INDEX_MAX = 100;
 const ended = (t: any) => ['completed', 'failed', 'cancelled'].includes(t.status);
 
 /**
- * An official SDK v1 client of tenant A that opens its session at `version` (a 2025-06-18 host is
- * the v1 client with that revision in its `initialize`), declaring `capabilities`.
+ * An official SDK v1 client (of tenant A by default) that opens its session at `version` (a
+ * 2025-06-18 host is the v1 client with that revision in its `initialize`), declaring `capabilities`.
  */
 async function v1Client(
   url: string,
   version: '2025-06-18' | '2025-11-25',
   capabilities: Record<string, unknown> = {},
+  key = KEY_A,
 ): Promise<Client> {
   const client = new Client({ name: 'desktop-host', version: '1.0.0' }, { capabilities });
   const pinned = async (input: string | URL, init?: RequestInit) => {
@@ -43,7 +44,7 @@ async function v1Client(
   };
   await client.connect(
     new StreamableHTTPClientTransport(new URL(url), {
-      requestInit: { headers: { authorization: `Bearer ${KEY_A}` } },
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
       fetch: pinned,
     }),
   );
@@ -269,12 +270,7 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
     await until('a sweep after every task ended', async () =>
       (await redis.zcard(toolTaskOpen('tenant-l'))) === 0 ? true : undefined,
     );
-    const client = new Client({ name: 't', version: '1' }, { capabilities: { tasks: { list: {} } } });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(api.url), {
-        requestInit: { headers: { authorization: `Bearer ${KEY_L}` } },
-      }),
-    );
+    const client = await v1Client(api.url, '2025-11-25', { tasks: { list: {} } }, KEY_L);
     assert.equal((await client.experimental.tasks.getTask(ids[0]!)).status, 'completed');
     const listed = new Set<string>();
     let cursor: string | undefined;
