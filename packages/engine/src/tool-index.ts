@@ -1,8 +1,8 @@
 /**
  * The MCP tool-task index's writes (`toolTaskIndex`, what 2025-11-25 `tasks/list` pages through):
  * the entry of a new tool task, and the retention sweep's bound and expiry, which never drop a
- * task that has not ended (MCP 2025-11-25 "Tasks", tasks/list). Tool tasks only: an LMSP create or
- * end writes nothing here.
+ * task `tasks/get` still serves (MCP 2025-11-25 "Tasks", tasks/list). Tool tasks only: an LMSP
+ * create or end writes nothing here.
  */
 import type { Redis } from 'ioredis';
 import { toolTaskIndex, toolTaskOpen, toolTaskTenants } from './keys.js';
@@ -19,6 +19,8 @@ export interface IndexBounds {
 
 /** An entry whose task is not written this long after it was indexed belongs to a failed create. */
 const CREATE_GRACE_MS = 60_000;
+/** Entries past the bound whose task one sweep checks at most, oldest first: a bounded cost. */
+const PAST_BOUND_READS = 1000;
 const createdAtOf = (member: string) => Number(member.slice(0, 15));
 const idOf = (member: string) => member.slice(16);
 
@@ -37,9 +39,11 @@ export async function indexToolTask(redis: Redis, tenant: string, member: string
 /**
  * The sweep of the tool-task indexes of `creators` (tenants that created since the last sweep)
  * and of every tenant whose tool tasks had not all ended at the last one; returns the tenants it
- * visited. Each keeps its newest `max` entries and, past them, every task that has not ended
- * (at most the tenant's unfinished ones), and expires `retentionMs` after the sweep, which renews
- * it while a task is unfinished: the index outlives its last unfinished task by about a retention.
+ * visited. Each keeps its newest `max` entries and, past them, every task that still exists (it
+ * drops at most PAST_BOUND_READS entries of expired tasks a sweep, the oldest; a listing drops
+ * those it meets), puts back every task that has not ended, and expires `retentionMs` after the
+ * sweep, which renews it while a task is unfinished: the index outlives its last unfinished task,
+ * and so every ended one, by about a retention.
  */
 export async function sweepToolTaskIndexes(
   redis: Redis,
@@ -62,11 +66,17 @@ async function sweepTenant(redis: Redis, tenant: string, now: number, o: IndexBo
   });
   const kept = new Set(unfinished);
   const ended = members.filter((m) => !kept.has(m));
-  // One transaction (both keys in the tenant's slot): a listing never sees the bound without
-  // the unfinished entries past it put back.
+  // Past the bound, only entries whose task is gone: `tasks/get` serves an ended task until it
+  // expires, and MCP 2025-11-25 (Tasks, Task Listing) wants every task it serves listed.
+  const past = Math.min((await redis.zcard(index)) - o.max, PAST_BOUND_READS);
+  const oldest = past > 0 ? await redis.zrange(index, 0, past - 1) : [];
+  const oldStatuses = await taskStatuses(redis, oldest.map(idOf));
+  const gone = oldest.filter((m, i) => !oldStatuses[i] && createdAtOf(m) <= now - CREATE_GRACE_MS);
+  // One transaction (both keys in the tenant's slot): a listing never sees the entries dropped
+  // without the unfinished ones put back.
   const tx = redis.multi();
   if (ended.length > 0) tx.zrem(open, ...ended);
-  tx.zremrangebyrank(index, 0, -(o.max + 1));
+  if (gone.length > 0) tx.zrem(index, ...gone);
   if (unfinished.length > 0) tx.zadd(index, ...unfinished.flatMap((m) => [0, m]));
   tx.pexpire(index, o.retentionMs).pexpire(open, o.retentionMs);
   await Promise.all([

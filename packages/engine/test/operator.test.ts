@@ -227,7 +227,7 @@ test('a create adds its index entry and its count; the sweep bounds and expires 
   }
 });
 
-test('the sweep bounds a tool-task index but keeps its unfinished tasks, and visits their tenant until they end', async () => {
+test('the sweep drops past a tool-task index bound only tasks gone, keeps its unfinished tasks, and visits their tenant until they end', async () => {
   const small = await harness({ now: () => clock, operatorIndexMax: 3 });
   const entry = (at: number, id: string) => `${String(at).padStart(15, '0')}:${id}`;
   const tool = async () => {
@@ -256,7 +256,8 @@ test('the sweep bounds a tool-task index but keeps its unfinished tasks, and vis
     assert.equal(await small.store.sweepOperatorIndex(0), 1);
     const kept = await small.redis.zrange(key, 0, -1);
     const unfinished = [creating, entry(waiting.createdAt, waiting.id)].sort();
-    assert.deepEqual(kept, [...unfinished, ...ended.slice(1)], 'the newest three and the unfinished');
+    // Past the newest three, what tasks/get still serves stays listed (MCP 2025-11-25, Task Listing).
+    assert.deepEqual(kept, [...unfinished, ...ended], 'every task that exists; the failed create dropped');
     assert.deepEqual(await small.redis.zrange(open, 0, -1), unfinished, 'the failed create is dropped');
     // No create since: the tenant is visited for its unfinished task, its index renewed.
     clock += 120_000;

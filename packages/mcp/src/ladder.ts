@@ -5,9 +5,17 @@ import {
   ProtocolError,
   UnsupportedProtocolVersionError,
 } from '@modelcontextprotocol/server';
+import { LEGACY_VERSIONS } from './legacy/wire.js';
 
 /** The revisions the SDK's 2026 handler serves (its own list is not exported). */
 const MODERN_VERSIONS = ['2026-07-28'];
+/**
+ * What -32022 lists as supported: every revision `/mcp` serves, the 2025 ones through
+ * `initialize` (MCP 2026-07-28, Versioning: the versions the server supports).
+ */
+const SUPPORTED_VERSIONS = [...MODERN_VERSIONS, ...LEGACY_VERSIONS];
+/** MCP 2026-07-28, Versioning: UnsupportedProtocolVersionError. */
+export const UNSUPPORTED_VERSION = -32022;
 /** MCP 2026-07-28, Streamable HTTP: headers that contradict the body, or a required one missing. */
 const HEADER_MISMATCH = -32020;
 
@@ -59,7 +67,7 @@ export function modernRejection(req: Request): Rejection | 'legacy' | null {
     const requested = revision ?? 'unknown';
     return {
       http: 400,
-      error: new UnsupportedProtocolVersionError({ supported: MODERN_VERSIONS, requested }),
+      error: new UnsupportedProtocolVersionError({ supported: SUPPORTED_VERSIONS, requested }),
     };
   }
   const method = route.message.method;

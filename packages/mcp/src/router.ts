@@ -15,7 +15,8 @@ import type { Logger } from '@taskline/log';
 import { builtinTools, modelChoice, type ToolRegistry } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks } from './view.js';
 import { serveTaskListen } from './listen.js';
-import { modernRejection } from './ladder.js';
+import { modernRejection, UNSUPPORTED_VERSION } from './ladder.js';
+import { PollPacing } from './polls.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
 import { LegacyCallCancels } from './legacy/cancel.js';
@@ -96,7 +97,8 @@ const unavailableError = (id: unknown, reason: RedisUnavailableReason) => ({
  * SDK serves the protocol; a thin layer in front of it adds what the SDK cannot do yet (SDK issue
  * #2569): -32021 for tools that need a task, and `notifications/tasks` on `subscriptions/listen`.
  *
- * Every authenticated request takes one from the tenant's request rate
+ * Every authenticated request but a `tasks/get` that keeps to the advertised poll interval
+ * (`PollPacing`) takes one from the tenant's request rate
  * (TASKLINE_RATE_LIMIT_*, the bucket LMSP uses), and a `tools/call` of a tool that runs as a task
  * also needs a place under the tenant's unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS, counted
  * with its LMSP tasks). Over either: HTTP 429 with `Retry-After`, JSON-RPC error -32005
@@ -187,6 +189,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     observe: deps.observe,
   };
 
+  const polls = new PollPacing(store, poll);
+
   const router = express.Router({ caseSensitive: true });
   // DNS rebinding: a browser tricked into calling a local server sends a foreign Host or Origin.
   router.use((req, res, next) => {
@@ -234,8 +238,10 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       } = env.TASKLINE_MCP_LOCAL_NO_AUTH
         ? { id: LOCAL_TENANT, stillAuthorized: undefined, expiresAt: undefined }
         : await deps.authenticate!(req);
-      // The admission step: a `tools/call` that runs as a task needs its place under the cap now.
-      const reservation = await deps.admission.admit(tenant, res, createsTask(req));
+      // The admission step: a `tools/call` that runs as a task needs its place under the cap now;
+      // a poll that keeps to the advertised interval takes nothing (see PollPacing).
+      const spared = await polls.spared(tenant, req.body);
+      const reservation = spared ? null : await deps.admission.admit(tenant, res, createsTask(req));
       await reservation?.admit();
       const outcome: RequestOutcome = { id: (req.body as { id?: unknown } | undefined)?.id };
       (req as Request & { auth?: unknown }).auth = {
@@ -274,8 +280,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     try {
       const ahead =
         body?.method === 'tools/call' || (body?.method === 'subscriptions/listen' && hasTaskFilter(params));
-      // What is answered below, ahead of the SDK, first passes the checks the SDK makes of any request.
-      const rejected = ahead ? modernRejection(req) : 'legacy';
+      // What is answered below, ahead of the SDK, first passes the checks the SDK makes of any
+      // request; an unsupported revision is answered here for every method, so -32022 always lists
+      // the 2025 revisions too (the SDK lists only its own).
+      const checked = body?.method === undefined ? 'legacy' : modernRejection(req);
+      const unsupported = typeof checked === 'object' && checked?.error.code === UNSUPPORTED_VERSION;
+      const rejected = ahead || unsupported ? checked : 'legacy';
       if (rejected !== null && rejected !== 'legacy') {
         const { http, error } = rejected;
         return rpcError(res, http, body?.id, error.code, error.message, error.data);

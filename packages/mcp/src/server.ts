@@ -136,9 +136,11 @@ async function callTool(
     args = prepared.args;
   }
   if (tool.taskSupport === 'forbidden') return tool.run(args, inlineContext(tenant, ctx.mcpReq.signal));
-  const task = await createToolTask(store, tenant, tool.name, args, deps);
+  const declared = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never];
+  const asTask = declaresTasks(declared);
+  const task = await createToolTask(store, tenant, tool.name, args, deps, asTask ? declared : undefined);
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
-  if (declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) {
+  if (asTask) {
     return { resultType: 'task', ...taskFields(task, poll) };
   }
   // A caller without the extension waits for the task: the work still runs durably on a worker.

@@ -1,6 +1,6 @@
 import type { Admission, TaskReservation } from '@taskline/admission';
 import { indexToolTask, toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
-import { TOOLS_MODEL, type ToolResult } from '@taskline/tools';
+import { ANSWER_CAPABILITIES, TOOLS_MODEL, type ToolResult } from '@taskline/tools';
 import type { McpObserver } from './observe.js';
 
 /** Index entries one page reads at most, live or dead: its cost is bounded whatever lies ahead. */
@@ -18,6 +18,16 @@ export async function findToolTask(store: TaskStore, id: string, tenant: string)
   return task?.kind === 'tool' ? task : null;
 }
 
+/**
+ * What of a caller's declared client capabilities its task's questions may use (ToolTaskRequest):
+ * none (`{}`) from `undefined`, the capabilities of a caller that waits on the call and so cannot
+ * be asked anything.
+ */
+function answerCapabilities(declared: unknown): Record<string, unknown> {
+  const all = (typeof declared === 'object' && declared !== null ? declared : {}) as Record<string, unknown>;
+  return Object.fromEntries(ANSWER_CAPABILITIES.filter((c) => all[c] !== undefined).map((c) => [c, all[c]]));
+}
+
 /** What creating a tool task runs with: the one admission path and this call's place under the cap. */
 export interface ToolTaskAdmission {
   admission: Admission;
@@ -27,7 +37,9 @@ export interface ToolTaskAdmission {
 }
 
 /**
- * Creates an MCP tool task, from either protocol era, under the call's place (`Admission.create`).
+ * Creates an MCP tool task, from either protocol era, under the call's place (`Admission.create`),
+ * with the client capabilities its questions may use: those the caller declared when it holds the
+ * task, none (`undefined`) when it waits on the call.
  * The id (the one its place is held under) is indexed before the task exists, so a crash in between leaves an
  * index entry without a task (skipped and dropped by the listing), never a task missing from its
  * tenant's list.
@@ -38,6 +50,7 @@ export async function createToolTask(
   tool: string,
   args: Record<string, unknown>,
   deps: ToolTaskAdmission,
+  capabilities: unknown,
 ): Promise<TaskRecord> {
   const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async (id) => {
     await indexToolTask(store.redis, tenant, member(Date.now(), id));
@@ -48,7 +61,7 @@ export async function createToolTask(
       kind: 'tool',
       model: TOOLS_MODEL,
       onRestart: 'retry',
-      request: { tool, arguments: args },
+      request: { tool, arguments: args, capabilities: answerCapabilities(capabilities) },
     });
     return { task: created, replayed: false };
   });

@@ -73,7 +73,14 @@ export async function rpc(
   url: string,
   method: string,
   params: Record<string, unknown> = {},
-  opts: { tasks?: boolean; name?: string; token?: string; headers?: Record<string, string> } = {},
+  opts: {
+    tasks?: boolean;
+    /** The client capabilities declared; by default elicitation and the Tasks extension (none with `tasks: false`). */
+    capabilities?: Record<string, unknown>;
+    name?: string;
+    token?: string;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<RpcReply> {
   const id = nextId++;
   const body = {
@@ -86,7 +93,7 @@ export async function rpc(
         'io.modelcontextprotocol/protocolVersion': '2026-07-28',
         'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
         'io.modelcontextprotocol/clientCapabilities':
-          opts.tasks === false ? {} : { extensions: { [TASKS]: {} } },
+          opts.capabilities ?? (opts.tasks === false ? {} : { elicitation: {}, extensions: { [TASKS]: {} } }),
       },
     },
   };

@@ -140,7 +140,7 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
     const client = await v1Client(url, KEY_A);
     const { tools } = await client.listTools();
     const generate = tools.find((t) => t.name === 'generate')!;
-    assert.equal(generate.execution?.taskSupport, 'required');
+    assert.equal(generate.execution?.taskSupport, 'optional');
     const props = generate.inputSchema.properties as Record<string, any>;
     for (const [field, schema] of Object.entries(props))
       assert.ok(schema.description, `${field} is described`);

@@ -92,7 +92,8 @@ describe('MCP under the per-tenant limits of the api', () => {
   /** A raw POST of tenant `token`, in `session` when given (MCP 2025-11-25). */
   const initialize = {
     protocolVersion: '2025-11-25',
-    capabilities: {},
+    // Able to answer, so a batch's confirmation is asked and its task stays unfinished.
+    capabilities: { elicitation: {} },
     clientInfo: { name: 't', version: '1' },
   };
 
@@ -199,7 +200,12 @@ describe('MCP under the per-tenant limits of the api', () => {
     };
     const init = await post({
       method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      params: {
+        protocolVersion: '2025-11-25',
+        // Able to answer, so each batch's confirmation is asked and its task stays unfinished.
+        capabilities: { elicitation: {} },
+        clientInfo: { name: 't', version: '1' },
+      },
     });
     const session = init.session!;
     const batch = () =>

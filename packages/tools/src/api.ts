@@ -28,7 +28,9 @@ export interface ToolContext {
    * asked again. Otherwise the attempt ends here (this throws, and `signal` aborts: let it go): the
    * task waits for its caller holding no worker slot, and once answered a new attempt runs the tool
    * again from the start, where this call returns the answers. Steps before an `ask` therefore run
-   * again (`generate` is replayed, not run twice).
+   * again (`generate` is replayed, not run twice). A question its caller cannot answer (see
+   * `canAnswer`) is never asked: its key comes back undefined, and the tool takes its documented
+   * default.
    */
   ask(requests: Record<string, InputRequest>): Promise<Record<string, unknown>>;
   /** Runs an LMSP response on a model as a child task and waits for it (see `generate`). */
@@ -50,7 +52,8 @@ export interface GenerateOutcome {
 
 /**
  * `required`: only ever runs as a task (callers without the Tasks extension get -32021).
- * `optional`: a task for callers that declared the extension, otherwise the call waits for it.
+ * `optional`: a task for callers that hold it as one (the 2026 extension declared, a 2025-11-25
+ * `params.task`), otherwise the call waits for the task's end, and the caller leaving cancels it.
  * `forbidden`: runs inline on the replica that received the call (cheap, synchronous tools).
  */
 export type TaskSupport = 'required' | 'optional' | 'forbidden';
@@ -147,6 +150,43 @@ export function defineTool<S extends z.ZodObject>(tool: ToolDefinition<S>): Tool
 export interface ToolTaskRequest {
   tool: string;
   arguments: Record<string, unknown>;
+  /**
+   * The client capabilities its questions may use (`elicitation`, `sampling`, `roots`): what the
+   * caller declared when it holds the call as a task, none when it waits on the call (nobody can
+   * answer then). Absent on tasks an older api wrote, which asked whatever the tool asked.
+   */
+  capabilities?: Record<string, unknown>;
+}
+
+/** The client capabilities an input request can need (MCP ClientCapabilities). */
+export const ANSWER_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const;
+
+/**
+ * Whether a caller with `capabilities` can answer `request`: MCP 2025-11-25 (Elicitation: "MUST
+ * NOT send" a mode the client did not declare) and MCP 2026-07-28 MRTR (input requests only of the
+ * declared kinds). An empty `elicitation: {}` declares form mode. No capabilities recorded: yes.
+ */
+export function canAnswer(capabilities: Record<string, unknown> | undefined, request: InputRequest): boolean {
+  if (capabilities === undefined) return true;
+  const declared = (name: string) => {
+    const value = capabilities[name];
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
+  };
+  switch (request.method) {
+    case 'elicitation/create': {
+      const modes = declared('elicitation');
+      if (!modes) return false;
+      const mode = typeof request.params.mode === 'string' ? request.params.mode : 'form';
+      if (modes.form === undefined && modes.url === undefined) return mode === 'form';
+      return modes[mode] !== undefined;
+    }
+    case 'sampling/createMessage':
+      return declared('sampling') !== null;
+    case 'roots/list':
+      return declared('roots') !== null;
+    default:
+      return false;
+  }
 }
 
 /** Tool tasks all run on one queue, whatever models they call. */

@@ -12,7 +12,8 @@ export interface BatchOptions {
 
 /**
  * Example tool built on the public API: generates every prompt of a batch, reports progress, and
- * asks for confirmation first when the estimate exceeds the tenant's threshold.
+ * asks for confirmation first when the estimate exceeds the tenant's threshold; a caller that
+ * cannot be asked gets the batch refused (an isError result), never run unconfirmed.
  */
 export function batchGenerateTool(options: BatchOptions) {
   const estimate = options.estimate ?? ((prompt, max) => Math.ceil(prompt.length / 4) + max);
@@ -20,7 +21,7 @@ export function batchGenerateTool(options: BatchOptions) {
     name: 'batch_generate',
     description:
       'Generates a completion for each prompt of a batch, with progress; confirms large batches first.',
-    taskSupport: 'required',
+    taskSupport: 'optional',
     inputSchema: z.object({
       model: modelField(options.models),
       prompts: z
@@ -58,7 +59,12 @@ export function batchGenerateTool(options: BatchOptions) {
           },
         });
         const answer = confirm as { action?: string; content?: { proceed?: boolean } } | undefined;
-        if (answer?.action !== 'accept' || answer.content?.proceed !== true) {
+        // Not asked (see ToolContext.ask): the default is not to run what nobody confirmed.
+        if (answer === undefined) {
+          const text = `Batch not run: its estimated ${cost} tokens exceed the confirmation threshold (${threshold}), and this caller cannot confirm (it declared no elicitation capability, or did not call the tool as a task).`;
+          return { content: [{ type: 'text', text }], isError: true };
+        }
+        if (answer.action !== 'accept' || answer.content?.proceed !== true) {
           return { content: [{ type: 'text', text: 'Batch not run: not confirmed.' }], isError: true };
         }
       }

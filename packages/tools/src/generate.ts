@@ -9,7 +9,7 @@ export const generateTool = (models?: ModelChoice) =>
   defineTool({
     name: 'generate',
     description: 'Generates text with a model. Runs as a durable task; returns the text and token usage.',
-    taskSupport: 'required',
+    taskSupport: 'optional',
     inputSchema: z.object({
       model: modelField(models),
       input: z.string().min(1).describe('The prompt: the text the model continues or answers.'),

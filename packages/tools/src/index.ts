@@ -3,6 +3,8 @@ export {
   ToolFailure,
   defineTool,
   checkGeneration,
+  canAnswer,
+  ANSWER_CAPABILITIES,
   modelChoice,
   modelField,
   type ModelChoice,

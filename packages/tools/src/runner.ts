@@ -2,6 +2,7 @@ import {
   EventHub,
   isTerminal,
   problem,
+  redisUnavailableReason,
   TasklineError,
   type Finish,
   type RunContext,
@@ -13,6 +14,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import {
+  canAnswer,
   checkGeneration,
   ToolFailure,
   type GenerateOutcome,
@@ -48,8 +50,8 @@ export interface ToolRunner extends TaskRunner {
 
 /**
  * Runs tasks of kind `tool`: the worker claims the task, this looks up the tool and runs one
- * attempt. A tool's ordinary errors are results (`isError`, the task ends `succeeded`, MCP
- * `completed`); a ToolFailure or a crash fails the task (MCP `failed`).
+ * attempt. A tool's errors are results (`isError`, the task ends `succeeded`, MCP `completed`),
+ * what it throws included; a ToolFailure or an engine error fails the task (MCP `failed`).
  */
 export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOptions = {}): ToolRunner {
   let hub = options.hub;
@@ -77,7 +79,14 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
         if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled' };
         if (err instanceof ToolFailure) return failed('tool_failed', err.message);
-        return failed('internal_error', err instanceof Error ? err.message : String(err));
+        // The engine's and Redis's errors under the tool are internal errors, not the tool's.
+        if (err instanceof TasklineError || redisUnavailableReason(err))
+          return failed('internal_error', err instanceof Error ? err.message : String(err));
+        // Anything else the tool threw is its execution error, which MCP reports as the tool's
+        // result (the SDK's blocking call does so): `completed` with isError, never `failed`
+        // (MCP 2026-07-28 Tasks extension, Task Execution Errors).
+        const text = err instanceof Error ? err.message : String(err);
+        return { status: 'succeeded', result: { content: [{ type: 'text', text }], isError: true } };
       }
     },
     async close() {
@@ -106,7 +115,10 @@ function toolContext(
       await store.progress(task.id, attempt, message);
     },
     async ask(requests: Record<string, InputRequest>) {
-      const { parked, answers } = await store.requestInput(task.id, attempt, requests);
+      const { capabilities } = task.request as ToolTaskRequest;
+      const askable = Object.entries(requests).filter(([, request]) => canAnswer(capabilities, request));
+      if (askable.length === 0) return Object.fromEntries(Object.keys(requests).map((k) => [k, undefined]));
+      const { parked, answers } = await store.requestInput(task.id, attempt, Object.fromEntries(askable));
       if (parked) {
         // Waiting holds no worker slot and no lease: the answers start a new attempt, which replays them.
         parking.abort('parked');
@@ -243,9 +255,10 @@ async function generateChild(
     signal.removeEventListener('abort', onAbort);
   }
   const done = await store.get(child.id);
-  if (!done) throw new ToolFailure(`generation ${child.id} expired before it was read`);
+  // The tool's own execution errors (an isError result), as the blocking call reports them.
+  if (!done) throw new Error(`generation ${child.id} expired before it was read`);
   if (done.status === 'failed')
-    throw new ToolFailure(`generation failed: ${done.error?.detail ?? 'unknown error'}`);
+    throw new Error(`generation failed: ${done.error?.detail ?? 'unknown error'}`);
   const response = done.result as {
     output?: unknown[];
     usage?: GenerateOutcome['usage'];

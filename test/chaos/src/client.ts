@@ -96,7 +96,10 @@ export function mcpBody(id: unknown, method: string, params: Record<string, unkn
       _meta: {
         'io.modelcontextprotocol/protocolVersion': '2026-07-28',
         'io.modelcontextprotocol/clientInfo': { name: 'chaos', version: '1' },
-        'io.modelcontextprotocol/clientCapabilities': tasks ? { extensions: { [TASKS_EXT]: {} } } : {},
+        // A client holding tasks answers their questions (the tasks of one that cannot are never asked).
+        'io.modelcontextprotocol/clientCapabilities': tasks
+          ? { elicitation: {}, extensions: { [TASKS_EXT]: {} } }
+          : {},
       },
     },
   };

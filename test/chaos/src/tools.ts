@@ -195,12 +195,14 @@ export async function checkToolTasks(store: TaskStore, lb: string): Promise<Inva
       if (c.status === 'cancelled' && rec.status !== 'cancelled')
         children.violations.push(`${t.id}: child ${c.id} cancelled, parent ${rec.status}`);
     }
-    if (rec.status !== 'succeeded') {
-      // Not a broken promise by itself (a tool fails on a Redis outage mid-step): reported, counted.
-      stats.failed.push(`${t.id} (${t.tool}) ${rec.status}: ${rec.error?.code ?? ''}`);
+    const result = rec.result as { content?: { text?: string }[]; isError?: boolean } | null;
+    // Not a broken promise by itself (a tool fails on a Redis outage mid-step, or reports a failed
+    // generation as its isError result): reported, counted.
+    if (rec.status !== 'succeeded' || result?.isError) {
+      const why = rec.error?.code ?? (result?.isError ? `isError ${result.content?.[0]?.text ?? ''}` : '');
+      stats.failed.push(`${t.id} (${t.tool}) ${rec.status}: ${why}`);
       continue;
     }
-    const result = rec.result as { content?: { text?: string }[]; isError?: boolean } | null;
     const texts = [];
     for (let n = 0; n < t.prompts; n++) texts.push(childText((await child(store, t.id, n))?.result));
     const expected = t.tool === 'generate' ? texts[0] : texts.map((x, i) => `${i + 1}. ${x}`).join('\n');

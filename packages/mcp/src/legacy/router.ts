@@ -14,7 +14,7 @@ import { rpcError } from '../rpc.js';
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
 export interface LegacyDeps extends Omit<
   LegacyCall,
-  'tenant' | 'session' | 'res' | 'id' | 'reservation' | 'stillAuthorized' | 'expiresAt'
+  'tenant' | 'session' | 'clientCapabilities' | 'res' | 'id' | 'reservation' | 'stillAuthorized' | 'expiresAt'
 > {
   sessions: LegacySessions;
   relay: LegacyRelay;
@@ -132,6 +132,7 @@ export async function serveLegacy(
     ...deps,
     tenant,
     session: session.id,
+    clientCapabilities: session.capabilities,
     res,
     id: body.id,
     reservation,

@@ -9,7 +9,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import { callerLeft, type Admission, type StreamSlot, type TaskReservation } from '@taskline/admission';
-import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
+import { canAnswer, type InputRequest, type ToolDefinition, type ToolRegistry } from '@taskline/tools';
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { rateLimited, rpcError } from '../rpc.js';
@@ -30,6 +30,8 @@ export interface LegacyCall {
   tenant: string;
   /** The request's session (`Mcp-Session-Id`): a plain call's cancel names the request within it. */
   session: string;
+  /** The client capabilities the session declared in `initialize`: what its tasks may ask. */
+  clientCapabilities: Record<string, unknown>;
   cancels: LegacyCallCancels;
   res: Response;
   id: unknown;
@@ -111,8 +113,9 @@ export async function serveLegacyTaskMethod(
 /**
  * `tools/call` of a tool that runs as an engine task. Task-augmented (`params.task`): the
  * `CreateTaskResult`, sent once the task is in Redis, so any replica's `tasks/get` resolves it.
- * Otherwise the call waits for the task (a tool that requires a task refuses, as the 2025-11-25
- * tools section asks, with -32601).
+ * Otherwise the call waits for the task and the caller leaving cancels it (a tool that requires a
+ * task refuses, as the 2025-11-25 tools section asks, with -32601; the built-in tools are
+ * `optional`, so 2025-06-18 hosts and plain `callTool()` callers can use them).
  */
 async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<string, unknown>) {
   const augmented = typeof params.task === 'object' && params.task !== null;
@@ -129,8 +132,11 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
     try {
       prepared = tool.prepare(args, {}, call.served);
     } catch (err) {
-      // As on the 2026 surface: a refused call is a tool error the model can read, not a task.
       const text = err instanceof Error ? err.message : String(err);
+      // A task-augmented request gets a CreateTaskResult or an error (MCP 2025-11-25, Tasks,
+      // Result Retrieval), so a refusal is -32602 there; a plain call gets, as on the 2026
+      // surface, a tool error the model can read.
+      if (augmented) throw new RpcError(-32602, text);
       return reply(call, { content: [{ type: 'text', text }], isError: true });
     }
     if ('ask' in prepared) {
@@ -138,7 +144,14 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
     }
     args = prepared.args;
   }
-  const task = await createToolTask(call.store, call.tenant, tool.name, args, call);
+  const task = await createToolTask(
+    call.store,
+    call.tenant,
+    tool.name,
+    args,
+    call,
+    augmented ? call.clientCapabilities : undefined,
+  );
   if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
   // MCP 2025-11-25 Cancellation: the request's `notifications/cancelled`, on any replica, cancels its task.
   const tie = await call.cancels.track(call.session, call.id as RequestId, task.id);
@@ -169,7 +182,8 @@ async function listTasks(call: LegacyCall, cursor: unknown) {
 /** 2025-11-25: a terminal task cannot be cancelled (-32602); the answer is the task after the request. */
 async function cancelTask(call: LegacyCall, taskId: unknown) {
   const task = await find(call, taskId);
-  if (isTerminal(task.status)) {
+  // A `cancelling` task already reads `cancelled` here (see legacyTask).
+  if (isTerminal(task.status) || task.status === 'cancelling') {
     throw new RpcError(
       -32602,
       `Cannot cancel task in terminal status: ${legacyTask(task, call.poll).status}`,
@@ -257,12 +271,10 @@ async function taskResult(call: LegacyCall, first: TaskRecord) {
       send({ method: 'notifications/tasks/status', params: view });
     }
     if (task.status === 'input_required') {
-      const open = (await store.openInputRequests(task.id)) as Record<
-        string,
-        { method: string; params: object }
-      >;
+      const open = (await store.openInputRequests(task.id)) as Record<string, InputRequest>;
       for (const [question, request] of Object.entries(open)) {
-        if (asked.has(question)) continue;
+        // A question of a task created elsewhere that this session cannot answer is not put to it.
+        if (asked.has(question) || !canAnswer(call.clientCapabilities, request)) continue;
         asked.add(question);
         send({
           id: `${INPUT_ID_PREFIX}${task.id}:${question}`,

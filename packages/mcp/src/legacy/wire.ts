@@ -18,5 +18,10 @@ export function negotiateVersion(requested: unknown): string {
  * task runs (nothing discards an unfinished task); once it ends, the engine's expiry, rounded up.
  */
 export function legacyTask(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
-  return { ...taskBase(task), ttl: ttlMs(task), pollInterval: pollMs(pollIntervalMs) };
+  const view = { ...taskBase(task), ttl: ttlMs(task), pollInterval: pollMs(pollIntervalMs) };
+  // MCP 2025-11-25, Tasks, Task Cancellation: the task is `cancelled` before the cancel is
+  // answered. The engine's `cancelling` (its worker still stopping) never steps back and always
+  // ends `cancelled`, so this revision shows it so (2026-07-28 cancels cooperatively: `working`).
+  if (task.status === 'cancelling') Object.assign(view, { status: 'cancelled', statusMessage: 'cancelled' });
+  return view;
 }
