@@ -16,3 +16,4 @@ export {
 } from './stack.js';
 export { startHaproxy, type LoadBalancer } from './haproxy.js';
 export { LONG } from './fixtures.js';
+export { runsScript, startRedisProxy, type RedisCommand, type RedisProxy } from './redis-proxy.js';
