@@ -4,6 +4,7 @@
  */
 import type { StoreCore } from './core.js';
 import { notFound } from './errors.js';
+import { newId } from './ids.js';
 import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { check, parseTask, type TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
@@ -41,6 +42,8 @@ export async function claimTask(
     event.type,
     JSON.stringify(event.data),
     opts.offered ?? '',
+    // Its nonce: this claim re-sent (its reply lost) is answered as it was, not refused (claim.lua).
+    newId('step'),
     ...(running ? [running.type, JSON.stringify(running.data)] : []),
   );
   const [index, reply] = await Promise.allSettled([indexed, claimed]);

@@ -7,6 +7,7 @@ import {
   type TransitionOptions,
 } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
+import { newId } from './ids.js';
 import { claimTask } from './claim.js';
 import { persist } from './create.js';
 import { deleteEnded } from './deletion.js';
@@ -193,6 +194,8 @@ export class TaskStore {
       keys.tokens,
       this.now(),
       attempt,
+      // Its nonce: a re-sent append (its reply lost) is recognised, never applied twice (append.lua).
+      newId('step'),
       tokens.map((t) => `${t},`).join(''),
       ...flattenEvents(events),
     );
