@@ -1,5 +1,6 @@
 import {
   EventHub,
+  isRedisUnavailable,
   isTerminal,
   problem,
   TasklineError,
@@ -77,6 +78,8 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
         if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled' };
         if (err instanceof ToolFailure) return failed('tool_failed', err.message);
+        // Redis unavailable under a progress or an ask: a lost attempt for the worker, not a failure.
+        if (isRedisUnavailable(err)) throw err;
         return failed('internal_error', err instanceof Error ? err.message : String(err));
       }
     },

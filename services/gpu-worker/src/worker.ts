@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
@@ -11,6 +12,7 @@ import {
 import {
   connectQueueRedis,
   emptyResponse,
+  isRedisUnavailable,
   problem,
   TasklineError,
   type EventInput,
@@ -273,10 +275,14 @@ export class GpuWorker {
     // Its model thread died under the attempt (out of memory, a bug in it): the worker's failure,
     // not the task's, so the task gets its on_restart policy as if the whole worker had died.
     let modelDied = false;
+    // Redis could not take a write (an outage, a reset connection, BUSY/LOADING/OOM): the attempt
+    // is lost, not the task's failure: its on_restart policy applies (docs/redis-faults.md).
+    let redisDown = false;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
     } catch (err) {
       modelDied = err instanceof ModelThreadDiedError;
+      redisDown = isRedisUnavailable(err);
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
@@ -290,14 +296,15 @@ export class GpuWorker {
       };
       // A request the model cannot run is the caller's to fix: a warning, not an error.
       const callers = err instanceof TasklineError && err.status < 500;
-      if (!reason) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
+      if (redisDown) tlog.warn('attempt_interrupted', { error: err });
+      else if (!reason) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
     } finally {
       clearInterval(renew);
       this.running.delete(taskId);
     }
     // Parked for its caller's input: the task is no longer this attempt's to write.
     if (finish.status === 'parked') tlog.info('attempt_parked');
-    else await this.commit(task, attempt, finish, reason, tlog, modelDied);
+    else await this.commit(task, attempt, finish, reason, tlog, modelDied || redisDown);
   }
 
   private async attempt(
@@ -340,6 +347,24 @@ export class GpuWorker {
     }
   }
 
+  /**
+   * `write` (an attempt's end), again while Redis is unavailable, for as long as the attempt's lease
+   * would last: a blip delays the end instead of losing it. Safe because every worker script is
+   * safe to run twice (a re-run after a lost reply is recognised by its nonce). Past the lease, the
+   * recovery sweep applies the task's on_restart policy instead.
+   */
+  private async whenRedisAnswers<T>(write: () => Promise<T>): Promise<T> {
+    const until = Date.now() + this.o.leaseMs;
+    for (let pause = 50; ; pause = Math.min(pause * 2, 1000)) {
+      try {
+        return await write();
+      } catch (err) {
+        if (!isRedisUnavailable(err) || Date.now() + pause > until) throw err;
+        await sleep(pause);
+      }
+    }
+  }
+
   /** Writes how the attempt ended, unless it no longer owns the task. */
   private async commit(
     task: TaskRecord,
@@ -347,23 +372,23 @@ export class GpuWorker {
     finish: Finish,
     reason: StopReason | null,
     log: Logger,
-    modelDied: boolean,
+    workerLost: boolean,
   ): Promise<void> {
     const { store } = this.o;
     if (reason === 'lost') return;
     try {
-      // Unfinished at the drain deadline, or its model died: the task's own on_restart policy, as
-      // after a crash. A generation that completed as the deadline struck is finished, and
-      // committed as such.
+      // Unfinished at the drain deadline, or lost to its model's death or to Redis: the task's own
+      // on_restart policy, as after a crash. A generation that completed as the deadline struck is
+      // finished, and committed as such.
       const restart: RestartReason | null =
         reason === 'drain' && finish.status !== 'succeeded'
           ? 'worker_draining'
-          : modelDied
+          : workerLost
             ? 'worker_lost'
             : null;
       if (restart) {
-        const restarted = await store.restart(task.id, attempt, restart);
-        log.info(restart === 'worker_draining' ? 'restarted_at_drain' : 'restarted_after_model_died', {
+        const restarted = await this.whenRedisAnswers(() => store.restart(task.id, attempt, restart));
+        log.info(restart === 'worker_draining' ? 'restarted_at_drain' : 'restarted_after_worker_lost', {
           status: restarted?.status,
           policy: restarted?.policy,
         });
@@ -372,7 +397,7 @@ export class GpuWorker {
       try {
         const end =
           finish.status === 'cancelled' ? { ...finish, events: whileCancelling(finish.events) } : finish;
-        await store.finish(task.id, attempt, end, task);
+        await this.whenRedisAnswers(() => store.finish(task.id, attempt, end, task));
       } catch (err) {
         // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was
         // produced, and the events that were to close the stream (its last deltas among them).

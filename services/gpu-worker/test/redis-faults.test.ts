@@ -100,3 +100,13 @@ test('a finish whose reply is lost is re-sent and answered as applied: the worke
   // Released by the worker, not by a sweep: its tenant's running set no longer holds it.
   assert.equal(await cluster.store.redis.zscore(`tl:{sched}:active:${task.tenant}`, task.id), null);
 });
+
+test('a 150 ms Redis outage mid-generation is a lost attempt, not a failure: on_restart retry runs it again', async (t) => {
+  worker(t, 'w-blip');
+  const created = await cluster.create(LONG, { onRestart: 'retry' });
+  await cluster.waitForTokens(created.id, 5);
+  await proxy.outage(150);
+  const task = await cluster.waitForEnd(created.id);
+  assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+  assert.equal(outputText(task.result), reference.text);
+});
