@@ -122,7 +122,9 @@ export async function startRedisProxy(target: string | number): Promise<RedisPro
     });
   });
   const port = await freePort();
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) =>
+    server.once('error', reject).listen(port, '127.0.0.1', resolve),
+  );
 
   const resetAll = () => {
     for (const { client, upstream } of pairs) {
