@@ -1,5 +1,5 @@
 /** A TCP proxy in front of one Redis that tests break on purpose: lost replies, outages, resets. */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { createServer, connect, type Socket } from 'node:net';
 import { freePort } from './ports.js';
 
@@ -16,12 +16,19 @@ export interface RedisProxy {
   /** `redis://127.0.0.1:<port>` */
   readonly url: string;
   /**
-   * Lets the `nth` command (1 = the next) matching `match` reach Redis, waits until Redis has run
-   * it, then resets that client's connection without relaying its reply (nor those of commands
-   * sent with it): the client cannot know whether it ran. Commands the client sent after it on
-   * that connection are dropped unsent. Resolves with the command once the connection is reset.
+   * Lets the `nth` command (1 = the next) matching `match` reach Redis, relays the replies to the
+   * commands before it, and once Redis has answered it resets that client's connection instead of
+   * relaying its reply: the client cannot know whether it ran. Commands the client sent after it
+   * are dropped unsent. Resolves with the command once the connection is reset. (Replies are
+   * counted in order: not for a connection in subscribe mode.)
+   * `nth` defaults to 1; with `outageMs`, every connection is then reset and new ones refused for
+   * that long, as by `outage` (a client that gives up on the command meanwhile saw it fail, though
+   * it ran).
    */
-  loseReply(match: (command: RedisCommand) => boolean, nth?: number): Promise<RedisCommand>;
+  loseReply(
+    match: (command: RedisCommand) => boolean,
+    options?: { nth?: number; outageMs?: number },
+  ): Promise<RedisCommand>;
   /** Resets every connection now, then resets every new one at once until `ms` have passed. */
   outage(ms: number): Promise<void>;
   /** Resets every connection now (clients reconnect at once). */
@@ -58,9 +65,27 @@ function parseCommand(buf: Buffer): { command: RedisCommand; end: number } | nul
   return { command, end: at };
 }
 
+/** Where the reply that starts at `at` ends (RESP2 and RESP3), or -1 while it is incomplete. */
+function replyEnd(buf: Buffer, at: number): number {
+  const eol = buf.indexOf('\r\n', at);
+  if (eol < 0) return -1;
+  const type = String.fromCharCode(buf[at]!);
+  const size = Number(buf.toString('latin1', at + 1, eol));
+  if ('$=!'.includes(type)) {
+    if (size < 0) return eol + 2;
+    return buf.length < eol + 4 + size ? -1 : eol + 4 + size;
+  }
+  const items = '*~>'.includes(type) ? size : type === '%' || type === '|' ? 2 * size : 0;
+  let next = eol + 2;
+  for (let i = 0; i < items && next > 0; i++) next = replyEnd(buf, next);
+  // An attribute (`|`) comes before the reply it describes.
+  return type === '|' && next > 0 ? replyEnd(buf, next) : next;
+}
+
 interface Rule {
   match: (command: RedisCommand) => boolean;
   left: number;
+  outageMs: number;
   done: (command: RedisCommand) => void;
 }
 
@@ -81,7 +106,12 @@ export async function startRedisProxy(target: string | number): Promise<RedisPro
     const pair = { client, upstream };
     pairs.add(pair);
     let pending = Buffer.alloc(0);
-    let cut = false;
+    // Commands forwarded and replies relayed so far; Redis answers in order, so the n-th reply is
+    // the n-th command's. `cut`: the number of the command whose reply is to be lost.
+    let sent = 0;
+    let relayed = 0;
+    let replies = Buffer.alloc(0);
+    let cut: { at: number; rule: Rule; command: RedisCommand } | null = null;
     const end = () => {
       pairs.delete(pair);
       if (!client.destroyed) client.resetAndDestroy();
@@ -90,7 +120,23 @@ export async function startRedisProxy(target: string | number): Promise<RedisPro
     client.on('error', end).on('close', end);
     upstream.on('error', end).on('close', end);
     upstream.on('data', (data) => {
-      if (!cut) client.write(data);
+      replies = Buffer.concat([replies, data]);
+      let from = 0;
+      for (let next = replyEnd(replies, 0); next > 0; next = replyEnd(replies, from)) {
+        if (cut && relayed + 1 === cut.at) {
+          // Redis ran the command and answered: the client never learns it.
+          if (from > 0) client.write(replies.subarray(0, from));
+          const { rule, command } = cut;
+          if (rule.outageMs > 0) startOutage(rule.outageMs);
+          end();
+          rule.done(command);
+          return;
+        }
+        relayed++;
+        from = next;
+      }
+      if (from > 0) client.write(replies.subarray(0, from));
+      replies = replies.subarray(from);
     });
     client.on('data', (data) => {
       if (cut) return;
@@ -99,23 +145,14 @@ export async function startRedisProxy(target: string | number): Promise<RedisPro
       for (;;) {
         const parsed = parseCommand(pending.subarray(from));
         if (!parsed) break;
-        const rule = rules.find((r) => r.match(parsed.command) && --r.left === 0);
         from += parsed.end;
+        sent++;
+        const rule = rules.find((r) => r.match(parsed.command) && --r.left === 0);
         if (!rule) continue;
         rules.splice(rules.indexOf(rule), 1);
-        upstream.write(pending.subarray(0, from));
-        cut = true;
-        // Redis answers in order: once it echoes the marker, it has run the command before it.
-        const marker = randomUUID();
-        let replies = '';
-        upstream.on('data', (reply) => {
-          replies += reply.toString('latin1');
-          if (!replies.includes(marker)) return;
-          end();
-          rule.done(parsed.command);
-        });
-        upstream.write(`*2\r\n$4\r\nECHO\r\n$${marker.length}\r\n${marker}\r\n`);
-        return;
+        // What the client sent after it is dropped: it never reached Redis.
+        cut = { at: sent, rule, command: parsed.command };
+        break;
       }
       if (from > 0) upstream.write(pending.subarray(0, from));
       pending = pending.subarray(from);
@@ -133,16 +170,19 @@ export async function startRedisProxy(target: string | number): Promise<RedisPro
     }
     pairs.clear();
   };
+  function startOutage(ms: number): void {
+    refuseUntil = Date.now() + ms;
+    resetAll();
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
-    loseReply: (match, nth = 1) =>
+    loseReply: (match, { nth = 1, outageMs = 0 } = {}) =>
       new Promise((done) => {
-        rules.push({ match, left: nth, done });
+        rules.push({ match, left: nth, outageMs, done });
       }),
     outage: async (ms) => {
-      refuseUntil = Date.now() + ms;
-      resetAll();
+      startOutage(ms);
       await new Promise((r) => setTimeout(r, ms));
     },
     resetAll,
