@@ -155,7 +155,7 @@ export class TaskStore {
     id: string,
     workerId: string,
     leaseMs: number,
-    opts: { start?: boolean; offered?: number } = {},
+    opts: { start?: boolean; offered?: number; nonce?: string } = {},
   ): Promise<TaskRecord> {
     return claimTask(this.core, id, workerId, leaseMs, opts);
   }
@@ -179,12 +179,17 @@ export class TaskStore {
     });
   }
 
-  /** Appends output events of a running attempt with the tokens they carry (the resume snapshot). */
+  /**
+   * Appends output events of a running attempt with the tokens they carry (the resume snapshot).
+   * `nonce` names the append: made again with the same one (after a failure of unknown outcome),
+   * it is stored once.
+   */
   async append(
     id: string,
     attempt: number,
     tokens: readonly number[],
     events: EventInput[],
+    nonce = newId('step'),
   ): Promise<number> {
     const keys = taskKeys(id);
     const reply = await this.scripts.append(
@@ -194,8 +199,8 @@ export class TaskStore {
       keys.tokens,
       this.now(),
       attempt,
-      // Its nonce: a re-sent append (its reply lost) is recognised, never applied twice (append.lua).
-      newId('step'),
+      // A re-sent append (its reply lost) is recognised by it, never applied twice (append.lua).
+      nonce,
       tokens.map((t) => `${t},`).join(''),
       ...flattenEvents(events),
     );

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { randomUUID } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
@@ -31,6 +31,7 @@ import type { Redis } from 'ioredis';
 import { ModelThreadDiedError, type ModelBackend, type ModelLease } from '@taskline/inference';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
+import { whenRedisAnswers } from './redis-retry.js';
 import { createResponseRunner, FlushClock } from './response.js';
 
 export interface GpuWorkerOptions {
@@ -243,7 +244,12 @@ export class GpuWorker {
     let task: TaskRecord;
     try {
       const start = model === TOOLS_MODEL || this.o.isLoaded(model);
-      task = await store.claim(taskId, this.o.id, leaseMs, { start, offered });
+      // Made again with the same nonce while Redis is unavailable: a claim that ran though its
+      // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
+      const nonce = randomUUID();
+      task = await whenRedisAnswers(this.o.leaseMs, () =>
+        store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce }),
+      );
     } catch (err) {
       this.running.delete(taskId);
       // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
@@ -328,6 +334,7 @@ export class GpuWorker {
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
         clock: this.flushClock,
+        retryUnavailableMs: this.o.leaseMs,
         // A retried attempt observes its first token again, from creation: what its client waited.
         onFirstToken: () =>
           metrics.timeToFirstTokenSeconds.observe(
@@ -344,24 +351,6 @@ export class GpuWorker {
       }).run(ctx);
     } finally {
       await lease.release();
-    }
-  }
-
-  /**
-   * `write` (an attempt's end), again while Redis is unavailable, for as long as the attempt's lease
-   * would last: a blip delays the end instead of losing it. Safe because every worker script is
-   * safe to run twice (a re-run after a lost reply is recognised by its nonce). Past the lease, the
-   * recovery sweep applies the task's on_restart policy instead.
-   */
-  private async whenRedisAnswers<T>(write: () => Promise<T>): Promise<T> {
-    const until = Date.now() + this.o.leaseMs;
-    for (let pause = 50; ; pause = Math.min(pause * 2, 1000)) {
-      try {
-        return await write();
-      } catch (err) {
-        if (!isRedisUnavailable(err) || Date.now() + pause > until) throw err;
-        await sleep(pause);
-      }
     }
   }
 
@@ -387,7 +376,9 @@ export class GpuWorker {
             ? 'worker_lost'
             : null;
       if (restart) {
-        const restarted = await this.whenRedisAnswers(() => store.restart(task.id, attempt, restart));
+        const restarted = await whenRedisAnswers(this.o.leaseMs, () =>
+          store.restart(task.id, attempt, restart),
+        );
         log.info(restart === 'worker_draining' ? 'restarted_at_drain' : 'restarted_after_worker_lost', {
           status: restarted?.status,
           policy: restarted?.policy,
@@ -397,7 +388,7 @@ export class GpuWorker {
       try {
         const end =
           finish.status === 'cancelled' ? { ...finish, events: whileCancelling(finish.events) } : finish;
-        await this.whenRedisAnswers(() => store.finish(task.id, attempt, end, task));
+        await whenRedisAnswers(this.o.leaseMs, () => store.finish(task.id, attempt, end, task));
       } catch (err) {
         // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was
         // produced, and the events that were to close the stream (its last deltas among them).

@@ -73,13 +73,13 @@ after(async () => {
 
 test('an append whose reply is lost is re-sent and lands once: each delta once, the token snapshot as generated', async (t) => {
   worker(t, 'w-append');
-  const lost = proxy.loseReply((c) => runsScript(c, scriptSource('append')), 3);
+  const lost = proxy.loseReply((c) => runsScript(c, scriptSource('append')), { nth: 3 });
   const { task } = await cluster.run(LONG);
   await bounded('the lost append reply', 5_000, lost);
   await assertWrittenOnce(task);
 });
 
-test('a claim whose reply is lost is re-sent and recognised as the same claim: the task runs (on_restart fail)', async (t) => {
+test('a claim whose reply is lost (re-sent by the client, or aborted with its auto-pipeline and made again) is recognised as the same claim: the task runs (on_restart fail)', async (t) => {
   worker(t, 'w-claim');
   const lost = proxy.loseReply((c) => runsScript(c, scriptSource('claim')));
   const { task } = await cluster.run(LONG, { onRestart: 'fail' });
@@ -101,7 +101,7 @@ test('a finish whose reply is lost is re-sent and answered as applied: the worke
   assert.equal(await cluster.store.redis.zscore(`tl:{sched}:active:${task.tenant}`, task.id), null);
 });
 
-test('a 150 ms Redis outage mid-generation is a lost attempt, not a failure: on_restart retry runs it again', async (t) => {
+test('a 150 ms Redis outage mid-generation is waited out (or a lost attempt under on_restart), never a failure: the task succeeds', async (t) => {
   worker(t, 'w-blip');
   const created = await cluster.create(LONG, { onRestart: 'retry' });
   await cluster.waitForTokens(created.id, 5);
