@@ -112,24 +112,31 @@ export async function startRedisProxy(target: string | number): Promise<RedisPro
     let relayed = 0;
     let replies = Buffer.alloc(0);
     let cut: { at: number; rule: Rule; command: RedisCommand } | null = null;
-    const end = () => {
+    const reset = () => {
       pairs.delete(pair);
       if (!client.destroyed) client.resetAndDestroy();
       upstream.destroy();
     };
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
+    // A close on either side is passed on as it came: a reset as a reset, an end as an end.
+    client.on('error', reset).on('close', () => reset());
+    upstream.on('error', reset).on('end', () => client.end());
     upstream.on('data', (data) => {
       replies = Buffer.concat([replies, data]);
       let from = 0;
       for (let next = replyEnd(replies, 0); next > 0; next = replyEnd(replies, from)) {
         if (cut && relayed + 1 === cut.at) {
           // Redis ran the command and answered: the client never learns it.
-          if (from > 0) client.write(replies.subarray(0, from));
           const { rule, command } = cut;
-          if (rule.outageMs > 0) startOutage(rule.outageMs);
-          end();
-          rule.done(command);
+          // Reset once the replies before it are out, and on a later turn: a reset from within the
+          // write's callback goes out as a plain close (FIN).
+          client.write(replies.subarray(0, from), () =>
+            setTimeout(() => {
+              if (rule.outageMs > 0) startOutage(rule.outageMs);
+              reset();
+              rule.done(command);
+            }, 0),
+          );
+          upstream.pause();
           return;
         }
         relayed++;
