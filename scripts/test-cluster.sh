@@ -9,7 +9,7 @@
 #   harness's own tests (testing);
 # - files that watch one Redis from outside and start theirs explicitly (durability: AOF and
 #   fsync settings of one server; unavailable: one node answering OOM, BUSY, READONLY;
-#   mcp-listen-round-trips: a proxy in front of one Redis; the scheduler's fairness-e2e and
+#   mcp-listen-round-trips and the gpu-worker's redis-faults: a proxy in front of one Redis; the scheduler's fairness-e2e and
 #   capacity: MONITOR), and packages/engine/test/cluster.test.ts,
 #   which starts a cluster of its own in `pnpm test` already.
 # A file's timeout is longer than in `pnpm test`: six nodes per file, and a cluster costs more
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 pnpm build
 
 skip='^packages/(config|console|control|inference|log|metrics|testing)/'
-skip+='|/(durability|unavailable|mcp-listen-round-trips)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
+skip+='|/(durability|unavailable|mcp-listen-round-trips|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
 skip+='|^packages/engine/test/cluster\.test\.ts$'
 mapfile -t files < <(
   find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort | grep -Ev "$skip"

@@ -8,7 +8,12 @@
   ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms; its deadline is stamped by Redis's clock, see serverMs)
   ARGV[4] event type  ARGV[5] event data (JSON)
   ARGV[6] the task's attempt the job was dispatched for (DispatchJob.attempt), '' for none
-  ARGV[7] event type, ARGV[8] event data (JSON) of `running`: optional, only to start at once
+  ARGV[7] this call's nonce, kept in the record as `step`
+  ARGV[8] event type, ARGV[9] event data (JSON) of `running`: optional, only to start at once
+
+  Safe to run twice: a call whose nonce is the record's `step` is this very claim sent again (its
+  reply was lost): it is answered as the claim was, with the record as it is now, instead of being
+  refused as a claim of an older offer.
 
   A job of an older offer (a lower attempt than the task's: a second job of an offer one attempt
   took already, which later queued the task again) claims nothing: the task's current offer is in
@@ -42,6 +47,9 @@ if isTerminal(status) then
   return { 'terminal', status, fields['tenant'] or '', fields['parent'] or '' }
 end
 local attempt = tonumber(fields['attempt'] or '0')
+if fields['step'] ~= nil and fields['step'] == ARGV[7] then
+  return { 'ok', attempt, tonumber(fields['seq']), record }
+end
 local function refused(code)
   return { code, status, fields['tenant'] or '', fields['parent'] or '', attempt, fields['lease_until'] or '' }
 end
@@ -61,18 +69,19 @@ attempt = attempt + 1
 local events = {}
 if shown ~= 'running' then
   events = { ARGV[4], ARGV[5] }
-  if ARGV[7] then
-    events[3], events[4] = ARGV[7], ARGV[8]
+  if ARGV[8] then
+    events[3], events[4] = ARGV[8], ARGV[9]
   end
 end
 local base = tonumber(fields['seq'] or '0')
 local changed = {
-  status = ARGV[7] and 'running' or 'loading',
+  status = ARGV[8] and 'running' or 'loading',
   attempt = attempt,
   seq = base + #events / 2,
   updated_at = now,
   lease_owner = ARGV[2],
   lease_until = serverMs() + tonumber(ARGV[3]),
+  step = ARGV[7],
 }
 local write = {}
 for field, value in pairs(changed) do

@@ -11,19 +11,27 @@
   ARGV[4] the asked keys as a JSON array
   ARGV[5] number of keys (N); ARGV[6 .. 5+2N] key, request JSON, ...
   ARGV[6+2N] event type  ARGV[7+2N] event data
+  ARGV[8+2N] this call's nonce, kept in the record as `step`
+
+  Safe to run twice: a call whose nonce is the record's `step` ran already (its reply was lost and
+  the client sent it again) and is answered {'ok', ...} as it was, writing nothing.
 
   Inputs hash fields: `q:<key>` = request JSON, `a:<key>` = answer JSON.
   Returns {'ok', seq, kind, created_at} | {'answered'} when every key already has an answer (nothing to wait for)
         | {'missing'} | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at', 'parked', 'side_keys')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at', 'parked', 'side_keys', 'seq',
+  'step')
+local n = tonumber(ARGV[5])
+if cur[1] and cur[8] == ARGV[8 + 2 * n] then
+  return { 'ok', tonumber(cur[7]), cur[3] or '', cur[4] or '' }
+end
 local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2], cur[5])
   or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'hash' })
 if refused then
   return refused
 end
-local n = tonumber(ARGV[5])
 local open = 0
 for i = 6, 5 + 2 * n, 2 do
   redis.call('HSETNX', KEYS[4], 'q:' .. ARGV[i], ARGV[i + 1])
@@ -39,7 +47,7 @@ if open == 0 then
   return { 'answered' }
 end
 local fields = { 'status', 'input_required', 'updated_at', tonumber(ARGV[1]), 'parked', '1',
-  'input_deadline', tonumber(ARGV[3]), 'input_keys', ARGV[4] }
+  'input_deadline', tonumber(ARGV[3]), 'input_keys', ARGV[4], 'step', ARGV[8 + 2 * n] }
 if side then
   fields[#fields + 1] = 'side_keys'
   fields[#fields + 1] = side

@@ -17,19 +17,28 @@
   ARGV[8] 1 if `to` is terminal, else 0
   ARGV[9] 1 to drop the token snapshot in the same step (a `retry` starts from scratch), else 0
   ARGV[10] number of field/value pairs that follow (N); ARGV[11 .. 10+2N] field, value, ...
+          A field `step` is the caller's nonce for this call (a worker's, see below).
   ARGV[11+2N ..] event type, event data (JSON), ...
 
   Returns {'ok', status, seq, kind, created_at} | {'missing'} | {'terminal', status} | {'illegal', status}
         | {'stale', status, attempt} | {'lease_held', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
+
+  Safe to run twice: a call with a field `step` equal to the record's ran already (its reply was
+  lost and the client sent it again) and is answered {'ok', ...} as it was, writing nothing.
 ]]
 local task = KEYS[1]
 -- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
 local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked', 'seq',
-  'side_keys')
+  'side_keys', 'step')
 local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
+end
+for i = 11, 10 + 2 * tonumber(ARGV[10]), 2 do
+  if ARGV[i] == 'step' and ARGV[i + 1] == cur[9] then
+    return { 'ok', status, tonumber(cur[7]), cur[4] or '', cur[5] or '' }
+  end
 end
 if ARGV[4] ~= '' and (ARGV[4] ~= attempt or status == 'queued' or cur[6]) then
   return { 'stale', status, attempt }

@@ -4,6 +4,7 @@
  */
 import type { StoreCore } from './core.js';
 import { notFound } from './errors.js';
+import { newId } from './ids.js';
 import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { check, parseTask, type TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
@@ -12,14 +13,16 @@ import { statusEvent } from './response.js';
  * A worker takes a queued task: it becomes `loading` under a new attempt and a lease, and with
  * `start` (the worker has the model loaded) goes on to `running` in the same step. `offered` is
  * the attempt its job was dispatched for (`DispatchJob.attempt`): a job of an older offer is
- * refused (`stale_attempt`, see claim.lua).
+ * refused (`stale_attempt`, see claim.lua). `nonce` names the claim: a caller that makes it again
+ * after a failure of unknown outcome (an `AbortError`, the reply lost) passes the same one, and gets
+ * the claim that ran, if it ran.
  */
 export async function claimTask(
   core: StoreCore,
   id: string,
   workerId: string,
   leaseMs: number,
-  opts: { start?: boolean; offered?: number } = {},
+  opts: { start?: boolean; offered?: number; nonce?: string } = {},
 ): Promise<TaskRecord> {
   const keys = taskKeys(id);
   const event = statusEvent('loading', { worker: workerId });
@@ -41,6 +44,8 @@ export async function claimTask(
     event.type,
     JSON.stringify(event.data),
     opts.offered ?? '',
+    // Its nonce: this claim re-sent (its reply lost) is answered as it was, not refused (claim.lua).
+    opts.nonce ?? newId('step'),
     ...(running ? [running.type, JSON.stringify(running.data)] : []),
   );
   const [index, reply] = await Promise.allSettled([indexed, claimed]);

@@ -6,6 +6,7 @@
 import type { Redis } from 'ioredis';
 import { ReplicaAck } from './durability.js';
 import { notFound } from './errors.js';
+import { newId } from './ids.js';
 import { offeredState, queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import type { TaskEnd } from './operator-index.js';
 import { Releases } from './releases.js';
@@ -216,7 +217,8 @@ export class StoreCore {
    */
   async transition(id: string, to: TaskStatus, opts: TransitionOptions): Promise<number> {
     const keys = taskKeys(id);
-    const fields = opts.fields ?? {};
+    // A worker's write carries a nonce: re-sent after a lost reply, it is not applied twice (transition.lua).
+    const fields = opts.attempt === undefined ? (opts.fields ?? {}) : { ...opts.fields, step: newId('step') };
     const reply = await this.scripts.transition(
       keys.task,
       keys.events,

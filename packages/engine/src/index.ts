@@ -90,7 +90,13 @@ export {
   type TaskRow,
   type WorkerSnapshot,
 } from './operator.js';
-export { defineScripts, type ScriptOptions, type ScriptReply, type ScriptRunner } from './scripts.js';
+export {
+  defineScripts,
+  scriptSource,
+  type ScriptOptions,
+  type ScriptReply,
+  type ScriptRunner,
+} from './scripts.js';
 export {
   connectRedis,
   connectQueueRedis,

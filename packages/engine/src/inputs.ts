@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { problem } from './errors.js';
+import { newId } from './ids.js';
 import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
 import { finalEvent, statusEvent } from './response.js';
@@ -45,6 +46,8 @@ export async function requestInput(
     ...entries.flatMap(([k, v]) => [k, JSON.stringify(v)]),
     event.type,
     JSON.stringify(event.data),
+    // Its nonce: a re-sent ask (its reply lost) answers as it did, and this attempt parks (request_input.lua).
+    newId('step'),
   );
   const [[replaced], reply] = await Promise.all([indexed, asked]);
   if (reply[0] !== 'ok') {

@@ -8,6 +8,7 @@ import {
   type TransitionOptions,
 } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
+import { newId } from './ids.js';
 import { claimTask } from './claim.js';
 import { persist } from './create.js';
 import { deleteEnded } from './deletion.js';
@@ -155,7 +156,7 @@ export class TaskStore {
     id: string,
     workerId: string,
     leaseMs: number,
-    opts: { start?: boolean; offered?: number } = {},
+    opts: { start?: boolean; offered?: number; nonce?: string } = {},
   ): Promise<TaskRecord> {
     return claimTask(this.core, id, workerId, leaseMs, opts);
   }
@@ -180,12 +181,17 @@ export class TaskStore {
     });
   }
 
-  /** Appends output events of a running attempt with the tokens they carry (the resume snapshot). */
+  /**
+   * Appends output events of a running attempt with the tokens they carry (the resume snapshot).
+   * `nonce` names the append: made again with the same one (after a failure of unknown outcome),
+   * it is stored once.
+   */
   async append(
     id: string,
     attempt: number,
     tokens: readonly number[],
     events: EventInput[],
+    nonce = newId('step'),
   ): Promise<number> {
     const keys = taskKeys(id);
     const reply = await this.scripts.append(
@@ -195,6 +201,8 @@ export class TaskStore {
       keys.tokens,
       this.now(),
       attempt,
+      // A re-sent append (its reply lost) is recognised by it, never applied twice (append.lua).
+      nonce,
       tokens.map((t) => `${t},`).join(''),
       ...flattenEvents(events),
     );

@@ -47,6 +47,7 @@ export const REDIS_UNAVAILABLE_REASONS: readonly RedisUnavailableReason[] = [
 ];
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+const ABORTED_BY_CLOSE = 'Command aborted due to connection close';
 const REDIRECTIONS_SPENT = 'Too many Cluster redirections. Last error: ';
 const WAIT_ON_REPLICA = 'ERR WAIT cannot be used with replica instances';
 const CLUSTER_DOWN_MESSAGES = new Set([
@@ -63,6 +64,9 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   // Raised by Taskline itself where it must pick a cluster node (`nodeOf`) and knows none yet.
   if (err instanceof TasklineError && err.code === 'unavailable') return 'clusterdown';
   if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
+  // A command of an auto-pipeline cut by the connection's close (ioredis's abortIncompletePipelines):
+  // Redis may or may not have run it.
+  if (e.name === 'AbortError' && e.message === ABORTED_BY_CLOSE) return 'connection';
   // ioredis's own error for a command past `commandTimeout`; Redis may still run it later.
   if (e.message === 'Command timed out') return 'timeout';
   // Redis Cluster: every node unreachable, or the client reconnecting to them.

@@ -409,3 +409,32 @@ test("tenant_index scores a tenant's create by Redis's clock", async () => {
   const score = Number(await h.redis.zscore(tenants, 'acme'));
   assert.ok(score >= before && score <= after, `${score}`);
 });
+
+test('a worker script run twice with the same arguments (re-sent after its reply was lost) writes once and answers as it did', async () => {
+  await h.redis.del(...keys);
+  await h.redis.hset(keys[0]!, { status: 'running', attempt: 1, seq: 0, kind: 'tool', created_at: 1 });
+  // append's KEYS[4] is the token snapshot.
+  const append = () =>
+    h.redis.eval(
+      scriptSource('append'),
+      4,
+      keys[0]!,
+      keys[1]!,
+      keys[2]!,
+      keys[4]!,
+      10,
+      1,
+      'step_a',
+      '5,6,',
+      'delta',
+      '{"d":"x"}',
+    );
+  assert.deepEqual(await append(), ['ok', 1]);
+  assert.deepEqual(await append(), ['ok', 1]);
+  assert.equal(await h.redis.get(keys[4]!), '5,6,');
+  const ask = () =>
+    evalScript('request_input', 4, 20, 1, 1000, '["q"]', 1, 'q', '{}', 'input', '{}', 'step_b');
+  assert.deepEqual(await ask(), ['ok', 2, 'tool', '1']);
+  assert.deepEqual(await ask(), ['ok', 2, 'tool', '1']);
+  assert.equal(await h.redis.xlen(keys[1]!), 2);
+});

@@ -17,3 +17,4 @@ export {
 export { startHaproxy, type LoadBalancer } from './haproxy.js';
 export { LONG } from './fixtures.js';
 export { skewedClock } from './skew.js';
+export { runsScript, startRedisProxy, type RedisCommand, type RedisProxy } from './redis-proxy.js';

@@ -1,8 +1,8 @@
 import {
   EventHub,
+  isRedisUnavailable,
   isTerminal,
   problem,
-  redisUnavailableReason,
   TasklineError,
   type Finish,
   type RunContext,
@@ -79,9 +79,11 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
         if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled' };
         if (err instanceof ToolFailure) return failed('tool_failed', err.message);
-        // The engine's and Redis's errors under the tool are internal errors, not the tool's.
-        if (err instanceof TasklineError || redisUnavailableReason(err))
-          return failed('internal_error', err instanceof Error ? err.message : String(err));
+        // Redis unavailable under a progress or an ask: a lost attempt for the worker, not a failure.
+        if (isRedisUnavailable(err)) throw err;
+        // The engine's errors under the tool are internal errors, not the tool's.
+        if (err instanceof TasklineError)
+          return failed('internal_error', err.message);
         // Anything else the tool threw is its execution error, which MCP reports as the tool's
         // result (the SDK's blocking call does so): `completed` with isError, never `failed`
         // (MCP 2026-07-28 Tasks extension, Task Execution Errors).

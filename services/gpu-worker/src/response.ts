@@ -6,7 +6,9 @@ import {
   type RunContext,
   type TaskRunner,
 } from '@taskline/engine';
+import { randomUUID } from 'node:crypto';
 import { InvalidRequestError, type ChatMessage, type ModelBackend } from '@taskline/inference';
+import { whenRedisAnswers } from './redis-retry.js';
 
 /** The LMSP response request a `response` task holds (LMSP 1.0 section 6). */
 export interface ResponseRequest {
@@ -111,6 +113,8 @@ class DeltaStream {
     private prologue: EventInput[],
     private readonly clock: FlushClock,
     private readonly onFailure: () => void,
+    /** How long an append is made again while Redis is unavailable (see whenRedisAnswers). */
+    private readonly retryMs: number,
   ) {}
 
   push(text: string, tokens: number[]): void {
@@ -143,8 +147,12 @@ class DeltaStream {
     if (this.text === '' && this.tokens.length === 0) return;
     this.lastStart = performance.now();
     const batch = this.take();
-    this.inflight = this.ctx.store
-      .append(this.ctx.task.id, this.ctx.attempt, batch.tokens, batch.events)
+    // One nonce for the batch however often it is sent: it is stored once (append.lua).
+    const nonce = randomUUID();
+    const { store, task, attempt } = this.ctx;
+    this.inflight = whenRedisAnswers(this.retryMs, () =>
+      store.append(task.id, attempt, batch.tokens, batch.events, nonce),
+    )
       .then(
         () => undefined,
         (err: unknown) => {
@@ -216,6 +224,8 @@ class DeltaStream {
 export interface ResponseRunnerOptions {
   /** The worker's flush clock (TASKLINE_STREAM_FLUSH_MS); default: append whenever ready. */
   clock?: FlushClock;
+  /** How long an append is made again while Redis is unavailable (the lease); default: not at all. */
+  retryUnavailableMs?: number;
   /** The attempt's first output token was produced. */
   onFirstToken?: () => void;
   /** The model made `count` tokens (counted as made, before they are appended or held back). */
@@ -261,8 +271,13 @@ export function createResponseRunner(backend: ModelBackend, options: ResponseRun
       const local = new AbortController();
       const onAbort = () => local.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
-      const stream = new DeltaStream(ctx, itemId, prologue, options.clock ?? new FlushClock(0), () =>
-        local.abort('append_failed'),
+      const stream = new DeltaStream(
+        ctx,
+        itemId,
+        prologue,
+        options.clock ?? new FlushClock(0),
+        () => local.abort('append_failed'),
+        options.retryUnavailableMs ?? 0,
       );
       let generated = 0;
       let firstTokenAt = 0n;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
@@ -12,6 +13,7 @@ import {
   connectQueueRedis,
   emptyResponse,
   isTerminal,
+  isRedisUnavailable,
   problem,
   TasklineError,
   type EventInput,
@@ -30,6 +32,7 @@ import type { Redis } from 'ioredis';
 import { ModelThreadDiedError, type ModelBackend, type ModelLease } from '@taskline/inference';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
+import { whenRedisAnswers } from './redis-retry.js';
 import { createResponseRunner, FlushClock } from './response.js';
 
 export interface GpuWorkerOptions {
@@ -254,7 +257,12 @@ export class GpuWorker {
     let task: TaskRecord;
     try {
       const start = model === TOOLS_MODEL || this.o.isLoaded(model);
-      task = await store.claim(taskId, this.o.id, leaseMs, { start, offered });
+      // Made again with the same nonce while Redis is unavailable: a claim that ran though its
+      // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
+      const nonce = randomUUID();
+      task = await whenRedisAnswers(this.o.leaseMs, () =>
+        store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce }),
+      );
       settle(true);
     } catch (err) {
       this.running.delete(taskId);
@@ -290,11 +298,15 @@ export class GpuWorker {
     // load: the worker's failure, not the task's, so the task gets its on_restart policy as if the
     // whole worker had died.
     let modelDied = false;
+    // Redis could not take a write (an outage, a reset connection, BUSY/LOADING/OOM): the attempt
+    // is lost, not the task's failure: its on_restart policy applies (docs/redis-faults.md).
+    let redisDown = false;
     try {
       finish = await this.attempt(task, attempt, model, controller.signal);
     } catch (err) {
       modelDied = err instanceof ModelThreadDiedError || err instanceof ModelLoadError;
       if (err instanceof ModelLoadError) this.stopServing(model, err);
+      redisDown = isRedisUnavailable(err);
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
@@ -308,14 +320,15 @@ export class GpuWorker {
       };
       // A request the model cannot run is the caller's to fix: a warning, not an error.
       const callers = err instanceof TasklineError && err.status < 500;
-      if (!reason) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
+      if (redisDown) tlog.warn('attempt_interrupted', { error: err });
+      else if (!reason) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
     } finally {
       clearInterval(renew);
       this.running.delete(taskId);
     }
     // Parked for its caller's input: the task is no longer this attempt's to write.
     if (finish.status === 'parked') tlog.info('attempt_parked');
-    else await this.commit(task, attempt, finish, reason, tlog, modelDied);
+    else await this.commit(task, attempt, finish, reason, tlog, modelDied || redisDown);
   }
 
   private async attempt(
@@ -341,6 +354,7 @@ export class GpuWorker {
       const { metrics } = this.o;
       return await createResponseRunner(lease.model, {
         clock: this.flushClock,
+        retryUnavailableMs: this.o.leaseMs,
         // A retried attempt observes its first token again, from creation: what its client waited.
         onFirstToken: () =>
           metrics.timeToFirstTokenSeconds.observe(
@@ -397,23 +411,25 @@ export class GpuWorker {
     finish: Finish,
     reason: StopReason | null,
     log: Logger,
-    modelDied: boolean,
+    workerLost: boolean,
   ): Promise<void> {
     const { store } = this.o;
     if (reason === 'lost') return;
     try {
-      // Unfinished at the drain deadline, or its model died: the task's own on_restart policy, as
-      // after a crash. A generation that completed as the deadline struck is finished, and
-      // committed as such.
+      // Unfinished at the drain deadline, or lost to its model's death or to Redis: the task's own
+      // on_restart policy, as after a crash. A generation that completed as the deadline struck is
+      // finished, and committed as such.
       const restart: RestartReason | null =
         reason === 'drain' && finish.status !== 'succeeded'
           ? 'worker_draining'
-          : modelDied
+          : workerLost
             ? 'worker_lost'
             : null;
       if (restart) {
-        const restarted = await store.restart(task.id, attempt, restart);
-        log.info(restart === 'worker_draining' ? 'restarted_at_drain' : 'restarted_after_model_died', {
+        const restarted = await whenRedisAnswers(this.o.leaseMs, () =>
+          store.restart(task.id, attempt, restart),
+        );
+        log.info(restart === 'worker_draining' ? 'restarted_at_drain' : 'restarted_after_worker_lost', {
           status: restarted?.status,
           policy: restarted?.policy,
         });
@@ -422,7 +438,7 @@ export class GpuWorker {
       try {
         const end =
           finish.status === 'cancelled' ? { ...finish, events: whileCancelling(finish.events) } : finish;
-        await store.finish(task.id, attempt, end, task);
+        await whenRedisAnswers(this.o.leaseMs, () => store.finish(task.id, attempt, end, task));
       } catch (err) {
         // A cancel came in first (the task is `cancelling`): it ends cancelled, with what was
         // produced, and the events that were to close the stream (its last deltas among them).
