@@ -987,6 +987,13 @@ export interface operations {
           'text/event-stream': string;
         };
       };
+      /** @description The task has ended and the resume point is its final event: nothing will follow (an EventSource stops reconnecting). */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
       /** @description `invalid_request`: a malformed or future resume point. */
       400: {
         headers: {

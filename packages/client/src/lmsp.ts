@@ -233,6 +233,8 @@ export class LmspClient {
           signal: opts.signal,
         });
         if (!res.ok) throw await problemOf(res);
+        // The resume point was the final event: nothing follows it.
+        if (res.status === 204) return;
         const pending: StreamEvent[] = [];
         const parser = createParser({
           onEvent: (e) => {

@@ -215,6 +215,11 @@ export const DEFAULTS = {
    * client costs bounded memory and resumes with Last-Event-ID, losing nothing.
    */
   TASKLINE_SSE_MAX_BUFFER_BYTES: String(1024 * 1024),
+  /**
+   * Events read from Redis at a time for a reader of a finished task's history, the next page once
+   * the reader has taken the last: a reader that stops reading holds one page, not the history.
+   */
+  TASKLINE_SSE_HISTORY_PAGE_EVENTS: '256',
   /** SIGTERM: in-flight requests get this long to finish before the API exits anyway. */
   TASKLINE_SHUTDOWN_DEADLINE_MS: '10000',
   /** MCP without auth: every caller is the one tenant `local`. Only for local runs (the conformance suite). */

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
-import { EXPIRED_EVENT, whenExpired } from '@taskline/auth';
+import { EXPIRED_EVENT } from '@taskline/auth';
+import { SseStream } from '@taskline/sse';
 import { TasklineError } from '@taskline/engine';
 
 /** What the api lends the console's live views: its stream cap, its shutdown and its SSE settings. */
@@ -166,50 +167,39 @@ export async function serveFeed(
     return;
   }
   const slot = await live.openStream(name);
-  let done = false;
   let unsubscribe: () => void = () => undefined;
   let unregister: () => void = () => undefined;
-  let unwatchExpiry: () => void = () => undefined;
-  /** `retryMs`: cut short, to be resumed; `last`: a frame to end with instead. */
-  const finish = (retryMs?: number, last?: string) => {
-    if (done) return;
-    done = true;
-    clearInterval(heartbeat);
-    unwatchExpiry();
-    unsubscribe();
-    unregister();
-    live.opened?.(-1);
-    void slot.release().catch(() => undefined);
-    if (!res.writableEnded) res.end(retryMs === undefined ? last : `retry: ${retryMs}\n\n`);
-  };
-  res.writeHead(200, {
-    'Content-Type': 'text/event-stream; charset=utf-8',
-    'Cache-Control': 'no-store',
-    'X-Accel-Buffering': 'no',
-  });
-  res.flushHeaders();
   live.opened?.(1);
-  const heartbeat = setInterval(() => {
-    res.write(': keep-alive\n\n');
-    slot.renew().catch(() => undefined);
-  }, live.heartbeatMs);
-  unregister = live.register({ kind: 'events', end: finish });
-  // An operator's JWT: the view ends as a task stream does when it expires.
-  unwatchExpiry = whenExpired(req.operator?.expiresAt, () => finish(undefined, EXPIRED_EVENT));
-  res.on('close', () => finish());
-  // The client may have left before its 'close' listener was there.
-  if (req.socket.destroyed) finish();
+  const sse = new SseStream(res, {
+    slot,
+    heartbeatMs: live.heartbeatMs,
+    maxBufferBytes: live.maxBufferBytes,
+    retryMs: live.retryMs,
+    cacheControl: 'no-store',
+    // An operator's JWT: the view ends as a task stream does when it expires.
+    expiresAt: req.operator?.expiresAt,
+    ends: { expired: () => EXPIRED_EVENT },
+    onEnd: () => {
+      unsubscribe();
+      unregister();
+      live.opened?.(-1);
+    },
+  });
+  if (sse.ended) return;
+  unregister = live.register({
+    kind: 'events',
+    end: (retryMs) => (retryMs === undefined ? sse.end() : sse.interrupt(retryMs)),
+  });
   // Only this process's ids are in order: the resume point may be another replica's, by its clock,
   // ahead of this one's. So the first snapshot goes unless it is the very one the reader has.
   let last: number | null = null;
   // Taken and subscribed to in one step: its reader is there before anything else can run.
   const source = typeof feed === 'function' ? feed() : feed;
   const unsub = await source.subscribe(after, (s) => {
-    if (done || (last === null ? s.id === after : s.id <= last)) return;
+    if (sse.ended || (last === null ? s.id === after : s.id <= last)) return;
     last = s.id;
-    res.write(s.frame);
-    if (res.writableLength > live.maxBufferBytes) finish(live.retryMs);
+    sse.send(s.frame);
   });
-  if (done) unsub();
+  if (sse.ended) unsub();
   else unsubscribe = unsub;
 }

@@ -71,6 +71,8 @@ export async function follow(
         signal,
       });
       if (await tryAgainLater(res, retryMs)) continue;
+      // The resume point was the final event: nothing follows it.
+      if (res.status === 204) return null;
       if (!res.ok || !res.body) {
         const problem = (await res.json().catch(() => ({}))) as { detail?: string };
         return problem.detail ?? `HTTP ${res.status}`;

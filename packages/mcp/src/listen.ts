@@ -10,17 +10,20 @@ import {
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
 import type { McpObserver } from './observe.js';
 import { rateLimited, rpcError } from './rpc.js';
-import { openEventStream, whenClosed, type StillAuthorized } from './stream.js';
+import { openEventStream, type StillAuthorized, type StreamSettings } from './stream.js';
 import { findToolTask } from './toolTasks.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from './view.js';
+
+/** The `_meta` key naming the subscription a message belongs to (MCP 2026-07-28, Subscriptions). */
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 
 interface ListenArgs {
   res: Response;
   store: TaskStore;
   hub: EventHub;
   poll: number;
-  /** SSE comment interval (TASKLINE_SSE_HEARTBEAT_MS); each also renews the open-stream slot. */
-  heartbeatMs: number;
+  /** The api's SSE settings (heartbeats renew the open-stream slot). */
+  sse: StreamSettings;
   /** Distinct task ids one listen may follow (TASKLINE_MCP_LISTEN_MAX_TASKS). */
   maxTaskIds: number;
   /** The tenant's open-stream cap (TASKLINE_MAX_STREAMS), shared with LMSP event streams. */
@@ -94,70 +97,68 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   const slot: StreamSlot = slotted.value;
   const tasks = found.value.filter((t) => t !== null);
   args.observe?.listener(1);
-  const send = openEventStream(res, {
+  const subs = new Map<string, Subscription>();
+  const stream = openEventStream(res, {
     slot,
-    heartbeatMs: args.heartbeatMs,
+    sse: args.sse,
     stillAuthorized: args.stillAuthorized,
     expiresAt: args.expiresAt,
-    onClose: () => args.observe?.listener(-1),
+    onClose: () => {
+      for (const sub of subs.values()) sub.close();
+      args.observe?.listener(-1);
+    },
   });
+  // MCP 2026-07-28, Subscriptions: the acknowledgement, every notification and the closing result
+  // carry the subscription's id (the listen request's), by which a client routes them.
+  const _meta = { [SUBSCRIPTION_ID]: id };
+  const send = (message: { method: string; params: object }) =>
+    stream.send({ ...message, params: { ...message.params, _meta } });
+  // The graceful close (Subscriptions, Graceful Closure): the client re-listens or polls.
+  const end = () => stream.end({ id, result: { resultType: 'complete', _meta } });
   send({
     method: 'notifications/subscriptions/acknowledged',
     params: { notifications: { taskIds: tasks.map((t) => t.id) } },
-  });
-  const subs = new Map<string, Subscription>();
-  let closed = false;
-  const end = () => {
-    if (closed) return;
-    closed = true;
-    for (const sub of subs.values()) sub.close();
-    send({ id, result: { resultType: 'complete' } });
-    res.end();
-  };
-  // The response's close, not the request's: on Node 20 the request closes once its body is read.
-  whenClosed(res, () => {
-    closed = true;
-    for (const sub of subs.values()) sub.close();
   });
   const open = new Set(tasks.map((t) => t.id));
   const last = new Map<string, string>();
   const chains = new Map<string, Promise<void>>();
   const notify = async (taskId: string) => {
     const task = await store.get(taskId, tenant);
-    if (closed || !task) return;
-    const view = await detailedTask(store, task, poll);
-    const key = JSON.stringify([view.status, view.statusMessage, view.inputRequests]);
-    if (last.get(taskId) !== key) {
-      last.set(taskId, key);
-      send({ method: 'notifications/tasks', params: view });
+    if (stream.ended) return;
+    if (task) {
+      const view = await detailedTask(store, task, poll);
+      const key = JSON.stringify([view.status, view.statusMessage, view.inputRequests]);
+      if (last.get(taskId) !== key) {
+        last.set(taskId, key);
+        send({ method: 'notifications/tasks', params: view });
+      }
     }
-    if (isTerminal(task.status)) {
+    // A task gone (expired, deleted) has nothing more to tell either.
+    if (!task || isTerminal(task.status)) {
       subs.get(taskId)?.close();
       open.delete(taskId);
       if (open.size === 0) end();
     }
   };
-  if (tasks.length === 0) return end();
+  if (tasks.length === 0 || stream.ended) return end();
+  // A failed read or subscription ends the listen: after a task's final event no later event
+  // would retry the read, and the stream would only heartbeat, holding its slot.
   try {
     await Promise.all(
       tasks.map(async (task) => {
-        chains.set(
-          task.id,
-          notify(task.id).catch(() => undefined),
-        );
+        chains.set(task.id, notify(task.id).catch(end));
         const sub = await hub.subscribe(task.id, task.seq, () => {
           // Serialised per task, so notifications leave in the order the log recorded them.
           chains.set(
             task.id,
-            (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(() => undefined),
+            (chains.get(task.id) ?? Promise.resolve()).then(() => notify(task.id)).catch(end),
           );
         });
-        if (closed) sub.close();
+        if (stream.ended) sub.close();
         else subs.set(task.id, sub);
       }),
     );
   } catch {
-    // Headers are out, so no error reply is possible: end the stream; the client re-listens or polls.
     end();
   }
 }

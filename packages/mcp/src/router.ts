@@ -17,7 +17,7 @@ import { CLIENT_CAPABILITIES_KEY, declaresTasks } from './view.js';
 import { serveTaskListen } from './listen.js';
 import { modernRejection, UNSUPPORTED_VERSION } from './ladder.js';
 import { PollPacing } from './polls.js';
-import { rateLimited, rpcError } from './rpc.js';
+import { rateLimited, rpcError, UNAVAILABLE_CODE } from './rpc.js';
 import { isLegacy, serveLegacy, type LegacyDeps } from './legacy/router.js';
 import { LegacyCallCancels } from './legacy/cancel.js';
 import { LegacyRelay } from './legacy/relay.js';
@@ -25,7 +25,7 @@ import { LegacySessions } from './legacy/session.js';
 import type { McpExtensions } from './extensions.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { buildServer, missingTasks } from './server.js';
-import type { StillAuthorized } from './stream.js';
+import { streamSettings, type StillAuthorized } from './stream.js';
 
 export type McpEnv = Pick<
   Env,
@@ -37,6 +37,8 @@ export type McpEnv = Pick<
   | 'TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS'
   | 'TASKLINE_MCP_LISTEN_MAX_TASKS'
   | 'TASKLINE_SSE_HEARTBEAT_MS'
+  | 'TASKLINE_SSE_MAX_BUFFER_BYTES'
+  | 'TASKLINE_SSE_RETRY_MS'
   | 'TASKLINE_MODELS'
   | 'TASKLINE_DEFAULT_MODEL'
   | 'TASKLINE_SNAPSHOT_MODELS'
@@ -74,12 +76,7 @@ export interface McpRouterDeps {
 /** The one tenant of the local no-auth mode. */
 export const LOCAL_TENANT = 'local';
 
-/**
- * JSON-RPC error of a request the task store cannot take now (Redis unreachable, or answering
- * OOM, READONLY, BUSY, MASTERDOWN, LOADING...): HTTP 503 with Retry-After, `data: { code:
- * 'unavailable', reason, retryAfter }`, as LMSP's `503 unavailable`.
- */
-export const UNAVAILABLE_CODE = -32006;
+export { UNAVAILABLE_CODE };
 const RETRY_UNAVAILABLE_S = 1;
 
 const unavailableError = (id: unknown, reason: RedisUnavailableReason) => ({
@@ -179,7 +176,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     admission: deps.admission,
     tools,
     poll,
-    heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+    sse: streamSettings(env),
     served,
     sessions: new LegacySessions(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
     cancels: new LegacyCallCancels(store.redis, env.TASKLINE_MCP_SESSION_TTL_S),
@@ -314,7 +311,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
           store,
           hub,
           poll,
-          heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+          sse: streamSettings(env),
           maxTaskIds: env.TASKLINE_MCP_LISTEN_MAX_TASKS,
           limits: deps.admission.limits,
           tenant,

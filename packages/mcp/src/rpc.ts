@@ -14,6 +14,13 @@ export const rpcError = (
     .status(http)
     .json({ jsonrpc: '2.0', id: id ?? null, error: { code, message, ...(data !== undefined && { data }) } });
 
+/**
+ * JSON-RPC error of a request the task store cannot take now (Redis unreachable, or answering
+ * OOM, READONLY, BUSY, MASTERDOWN, LOADING...): HTTP 503 with Retry-After, `data: { code:
+ * 'unavailable', reason, retryAfter }`, as LMSP's `503 unavailable`.
+ */
+export const UNAVAILABLE_CODE = -32006;
+
 /** JSON-RPC error of a request over the tenant's limits (implementation-defined server range). */
 export const RATE_LIMITED_CODE = -32005;
 

@@ -1,60 +1,86 @@
 import type { Response } from 'express';
 import type { StreamSlot } from '@taskline/admission';
-import { whenExpired } from '@taskline/auth';
+import type { Env } from '@taskline/config';
+import { SseStream } from '@taskline/sse';
+import { UNAVAILABLE_CODE } from './rpc.js';
 
 /** Asked on each heartbeat of a stream, never rejects: false ends it (the key that opened it was revoked). */
 export type StillAuthorized = () => Promise<boolean>;
 
+/** The api's SSE settings, as every stream of every surface takes them. */
+export interface StreamSettings {
+  heartbeatMs: number;
+  maxBufferBytes: number;
+  retryMs: number;
+}
+
+export const streamSettings = (
+  env: Pick<Env, 'TASKLINE_SSE_HEARTBEAT_MS' | 'TASKLINE_SSE_MAX_BUFFER_BYTES' | 'TASKLINE_SSE_RETRY_MS'>,
+): StreamSettings => ({
+  heartbeatMs: env.TASKLINE_SSE_HEARTBEAT_MS,
+  maxBufferBytes: env.TASKLINE_SSE_MAX_BUFFER_BYTES,
+  retryMs: env.TASKLINE_SSE_RETRY_MS,
+});
+
 export interface EventStreamOptions {
   /** The stream's place under the tenant's TASKLINE_MAX_STREAMS (shared with LMSP event streams). */
   slot: StreamSlot;
-  heartbeatMs: number;
+  sse: StreamSettings;
   /** The request's revocation check (`@taskline/auth` `stillAuthorized`), as LMSP streams ask it. */
   stillAuthorized?: StillAuthorized;
   /** When the JWT that opened the stream stops being accepted (ms since the epoch): it is closed then. */
   expiresAt?: number;
+  /** Called once when the stream ends, however it ends. */
   onClose?: () => void;
 }
 
+/** An open MCP stream: JSON-RPC messages as SSE `message` events. */
+export interface EventStream {
+  send(message: object): void;
+  /** Ends the stream, with `last` (the request's response) as its final message when given. */
+  end(last?: object): void;
+  readonly ended: boolean;
+}
+
+const frame = (message: object) =>
+  `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`;
+
 /**
- * Starts an SSE response that holds `slot`: a heartbeat comment every `heartbeatMs` keeps it open
- * through proxies, renews the slot and ends the stream once `stillAuthorized` says no; the stream
- * is closed at `expiresAt` too, without a reply (the client asks again with a fresh token, as
- * after any lost stream); the slot is released when the response closes. Returns the function
- * that sends one JSON-RPC message on it.
+ * Starts an SSE response that holds `slot`, on the api's one SSE implementation (`@taskline/sse`):
+ * heartbeats renew the slot, a revoked key or an expired JWT closes the stream without a reply
+ * (the client asks again with a fresh token, as after any lost stream), and so does a reader
+ * more than TASKLINE_SSE_MAX_BUFFER_BYTES behind; the slot is released when the stream ends.
  */
-export function openEventStream(
-  res: Response,
-  { slot, heartbeatMs, stillAuthorized, expiresAt, onClose }: EventStreamOptions,
-): (message: object) => void {
-  res.writeHead(200, {
-    'content-type': 'text/event-stream',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
+export function openEventStream(res: Response, o: EventStreamOptions): EventStream {
+  const sse = new SseStream(res, {
+    slot: o.slot,
+    // As the MCP SDK's own streams answer (Streamable HTTP): clients compare it exactly.
+    contentType: 'text/event-stream',
+    heartbeatMs: o.sse.heartbeatMs,
+    maxBufferBytes: o.sse.maxBufferBytes,
+    retryMs: o.sse.retryMs,
+    stillAuthorized: o.stillAuthorized,
+    expiresAt: o.expiresAt,
+    onEnd: o.onClose,
   });
-  const heartbeat = setInterval(() => {
-    res.write(': keep-alive\n\n');
-    slot.renew().catch(() => undefined);
-    void stillAuthorized?.().then((ok) => ok || res.end());
-  }, heartbeatMs);
-  const unwatchExpiry = whenExpired(expiresAt, () => res.end());
-  const closed = () => {
-    clearInterval(heartbeat);
-    unwatchExpiry();
-    void slot.release().catch(() => undefined);
-    onClose?.();
+  return {
+    send: (message) => sse.send(frame(message)),
+    end: (last) => sse.end(last && frame(last)),
+    get ended() {
+      return sse.ended;
+    },
   };
-  // A heartbeat left running would renew the released slot into the tenant's count for good.
-  whenClosed(res, closed);
-  return (message) =>
-    res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
 }
 
 /**
- * Runs `fn` once the response closes, or at once if it has: a client may leave while a stream is
- * set up (its slot, its tasks read), and its 'close' has then passed before anyone listened.
+ * The reply that ends a stream whose Redis read failed after its headers went out: no later
+ * event would retry the read, so the stream ends, and the client asks again (as after a 503).
  */
-export function whenClosed(res: Response, fn: () => void): void {
-  if (res.closed) fn();
-  else res.once('close', fn);
-}
+export const streamFailed = (id: unknown) => ({
+  id,
+  error: {
+    code: UNAVAILABLE_CODE,
+    message: 'Service unavailable, retry shortly',
+    data: { code: 'unavailable', retryAfter: 1 },
+  },
+});

@@ -36,6 +36,21 @@ export const post2025 = (
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...body }),
   });
 
+/** A 2025-11-25 POST of `body` in `session` as raw HTTP (`http`: `HTTP/1.0` or `HTTP/1.1`), for a socket of the test's own. */
+export const rawPost2025 = (url: string, token: string, session: string, body: string, http = 'HTTP/1.1') =>
+  [
+    `POST ${new URL(url).pathname} ${http}`,
+    `Host: ${new URL(url).host}`,
+    'Content-Type: application/json',
+    'Accept: application/json, text/event-stream',
+    `Authorization: Bearer ${token}`,
+    `Mcp-Session-Id: ${session}`,
+    'Mcp-Protocol-Version: 2025-11-25',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    '',
+    body,
+  ].join('\r\n');
+
 /** A raw 2026-07-28 `subscriptions/listen` on `taskIds` by tenant key `token`: the open stream's answer. */
 export const listenTasks = (
   url: string,

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
 import { scanKeys } from '@taskline/testing';
 import { startStack, until } from '../../../test/conformance/stack.js';
-import { post2025, rpc, type RpcReply } from './helpers.js';
+import { post2025, rawPost2025, rpc, type RpcReply } from './helpers.js';
 
 const BURST = 12;
 const CAP = 2;
@@ -146,26 +146,13 @@ describe('MCP under the per-tenant limits of the api', () => {
     const token = 'key-gone-secret';
     const { session, taskId } = await waitingBatch(token);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/result', params: { taskId } });
-    const { hostname, port, pathname } = new URL(url);
+    const { hostname, port } = new URL(url);
     // More than the cap, each sent whole and dropped at once: the server opens each stream's slot
     // while its client is already gone.
     for (let i = 0; i <= MAX_STREAMS; i++) {
       const socket = connect(Number(port), hostname);
       await new Promise<void>((resolve) => socket.once('connect', resolve));
-      socket.end(
-        [
-          `POST ${pathname} HTTP/1.1`,
-          `Host: ${hostname}`,
-          'Content-Type: application/json',
-          'Accept: application/json, text/event-stream',
-          `Authorization: Bearer ${token}`,
-          `Mcp-Session-Id: ${session}`,
-          'Mcp-Protocol-Version: 2025-11-25',
-          `Content-Length: ${Buffer.byteLength(body)}`,
-          '',
-          body,
-        ].join('\r\n'),
-      );
+      socket.end(rawPost2025(url, token, session, body));
       socket.destroy();
     }
     // Several heartbeats (200 ms) later: a stream left renewing its slot would still count.

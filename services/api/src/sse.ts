@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import {
+  historyExpired,
   isFinalEventType,
   isTerminal,
   type EventHub,
@@ -10,7 +11,8 @@ import {
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import type { StreamSlot, TenantLimits } from '@taskline/admission';
-import { EXPIRED_EVENT, whenExpired } from '@taskline/auth';
+import { EXPIRED_EVENT } from '@taskline/auth';
+import { SseStream } from '@taskline/sse';
 import { servedEventJson } from './openai/events.js';
 
 /**
@@ -62,6 +64,10 @@ export class StreamRegistry {
 
 export interface StreamOptions {
   hub: EventHub;
+  /** Pages of a finished task's history (`TaskStore.events`): a reader of one is fed a page at a time. */
+  history: (id: string, after: number, count: number) => Promise<{ events: StoredEvent[]; expired: boolean }>;
+  /** Events read per page of a finished task's history (TASKLINE_SSE_HISTORY_PAGE_EVENTS). */
+  historyPage: number;
   limits: TenantLimits;
   streams: StreamRegistry;
   logger: Logger;
@@ -95,104 +101,92 @@ export interface StreamOptions {
 }
 
 /**
- * Serves a task's events as SSE: what the client missed (from Redis, on any replica), then live
- * events from this process's hub, then the one final event, then the end of the response.
+ * Serves a task's events as SSE (`@taskline/sse`): what the client missed (from Redis, on any
+ * replica), then live events from this process's hub, then the one final event, then the end of
+ * the response. A finished task's history is read and written a page at a time, each page once
+ * the reader has taken the last: a reader that stops reading holds one page, not the history.
  * Errors before the first byte (open-stream cap, expired history) are thrown for problem+json.
  */
 export async function streamTaskEvents(req: Request, res: Response, o: StreamOptions): Promise<void> {
+  const finished = isTerminal(o.task.status);
   let buffered: StoredEvent[] | null = [];
-  let done = false;
   let sub: Subscription | null = null;
-  let heartbeat: NodeJS.Timeout | undefined = undefined;
-  let unregister: () => void = () => undefined;
-  let unwatchExpiry: () => void = () => undefined;
-  /**
-   * Frames not yet written: the hub hands on a script's events (a flush of the worker's) in one
-   * go, and they leave in one write per stream, not one write (a syscall) per event.
-   */
-  let unsent = '';
   let lastSeq = o.after;
-  /** The final event is written: the stream is whole, and a slow reader only takes longer to read it. */
-  let complete = false;
+  const deliver = (event: StoredEvent) => (buffered ? buffered.push(event) : write(event));
+  // The open-stream slot and the first read are asked for together (one round trip, not two);
+  // a refused slot (429) speaks before a failed read.
+  const [slotted, read] = await Promise.allSettled([
+    o.slot ?? o.limits.openStream(o.tenant),
+    finished ? o.history(o.task.id, o.after, o.historyPage) : o.hub.subscribe(o.task.id, o.after, deliver),
+  ]);
+  if (slotted.status === 'rejected' || read.status === 'rejected' || (finished && expiredPage(read))) {
+    if (read.status === 'fulfilled' && !finished) (read.value as Subscription).close();
+    if (slotted.status === 'fulfilled') await slotted.value.release().catch(() => undefined);
+    if (slotted.status === 'rejected') throw slotted.reason;
+    throw read.status === 'rejected' ? read.reason : historyExpired();
+  }
+  if (!finished) sub = read.value as Subscription;
+  let unregister: () => void = () => undefined;
+  o.metrics?.sseStreamsOpen.inc({ protocol: 'lmsp' });
+  const sse = new SseStream(res, {
+    slot: slotted.value,
+    heartbeatMs: o.heartbeatMs,
+    maxBufferBytes: o.maxBufferBytes,
+    retryMs: o.retryMs,
+    stillAuthorized: o.stillAuthorized,
+    expiresAt: o.expiresAt,
+    ends: {
+      interrupted: o.interrupted && (() => o.interrupted!(lastSeq)),
+      revoked: o.revoked && (() => o.revoked!(lastSeq)),
+      expired: () => o.expired?.(lastSeq) ?? EXPIRED_EVENT,
+    },
+    onEnd: () => {
+      o.metrics?.sseStreamsOpen.dec({ protocol: 'lmsp' });
+      sub?.close();
+      unregister();
+    },
+    warn: (message, fields) => o.logger.warn(message, { task: o.task.id, ...fields }),
+  });
+  if (sse.ended) return;
+  unregister = o.streams.add({
+    kind: o.kind,
+    end: (retryMs) => (retryMs === undefined ? sse.end() : sse.interrupt(retryMs)),
+  });
 
-  const flush = () => {
-    if (!unsent) return;
-    const chunk = unsent;
-    unsent = '';
-    if (res.writableEnded) return;
-    res.write(chunk);
-    if (!complete && res.writableLength > o.maxBufferBytes) {
-      o.logger.warn('slow stream reader cut off', { task: o.task.id, buffered: res.writableLength });
-      finish(o.retryMs);
-    }
-  };
-  /** `retryMs`: cut short, to be resumed; `last`: a frame to end with instead. */
-  const finish = (retryMs?: number, last?: string) => {
-    if (done) return;
-    flush();
-    if (done) return; // the flush cut a slow reader off
-    done = true;
-    clearInterval(heartbeat);
-    unwatchExpiry();
-    o.metrics?.sseStreamsOpen.dec({ protocol: 'lmsp' });
-    sub?.close();
-    unregister();
-    void slot.release().catch((err) => o.logger.warn('stream slot release failed', { err }));
-    if (!res.writableEnded)
-      res.end(retryMs === undefined ? last : `${o.interrupted?.(lastSeq) ?? ''}retry: ${retryMs}\n\n`);
-  };
-  const write = (event: StoredEvent) => {
-    if (done) return;
-    if (!unsent) process.nextTick(flush);
-    unsent += formatEvent(event, o.task);
+  const counted = (event: StoredEvent) => {
     lastSeq = event.seq;
     o.metrics?.eventsDeliveredTotal.inc({ protocol: 'lmsp' });
     // Live events only: a replayed one measures how late its reader came, not delivery.
     if (event.writtenAt)
       o.metrics?.eventDeliverySeconds.observe({ protocol: 'lmsp' }, (Date.now() - event.writtenAt) / 1000);
-    if (isFinalEventType(event.type)) {
-      complete = true;
-      finish();
-    }
+    return formatEvent(event, o.task);
   };
-
-  // The open-stream slot and the subscription are asked for together (one round trip, not two);
-  // a refused slot (429) speaks before a failed subscription.
-  const [slotted, subscribed] = await Promise.allSettled([
-    o.slot ?? o.limits.openStream(o.tenant),
-    o.hub.subscribe(o.task.id, o.after, (event) => (buffered ? buffered.push(event) : write(event))),
-  ]);
-  if (slotted.status === 'rejected' || subscribed.status === 'rejected') {
-    if (subscribed.status === 'fulfilled') subscribed.value.close();
-    if (slotted.status === 'fulfilled') await slotted.value.release().catch(() => undefined);
-    throw slotted.status === 'rejected' ? slotted.reason : (subscribed as PromiseRejectedResult).reason;
+  function write(event: StoredEvent) {
+    if (sse.ended) return;
+    sse.send(counted(event));
+    if (isFinalEventType(event.type)) sse.end();
   }
-  const slot = slotted.value;
-  sub = subscribed.value;
-  res.writeHead(200, {
-    'Content-Type': 'text/event-stream; charset=utf-8',
-    'Cache-Control': 'no-cache, no-transform',
-    'X-Accel-Buffering': 'no',
-  });
-  res.flushHeaders();
-  o.metrics?.sseStreamsOpen.inc({ protocol: 'lmsp' });
-  unregister = o.streams.add({ kind: o.kind, end: finish });
-  // Armed before the check below, so that a stream finished there clears it too.
-  unwatchExpiry = whenExpired(o.expiresAt, () => finish(undefined, o.expired?.(lastSeq) ?? EXPIRED_EVENT));
-  heartbeat = setInterval(() => {
-    res.write(': keep-alive\n\n');
-    slot.renew().catch((err) => o.logger.warn('stream slot renew failed', { err }));
-    void o.stillAuthorized?.().then((ok) => ok || finish(undefined, o.revoked?.(lastSeq)));
-  }, o.heartbeatMs);
-  res.on('close', () => finish());
-  // The client may have left while the history was being read: its 'close' has passed already.
-  // Checked once the heartbeat is armed, so that this finish clears it (a heartbeat left running
-  // renewed the released slot back into the tenant's count every beat, for good).
-  if (req.socket.destroyed) finish();
 
+  if (finished) {
+    // A finished task's log no longer changes: no subscription, the pages are the whole stream.
+    let page = (read.value as { events: StoredEvent[] }).events;
+    try {
+      while (page.length > 0 && !sse.ended) {
+        for (const event of page) await sse.write(counted(event));
+        page = page.length < o.historyPage ? [] : (await o.history(o.task.id, lastSeq, o.historyPage)).events;
+      }
+    } catch (err) {
+      // Redis failed a page: the reader resumes from its last event, as after any cut-off.
+      o.logger.warn('stream history read failed', { task: o.task.id, err });
+      return sse.interrupt();
+    }
+    return sse.end();
+  }
   const pending = buffered;
   buffered = null;
   for (const event of pending) write(event);
-  // Resumed after the final event: nothing more will ever come.
-  if (!done && isTerminal(o.task.status) && o.after >= o.task.seq) finish();
 }
+
+/** A first page of history that misses events asked for: they are no longer kept. */
+const expiredPage = (read: PromiseFulfilledResult<unknown>) =>
+  (read.value as { expired?: boolean }).expired === true;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
 import {
   isTerminal,
@@ -13,7 +14,7 @@ import { canAnswer, type InputRequest, type ToolDefinition, type ToolRegistry } 
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { rateLimited, rpcError } from '../rpc.js';
-import { openEventStream, whenClosed, type StillAuthorized } from '../stream.js';
+import { openEventStream, streamFailed, type StillAuthorized, type StreamSettings } from '../stream.js';
 import { cancelUnlessEnded, type LegacyCallCancels, type RequestId } from './cancel.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
@@ -24,8 +25,8 @@ export interface LegacyCall {
   admission: Admission;
   tools: ToolRegistry;
   poll: number;
-  /** SSE comment interval (TASKLINE_SSE_HEARTBEAT_MS) of `tasks/result` streams. */
-  heartbeatMs: number;
+  /** The SSE settings of `tasks/result` streams. */
+  sse: StreamSettings;
   served: ServedModels;
   tenant: string;
   /** The request's session (`Mcp-Session-Id`): a plain call's cancel names the request within it. */
@@ -46,7 +47,7 @@ export interface LegacyCall {
 
 /** Page size of `tasks/list`. */
 const LIST_PAGE = 50;
-/** JSON-RPC id prefix of the input requests `tasks/result` sends: `<prefix><taskId>:<key>`. */
+/** JSON-RPC id prefix of the input requests `tasks/result` sends: `<prefix><taskId>:<stream tag>:<key>`. */
 export const INPUT_ID_PREFIX = 'taskline-input:';
 
 class RpcError extends Error {
@@ -227,8 +228,8 @@ function outcome(task: TaskRecord): {
  * response is an open stream like a `subscriptions/listen` (a place under TASKLINE_MAX_STREAMS,
  * heartbeats), an SSE stream carrying `notifications/tasks/status` on every visible change, and,
  * while the task is `input_required`, each open question as a server request (elicitation and the
- * like) tagged with the related-task metadata. Its JSON-RPC id names the task and the question,
- * so the client's answer, POSTed to any replica, is stored durably as `tasks/update` stores it.
+ * like) tagged with the related-task metadata. Its JSON-RPC id names the task, the stream and the
+ * question, so the client's answer, POSTed to any replica, is stored durably as `tasks/update` stores it.
  */
 async function taskResult(call: LegacyCall, first: TaskRecord) {
   const { store, hub, res, tenant } = call;
@@ -241,29 +242,25 @@ async function taskResult(call: LegacyCall, first: TaskRecord) {
       return void rateLimited(res, call.id, err);
     throw err;
   }
-  const send = openEventStream(res, {
+  let sub: Subscription | null = null;
+  const stream = openEventStream(res, {
     slot,
-    heartbeatMs: call.heartbeatMs,
+    sse: call.sse,
     stillAuthorized: call.stillAuthorized,
     expiresAt: call.expiresAt,
+    onClose: () => sub?.close(),
   });
-  let closed = false;
-  let sub: Subscription | null = null;
-  whenClosed(res, () => {
-    closed = true;
-    sub?.close();
-  });
+  const { send } = stream;
+  // Server request ids must not repeat in a session (MCP 2025-11-25, Basic, Requests), and a
+  // session may follow the task on several streams: each stream's questions carry its own tag.
+  const streamTag = randomBytes(6).toString('base64url');
   const asked = new Set<string>();
   let lastView = '';
   const check = async () => {
     const task = await store.get(first.id, tenant);
-    if (closed) return;
-    if (!task) {
-      closed = true;
-      sub?.close();
-      send({ id: call.id, error: { code: -32602, message: 'Unknown or expired taskId' } });
-      return void res.end();
-    }
+    if (stream.ended) return;
+    if (!task)
+      return stream.end({ id: call.id, error: { code: -32602, message: 'Unknown or expired taskId' } });
     const view = legacyTask(task, call.poll);
     const key = JSON.stringify([view.status, view.statusMessage]);
     if (key !== lastView) {
@@ -277,26 +274,29 @@ async function taskResult(call: LegacyCall, first: TaskRecord) {
         if (asked.has(question) || !canAnswer(call.clientCapabilities, request)) continue;
         asked.add(question);
         send({
-          id: `${INPUT_ID_PREFIX}${task.id}:${question}`,
+          id: `${INPUT_ID_PREFIX}${task.id}:${streamTag}:${question}`,
           method: request.method,
           params: { ...request.params, _meta: { [RELATED_TASK]: { taskId: task.id } } },
         });
       }
     }
-    if (isTerminal(task.status)) {
-      closed = true;
-      sub?.close();
-      send({ id: call.id, ...outcome(task) });
-      res.end();
-    }
+    if (isTerminal(task.status)) stream.end({ id: call.id, ...outcome(task) });
   };
-  let chain = check();
-  sub = await hub.subscribe(first.id, first.seq, () => {
-    // Serialised, so the stream follows the task's log in order.
-    chain = chain.then(check).catch(() => undefined);
-  });
-  if (closed) sub.close();
-  await chain.catch(() => undefined);
+  // A failed read (or subscription) after the headers went out ends the stream: after the task's
+  // final event no later event would retry it, and the stream would only heartbeat, holding its slot.
+  const failed = () => stream.end(streamFailed(call.id));
+  if (stream.ended) return;
+  let chain = check().catch(failed);
+  try {
+    sub = await hub.subscribe(first.id, first.seq, () => {
+      // Serialised, so the stream follows the task's log in order.
+      chain = chain.then(check).catch(failed);
+    });
+  } catch {
+    return failed();
+  }
+  if (stream.ended) sub.close();
+  await chain;
 }
 
 /**
@@ -309,12 +309,11 @@ export async function acceptInputAnswer(
   tenant: string,
   message: { id: string; result?: unknown; error?: unknown },
 ): Promise<void> {
-  const rest = message.id.slice(INPUT_ID_PREFIX.length);
-  const split = rest.indexOf(':');
-  if (split < 0) return;
+  const [taskId, , ...question] = message.id.slice(INPUT_ID_PREFIX.length).split(':');
+  if (question.length === 0) return;
   const answer = message.error !== undefined ? { action: 'decline' } : message.result;
   try {
-    await store.provideInput(rest.slice(0, split), tenant, { [rest.slice(split + 1)]: answer });
+    await store.provideInput(taskId!, tenant, { [question.join(':')]: answer });
   } catch (err) {
     if (!(err instanceof TasklineError && err.code === 'task_not_found')) throw err;
   }

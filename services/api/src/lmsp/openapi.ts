@@ -81,6 +81,10 @@ export function buildOpenApi(): Schema {
           parameters: [p('TaskId'), p('LastEventId'), p('StartingAfter')],
           responses: {
             '200': sseResponse('Server-sent events.'),
+            '204': {
+              description:
+                'The task has ended and the resume point is its final event: nothing will follow (an EventSource stops reconnecting).',
+            },
             '400': problemResponse('`invalid_request`: a malformed or future resume point.'),
             ...notFound,
             '410': problemResponse(

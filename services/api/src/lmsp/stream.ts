@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { ConsoleDeps } from '@taskline/console';
-import { historyExpired, TasklineError, type TaskRecord } from '@taskline/engine';
+import { historyExpired, isTerminal, TasklineError, type TaskRecord } from '@taskline/engine';
 import type { ApiCore } from '../core.js';
 import { streamTaskEvents, type StreamOptions } from '../sse.js';
 import { resumePoint } from './schema.js';
@@ -27,6 +27,8 @@ export function streamOptions(
   const { env } = core;
   return {
     hub: core.hub,
+    history: (id, after, count) => core.store.events(id, after, count),
+    historyPage: env.TASKLINE_SSE_HISTORY_PAGE_EVENTS,
     limits: core.limits,
     streams: core.streams,
     logger: core.logger.child({ request_id: req.id }),
@@ -70,6 +72,9 @@ export function followTaskOf(core: ApiCore): FollowTask {
       res.status(200).type('text/event-stream').end();
       return;
     }
+    // Nothing will ever follow the final event: 204 is what stops an EventSource reconnecting
+    // (WHATWG HTML, Server-sent events, "announce the connection"); a 200 that ends is resumed.
+    if (isTerminal(task.status) && after >= task.seq) return void res.status(204).end();
     await streamTaskEvents(req, res, {
       ...streamOptions(core, req, task, after, 'events'),
       tenant: streamsOf(task),

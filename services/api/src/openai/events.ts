@@ -36,6 +36,9 @@ export function servedEventJson(event: StoredEvent, task: TaskRecord): string {
   // says what was done, and when.
   const action = data.operator_action as { action?: unknown; at?: unknown } | undefined;
   if (action) data.operator_action = { action: action.action, at: action.at };
+  // Which gpu-worker claimed the task is the operators' (the console's timeline); LMSP 1.0
+  // section 6.3 has no such member, and it names the deployment's hosts.
+  delete data.worker;
   if (data.response != null && typeof data.response === 'object') {
     const stored = withOpenAiMembers(data.response as ResponseObject);
     return JSON.stringify({ type: event.type, sequence_number: event.seq, ...data, response: stored });
