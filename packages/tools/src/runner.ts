@@ -82,8 +82,7 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
         // Redis unavailable under a progress or an ask: a lost attempt for the worker, not a failure.
         if (isRedisUnavailable(err)) throw err;
         // The engine's errors under the tool are internal errors, not the tool's.
-        if (err instanceof TasklineError)
-          return failed('internal_error', err.message);
+        if (err instanceof TasklineError) return failed('internal_error', err.message);
         // Anything else the tool threw is its execution error, which MCP reports as the tool's
         // result (the SDK's blocking call does so): `completed` with isError, never `failed`
         // (MCP 2026-07-28 Tasks extension, Task Execution Errors).
