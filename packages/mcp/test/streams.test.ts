@@ -51,10 +51,15 @@ after(async () => {
 });
 
 /** A 2025-11-25 session of tenant-a. */
+/** A 2025-11-25 session that declares elicitation: questions are put only to callers that can answer. */
 async function session2025(): Promise<string> {
   const init = await post2025(url, KEY_A, {
     method: 'initialize',
-    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    params: {
+      protocolVersion: '2025-11-25',
+      capabilities: { elicitation: {} },
+      clientInfo: { name: 't', version: '1' },
+    },
   });
   assert.equal(init.status, 200);
   return init.headers.get('mcp-session-id')!;

@@ -41,8 +41,10 @@ test('loseReply: the replies before the matched command arrive, its own never do
     command('SET', 'a', 'x') + command('INCR', 'n') + command('SET', 'b', 'y'),
   );
   assert.deepEqual(await lost, ['INCR', 'n']);
+  // Only the reply before it came back. How the connection ended (a reset, or a close when the
+  // kernel sends the FIN first on a loaded host) is alike to a client: it reconnects and re-sends.
   assert.equal(data, '+OK\r\n');
-  assert.equal(error, 'ECONNRESET');
+  assert.ok(error === 'ECONNRESET' || error === null, String(error));
   assert.equal(await cli('GET', 'n'), '1');
   assert.equal(await cli('EXISTS', 'b'), '0');
 });

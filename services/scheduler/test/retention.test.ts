@@ -74,12 +74,22 @@ test('the sweep bounds and expires the indexes of an api whose clock is 90 s beh
     await indexToolTask(redis, 'behind', `${String(task.createdAt).padStart(15, '0')}:${task.id}`);
     await api.cancel(task.id, 'behind');
   }
-  for (const key of [operatorKeys.tasks('behind'), toolTaskIndex('behind')])
-    await until(
-      `${key} bounded to its hundred newest and expiring`,
-      async () => ((await redis.zcard(key)) === 100 && (await redis.pttl(key)) > 0 ? true : undefined),
-      20_000,
-    );
+  const operatorIndex = operatorKeys.tasks('behind');
+  await until(
+    `${operatorIndex} bounded to its hundred newest and expiring`,
+    async () =>
+      (await redis.zcard(operatorIndex)) === 100 && (await redis.pttl(operatorIndex)) > 0 ? true : undefined,
+    20_000,
+  );
+  // The tool-task index keeps every task tasks/get still serves (docs/mcp.md): all 103 are stored
+  // yet, so the bound drops none; it is found by the sweep all the same, and expires.
+  const toolIndex = toolTaskIndex('behind');
+  await until(
+    `${toolIndex} found by the sweep and expiring`,
+    async () =>
+      (await redis.zcard(toolIndex)) === 103 && (await redis.pttl(toolIndex)) > 0 ? true : undefined,
+    20_000,
+  );
   await until(
     'the quiet tenant dropped by the sweep',
     async () => ((await redis.zscore(operatorKeys.tenants, 'quiet')) === null ? true : undefined),
