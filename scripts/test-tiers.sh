@@ -44,7 +44,9 @@ for file in "${UNIT[@]}" "${ALONE[@]}"; do
 done
 
 # Runs node's test runner on the files after `--` with the flags before it; none when there is no
-# file (given none, `node --test` would look for test files everywhere).
+# file (given none, `node --test` would look for test files everywhere). --test-force-exit: a file
+# whose cleanup failed (a server it started still running) ends as a failure instead of holding the
+# run open until CI's limit.
 run_tests() {
   local flags=()
   while [ "$1" != -- ]; do flags+=("$1"); shift; done
