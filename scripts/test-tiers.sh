@@ -37,6 +37,16 @@ ALONE=(
   # Debian's system chromium, each page load CPU-bound; both write into .screenshots/console.
   services/api/test/console.test.ts
   services/api/test/console-page.test.ts
+  # Faults and dispatch against 1 s leases, waiting on the real model's output: starved of CPU beside
+  # neighbours, a lease lapsed (an extra attempt) or a bounded wait ran out; each passes alone.
+  services/gpu-worker/test/faults.test.ts
+  services/gpu-worker/test/fetchers.test.ts
+  services/gpu-worker/test/generation.test.ts
+  services/scheduler/test/capacity.test.ts
+  services/scheduler/test/dispatch.test.ts
+  services/scheduler/test/recovery.test.ts
+  services/scheduler/test/redis-stall.test.ts
+  services/scheduler/test/retention.test.ts
 )
 
 for file in "${UNIT[@]}" "${ALONE[@]}"; do
