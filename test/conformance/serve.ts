@@ -1,5 +1,5 @@
 /** Starts the conformance stack and prints the MCP URL; for poking at it by hand. */
-import { CONFORMANCE_ENV, startStack } from './stack.js';
+import { CONFORMANCE_ENV, startStack } from '@taskline/test-support/mcp-stack';
 
 const stack = await startStack({ env: CONFORMANCE_ENV, fixtures: true });
 console.log(stack.replicas[0]!.url);

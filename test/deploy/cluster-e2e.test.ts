@@ -4,9 +4,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, startHaproxy, type LoadBalancer } from '@taskline/testing';
-import { Cluster, LONG, until } from '../../services/gpu-worker/test/helpers.js';
-import { call, KEY_A, openSse, spawnApi, type ApiProcess } from '../../services/api/test/helpers.js';
-import { pollTask, rpc } from '../../packages/mcp/test/helpers.js';
+import { Cluster, LONG, until } from '@taskline/test-support/cluster';
+import { call, KEY_A, openSse, spawnApi, type ApiProcess } from '@taskline/api/test-helpers';
+import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 // Issue 6.6: end-to-end flows through the load balancer of the local cluster's shape (Redis with
 // AOF, two api replicas behind HAProxy with deploy/haproxy/haproxy.cfg, scheduler, worker), so

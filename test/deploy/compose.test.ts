@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { loadEnv, type Env } from '../../packages/config/src/index.js';
+import { loadEnv, type Env } from '@taskline/config';
 import { ROOT } from './promql.js';
 
 // deploy/compose.yaml as the services would read it: each container is a host of its own, so

@@ -3,13 +3,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import {
-  KEY_A,
-  startApi,
-  startStack,
-  type InProcessApi,
-  type Stack,
-} from '../../services/api/test/helpers.js';
+import { KEY_A, startApi, startStack, type InProcessApi, type Stack } from '@taskline/api/test-helpers';
 import { render } from './helm-tool.js';
 import { env, pod } from './manifests.js';
 

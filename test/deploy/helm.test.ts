@@ -271,7 +271,7 @@ function chartSettings(): Set<string> {
 }
 
 test('every setting the chart passes is one the services read (packages/config defaults)', async () => {
-  const { DEFAULTS } = await import('../../packages/config/src/defaults.js');
+  const { DEFAULTS } = await import('@taskline/config');
   const names = chartSettings();
   for (const name of names) assert.ok(name in DEFAULTS, `${name} is not a setting of packages/config`);
   assert.ok(names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS'));
@@ -282,7 +282,7 @@ test('every setting the chart passes is one the services read (packages/config d
 // met the Secret's empty one), and one no service reads (a typo) does nothing. TASKLINE_WORKER_ID
 // would name every worker replica alike: they share the ConfigMap.
 test('config takes every other setting of packages/config, and refuses those the chart sets and unknown names', async () => {
-  const { DEFAULTS } = await import('../../packages/config/src/defaults.js');
+  const { DEFAULTS } = await import('@taskline/config');
   const own = new Set([...chartSettings(), 'TASKLINE_WORKER_ID']);
   const open = Object.fromEntries(Object.entries(DEFAULTS).filter(([k]) => !own.has(k)));
   const schema = JSON.parse(readFileSync(`${CHART}/values.schema.json`, 'utf8')) as {

@@ -3,9 +3,9 @@ import { after, before, test } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
 import { OTHER_TENANT } from '@taskline/metrics';
-import { Cluster, exited, LONG, until } from '../../services/gpu-worker/test/helpers.js';
-import { call, KEY_A, KEY_B, openSse, spawnApi, type ApiProcess } from '../../services/api/test/helpers.js';
-import { pollTask, rpc, TASKS } from '../../packages/mcp/test/helpers.js';
+import { Cluster, exited, LONG, until } from '@taskline/test-support/cluster';
+import { call, KEY_A, KEY_B, openSse, spawnApi, type ApiProcess } from '@taskline/api/test-helpers';
+import { pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 // Issue 6.1 on the real stack: Redis, a scheduler, gpu-workers and an api as processes, real
 // LMSP, SSE and MCP traffic, then every service's /metrics scraped. Each metric family the issue

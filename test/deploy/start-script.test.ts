@@ -16,7 +16,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bounded, exited, freePort, until } from '@taskline/testing';
-import { loadEnv } from '../../packages/config/src/index.js';
+import { loadEnv } from '@taskline/config';
 import { ROOT } from './promql.js';
 
 // scripts/start.sh and scripts/cluster.sh as they are, in a copy of the checkout's layout whose

@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
 import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
-import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '../../client/test/stack.js';
+import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '@taskline/test-support/client-stack';
 import { cliRunner } from './spawn.js';
 
 let stack: Stack;

@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { tokenHashId } from '@taskline/client';
 import { EXIT } from '../src/index.js';
-import { LONG_INPUT, startStack, until, type Stack } from '../../client/test/stack.js';
+import { LONG_INPUT, startStack, until, type Stack } from '@taskline/test-support/client-stack';
 import { cliRunner } from './spawn.js';
 
 const ISSUER = 'https://idp.test';

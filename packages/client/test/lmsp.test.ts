@@ -13,7 +13,14 @@ import {
   type StreamEvent,
   type TaskStatus,
 } from '../src/index.js';
-import { KEY_A, LONG_INPUT, startStack, until, visibleStepViolation, type Stack } from './stack.js';
+import {
+  KEY_A,
+  LONG_INPUT,
+  startStack,
+  until,
+  visibleStepViolation,
+  type Stack,
+} from '@taskline/test-support/client-stack';
 
 describe('poll delays', () => {
   test('never below the interval, 10-20 % jitter on top, backing off only while nothing changes', () => {

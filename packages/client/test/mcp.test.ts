@@ -8,7 +8,7 @@ import {
   type Clock,
   type McpTask,
 } from '../src/index.js';
-import { KEY_A, startStack, until, type Stack } from './stack.js';
+import { KEY_A, startStack, until, type Stack } from '@taskline/test-support/client-stack';
 
 const SERVER_POLL_MS = 300;
 let stack: Stack;

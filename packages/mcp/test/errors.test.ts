@@ -2,8 +2,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { scanKeys } from '@taskline/testing';
-import { startStack } from '../../../test/conformance/stack.js';
-import { initializeRequest, rpc, TASKS } from './helpers.js';
+import { startStack } from '@taskline/test-support/mcp-stack';
+import { initializeRequest, rpc, TASKS } from '@taskline/test-support/mcp';
 
 describe('MCP error paths, raw JSON-RPC against the api service', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;

@@ -11,8 +11,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex, toolTaskOpen } from '@taskline/engine/keys';
-import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { pollTask, rpc, TASKS } from './helpers.js';
+import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 const KEY_A = 'key-a-secret';
 /** The tenant of the polling test alone, so its request rate is its own. */

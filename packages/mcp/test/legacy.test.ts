@@ -6,8 +6,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
 import { bounded, startHaproxy, type LoadBalancer } from '@taskline/testing';
-import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { initializeRequest, pollTask, rpc } from './helpers.js';
+import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { initializeRequest, pollTask, rpc } from '@taskline/test-support/mcp';
 
 const KEY_A = 'key-a-secret';
 const KEY_B = 'key-b-secret';

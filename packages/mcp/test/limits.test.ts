@@ -9,8 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
 import { scanKeys } from '@taskline/testing';
-import { startStack, until } from '../../../test/conformance/stack.js';
-import { post2025, rawPost2025, rpc, type RpcReply } from './helpers.js';
+import { startStack, until } from '@taskline/test-support/mcp-stack';
+import { post2025, rawPost2025, rpc, type RpcReply } from '@taskline/test-support/mcp';
 
 const BURST = 12;
 const CAP = 2;

@@ -1,8 +1,8 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { listenTasks, pollTask, rpc, TASKS } from './helpers.js';
+import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { listenTasks, pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 describe('MCP tasks over two replicas on one Redis', () => {
   let stack: Awaited<ReturnType<typeof startStack>>;

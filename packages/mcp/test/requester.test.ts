@@ -17,8 +17,8 @@ import {
   type TaskEnabledSession,
   type TaskView,
 } from '@modelcontextprotocol/ext-tasks/client';
-import { startStack, type Replica } from '../../../test/conformance/stack.js';
-import { pollTask, rpc, TASKS } from './helpers.js';
+import { startStack, type Replica } from '@taskline/test-support/mcp-stack';
+import { pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 const VERSION = '2026-07-28';
 const KEY = 'key-a-secret';

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { startStack } from '../../../test/conformance/stack.js';
-import { listenTasks, post2025, rpc } from './helpers.js';
+import { startStack } from '@taskline/test-support/mcp-stack';
+import { listenTasks, post2025, rpc } from '@taskline/test-support/mcp';
 
 const CLI = fileURLToPath(new URL('../../cli/bin/taskline.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));

@@ -11,8 +11,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
-import { startStack, until } from '../../../test/conformance/stack.js';
-import { pollTask, rpc } from './helpers.js';
+import { startStack, until } from '@taskline/test-support/mcp-stack';
+import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 /** The least TASKLINE_OPERATOR_INDEX_MAX takes. */
 const MAX = 100;

@@ -12,7 +12,14 @@ export class ApiService extends Service {
     super({
       ...options,
       kind: 'api',
-      env: { TASKLINE_HOST: '127.0.0.1', ...options.env, TASKLINE_PORT: String(port) },
+      // A metrics port of its own unless the test names one: the default (9464) is one per machine,
+      // and test files run side by side.
+      env: {
+        TASKLINE_HOST: '127.0.0.1',
+        TASKLINE_METRICS_PORT: '0',
+        ...options.env,
+        TASKLINE_PORT: String(port),
+      },
     });
   }
 

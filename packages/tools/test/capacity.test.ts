@@ -12,8 +12,8 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { idempotencyKey, schedulerKeys } from '@taskline/engine/keys';
-import { startApi, startStack, type Replica } from '../../../test/conformance/stack.js';
-import { pollTask, rpc } from '../../mcp/test/helpers.js';
+import { startApi, startStack, type Replica } from '@taskline/test-support/mcp-stack';
+import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 const TENANTS = { a: 'tenant-a', b: 'tenant-b', c: 'tenant-c', d: 'tenant-d' };
 const keyOf = (tenant: string) => `key-${tenant}`;

@@ -9,8 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { idempotencyKey } from '@taskline/engine/keys';
 import { exited } from '@taskline/testing';
-import { startStack, until, type Replica } from '../../../test/conformance/stack.js';
-import { pollTask, rpc } from '../../mcp/test/helpers.js';
+import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 const TENANT = 'tenant-a';
 const KEY = 'key-a-secret';

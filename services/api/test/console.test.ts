@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { adminOpenApi } from '@taskline/console';
-import { Cluster, exited, LONG, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, exited, LONG, until } from '@taskline/test-support/cluster';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 import { assertAccessible, openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
 

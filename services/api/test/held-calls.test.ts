@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { skewedClock } from '@taskline/testing';
-import { Cluster, LONG, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, LONG, until } from '@taskline/test-support/cluster';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 
 let cluster: Cluster;

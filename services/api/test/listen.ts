@@ -1,5 +1,5 @@
 /** An MCP `subscriptions/listen` stream read as raw SSE, and the tasks it follows. */
-import { listenTasks } from '../../../packages/mcp/test/helpers.js';
+import { listenTasks } from '@taskline/test-support/mcp';
 import { KEY_A, type Stack } from './helpers.js';
 
 /** A listen as it arrived: the HTTP answer, then the stream's messages and heartbeat comments. */

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI, { APIError, BadRequestError, ConflictError, NotFoundError } from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { Cluster, LONG, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, LONG, until } from '@taskline/test-support/cluster';
 import { KEY_A, KEY_B, spawnApi, type ApiProcess } from './helpers.js';
 
 let cluster: Cluster;

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { skewedClock } from '@taskline/testing';
-import { Cluster, LONG } from './helpers.js';
+import { Cluster, LONG } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 before(async () => {

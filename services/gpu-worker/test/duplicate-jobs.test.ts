@@ -11,7 +11,7 @@ import { createInstantBackend } from '@taskline/inference';
 import { createLogger } from '@taskline/log';
 import { createMetrics } from '@taskline/metrics';
 import { GpuWorker } from '../src/worker.js';
-import { Cluster, until } from './helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 before(

@@ -4,7 +4,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test, type TestContext } from 'node:test';
 import { RESTART_EVENT_TYPE, visibleStepViolation, type TaskRecord, type TaskStatus } from '@taskline/engine';
 import { bounded, freePort } from '@taskline/testing';
-import { Cluster, deltaText, exited, LONG, outputText, until, type ParsedEvent } from './helpers.js';
+import {
+  Cluster,
+  deltaText,
+  exited,
+  LONG,
+  outputText,
+  until,
+  type ParsedEvent,
+} from '@taskline/test-support/cluster';
 
 const STEP_MS = '20';
 const FINAL = ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'];

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { shareSlots } from '../src/worker.js';
-import { Cluster, LONG, until } from './helpers.js';
+import { Cluster, LONG, until } from '@taskline/test-support/cluster';
 
 test('slots are shared out among the fetchers, each with one at least', () => {
   assert.deepEqual(shareSlots(10, 4), [3, 3, 2, 2]);

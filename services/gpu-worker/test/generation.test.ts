@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Cluster, deltaText, outputText, until } from './helpers.js';
+import { Cluster, deltaText, outputText, until } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Cluster, exited } from './helpers.js';
+import { Cluster, exited } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 before(async () => (cluster = await Cluster.start()));

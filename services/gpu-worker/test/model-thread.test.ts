@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { RESTART_EVENT_TYPE } from '@taskline/engine';
-import { Cluster, deltaText, exited, LONG, outputText } from './helpers.js';
+import { Cluster, deltaText, exited, LONG, outputText } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 

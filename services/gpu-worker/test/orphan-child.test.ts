@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { TOOLS_MODEL } from '@taskline/control';
 import { idempotencyKey } from '@taskline/engine/keys';
-import { Cluster, exited, until } from './helpers.js';
+import { Cluster, exited, until } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 before(async () => (cluster = await Cluster.start()));

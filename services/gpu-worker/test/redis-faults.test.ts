@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test, type TestContext } from 'node:test';
 import { scriptSource, type TaskRecord } from '@taskline/engine';
 import { bounded, runsScript, startRedisProxy, type RedisProxy, type Service } from '@taskline/testing';
-import { Cluster, deltaText, exited, LONG, outputText, until } from './helpers.js';
+import { Cluster, deltaText, exited, LONG, outputText, until } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 let proxy: RedisProxy;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { taskKeys } from '@taskline/engine/keys';
-import { Cluster, exited, LONG, until } from './helpers.js';
+import { Cluster, exited, LONG, until } from '@taskline/test-support/cluster';
 
 let cluster: Cluster;
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis } from '@taskline/testing';
-import { Cluster } from '../../gpu-worker/test/helpers.js';
+import { Cluster } from '@taskline/test-support/cluster';
 
 const clusters: Cluster[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));

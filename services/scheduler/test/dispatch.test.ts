@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 let cluster: Cluster | undefined;
 after(() => cluster?.stop());

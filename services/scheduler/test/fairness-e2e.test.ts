@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 import { modelQueueName, queuePrefix } from '@taskline/control';
 import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis, type RedisMonitor } from '@taskline/testing';
-import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 const MODEL = 'instant';
 const WAIT_LIST = `${queuePrefix(MODEL)}:${modelQueueName(MODEL)}:wait`;

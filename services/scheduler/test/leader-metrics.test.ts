@@ -1,7 +1,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '@taskline/testing';
-import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 // Autoscaling reads the queue gauges of the leader only (the chart's KEDA query joins them with
 // taskline_scheduler_leader): a replica that loses leadership must say so and stop exporting the

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys, taskKeys } from '@taskline/engine/keys';
-import { Cluster } from '../../gpu-worker/test/helpers.js';
+import { Cluster } from '@taskline/test-support/cluster';
 
 let cluster: Cluster | undefined;
 after(() => cluster?.stop());

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { freePort } from '@taskline/testing';
-import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 // Redis going away is an outage to ride out, not a reason to die: every loop, the wake-up
 // subscriber and the BullMQ queues see their commands fail while it is down, and a process that

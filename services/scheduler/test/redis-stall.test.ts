@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, test } from 'node:test';
 import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 const clusters: Cluster[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));

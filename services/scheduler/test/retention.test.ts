@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { indexToolTask, TaskStore, toolTaskIndex } from '@taskline/engine';
 import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '../../gpu-worker/test/helpers.js';
+import { Cluster, until } from '@taskline/test-support/cluster';
 
 const clusters: Cluster[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));

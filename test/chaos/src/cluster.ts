@@ -19,7 +19,7 @@ import {
   type Service,
   type Stack,
 } from '@taskline/testing';
-import { FIXTURE_ENTRIES } from '../../conformance/entries.js';
+import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
 import { API_KEYS } from './client.js';
 import { LOG_DIR, ON_CLUSTER } from './observed.js';
 import * as tools from './tools.js';

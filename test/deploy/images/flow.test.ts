@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { freePort, startRedis, until, type RedisServer } from '@taskline/testing';
-import { call, KEY_A, openSse } from '../../../services/api/test/helpers.js';
+import { call, KEY_A, openSse } from '@taskline/api/test-helpers';
 
 // The three images built by build.sh, run together against a Redis of the test's own (AOF,
 // fsync always), through the README's flow: create, stream, cancel. Host networking: every

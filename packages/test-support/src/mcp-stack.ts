@@ -1,12 +1,12 @@
 /**
  * The real Taskline stack for the conformance run and the MCP tests: a Redis with AOF, the
  * scheduler, a gpu-worker (which runs tool tasks from the `tools` queue) and any number of `api`
- * replicas serving `/mcp`, all as separate processes (`@taskline/testing`'s stack, with the
- * gpu-worker tests' `Cluster` for a TaskStore on the same Redis).
+ * replicas serving `/mcp`, all as separate processes (`@taskline/testing`'s stack, with
+ * `Cluster` for a TaskStore on the same Redis).
  */
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
-import { Cluster, until } from '../../services/gpu-worker/test/helpers.js';
+import { Cluster, until } from './cluster.js';
 import { FIXTURE_ENTRIES } from './entries.js';
 
 export { Cluster, until };

@@ -18,9 +18,9 @@ import {
   startStack,
   type ApiProcess,
   type Stack,
-} from '../../../services/api/test/helpers.js';
-import { listen, openTasks } from '../../../services/api/test/listen.js';
-import { post2025, rawPost2025, TASKS } from './helpers.js';
+} from './helpers.js';
+import { listen, openTasks } from './listen.js';
+import { post2025, rawPost2025, TASKS } from '@taskline/test-support/mcp';
 
 const SLOTS = 'tl:api:streams:{tenant-a}';
 /** The api's own Redis user: the tests take commands away from it to make its reads fail. */

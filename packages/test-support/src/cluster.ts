@@ -1,3 +1,4 @@
+// The gpu-worker tests' `Cluster`, shared by every suite that drives the stack through the engine.
 import type { ChildProcess } from 'node:child_process';
 import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
 import { freePort, startStack, until, type Service, type Stack, type StackOptions } from '@taskline/testing';

@@ -14,7 +14,7 @@ import {
   type Service,
   type Stack as Services,
 } from '@taskline/testing';
-import { FIXTURE_ENTRIES } from '../../../test/conformance/entries.js';
+import { FIXTURE_ENTRIES } from './entries.js';
 
 export const KEY_A = 'key-a-0123456789';
 export { until, visibleStepViolation };

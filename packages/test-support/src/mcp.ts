@@ -1,3 +1,4 @@
+// The raw MCP client (JSON-RPC over HTTP, both wires) of the MCP, api, tools and deploy tests.
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 export const TASKS = 'io.modelcontextprotocol/tasks';
 let nextId = 1;

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The test tiers, sourced by scripts/test.sh, scripts/test-unit.sh (`pnpm test:unit`) and
+# scripts/test-cluster.sh. A test file (`<package>/test/*.test.ts`) is in the integration tier,
+# run in parallel with its neighbours, unless it is listed here:
+# - UNIT: files that start no process (no redis-server, no service, no CLI, no browser). They run
+#   under scripts/unit-guard.mjs, which fails any attempt to start one, so a wrong entry is caught
+#   at once. Add a new file here when it needs nothing but this process (and its worker threads).
+# - ALONE: integration files that cannot share the machine with a parallel neighbour (the reason
+#   beside each); they run one at a time after the parallel pass.
+UNIT=(
+  packages/admission/test/auth-failures.test.ts
+  packages/auth/test/operators.test.ts
+  packages/cli/test/input.test.ts
+  packages/cli/test/store.test.ts
+  packages/client/test/credential.test.ts
+  packages/client/test/retry-after.test.ts
+  packages/client/test/schema.test.ts
+  packages/config/test/config.test.ts
+  packages/console/test/live.test.ts
+  packages/control/test/ipv6.test.ts
+  packages/control/test/leadership.test.ts
+  packages/control/test/reconnect.test.ts
+  packages/engine/test/states.test.ts
+  packages/inference/test/chat.test.ts
+  packages/inference/test/model-cache.test.ts
+  packages/inference/test/onnx-model.test.ts
+  packages/inference/test/prefill.test.ts
+  packages/inference/test/units.test.ts
+  packages/mcp/test/view.test.ts
+  packages/metrics/test/metrics.test.ts
+  packages/testing/test/ports.test.ts
+  packages/tools/test/schema.test.ts
+  services/gpu-worker/test/flush-clock.test.ts
+  services/gpu-worker/test/messages.test.ts
+)
+ALONE=(
+  # Debian's system chromium, each page load CPU-bound; both write into .screenshots/console.
+  services/api/test/console.test.ts
+  services/api/test/console-page.test.ts
+  # Faults and dispatch against 1 s leases, waiting on the real model's output: starved of CPU beside
+  # neighbours, a lease lapsed (an extra attempt) or a bounded wait ran out; each passes alone.
+  services/gpu-worker/test/faults.test.ts
+  services/gpu-worker/test/fetchers.test.ts
+  services/gpu-worker/test/generation.test.ts
+  services/gpu-worker/test/clock-skew.test.ts
+  services/gpu-worker/test/duplicate-jobs.test.ts
+  services/gpu-worker/test/model-load.test.ts
+  services/gpu-worker/test/orphan-child.test.ts
+  services/gpu-worker/test/redis-faults.test.ts
+  services/scheduler/test/capacity.test.ts
+  services/scheduler/test/dispatch.test.ts
+  services/scheduler/test/recovery.test.ts
+  services/scheduler/test/redis-stall.test.ts
+  services/scheduler/test/retention.test.ts
+)
+
+for file in "${UNIT[@]}" "${ALONE[@]}"; do
+  [ -f "$file" ] || { echo "scripts/test-tiers.sh lists $file, which does not exist" >&2; exit 1; }
+done
+
+# Runs node's test runner on the files after `--` with the flags before it; none when there is no
+# file (given none, `node --test` would look for test files everywhere). --test-force-exit: a file
+# whose cleanup failed (a server it started still running) ends as a failure instead of holding the
+# run open until CI's limit.
+run_tests() {
+  local flags=()
+  while [ "$1" != -- ]; do flags+=("$1"); shift; done
+  shift
+  [ $# = 0 ] || node --import tsx --test --test-force-exit "${flags[@]}" "$@"
+}
+
+# Prints the test files of one tier (unit, parallel or alone), one a line, sorted.
+tier_files() {
+  local all
+  all=$(find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
+  case "$1" in
+    unit) printf '%s\n' "${UNIT[@]}" | sort ;;
+    alone) printf '%s\n' "${ALONE[@]}" | sort ;;
+    parallel) comm -23 <(echo "$all") <(printf '%s\n' "${UNIT[@]}" "${ALONE[@]}" | sort) ;;
+  esac
+}
