@@ -22,7 +22,10 @@ test('the diagram has exactly the edges of the transition table', () => {
 test('ARCHITECTURE.md shows the diagram rendered from the transition table', () => {
   const doc = readFileSync(ARCHITECTURE, 'utf8');
   const block = /<!-- state-diagram:start -->\n([\s\S]*?)<!-- state-diagram:end -->/.exec(doc);
-  assert.ok(block, 'ARCHITECTURE.md has no <!-- state-diagram:start --> ... <!-- state-diagram:end --> block');
+  assert.ok(
+    block,
+    'ARCHITECTURE.md has no <!-- state-diagram:start --> ... <!-- state-diagram:end --> block',
+  );
   assert.equal(
     block[1],
     renderStateDiagram(),
