@@ -4,7 +4,7 @@
  * `pnpm bench:smoke`: the same harness at toy sizes, into a temporary folder; checks that every
  * benchmark runs and the report is well-formed, never speed.
  */
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -206,13 +206,10 @@ const { bars, tables } = sections({ results, life, accept, first, stream, batch,
 const outDir =
   args.out ?? (smoke ? await mkdtemp(join(tmpdir(), 'taskline-bench-')) : join(ROOT, 'bench/results'));
 await mkdir(outDir, { recursive: true });
-const notesFile = join(ROOT, 'bench/notes.md');
+// What the numbers mean lives in bench/README.md with its measurements, not in each report.
 const notes = smoke
   ? ['Smoke run: checks the harness and the report, not speed.']
-  : (await readFile(notesFile, 'utf8').catch(() => ''))
-      .split('\n')
-      .filter((l) => l.startsWith('- '))
-      .map((l) => l.slice(2));
+  : ['What these numbers mean, each finding with its measurement: bench/README.md, "Current findings".'];
 const report: Report = {
   generatedAt: new Date().toISOString(),
   smoke,

@@ -21,7 +21,7 @@
   running set (scored by that attempt); claimed first, the attempt would run without one.
 
   A new attempt of a task its clients saw `running` (field `shown`, set by the restart that
-  queued it) writes neither event: to them it never stopped running (ARCHITECTURE.md, "What
+  queued it) writes neither event: to them it never stopped running (docs/engine.md, "What
   clients see").
 
   Returns {'ok', attempt, seq, record} | {'missing'} | {'terminal', status, tenant, parent ('' for none)}

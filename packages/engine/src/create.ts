@@ -1,5 +1,5 @@
 /**
- * The create path: journal, record and offer in one round trip (ARCHITECTURE.md, "The flow of
+ * The create path: journal, record and offer in one round trip (docs/engine.md, "The flow of
  * one task", steps 2 and 3).
  */
 import type { StoreCore } from './core.js';

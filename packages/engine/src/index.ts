@@ -12,6 +12,7 @@ export {
   visibleStatus,
   visibleStepViolation,
   VISIBLE_TRANSITIONS,
+  renderStateDiagram,
   type TaskStatus,
   type TerminalStatus,
   type McpTaskStatus,

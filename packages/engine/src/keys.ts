@@ -1,7 +1,7 @@
 /**
  * The Redis key layout. Every key of one task shares the hash tag `{<taskId>}`, so each task
- * script touches one hash slot and the layout works unchanged on Redis Cluster. ARCHITECTURE.md
- * explains why each key lives where it does.
+ * script touches one hash slot and the layout works unchanged on Redis Cluster. docs/engine.md
+ * ("Redis key layout") explains why each key lives where it does.
  */
 export const taskKeys = (id: string) =>
   ({

@@ -163,3 +163,14 @@ export function recoveryTarget(
   if (status === 'cancelling') return 'cancelled';
   return policy === 'fail' ? 'failed' : 'queued';
 }
+
+/**
+ * The transition table as a Mermaid state diagram, as ARCHITECTURE.md shows it: rendered, never
+ * drawn by hand, so the picture cannot drift from the table (`scripts/state-diagram.ts` writes it).
+ */
+export function renderStateDiagram(): string {
+  const lines = ['```mermaid', 'stateDiagram-v2', `    [*] --> ${TASK_STATUSES[0]}`];
+  for (const from of TASK_STATUSES) for (const to of TRANSITIONS[from]) lines.push(`    ${from} --> ${to}`);
+  for (const end of TERMINAL_STATUSES) lines.push(`    ${end} --> [*]`);
+  return lines.concat('```', '').join('\n');
+}

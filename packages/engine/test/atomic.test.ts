@@ -49,7 +49,7 @@ test('an evicted task hash with its stream left: the idempotent retry makes a ne
   await h.redis.persist(taskKeys(first.task.id).events);
 
   // The task reads as gone, so its key is free again: a new task under a new id (LMSP 1.0
-  // section 9.2, ARCHITECTURE.md "Idempotency"), whose log starts clean at 1.
+  // section 9.2, docs/engine.md "Idempotency"), whose log starts clean at 1.
   const retried = await h.store.createIdempotent(input, 'key-evicted', 'print');
   assert.notEqual(retried.task.id, first.task.id, 'a new task, not the evicted one again');
   assert.equal(retried.task.status, 'queued');

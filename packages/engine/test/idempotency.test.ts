@@ -7,7 +7,7 @@ import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { harness, newTask, until, type Harness } from './helpers.js';
 
 // LMSP 1.0 section 9.2 with task retention far shorter than the key's: a key whose task has
-// expired is free again (ARCHITECTURE.md, "Idempotency"), so a retry never brings the old task
+// expired is free again (docs/engine.md, "Idempotency"), so a retry never brings the old task
 // id back with a new run under it.
 let h: Harness;
 // The same Redis with a short Idempotency-Key hold, for retries that take over a create.
