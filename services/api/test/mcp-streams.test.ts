@@ -11,14 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { isTerminal, type TaskRecord } from '@taskline/engine';
 import { until } from '@taskline/testing';
-import {
-  KEY_A,
-  openSse,
-  spawnApi,
-  startStack,
-  type ApiProcess,
-  type Stack,
-} from './helpers.js';
+import { KEY_A, openSse, spawnApi, startStack, type ApiProcess, type Stack } from './helpers.js';
 import { listen, openTasks } from './listen.js';
 import { post2025, rawPost2025, TASKS } from '@taskline/test-support/mcp';
 
