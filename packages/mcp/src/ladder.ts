@@ -13,7 +13,7 @@ const MODERN_VERSIONS = ['2026-07-28'];
  * What -32022 lists as supported: every revision `/mcp` serves, the 2025 ones through
  * `initialize` (MCP 2026-07-28, Versioning: the versions the server supports).
  */
-const SUPPORTED_VERSIONS = [...MODERN_VERSIONS, ...LEGACY_VERSIONS];
+export const SUPPORTED_VERSIONS = [...MODERN_VERSIONS, ...LEGACY_VERSIONS];
 /** MCP 2026-07-28, Versioning: UnsupportedProtocolVersionError. */
 export const UNSUPPORTED_VERSION = -32022;
 /** MCP 2026-07-28, Streamable HTTP: headers that contradict the body, or a required one missing. */

@@ -17,6 +17,7 @@ import {
 import type { ToolDefinition, ToolRegistry } from '@taskline/tools';
 import type { McpExtensions } from './extensions.js';
 import { inlineContext } from './inline.js';
+import { SUPPORTED_VERSIONS } from './ladder.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { awaitToolResult, createToolTask, findToolTask } from './toolTasks.js';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
@@ -66,6 +67,12 @@ export function buildServer(deps: ServerDeps): McpServer {
       ...(deps.extensions.requestState && { requestState: deps.extensions.requestState }),
     },
   );
+  // server/discover lists every revision /mcp serves, as -32022 does (MCP 2026-07-28, Versioning;
+  // the official conformance suite checks that the two agree). The SDK's discover lists only its
+  // modern revisions and has no option for more, so its answer is widened here.
+  const sdk = server.server as unknown as { _ondiscover(): Record<string, unknown> };
+  const discover = sdk._ondiscover.bind(sdk);
+  sdk._ondiscover = () => ({ ...discover(), supportedVersions: SUPPORTED_VERSIONS });
   deps.extensions.register?.(server);
   for (const tool of tools.list()) {
     server.registerTool(

@@ -217,7 +217,7 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
     await client.close();
   });
 
-  it('-32022 lists every revision served, the 2025 ones included, whatever the method', async () => {
+  it('-32022 and server/discover list every revision served, the 2025 ones included, whatever the method', async () => {
     for (const method of ['tools/call', 'tasks/get', 'tools/list']) {
       const params = method === 'tools/call' ? { name: 'greet', arguments: {} } : { taskId: 'task_x' };
       const res = await fetch(api.url, {
@@ -249,6 +249,13 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
       assert.equal(body.error.code, -32022, `${method}: ${JSON.stringify(body)}`);
       assert.deepEqual(body.error.data.supported, ['2026-07-28', '2025-11-25', '2025-06-18'], method);
     }
+    // server/discover lists the same revisions: a client learns one list, whichever it asks.
+    const discovered = await rpc(api.url, 'server/discover', {}, { token: KEY_A });
+    assert.deepEqual(
+      (discovered.message as any).result.supportedVersions,
+      ['2026-07-28', '2025-11-25', '2025-06-18'],
+      JSON.stringify(discovered.message),
+    );
   });
 
   it('2025-11-25: tasks/list lists every ended task tasks/get still serves, past the index bound', async () => {
