@@ -111,7 +111,7 @@ export async function visibleInvariants(
     const lastRestart = parsed.findLastIndex((e) => e.type === RESTART_EVENT_TYPE);
     const stats = (perPolicy[onRestart] ??= { succeeded: 0, restarted: 0 });
     stats.succeeded++;
-    if (lastRestart >= 0) stats.restarted++;
+    if (rec.restarts > 0) stats.restarted++;
     if (lastRestart >= 0 && onRestart !== 'retry')
       text.violations.push(`${id}: on_restart ${onRestart} wrote ${RESTART_EVENT_TYPE}`);
     const assembled = parsed
