@@ -98,9 +98,12 @@ export class ShardLinks {
   private open(key: string): Redis {
     const name =
       this.redis.options.connectionName ?? (this.cluster?.options.redisOptions?.connectionName as string);
+    // With the ready check on: without it, ioredis declares a connection ready once its CLIENT
+    // SETNAME is answered or failed, whichever connection that was, so a connect reset at once
+    // (a refused moment of a network drop) left a dead connection 'ready' that never reconnected.
+    // The check is safe here: with autoResubscribe off, a new connection is not in subscriber mode.
     const options = {
       connectionName: name ? `${name}-events` : undefined,
-      enableReadyCheck: false,
       enableAutoPipelining: false,
       autoResubscribe: false,
     };

@@ -1,7 +1,9 @@
 /**
  * The chaos run's cluster, the local production shape: Redis with AOF, two api replicas behind
  * HAProxy (deploy/haproxy/haproxy.cfg), two schedulers and two gpu-workers, each a process of
- * `@taskline/testing`'s stack whose PID the run holds; logs in test/chaos/report/logs.
+ * `@taskline/testing`'s stack whose PID the run holds; logs in test/chaos/report/logs. On one
+ * Redis, both workers, api-1 and scheduler-1 reach it through a proxy whose connections the
+ * faults drop; worker-2's clock runs WORKER_SKEW_MS off the machine's for the whole run.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
@@ -11,6 +13,7 @@ import {
   freePort,
   startHaproxy,
   startRedis,
+  skewedClock,
   startRedisCluster,
   startStack,
   type ApiService,
@@ -22,13 +25,23 @@ import {
 import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
 import { API_KEYS } from './client.js';
 import { LOG_DIR, ON_CLUSTER } from './observed.js';
+import { startProxyProcess, type ChaosProxy } from './proxy.js';
 import * as tools from './tools.js';
 import { ROLLING_DRAIN_MS } from './visible.js';
+
+/** worker-2's clock: 5 s behind the machine's (and Redis's), as on a host whose time sync failed. */
+export const WORKER_SKEW_MS = -5000;
 
 export interface Cluster {
   stack: Stack<RedisServer | RedisCluster>;
   /** One Redis with AOF, or (ON_CLUSTER) 3 primaries and 3 replicas with AOF. */
   redis: RedisServer | RedisCluster;
+  /**
+   * In front of the one Redis for both workers, api-1 and scheduler-1 (the others connect
+   * directly, so each role has a replica through it and one without). Null on a Redis Cluster: a
+   * proxy fronts one node, and cluster clients connect to the nodes CLUSTER SLOTS names.
+   */
+  proxy: ChaosProxy | null;
   /** For the checks: reads every task the run acknowledged. */
   store: TaskStore;
   apis: ApiService[];
@@ -52,7 +65,11 @@ export async function startCluster(): Promise<Cluster> {
     // The MCP load calls the conformance suite's fixture tools (slow_compute, confirm_delete).
     entries: FIXTURE_ENTRIES,
   });
+  let proxy: ChaosProxy | null = null;
   try {
+    proxy = ON_CLUSTER ? null : await startProxyProcess(stack.redis.url);
+    // The env that points a process at Redis through the proxy (the stack's URL otherwise).
+    const proxied = (yes: boolean): Record<string, string> => (proxy && yes ? { REDIS_URL: proxy.url } : {});
     for (let i = 1; i <= 2; i++)
       stack.scheduler(
         await freePort(),
@@ -63,6 +80,7 @@ export async function startCluster(): Promise<Cluster> {
           TASKLINE_RECOVERY_INTERVAL_MS: '500',
           TASKLINE_RECONCILE_AFTER_MS: '2000',
           TASKLINE_WORKER_TIMEOUT_MS: '2000',
+          ...proxied(i === 1),
         },
         { name: `scheduler-${i}` },
       );
@@ -76,6 +94,8 @@ export async function startCluster(): Promise<Cluster> {
           TASKLINE_WORKER_MIN_STEP_MS: '60',
           TASKLINE_HEARTBEAT_MS: '200',
           TASKLINE_DRAIN_DEADLINE_MS: ROLLING_DRAIN_MS,
+          ...proxied(true),
+          ...(i === 2 ? skewedClock(WORKER_SKEW_MS) : {}),
         },
         { name: `worker-${i}` },
       );
@@ -89,7 +109,8 @@ export async function startCluster(): Promise<Cluster> {
       TASKLINE_MAX_ACTIVE_TASKS: '80',
       TASKLINE_IDEMPOTENCY_PENDING_MS: '3000',
     };
-    for (let i = 1; i <= 2; i++) stack.api(await freePort(), apiEnv, { name: `api-${i}` });
+    for (let i = 1; i <= 2; i++)
+      stack.api(await freePort(), { ...apiEnv, ...proxied(i === 1) }, { name: `api-${i}` });
     const { schedulers, workers, apis } = stack;
     await Promise.all([...schedulers, ...workers, ...apis].map((s) => s.up));
     const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port], {
@@ -102,8 +123,9 @@ export async function startCluster(): Promise<Cluster> {
       idempotencyPendingMs: 30_000,
     });
     store.redis.on('error', () => undefined);
-    return { stack, redis: stack.redis, store, apis, schedulers, workers, haproxy, lb };
+    return { stack, redis: stack.redis, proxy, store, apis, schedulers, workers, haproxy, lb };
   } catch (err) {
+    proxy?.close();
     await stack.stop();
     throw err;
   }
@@ -114,4 +136,5 @@ export async function stopCluster(c: Cluster): Promise<void> {
   c.haproxy.kill('SIGKILL');
   c.store.redis.disconnect();
   await c.stack.stop();
+  c.proxy?.close();
 }

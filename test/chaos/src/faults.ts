@@ -2,8 +2,9 @@
  * The chaos run's faults: every 0.6-1.6 s one of an api, a scheduler or a worker is SIGKILLed
  * (and restarted), drained past its deadline or paused past its lease, the kind injected least so
  * far first; Redis is SIGKILLed once and restarted from its AOF, or on a Redis Cluster a primary is
- * SIGKILLed twice (its replica promoted) and one `CLUSTER FAILOVER` switches another. Every step is bounded: one that
- * does not end fails the run with its name instead of hanging it.
+ * SIGKILLed twice (its replica promoted) and one `CLUSTER FAILOVER` switches another. On one Redis,
+ * every 2-4 s the proxy in front of it resets every connection and refuses new ones for 50-300 ms.
+ * Every step is bounded: one that does not end fails the run with its name instead of hanging it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bounded, type RedisCluster, type RedisServer, type Service } from '@taskline/testing';
@@ -81,9 +82,33 @@ const CLUSTER_STEPS: RedisStep[] = [
 /** The Redis fault kinds every run must have injected (minimums.ts). */
 export const REDIS_FAULTS = ON_CLUSTER
   ? ['redis SIGKILL a primary', 'redis replica promoted', 'redis CLUSTER FAILOVER']
-  : ['redis SIGKILL', 'redis restart from AOF'];
+  : ['redis SIGKILL', 'redis restart from AOF', 'redis connection drop'];
 
 export async function faultLoop(c: Cluster, until: number): Promise<void> {
+  await Promise.all([processFaults(c, until), connectionDrops(c, until)]);
+}
+
+/**
+ * Short Redis connection drops beside the other faults, as a load balancer, a NAT timeout or a
+ * network blip gives them: every connection through the proxy reset at once, new ones refused for
+ * 50-300 ms (each a window in which a 503 + Retry-After is allowed). Nothing on a Redis Cluster
+ * (no proxy: see Cluster.proxy).
+ */
+async function connectionDrops(c: Cluster, until: number): Promise<void> {
+  const proxy = c.proxy;
+  if (!proxy) return;
+  for (;;) {
+    await sleep(2000 + rand(2000));
+    if (Date.now() >= until) return;
+    const w = { from: Date.now(), to: Infinity };
+    redisDown.push(w);
+    faults.push({ at_ms: elapsed(), target: 'redis', action: 'connection drop' });
+    await proxy.outage(50 + rand(251));
+    w.to = Date.now();
+  }
+}
+
+async function processFaults(c: Cluster, until: number): Promise<void> {
   // From the start of the load, not of the process: a slow cluster start must not move it first.
   const start = Date.now();
   const redisSteps = (ON_CLUSTER ? CLUSTER_STEPS : SINGLE_STEPS).map((s) => ({
@@ -93,10 +118,14 @@ export async function faultLoop(c: Cluster, until: number): Promise<void> {
   let redisBusy = false;
   const restarting = new Set<Service>();
   const pending: Promise<void>[] = [];
-  while (Date.now() < until) {
+  // A slow host's load can end before every process fault kind had its turn (minimums.ts): those
+  // are still injected after it, as the Redis steps are, the kind least injected going first.
+  const going = () =>
+    Date.now() < until || (tools.uninjected().length > 0 && Date.now() < until + FAULT_BOUND_MS);
+  while (going()) {
     // Often enough that a 20 s run injects every fault kind (see minimums.ts).
     await sleep(600 + rand(1000));
-    if (Date.now() >= until) break;
+    if (!going()) break;
     // Once due, whatever restarts are in progress: they reconnect like every other client.
     // One Redis fault at a time. On one Redis the loop waits for it (seconds); a cluster's
     // promotion takes the node timeout, an election and the old node's resync, so the process

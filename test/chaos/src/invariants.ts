@@ -124,8 +124,20 @@ export async function checkInvariants(c: Cluster): Promise<Invariant[]> {
       );
     if (rec.status === 'succeeded') s.succeeded++;
     policy.checked++;
-    if (t.onRestart === 'fail' && rec.attempt > 1)
-      policy.violations.push(`${t.id}: on_restart fail ran ${rec.attempt} attempts`);
+    // Interruptions, not claims, are counted (`restarts`): a run beyond the first is one an
+    // interruption caused, and `fail` is never interrupted twice, whatever a clock or a lost reply did.
+    if (rec.attempt > rec.restarts + 1)
+      policy.violations.push(
+        `${t.id}: on_restart ${t.onRestart} ran ${rec.attempt} attempts after ${rec.restarts} restarts`,
+      );
+    if (t.onRestart === 'fail' && (rec.attempt > 1 || rec.restarts > 0))
+      policy.violations.push(
+        `${t.id}: on_restart fail ran ${rec.attempt} attempts, ${rec.restarts} restarts`,
+      );
+    if (rec.restarts >= maxAttempts)
+      policy.violations.push(
+        `${t.id}: ${rec.restarts} restarts, more than the cap of ${maxAttempts} runs allows`,
+      );
     const text = (rec.result as { output?: { content?: { text?: string }[] }[] } | null)?.output?.[0]
       ?.content?.[0]?.text;
     if (rec.status === 'succeeded' && canonical !== undefined && text !== canonical)

@@ -2,6 +2,7 @@
  * A chaos run that checked nothing proves nothing: every invariant must have checked at least its
  * minimum, and every fault kind must have been injected, or the run fails.
  */
+import { DELTAS_INVARIANT } from './visible.js';
 
 interface Invariant {
   name: string;
@@ -13,6 +14,7 @@ interface Invariant {
 const AT_LEAST: [string, number][] = [
   ['acknowledged task exists', 20],
   ['event stream is 1..N', 20],
+  [DELTAS_INVARIANT, 20],
 ];
 
 /** Fault actions (target and action, as the report counts them) every run must have injected. */

@@ -1,7 +1,8 @@
 /**
  * The chaos run (`pnpm test:chaos`): the local production shape (cluster.ts) under steady mixed
  * load (load.ts) while random api, scheduler and worker processes are SIGKILLed and restarted, and
- * Redis is SIGKILLed once and restarted from its AOF (faults.ts). Then it checks Taskline's
+ * Redis is SIGKILLed once and restarted from its AOF and its connections are dropped every few
+ * seconds (faults.ts), one worker's clock 5 s behind. Then it checks Taskline's
  * promises (invariants.ts; see README.md in this folder), sheds an overload (overload.ts), and
  * writes test/chaos/report/latest.{json,md} (report.ts). Exit code 1 when an invariant broke, 2
  * when the run itself failed (a phase past its bound names itself). Loopback only; bounded by

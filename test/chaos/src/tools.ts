@@ -144,6 +144,9 @@ export function workerFault(worker: Service, kind: 'worker drain' | 'worker paus
   return { action: `SIGSTOP ${PAUSE_MS} ms (lease lost), SIGCONT`, done: resumed, restart: false };
 }
 
+/** The kinds not injected yet. */
+export const uninjected = () => KINDS.filter((k) => injected.get(k) === 0);
+
 /** Fault kinds every run must inject at least once, besides the Redis kill and restart. */
 export const REQUIRED_FAULTS = KINDS;
 

@@ -2,7 +2,8 @@
  * The chaos run's share of LMSP 1.0 sections 7.2 and 7.5 on restarts: rolling worker restarts
  * (SIGTERM with a short drain deadline) among the faults, a polling client, and the invariants
  * that every task's visible status, in its events and in polled reads, only moves along 7.2's
- * table, and that a reader honouring `response.restarted` assembles exactly the final text.
+ * table, and that the deltas of every succeeded task join to its final text (a reader honouring
+ * `response.restarted` assembles exactly it).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -60,24 +61,33 @@ export async function pollStatuses(lb: string, ids: () => string[], until: numbe
   }
 }
 
+/** The invariant of the deltas (minimums.ts requires it by this name). */
+export const DELTAS_INVARIANT = 'the deltas of every succeeded task join to its final text';
+
 /**
  * For every task: its events' `task_status` sequence follows LMSP 7.2's table (MCP's
  * `input_required` included), and so do its polled statuses (which may skip states, never go
- * back); for every succeeded LMSP response task, the deltas after its last `response.restarted`
- * add up to the final text.
+ * back). For every succeeded LMSP response task, its deltas join to the final text: a `retry`
+ * task's after its last `response.restarted` (what a reader honouring it assembles, docs/lmsp.md),
+ * a `resume` or `fail` task's all of them in order (resume continues after its snapshot, fail never
+ * runs twice), and neither ever writes `response.restarted`.
  */
-export async function visibleInvariants(store: TaskStore, tasks: { id: string; via: string }[]) {
+export async function visibleInvariants(
+  store: TaskStore,
+  tasks: { id: string; via: string; onRestart: string }[],
+) {
   const visible = {
     name: 'visible status only moves along the LMSP 7.2 table',
     checked: 0,
     violations: [] as string[],
   };
   const text = {
-    name: 'deltas after the last response.restarted are the final text',
+    name: `${DELTAS_INVARIANT} (retry: after the last response.restarted)`,
     checked: 0,
     violations: [] as string[],
   };
-  for (const { id, via } of tasks) {
+  const perPolicy: Record<string, { succeeded: number; restarted: number }> = {};
+  for (const { id, via, onRestart } of tasks) {
     const { events } = await store.events(id, 0);
     const parsed = events.map((e): { type: string } & Record<string, unknown> => ({
       type: e.type,
@@ -98,19 +108,28 @@ export async function visibleInvariants(store: TaskStore, tasks: { id: string; v
     if (via !== 'lmsp' || rec?.status !== 'succeeded') continue;
     const final = (rec.result as { output?: { content?: { text?: string }[] }[] } | null)?.output?.[0]
       ?.content?.[0]?.text;
-    const after = parsed.slice(parsed.findLastIndex((e) => e.type === RESTART_EVENT_TYPE) + 1);
-    const assembled = after
+    const lastRestart = parsed.findLastIndex((e) => e.type === RESTART_EVENT_TYPE);
+    const stats = (perPolicy[onRestart] ??= { succeeded: 0, restarted: 0 });
+    stats.succeeded++;
+    if (rec.restarts > 0) stats.restarted++;
+    if (lastRestart >= 0 && onRestart !== 'retry')
+      text.violations.push(`${id}: on_restart ${onRestart} wrote ${RESTART_EVENT_TYPE}`);
+    const assembled = parsed
+      .slice(onRestart === 'retry' ? lastRestart + 1 : 0)
       .filter((e) => e.type === 'response.output_text.delta')
       .map((e) => e.delta as string)
       .join('');
     text.checked++;
-    if (final !== undefined && assembled !== final)
-      text.violations.push(`${id}: ${assembled.length} characters assembled, ${final.length} final`);
+    if (final === undefined) text.violations.push(`${id}: succeeded without an output text`);
+    else if (assembled !== final)
+      text.violations.push(
+        `${id}: on_restart ${onRestart}, ${rec.restarts} restarts: deltas ${JSON.stringify(assembled.slice(0, 60))} (${assembled.length} characters), final ${JSON.stringify(final.slice(0, 60))} (${final.length})`,
+      );
   }
   return {
     invariants: [
       Object.assign(visible, { polled_tasks: polled.size }),
-      Object.assign(text, { rolling_restarts: rollingRestarts }),
+      Object.assign(text, { rolling_restarts: rollingRestarts, per_policy: perPolicy }),
     ],
   };
 }
