@@ -85,9 +85,12 @@ export function nodeOf(redis: Redis, key: string): Redis {
  * (`serverMs` in _emit.lua), so a sweep reading their index compares like with like.
  */
 export async function serverTime(redis: Redis, key: string): Promise<number> {
-  const [seconds, micros] = await nodeOf(redis, key).time();
+  // A script routed by `key`, not TIME on nodeOf(key): a cluster client routes (and follows a
+  // MOVED) before its slot table is read, where nodeOf would answer "try again".
+  const [seconds, micros] = (await redis.eval(SERVER_TIME, 1, key)) as [number, number];
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }
+const SERVER_TIME = "local t = redis.call('TIME') return { tonumber(t[1]), tonumber(t[2]) }";
 
 /**
  * Whether Redis answers: a `PING`, on a cluster to every primary at once, resolving once any
