@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { bounded, startRedisProxy } from '@taskline/testing';
+import { bounded, startRedis, startRedisProxy } from '@taskline/testing';
 import { connectRedis, EventHub, TaskStore, TasklineError, type StoredEvent } from '../src/index.js';
 import { taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, until, type Harness } from './helpers.js';
@@ -278,42 +278,40 @@ test('an event written after the catch-up read of a reconnect, before the channe
   gapHub.close();
 });
 
-// The proxy fronts one Redis: a cluster client would learn the nodes' own addresses and go round it.
-test(
-  'after short connection drops (every connection reset, connects refused a moment) new readers attach and get live events',
-  {
-    skip: process.env.TASKLINE_TEST_REDIS === 'cluster' && 'the proxy fronts one Redis, not a cluster',
-  },
-  async () => {
-    const proxy = await startRedisProxy(h.server.url);
-    // As the api connects: commands give up after the command timeout instead of waiting forever.
-    const redis = connectRedis(proxy.url, 'test-drops', { commandTimeout: 5000 });
-    redis.on('error', () => undefined);
-    const store = new TaskStore(redis, defaults);
-    const dropped = new EventHub(store);
-    try {
-      const task = await h.store.create(newTask());
-      const got: number[] = [];
-      const s = await dropped.subscribe(task.id, 0, (e) => got.push(e.seq));
-      // Each refusal window outlasts the client's first reconnect delays, so some reconnects are
-      // accepted and reset at once: the hub's connection must come back from every one of them.
-      for (let i = 0; i < 10; i++) await proxy.outage(200);
-      const late: number[] = [];
-      // A stuck connection leaves a subscription waiting for good: each try is bounded.
-      const attach = () => dropped.subscribe(task.id, 0, (e) => late.push(e.seq));
-      const s2 = await until('a new reader to attach after the drops', () =>
-        bounded('a subscription', 10_000, attach()).catch(() => undefined),
-      );
-      await h.store.claim(task.id, 'w1', 60_000);
-      await until('the live events to arrive', () => (got.length === 2 && late.length === 2) || undefined);
-      assert.deepEqual(got, [1, 2]);
-      assert.deepEqual(late, [1, 2]);
-      s.close();
-      s2.close();
-    } finally {
-      dropped.close();
-      redis.disconnect();
-      await proxy.close();
-    }
-  },
-);
+// The proxy fronts one Redis (a cluster client would learn the nodes' own addresses and go round
+// it), so the test starts one of its own, on a cluster run too.
+test('after short connection drops (every connection reset, connects refused a moment) new readers attach and get live events', async () => {
+  const server = await startRedis({ args: [] });
+  const direct = new TaskStore(connectRedis(server.url, 'test-direct'), defaults);
+  const proxy = await startRedisProxy(server.url);
+  // As the api connects: commands give up after the command timeout instead of waiting forever.
+  const redis = connectRedis(proxy.url, 'test-drops', { commandTimeout: 5000 });
+  redis.on('error', () => undefined);
+  const dropped = new EventHub(new TaskStore(redis, defaults));
+  try {
+    const task = await direct.create(newTask());
+    const got: number[] = [];
+    const s = await dropped.subscribe(task.id, 0, (e) => got.push(e.seq));
+    // Each refusal window outlasts the client's first reconnect delays, so some reconnects are
+    // accepted and reset at once: the hub's connection must come back from every one of them.
+    for (let i = 0; i < 10; i++) await proxy.outage(200);
+    const late: number[] = [];
+    // A stuck connection leaves a subscription waiting for good: each try is bounded.
+    const attach = () => dropped.subscribe(task.id, 0, (e) => late.push(e.seq));
+    const s2 = await until('a new reader to attach after the drops', () =>
+      bounded('a subscription', 10_000, attach()).catch(() => undefined),
+    );
+    await direct.claim(task.id, 'w1', 60_000);
+    await until('the live events to arrive', () => (got.length === 2 && late.length === 2) || undefined);
+    assert.deepEqual(got, [1, 2]);
+    assert.deepEqual(late, [1, 2]);
+    s.close();
+    s2.close();
+  } finally {
+    dropped.close();
+    redis.disconnect();
+    direct.redis.disconnect();
+    await proxy.close();
+    await server.stop();
+  }
+});
