@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import type { Redis } from 'ioredis';
 import { monitorArgs } from '@taskline/testing';
-import { taskKeys } from '@taskline/engine/keys';
+import { schedulerKeys, taskKeys } from '@taskline/engine/keys';
 import { createTask } from './http.js';
 import { nowMs, round, sleep } from './stats.js';
 import { waitEnded } from './taskline.js';
@@ -57,7 +57,7 @@ const STAGES: { stage: string; match: (args: string[], id: string) => boolean }[
   },
   {
     stage: 'dispatch.lua',
-    match: (a, id) => a[0] === 'ZADD' && a[1] === 'tl:{sched}:inflight' && a.includes(id),
+    match: (a, id) => a[0] === 'ZADD' && a[1] === schedulerKeys.inflight && a.includes(id),
   },
   {
     stage: "BullMQ's add",

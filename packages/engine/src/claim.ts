@@ -1,11 +1,11 @@
 /**
  * A worker's claim of a queued task (claim.lua), with its lease index entry in the scheduler's
- * `{sched}` slot: written before the claim, and as it was again when the claim is refused.
+ * index (`leases`): written before the claim, and as it was again when the claim is refused.
  */
 import type { StoreCore } from './core.js';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
-import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
+import { taskKeys } from './keys.js';
 import { check, parseTask, type TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
 
@@ -32,7 +32,7 @@ export async function claimTask(
   // order; on a cluster the claim waits for the entry (another node). Only where the task has no
   // entry: one there (its holder's, an earlier attempt's) is never moved by a refused claim. The
   // deadline is Redis's clock's, as the lease's (lease_index.lua), never this worker's.
-  const indexed = core.scripts.lease_index(schedulerKeys.leases, leaseMs, 'NX', id);
+  const indexed = core.sched.leaseBeforeClaim(id, leaseMs);
   await core.indexFirst(indexed);
   const claimed = core.scripts.claim(
     keys.task,
@@ -53,17 +53,9 @@ export async function claimTask(
   const [refusal, , tenant, parent, attempt, lease] = reply.value as string[];
   const added = index.status === 'fulfilled' && Number(index.value[0]) === 1;
   const deadline = index.status === 'fulfilled' ? Number(index.value[1]) : 0;
-  if (refusal === 'missing') await core.redis.zrem(schedulerKeys.leases, id);
-  else if (refusal === 'terminal') {
-    // No attempt can hold an entry any more; and an ended task's place in its running set is one
-    // dispatch gave a job of an offer that landed after the end (a cancel between a requeue and
-    // its offer).
-    const running = schedulerKeys.active(queueTenant({ tenant: tenant!, parent: parent || null }));
-    await core.redis.multi().zrem(schedulerKeys.leases, id).zrem(running, id).exec();
-  } else if ((refusal === 'stale' || refusal === 'illegal') && added) {
-    // Refused for a task that goes on: the entry written here is taken back (claim_unindex.lua).
-    const running = schedulerKeys.active(queueTenant({ tenant: tenant!, parent: parent || null }));
-    await core.scripts.claim_unindex(schedulerKeys.leases, running, id, deadline, attempt!, lease!);
+  if (refusal !== undefined && refusal !== 'ok') {
+    const owner = { tenant: tenant!, parent: parent || null };
+    await core.sched.claimRefused(id, refusal, owner, { added, deadline, attempt: attempt!, lease: lease! });
   }
   check(id, reply.value);
   // The script hands back the record as it left it: no read of our own.
@@ -74,7 +66,7 @@ export async function claimTask(
   const task = parseTask(raw);
   // The claim went through without its index entry (the write failed, or another's was there):
   // this attempt's now, before any work starts.
-  if (!added) await core.redis.zadd(schedulerKeys.leases, task.leaseUntil!, id);
+  if (!added) await core.sched.leaseUntil(id, task.leaseUntil!);
   core.observe(task.kind, 'loading', task.createdAt);
   if (opts.start) core.observe(task.kind, 'running', task.createdAt);
   return task;

@@ -7,9 +7,8 @@ import type { Redis } from 'ioredis';
 import { ReplicaAck } from './durability.js';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
-import { offeredState, queueTenant, schedulerKeys, taskKeys } from './keys.js';
+import { taskKeys } from './keys.js';
 import type { TaskEnd } from './operator-index.js';
-import { Releases } from './releases.js';
 import {
   check,
   parseTask,
@@ -20,6 +19,8 @@ import {
 } from './records.js';
 import { isCluster, isRedisUnavailable } from './redis.js';
 import type { EventInput } from './response.js';
+import { SchedIndex } from './sched/index.js';
+import { Releases } from './sched/releases.js';
 import { loadScripts, type Scripts } from './scripts.js';
 import { isTaskStatus, isTerminal, sourcesOf, type TaskStatus } from './states.js';
 
@@ -98,6 +99,8 @@ export interface TransitionOptions {
 
 export class StoreCore {
   readonly scripts: Scripts;
+  /** The scheduler's index: its only writer (sched/keys.ts states its invariants). */
+  readonly sched: SchedIndex;
   readonly inputTimeoutMs: number;
   readonly maxAttempts: number;
   private readonly clock: () => number;
@@ -109,6 +112,7 @@ export class StoreCore {
     readonly options: TaskStoreOptions,
   ) {
     this.scripts = loadScripts(redis);
+    this.sched = new SchedIndex(redis, this.scripts);
     this.clock = options.now ?? Date.now;
     this.inputTimeoutMs = options.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
     this.maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
@@ -125,11 +129,11 @@ export class StoreCore {
    * `also` keys) is on every connected replica of the nodes that hold it (`replication_timeout` if not).
    */
   async replicated(id: string, ...also: string[]): Promise<void> {
-    await this.replicaAck?.wait([taskKeys(id).task, schedulerKeys.intake, ...also]);
+    await this.replicaAck?.wait([taskKeys(id).task, this.sched.slotKey, ...also]);
   }
 
   /**
-   * On a Redis Cluster, resolves once `write` (to the scheduler index, `{sched}`) is done and on its
+   * On a Redis Cluster, resolves once `write` (to the scheduler's index) is done and on its
    * node's connected replicas: a write to another node sent after it is not ordered behind it
    * there, and a failover could lose it unreplicated. On one Redis, commands run and are logged in
    * the order sent: nothing to wait for.
@@ -137,7 +141,7 @@ export class StoreCore {
   async indexFirst(write: Promise<unknown>): Promise<void> {
     if (!isCluster(this.redis)) return;
     await write;
-    await this.replicaAck?.wait([schedulerKeys.intake]);
+    await this.replicaAck?.wait([this.sched.slotKey]);
   }
 
   /** The task, or null when it never existed, expired, or belongs to another tenant. */
@@ -189,26 +193,8 @@ export class StoreCore {
    * task was queued again since the read): a caller's read is outdated either way, and a newer
    * offer or dispatch holds the task, so false needs no repair.
    */
-  async enqueue(task: Offer, keepJournal = false, placed = task.attempt): Promise<boolean> {
-    const tenant = queueTenant(task);
-    const reply = await this.scripts.enqueue(
-      schedulerKeys.ready(tenant, task.model),
-      schedulerKeys.active(tenant),
-      schedulerKeys.tenants(task.model),
-      schedulerKeys.models,
-      schedulerKeys.intake,
-      schedulerKeys.offered,
-      task.id,
-      task.createdAt,
-      tenant,
-      task.model,
-      schedulerKeys.wake,
-      keepJournal ? '0' : '1',
-      offeredState(task),
-      placed,
-    );
-    if (Array.isArray(reply)) check(task.id, reply);
-    return Number(reply) === 1;
+  enqueue(task: Offer, keepJournal = false, placed = task.attempt): Promise<boolean> {
+    return this.sched.offer(task, keepJournal, placed);
   }
 
   /**
@@ -246,11 +232,9 @@ export class StoreCore {
   }
 
   /**
-   * Drops an ended task from the lease index and its tenant's running set, so the scheduler's
-   * per-tenant cap frees the slot at once. Not in the ending script: these keys live in the
-   * `{sched}` slot. A crash in between leaves entries the lease and retention sweeps drop. Only
-   * for an end, after which no attempt can take entries under the task's id again: a parked task
-   * frees only what its asking attempt held (see requestInput). The releases of one turn of the event loop go together (see Releases).
+   * Drops an ended task from the lease index and its tenant's running set, after its ending
+   * script (another slot: sched/keys.ts says which sweep repairs a crash between). The releases
+   * of one turn of the event loop go together (see Releases).
    */
   released(task: Pick<TaskRecord, 'id' | 'tenant' | 'parent'>, end: TaskEnd): Promise<void> {
     return this.releases.add(task, end);
@@ -277,7 +261,7 @@ export type SweepFailed = (id: string, error: unknown) => void;
  * the first failure is thrown once the others had their turn. A Redis outage is no task's own:
  * it ends the sweep at once.
  */
-export async function sweepEach<T extends string>(
+export async function sweepEach<T>(
   ids: readonly T[],
   step: (id: T) => Promise<void>,
   failed?: (id: T, error: unknown) => void,

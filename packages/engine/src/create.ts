@@ -5,7 +5,7 @@
 import type { StoreCore } from './core.js';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
-import { schedulerKeys, taskKeys } from './keys.js';
+import { taskKeys } from './keys.js';
 import { indexCreated } from './operator-index.js';
 import { createdFields, parseTask, type NewTask, type TaskRecord } from './records.js';
 import { emptyResponse, statusEvent } from './response.js';
@@ -44,7 +44,7 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   // On one Redis, journal and record in one round trip: both are sent before either reply is
   // read, and Redis runs (and, with appendfsync always, logs) them in the order sent, so no
   // record is on disk without its journal entry before it.
-  const journalled = core.redis.zadd(schedulerKeys.intake, now, id);
+  const journalled = core.sched.journal(id, now);
   // On a Redis Cluster the two are on different nodes: the record waits for the journal entry, so
   // no failover there leaves a record nothing would offer (two more round trips, there only).
   await core.indexFirst(journalled);
@@ -94,7 +94,7 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   if (reply.status === 'rejected') throw reply.reason;
   if (reply.value[0] === 'gone') {
     // Nothing was written under the id; a ready entry sent with it is refused by the claim.
-    await core.redis.zrem(schedulerKeys.intake, id);
+    await core.sched.unjournal(id);
     throw new TasklineError('task_not_found', `task ${id} was created and has expired: its id is not reused`);
   }
   // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
@@ -111,10 +111,10 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   // the journal entry the reconciler queues from. It is sent before this returns, so this
   // connection's later commands see the task queued. Without a journal entry (its write
   // failed) nothing would repair a lost enqueue: wait for it.
-  if (task.status !== 'queued') await core.redis.zrem(schedulerKeys.intake, id);
+  if (task.status !== 'queued') await core.sched.unjournal(id);
   else if (fresh && enqueued.status === 'fulfilled') {
     // Not awaited: a journal entry left behind only makes the reconciler look at a dispatched task.
-    core.redis.zrem(schedulerKeys.intake, id).catch(() => undefined);
+    core.sched.unjournal(id).catch(() => undefined);
     return task;
   } else if (journal.status === 'rejected') await core.enqueue(task);
   else core.enqueue(task).catch(() => undefined);

@@ -2,15 +2,13 @@
  * Calls their caller holds open (a keyless, non-background `POST /responses`, an MCP tool call
  * not held as a task): when the caller goes, nobody is left to read the result, and the api
  * replica holding the call cancels its task. That replica may go too, and the caller's
- * connection with it; so each call also has a lease in `tl:{sched}:held` that its replica
+ * connection with it; so each call also has a lease in the scheduler's index (`held`) that its replica
  * renews, and the scheduler cancels the task of a call whose lease lapsed.
  */
 import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { TasklineError } from './errors.js';
-import { schedulerKeys } from './keys.js';
-import { serverTime } from './redis.js';
-import { loadScripts, type Scripts } from './scripts.js';
+import { SchedIndex } from './sched/index.js';
 import { isTerminal } from './states.js';
 
 /**
@@ -22,7 +20,7 @@ import { isTerminal } from './states.js';
 export class CallHolds {
   private readonly held = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
-  private readonly scripts: Scripts;
+  private readonly sched: SchedIndex;
 
   constructor(
     private readonly redis: Redis,
@@ -30,14 +28,14 @@ export class CallHolds {
     /** Told of a failed renewal; the next one, a third of a lease later, tries again. */
     private readonly onError: (err: unknown) => void,
   ) {
-    this.scripts = loadScripts(redis);
+    this.sched = new SchedIndex(redis);
   }
 
   /** Leases the call of task `id` until `release`. */
   async hold(id: string): Promise<void> {
     this.held.add(id);
     this.timer ??= setInterval(() => this.renew(), Math.max(10, Math.floor(this.leaseMs / 3))).unref();
-    await this.scripts.lease_index(schedulerKeys.held, this.leaseMs, 'GT', id);
+    await this.sched.holdCalls(this.leaseMs, [id]);
   }
 
   /** The call ended (answered, or its caller left and the task was cancelled here). */
@@ -47,12 +45,11 @@ export class CallHolds {
       clearInterval(this.timer);
       this.timer = null;
     }
-    await this.redis.zrem(schedulerKeys.held, id);
+    await this.sched.releaseCall(id);
   }
 
   private renew(): void {
-    if (this.held.size > 0)
-      this.scripts.lease_index(schedulerKeys.held, this.leaseMs, 'GT', ...this.held).catch(this.onError);
+    if (this.held.size > 0) this.sched.holdCalls(this.leaseMs, [...this.held]).catch(this.onError);
   }
 }
 
@@ -68,8 +65,7 @@ export async function sweepHeldCalls(
   failed?: SweepFailed,
 ): Promise<string[]> {
   // Scored by Redis's clock (lease_index.lua): read by it too, never by the scheduler's.
-  const now = await serverTime(core.redis, schedulerKeys.held);
-  const due = await core.redis.zrangebyscore(schedulerKeys.held, '-inf', now, 'LIMIT', 0, limit);
+  const { now, due } = await core.sched.dueHeldCalls(limit);
   const cancelled: string[] = [];
   await sweepEach(
     due,
@@ -85,7 +81,7 @@ export async function sweepHeldCalls(
             throw err;
         }
       }
-      await core.scripts.lease_unindex(schedulerKeys.held, id, now);
+      await core.sched.unholdAsRead(id, now);
     },
     failed,
   );

@@ -69,7 +69,7 @@ export {
 export { indexTenant, toolTaskIndex } from './keys.js';
 export { taskStatuses, subscribeCancels } from './lookups.js';
 export { indexToolTask } from './tool-index.js';
-export { Leadership } from './leader.js';
+export { Leadership } from './sched/leader.js';
 export {
   defineDispatch,
   pickFair,
@@ -80,17 +80,10 @@ export {
   listenForOffers,
   type Pick,
   type FairShareOptions,
-} from './dispatch.js';
+} from './sched/dispatch.js';
 export { newId, isWellFormedId } from './ids.js';
-export {
-  OperatorView,
-  readyBacklog,
-  writeWorkerSnapshot,
-  type ReadyBacklog,
-  type TaskFilter,
-  type TaskRow,
-  type WorkerSnapshot,
-} from './operator.js';
+export { OperatorView, type TaskFilter, type TaskRow } from './operator.js';
+export { readyBacklog, writeWorkerSnapshot, type ReadyBacklog, type WorkerSnapshot } from './sched/views.js';
 export {
   defineScripts,
   scriptSource,

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { problem } from './errors.js';
 import { newId } from './ids.js';
-import { queueTenant, schedulerKeys, taskKeys } from './keys.js';
+import { taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
 import { finalEvent, statusEvent } from './response.js';
 import { isTerminal, type TaskStatus } from './states.js';
@@ -22,16 +22,12 @@ export async function requestInput(
 ): Promise<{ waiting: boolean; parked: boolean; answers: Record<string, unknown> }> {
   const task = await h.require(id);
   const keys = taskKeys(id);
-  const running = schedulerKeys.active(queueTenant(task));
   const entries = Object.entries(requests);
   const event = statusEvent('input_required', { input_requests: requests });
   const deadline = h.now() + h.inputTimeoutMs;
   // The parked entry, with what it replaces. On a cluster the index is on another node: it is
   // written before the park is sent.
-  const indexed = Promise.all([
-    h.redis.zscore(schedulerKeys.parked, id),
-    h.redis.zadd(schedulerKeys.parked, deadline, id),
-  ]);
+  const indexed = h.sched.parkBeforeAsk(id, deadline);
   await h.indexFirst(indexed);
   const asked = h.scripts.request_input(
     keys.task,
@@ -49,15 +45,10 @@ export async function requestInput(
     // Its nonce: a re-sent ask (its reply lost) answers as it did, and this attempt parks (request_input.lua).
     newId('step'),
   );
-  const [[replaced], reply] = await Promise.all([indexed, asked]);
+  const [replaced, reply] = await Promise.all([indexed, asked]);
   if (reply[0] !== 'ok') {
     // The entry as it was: an attempt that lost the task asks after the one that parked it.
-    await h.scripts.lease_unindex(
-      schedulerKeys.parked,
-      id,
-      deadline,
-      ...(replaced === null ? [] : [replaced]),
-    );
+    await h.sched.parkRefused(id, deadline, replaced);
     if (reply[0] !== 'answered') check(id, reply);
     return { waiting: false, parked: false, answers: await answers(h.redis, id) };
   }
@@ -65,7 +56,7 @@ export async function requestInput(
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
   // Only this attempt's: an answer may have queued the task since, and a new attempt been
   // dispatched and claimed under the same id (park_unindex.lua).
-  await h.scripts.park_unindex(schedulerKeys.leases, running, id, attempt);
+  await h.sched.parked(task, attempt);
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 
@@ -91,7 +82,7 @@ export async function provideInput(
   // Whatever the read saw, short of an end: the task may park between the read and the script,
   // and the script then resume it. On a cluster the journal is on another node: a refused one
   // would strand the task queued.
-  const journalled = isTerminal(before.status) ? null : h.redis.zadd(schedulerKeys.intake, h.now(), id);
+  const journalled = isTerminal(before.status) ? null : h.sched.journal(id, h.now());
   if (journalled) await h.indexFirst(journalled);
   const [, reply] = await Promise.all([
     journalled,
@@ -109,7 +100,7 @@ export async function provideInput(
   ]);
   if (reply[0] === 'terminal') {
     // Nothing resumes an ended task: no answer needs the entry.
-    if (journalled) await h.redis.zrem(schedulerKeys.intake, id);
+    if (journalled) await h.sched.unjournal(id);
     return { accepted: 0, status: reply[1] as TaskStatus };
   }
   check(id, reply);
@@ -119,7 +110,7 @@ export async function provideInput(
     h.observe(before.kind, 'queued', before.createdAt);
     // Drops the journal entry in the same step; then the deadline no longer applies.
     await h.enqueue({ ...before, attempt: Number(reply[4]), seq: Number(reply[5]) });
-    await h.redis.zrem(schedulerKeys.parked, id);
+    await h.sched.unpark(id);
   } else if (before.status === 'input_required' && status === 'running') {
     h.observe(before.kind, 'running', before.createdAt);
   }
@@ -163,7 +154,7 @@ export async function sweepInputDeadlines(
   skipped?: SweepFailed,
 ): Promise<string[]> {
   const now = h.now();
-  const due = await h.redis.zrangebyscore(schedulerKeys.parked, '-inf', now, 'LIMIT', 0, limit);
+  const due = await h.sched.dueParked(now, limit);
   const failed: string[] = [];
   await sweepEach(
     due,
@@ -197,7 +188,7 @@ export async function sweepInputDeadlines(
         await h.released({ id, tenant: task[0] ?? '', parent: task[1] ?? null }, { failure: error.code });
       }
       // Only the entry the sweep saw: a task parked again meanwhile has a later deadline, and keeps it.
-      await h.scripts.lease_unindex(schedulerKeys.parked, id, now);
+      await h.sched.unparkAsRead(id, now);
     },
     skipped,
   );

@@ -1,5 +1,7 @@
 import type { Redis } from 'ioredis';
-import { operatorKeys, queueTenant, schedulerKeys, taskKeys } from './keys.js';
+import { operatorKeys, taskKeys } from './keys.js';
+import { SchedIndex } from './sched/index.js';
+import { leaderLease, readWorkerSnapshot, type WorkerSnapshot } from './sched/views.js';
 import { bucketOf, createdField, endedField, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
 import type { TaskKind, TaskRecord } from './records.js';
 import { statusEvent } from './response.js';
@@ -7,56 +9,6 @@ import { isTaskStatus, isTerminal, shownAfterRestart, type TaskStatus } from './
 import type { TaskStore } from './store.js';
 import { notFound, TasklineError } from './errors.js';
 import { isWellFormedId } from './ids.js';
-
-export interface WorkerSnapshot {
-  scheduler: string;
-  at: number;
-  workers: {
-    workerId: string;
-    models: { model: string; slots: number; free: number }[];
-    draining: boolean;
-    lastSeen: number;
-    /** Leases the worker renewed since it started (its heartbeat's count); absent from older schedulers. */
-    leaseRenewals?: number;
-  }[];
-}
-
-/** The leader scheduler publishes what its control plane knows of workers (they report only to it). */
-export async function writeWorkerSnapshot(redis: Redis, snapshot: WorkerSnapshot, ttlMs: number) {
-  await redis.set(operatorKeys.workers, JSON.stringify(snapshot), 'PX', ttlMs);
-}
-
-/** One tenant's ready tasks on one model: how many, and the creation time of the oldest. */
-export interface ReadyBacklog {
-  model: string;
-  tenant: string;
-  depth: number;
-  oldestAt: number;
-}
-
-/** The whole ready index, tenant by model (what queue-depth metrics and the console show). */
-export async function readyBacklog(redis: Redis): Promise<ReadyBacklog[]> {
-  const models = await redis.smembers(schedulerKeys.models);
-  const tenantsOf = await Promise.all(models.map((m) => redis.smembers(schedulerKeys.tenants(m))));
-  const pairs = models.flatMap((model, i) => tenantsOf[i]!.map((tenant) => ({ model, tenant })));
-  // Separate commands, not a pipeline: auto-pipelining sends them in one write all the same, and
-  // on a Redis Cluster a pipeline must stay within one node.
-  const rows = await Promise.all(
-    pairs.map(({ model, tenant }) =>
-      Promise.all([
-        redis.zcard(schedulerKeys.ready(tenant, model)),
-        redis.zrange(schedulerKeys.ready(tenant, model), 0, 0, 'WITHSCORES'),
-      ]),
-    ),
-  );
-  const out: ReadyBacklog[] = [];
-  pairs.forEach(({ model, tenant }, i) => {
-    const depth = rows[i]![0];
-    const [, oldest] = rows[i]![1];
-    if (depth > 0 && oldest !== undefined) out.push({ model, tenant, depth, oldestAt: Number(oldest) });
-  });
-  return out;
-}
 
 /** A row of a tenant's task list. */
 export interface TaskRow {
@@ -111,9 +63,8 @@ export class OperatorView {
   }
 
   /** Dispatched, unfinished tasks per tenant (the scheduler's running sets). */
-  async dispatched(tenants: string[]): Promise<Map<string, number>> {
-    const rows = await Promise.all(tenants.map((t) => this.redis.zcard(schedulerKeys.active(t))));
-    return new Map(tenants.map((t, i) => [t, rows[i]!]));
+  dispatched(tenants: string[]): Promise<Map<string, number>> {
+    return new SchedIndex(this.redis).runningCounts(tenants);
   }
 
   /**
@@ -212,18 +163,13 @@ export class OperatorView {
     }));
   }
 
-  async workers(): Promise<WorkerSnapshot | null> {
-    const raw = await this.redis.get(operatorKeys.workers);
-    return raw ? (JSON.parse(raw) as WorkerSnapshot) : null;
+  workers(): Promise<WorkerSnapshot | null> {
+    return readWorkerSnapshot(this.redis);
   }
 
   /** The scheduler leader's control address, or null when no replica leads. */
-  async leader(): Promise<{ address: string; ttlMs: number } | null> {
-    const [value, ttl] = await Promise.all([
-      this.redis.get(schedulerKeys.leader),
-      this.redis.pttl(schedulerKeys.leader),
-    ]);
-    return value ? { address: value.slice(value.indexOf(' ') + 1), ttlMs: ttl } : null;
+  leader(): Promise<{ address: string; ttlMs: number } | null> {
+    return leaderLease(this.redis);
   }
 
   /**
@@ -236,8 +182,7 @@ export class OperatorView {
     // A queued task's place in its tenant's running set (its offer's dispatch, whose job is taken
     // for lost), read before the state acted on: a dispatch after it places the task above it,
     // and keeps that place (enqueue.lua), claimed or not.
-    const place =
-      seen?.status === 'queued' ? await this.redis.zscore(schedulerKeys.active(queueTenant(seen)), id) : null;
+    const place = seen?.status === 'queued' ? await new SchedIndex(this.redis).placeOf(seen) : null;
     const task = seen?.status === 'queued' ? await this.store.get(id) : seen;
     if (!task) throw notFound();
     const leased = ['loading', 'running', 'input_required'].includes(task.status);

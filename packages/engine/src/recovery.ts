@@ -4,8 +4,6 @@
  */
 import { sweepEach, type StoreCore, type SweepFailed, type SweptTask } from './core.js';
 import { problem, TasklineError, type Problem } from './errors.js';
-import { schedulerKeys } from './keys.js';
-import { nodeOf, serverTime } from './redis.js';
 import type { TaskRecord } from './records.js';
 import { restartPlan, type Recovered, type RestartReason } from './restart.js';
 import { isTerminal } from './states.js';
@@ -85,8 +83,7 @@ async function restartTask(
  */
 export async function sweepLeases(core: StoreCore, limit = 500, failed?: SweepFailed): Promise<Recovered[]> {
   // The index is scored by Redis's clock (lease_index.lua, renew.lua): read by it too.
-  const now = await serverTime(core.redis, schedulerKeys.leases);
-  const due = await core.redis.zrangebyscore(schedulerKeys.leases, '-inf', now, 'LIMIT', 0, limit);
+  const { now, due } = await core.sched.dueLeases(limit);
   const recovered: Recovered[] = [];
   await sweepEach(
     due,
@@ -94,7 +91,7 @@ export async function sweepLeases(core: StoreCore, limit = 500, failed?: SweepFa
       const done = await recoverTask(core, id);
       if (done) recovered.push(done);
       const task = await core.get(id);
-      if (!task || task.leaseUntil === null) await core.scripts.lease_unindex(schedulerKeys.leases, id, now);
+      if (!task || task.leaseUntil === null) await core.sched.unleaseAsRead(id, now);
     },
     failed,
   );
@@ -112,7 +109,7 @@ export async function reconcileIntake(
   failed?: SweepFailed,
 ): Promise<string[]> {
   const before = core.now() - olderThanMs;
-  const ids = await core.redis.zrangebyscore(schedulerKeys.intake, '-inf', before, 'LIMIT', 0, limit);
+  const ids = await core.sched.dueJournal(before, limit);
   const queued: string[] = [];
   await sweepEach(
     ids,
@@ -123,7 +120,7 @@ export async function reconcileIntake(
         if (await core.enqueue(task)) queued.push(id);
       } else {
         // Only the entry listed: an answer may have journalled the task again since the read.
-        await core.scripts.lease_unindex(schedulerKeys.intake, id, before);
+        await core.sched.unjournalAsRead(id, before);
       }
     },
     failed,
@@ -145,14 +142,7 @@ export async function reconcileDispatches(
   limit = 500,
   failed?: SweepFailed,
 ): Promise<string[]> {
-  const stale = await core.redis.zrangebyscore(
-    schedulerKeys.inflight,
-    '-inf',
-    core.now() - olderThanMs,
-    'LIMIT',
-    0,
-    limit,
-  );
+  const stale = await core.sched.staleInflight(core.now() - olderThanMs, limit);
   await sweepEach(
     stale,
     async (id) => {
@@ -160,7 +150,7 @@ export async function reconcileDispatches(
       // The pick's place is scored by the attempt its job would have started (dispatch.lua).
       if (task?.status === 'queued' && !(await hasJob(task)))
         await core.enqueue(task, false, task.attempt + 1);
-      await core.redis.zrem(schedulerKeys.inflight, id);
+      await core.sched.pickHandled(id);
     },
     failed,
   );
@@ -181,46 +171,23 @@ export async function sweepActive(
   failed?: SweepFailed,
 ): Promise<number> {
   let dropped = 0;
-  const prefix = schedulerKeys.active('');
-  // Every entry of every running set, as `<set key> <id> <score>` (none has a space), in one sweep.
-  const entries: string[] = [];
-  for (const key of await scan(core, `${prefix}*`)) {
-    const places = await core.redis.zrange(key, 0, -1, 'WITHSCORES');
-    for (let i = 0; i < places.length; i += 2) entries.push(`${key} ${places[i]} ${places[i + 1]}`);
-  }
   await sweepEach(
-    entries,
-    async (entry) => {
-      const [key, id, score] = entry.split(' ') as [string, string, string];
-      const task = await core.peek(id);
+    await core.sched.runningPlaces(),
+    async (place) => {
+      const task = await core.peek(place.id);
       if (!task || isTerminal(task.status) || (task.parked && task.status === 'input_required')) {
         // Only the place read: an answer may have queued the task since, and its next attempt
         // been dispatched (a place of its own, scored by that attempt) and claimed.
-        dropped += Number(await core.scripts.place_unindex(key, id, score));
+        dropped += await core.sched.dropPlaceAsRead(place);
       } else if (task.status === 'queued' && task.updatedAt < core.now() - olderThanMs) {
-        const tenant = key.slice(prefix.length);
-        // In this order: a pick after the ready index was read needs a new offer, and one before
-        // it is in flight until its job is queued.
-        const waiting = await core.redis.zscore(schedulerKeys.ready(tenant, task.model), id);
-        if (waiting !== null || (await core.redis.zscore(schedulerKeys.inflight, id)) !== null) return;
+        if (await core.sched.waitsForDispatch(place, task.model)) return;
         // No job: the place read may be its lost job's (scored one past the attempt), and goes.
         // One scored above it is a dispatch since, which keeps it (enqueue.lua).
-        if (!(await hasJob(task))) await core.enqueue(task, false, Math.max(task.attempt, Number(score)));
+        if (!(await hasJob(task)))
+          await core.enqueue(task, false, Math.max(task.attempt, Number(place.score)));
       }
     },
-    failed && ((entry, error) => failed(entry.split(' ')[1]!, error)),
+    failed && ((place, error) => failed(place.id, error)),
   );
   return dropped;
-}
-
-async function scan(core: StoreCore, pattern: string): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    // On a cluster, SCAN reads one node: the one that owns the `{sched}` slot of every key it looks for.
-    const [next, batch] = await nodeOf(core.redis, pattern).scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  return keys;
 }

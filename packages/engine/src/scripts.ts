@@ -138,7 +138,7 @@ export function loadScripts(redis: Redis): Scripts {
   return defineScripts(redis, ENGINE_LUA, TASK_SCRIPTS, { prelude: '_emit' });
 }
 
-/** The scheduler's scripts over the `{sched}` index (no prelude: they write no task events). */
+/** The scheduler's scripts over its index (sched/keys.ts; no prelude: they write no task events). */
 export function loadSchedulerScripts(redis: Redis) {
   return {
     dispatch: defineScripts<'dispatch', string[]>(redis, ENGINE_LUA, ['dispatch']).dispatch,

@@ -15,7 +15,7 @@ import { deleteEnded } from './deletion.js';
 import { sweepHeldCalls } from './held.js';
 import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
-import { queueTenant, schedulerKeys, taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
+import { taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
 import { countEnded, operatorIndexClock, sweepOperatorIndex } from './operator-index.js';
 import { check, parseEntry, type NewTask, type Offer, type StoredEvent, type TaskRecord } from './records.js';
 import * as recovery from './recovery.js';
@@ -134,13 +134,7 @@ export class TaskStore {
       this.core.observe(task.kind, outcome, task.createdAt);
     if (outcome === 'cancelled') {
       // Cancelled before any worker claimed it: off the queue, and out of the running cap if dispatched.
-      await this.redis
-        .multi()
-        .zrem(schedulerKeys.ready(queueTenant(task), task.model), id)
-        .hdel(schedulerKeys.offered, id)
-        .zrem(schedulerKeys.active(queueTenant(task)), id)
-        .zrem(schedulerKeys.parked, id)
-        .exec();
+      await this.core.sched.dropCancelled(task);
       await countEnded(this.redis, this.now(), 1);
     }
     return { outcome: outcome as CancelOutcome, task: await this.core.require(id, tenant ?? undefined) };
@@ -166,7 +160,7 @@ export class TaskStore {
     const reply = await this.scripts.renew(taskKeys(id).task, attempt, leaseMs);
     check(id, reply);
     // Indexed by the deadline the script stamped with Redis's clock, which the sweep reads by.
-    await this.redis.zadd(schedulerKeys.leases, Number(reply[2]), id);
+    await this.core.sched.leaseUntil(id, Number(reply[2]));
     return reply[1] as TaskStatus;
   }
 
@@ -284,7 +278,7 @@ export class TaskStore {
 
   /** How many tasks wait for their caller's input, holding no worker slot. */
   parkedCount(): Promise<number> {
-    return this.redis.zcard(schedulerKeys.parked);
+    return this.core.sched.parkedCount();
   }
 
   /** Token ids the task's output events carried so far: where `resume` continues from. */

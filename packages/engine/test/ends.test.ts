@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { operatorKeys, schedulerKeys, taskKeys } from '../src/keys.js';
-import { Releases } from '../src/releases.js';
+import { Releases } from '../src/sched/releases.js';
 import { harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, test } from 'node:test';
-import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { Cluster, until } from '@taskline/test-support/cluster';
 
 const clusters: Cluster[] = [];
@@ -38,7 +38,7 @@ test('after a Redis stall past the leader lease, the leader has the workers and 
     await runAll(cluster, `after stall ${stall}`);
   }
   await until('the leader to list the worker', async () => {
-    const snapshot = JSON.parse((await cluster.store.redis.get(operatorKeys.workers)) ?? '{}') as {
+    const snapshot = JSON.parse((await cluster.store.redis.get(schedulerKeys.workers)) ?? '{}') as {
       workers?: unknown[];
     };
     return snapshot.workers?.length === 1 ? true : undefined;

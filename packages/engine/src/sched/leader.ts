@@ -1,7 +1,9 @@
+/** The scheduler's leadership: the fenced lease `leader` of the index (see ./keys.ts). */
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
+import { loadSchedulerScripts } from '../scripts.js';
 import { schedulerKeys } from './keys.js';
-import { loadSchedulerScripts } from './scripts.js';
+import { leaderAddress } from './views.js';
 
 const LEADER_KEY = schedulerKeys.leader;
 
@@ -46,7 +48,7 @@ export class Leadership {
 
   async leaderAddr(): Promise<string | null> {
     const value = await this.redis.get(LEADER_KEY);
-    return value ? value.slice(value.indexOf(' ') + 1) : null;
+    return value ? leaderAddress(value) : null;
   }
 
   async release(): Promise<void> {

@@ -1,8 +1,10 @@
+/** Dispatch rounds over the scheduler's index (see ./keys.ts) and the offers that wake them. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { childrenQueue, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
-import { isRedisUnavailable } from './redis.js';
-import { loadSchedulerScripts } from './scripts.js';
+import { childrenQueue } from '../keys.js';
+import { isRedisUnavailable } from '../redis.js';
+import { loadSchedulerScripts } from '../scripts.js';
+import { parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
 
 /**
  * The dispatch side of the scheduler's `{sched}` index: the scheduler decides when to run a round

@@ -4,9 +4,10 @@
  * them in one `ZREM` per index key and one count, instead of three commands a task.
  */
 import type { Redis } from 'ioredis';
-import { queueTenant, schedulerKeys } from './keys.js';
-import { countEnded, type TaskEnd } from './operator-index.js';
-import type { TaskRecord } from './records.js';
+import { queueTenant } from '../keys.js';
+import { countEnded, type TaskEnd } from '../operator-index.js';
+import type { TaskRecord } from '../records.js';
+import { schedulerKeys } from './keys.js';
 
 interface Batch {
   leases: string[];
