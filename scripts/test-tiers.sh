@@ -20,6 +20,7 @@ UNIT=(
   packages/control/test/ipv6.test.ts
   packages/control/test/leadership.test.ts
   packages/control/test/reconnect.test.ts
+  packages/engine/test/sched-owner.test.ts
   packages/engine/test/state-diagram.test.ts
   packages/engine/test/states.test.ts
   packages/inference/test/chat.test.ts
