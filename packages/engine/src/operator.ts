@@ -4,8 +4,7 @@ import { SchedIndex } from './sched/index.js';
 import { leaderLease, readWorkerSnapshot, type WorkerSnapshot } from './sched/views.js';
 import { bucketOf, createdField, endedField, FAILURE_BUCKETS, minuteOf } from './operator-index.js';
 import type { TaskKind, TaskRecord } from './records.js';
-import { statusEvent } from './response.js';
-import { isTaskStatus, isTerminal, shownAfterRestart, type TaskStatus } from './states.js';
+import { isLeased, isTaskStatus, isTerminal, type TaskStatus } from './states.js';
 import type { TaskStore } from './store.js';
 import { notFound, TasklineError } from './errors.js';
 import { isWellFormedId } from './ids.js';
@@ -185,7 +184,7 @@ export class OperatorView {
     const place = seen?.status === 'queued' ? await new SchedIndex(this.redis).placeOf(seen) : null;
     const task = seen?.status === 'queued' ? await this.store.get(id) : seen;
     if (!task) throw notFound();
-    const leased = ['loading', 'running', 'input_required'].includes(task.status);
+    const leased = isLeased(task.status);
     if (!leased && task.status !== 'queued') {
       throw new TasklineError(
         'illegal_transition',
@@ -195,17 +194,7 @@ export class OperatorView {
         },
       );
     }
-    const action = { action: 'requeue', operator, at: this.now() };
-    // Queued again inside; what the client saw never steps back (LMSP 7.2), as after a restart.
-    const shown = task.shownStatus === 'queued' ? 'queued' : shownAfterRestart(task.shownStatus);
-    const seq = await this.store.transition(id, 'queued', {
-      from: [task.status],
-      // A queued task belongs to no attempt (the script refuses a fence there); a claim that
-      // lands first moves it out of `queued`, and this step is refused.
-      ...(leased ? { attempt: task.attempt, leaseLapsedAhead: 0 } : {}),
-      fields: { status_message: `requeued by operator`, shown },
-      events: [statusEvent(shown, { reason: 'operator_requeue', operator_action: action })],
-    });
+    const seq = await this.store.requeue(task, { action: 'requeue', operator, at: this.now() });
     // A leased task's places are its attempt's or older; a queued one's offer or job is taken for
     // lost, and the place read goes too, only that one.
     const placed = leased || place === null ? task.attempt : Math.max(task.attempt, Number(place));

@@ -37,6 +37,11 @@ export function isTerminal(status: TaskStatus): status is TerminalStatus {
   return (TERMINAL_STATUSES as readonly string[]).includes(status);
 }
 
+/** States an attempt holds under a lease (claim.lua); an operator requeues one only once it lapsed. */
+export function isLeased(status: TaskStatus): boolean {
+  return status === 'loading' || status === 'running' || status === 'input_required';
+}
+
 export function isTaskStatus(value: unknown): value is TaskStatus {
   return typeof value === 'string' && (TASK_STATUSES as readonly string[]).includes(value);
 }

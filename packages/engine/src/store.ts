@@ -21,11 +21,18 @@ import { check, parseEntry, type NewTask, type Offer, type StoredEvent, type Tas
 import * as recovery from './recovery.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import type { Recovered, RestartReason } from './restart.js';
-import { CANCEL_OUTCOME, TASK_STATUSES, type TaskStatus } from './states.js';
+import { CANCEL_OUTCOME, isLeased, shownAfterRestart, TASK_STATUSES, type TaskStatus } from './states.js';
 
 export { storeOptionsFromEnv, type SweepFailed, type SweptTask, type TaskStoreOptions } from './core.js';
 
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
+
+/** An operator's action, recorded in the events it writes. */
+export interface OperatorAction {
+  action: 'cancel' | 'requeue';
+  operator: string;
+  at: number;
+}
 
 /**
  * How an attempt ended. `events` are its last output events, written in the same step as the end
@@ -410,10 +417,23 @@ export class TaskStore {
   }
 
   /**
-   * One state change through transition.lua. `from` defaults to every legal source of `to` in the
-   * state table; `attempt` fences it to the caller's attempt.
+   * Queues a stuck task again for an operator (see OperatorView.requeue), from the state it was
+   * read in: a leased one only once its lease lapsed by Redis's clock, fenced by its attempt; a
+   * queued one belongs to no attempt (a claim that lands first moves it on, and this is refused).
+   * What the client saw never steps back (LMSP 7.2), as after a restart. Returns the event number.
    */
-  transition(id: string, to: TaskStatus, opts: TransitionOptions): Promise<number> {
+  requeue(task: TaskRecord, action: OperatorAction): Promise<number> {
+    const shown = task.shownStatus === 'queued' ? 'queued' : shownAfterRestart(task.shownStatus);
+    return this.transition(task.id, 'queued', {
+      from: [task.status],
+      ...(isLeased(task.status) ? { attempt: task.attempt, leaseLapsedAhead: 0 } : {}),
+      fields: { status_message: `requeued by operator`, shown },
+      events: [statusEvent(shown, { reason: 'operator_requeue', operator_action: action })],
+    });
+  }
+
+  /** One state change (see StoreCore.transition): only this store's named operations make one. */
+  private transition(id: string, to: TaskStatus, opts: TransitionOptions): Promise<number> {
     return this.core.transition(id, to, opts);
   }
 

@@ -10,6 +10,7 @@ import {
   TaskStore,
   TasklineError,
 } from '../src/index.js';
+import { StoreCore } from '../src/core.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -20,10 +21,15 @@ after(() => h.close());
  * A second store on a connection of its own (another process's, in production): commands sent at
  * once on two connections reach Redis in either order, unlike two on one connection.
  */
-async function otherConnection(name: string): Promise<{ store: TaskStore; close(): void }> {
+async function otherConnection(name: string): Promise<{ store: TaskStore; core: StoreCore; close(): void }> {
   const redis = connectRedis(h.server.url, name);
   await redis.ping();
-  return { store: new TaskStore(redis, defaults), close: () => redis.disconnect() };
+  // `core`: the engine's own transition step, which no caller of the store reaches.
+  return {
+    store: new TaskStore(redis, defaults),
+    core: new StoreCore(redis, defaults),
+    close: () => redis.disconnect(),
+  };
 }
 
 async function runningTasks(n: number, tenant: string) {
@@ -122,7 +128,7 @@ test('500 races of two ends on separate connections, one allowing every state: f
           h.store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } }, task);
         // A writer whose allowed states are too broad (a stale read, a bug): terminal states must hold anyway.
         const fail = () =>
-          other.store.transition(task.id, 'failed', {
+          other.core.transition(task.id, 'failed', {
             attempt: 1,
             from: [...TASK_STATUSES],
             fields: { error: JSON.stringify(error) },
