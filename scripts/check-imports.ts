@@ -2,7 +2,9 @@
 // a workspace package (`@taskline/x` is its `exports` entry's source file). Type-only imports
 // count too: a circle of types still ties the files together. Also fails when a package's or a
 // service's own code (`src/`) imports `@taskline/engine/keys`: that key layout is for tests and
-// tools that inspect Redis; services reach it through the engine's operations. Run by `pnpm lint`.
+// tools that inspect Redis; services reach it through the engine's operations. And fails when
+// `@taskline/engine/core` (ids, states, errors for packages that need no engine) reaches a
+// package outside Node's own, ioredis above all. Run by `pnpm lint`.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,6 +66,8 @@ function resolveImport(from: string, spec: string): string | null {
 const INTERNAL = '@taskline/engine/keys';
 const leaks: string[] = [];
 const graph = new Map<string, string[]>();
+/** Each file's imports of packages (neither relative nor `node:`), for the light core's check. */
+const packageImports = new Map<string, string[]>();
 for (const file of files) {
   const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
   const targets = new Set<string>();
@@ -74,7 +78,27 @@ for (const file of files) {
     if (target && target !== file) targets.add(target);
   }
   graph.set(file, [...targets]);
+  packageImports.set(
+    file,
+    importedFiles.map((f) => f.fileName).filter((f) => !f.startsWith('.') && !f.startsWith('node:')),
+  );
 }
+
+const LIGHT = '@taskline/engine/core';
+/** Packages the light core's files reach, with the file that imports each. */
+function heavyImports(face: string | undefined): string[] {
+  const seen = new Set<string>();
+  const out: string[] = [];
+  const visitFile = (file: string): void => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    for (const spec of packageImports.get(file) ?? []) out.push(`${relative(root, file)} imports ${spec}`);
+    for (const next of graph.get(file) ?? []) visitFile(next);
+  };
+  if (face) visitFile(face);
+  return out;
+}
+const heavy = heavyImports(faces.get(LIGHT));
 
 // Tarjan's strongly connected components: every component of more than one file is a circle.
 let index = 0;
@@ -110,7 +134,8 @@ for (const component of circles) {
   for (const file of component.sort()) console.error(`  ${relative(root, file)}`);
 }
 for (const file of leaks) console.error(`${file}: imports ${INTERNAL}; use the engine's operations`);
-if (circles.length > 0 || leaks.length > 0) process.exit(1);
+for (const line of heavy) console.error(`${LIGHT} must stay dependency-light: ${line}`);
+if (circles.length > 0 || leaks.length > 0 || heavy.length > 0) process.exit(1);
 console.log(
   `check-imports: no import circle among ${files.length} files, no service reaching into engine keys`,
 );

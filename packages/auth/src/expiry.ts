@@ -1,4 +1,4 @@
-import { problem } from '@taskline/engine';
+import { problem } from '@taskline/engine/core';
 
 /** setTimeout's longest delay (2^31-1 ms, about 24.8 days): a longer one would fire at once. */
 const MAX_DELAY_MS = 2 ** 31 - 1;

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Redis } from 'ioredis';
 import type { Env } from '@taskline/config';
-import { TasklineError } from '@taskline/engine';
+import { TasklineError } from '@taskline/engine/core';
 import { ApiKeyStore, hashKey, TENANT_PATTERN } from './keys.js';
 import { unguarded, type AuthGuard } from './guard.js';
 import { jwtExpiresAt, jwtVerifier, looksLikeJwt } from './jwt.js';

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { newId, TasklineError } from '@taskline/engine';
+import { newId, TasklineError } from '@taskline/engine/core';
 
 /** What a tenant id may look like: it becomes part of Redis keys and hash tags, so no braces or spaces. */
 export const TENANT_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Env } from '@taskline/config';
-import { TasklineError } from '@taskline/engine';
+import { TasklineError } from '@taskline/engine/core';
 import { unguarded, type AuthGuard } from './guard.js';
 import { hashKey } from './keys.js';
 import { jwtExpiresAt, jwtVerifier, looksLikeJwt } from './jwt.js';

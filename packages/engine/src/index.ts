@@ -1,52 +1,18 @@
-export {
-  TASK_STATUSES,
-  TERMINAL_STATUSES,
-  TRANSITIONS,
-  CANCEL_OUTCOME,
-  ON_RESTART_POLICIES,
-  isTerminal,
-  isTaskStatus,
-  sourcesOf,
-  toMcpStatus,
-  recoveryTarget,
-  visibleStatus,
-  visibleStepViolation,
-  VISIBLE_TRANSITIONS,
-  renderStateDiagram,
-  type TaskStatus,
-  type TerminalStatus,
-  type McpTaskStatus,
-  type OnRestart,
-} from './states.js';
-export {
-  TaskStore,
-  storeOptionsFromEnv,
-  type SweepFailed,
-  type SweptTask,
-  type TaskStoreOptions,
-  type CancelOutcome,
-  type Finish,
-} from './store.js';
-export {
-  eventObject,
-  eventJson,
-  type TaskRecord,
-  type TaskKind,
-  type NewTask,
-  type StoredEvent,
-  type TransitionObserved,
-} from './records.js';
+// The engine's face: what other packages use of it, nothing more (check with a grep over packages/,
+// services/, test/ and bench/ before adding a name). Engine tests import its modules directly.
+// The dependency-light part (ids, states, errors) is also `@taskline/engine/core` (core-face.ts).
+export * from './core-face.js';
+export { TaskStore, storeOptionsFromEnv, type SweepFailed, type SweptTask, type Finish } from './store.js';
+export { eventJson, type TaskRecord, type NewTask, type StoredEvent } from './records.js';
 export {
   emptyResponse,
-  statusEvent,
-  finalEvent,
   isFinalEventType,
   FINAL_EVENT_TYPES,
   type ResponseObject,
   type ResponseStatus,
   type EventInput,
 } from './response.js';
-export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
+export { RESTART_EVENT_TYPE, type RestartReason } from './restart.js';
 export { EventHub, type Subscription } from './hub.js';
 export { CallHolds } from './held.js';
 export {
@@ -57,51 +23,20 @@ export {
   type ServedModels,
 } from './models.js';
 export type { RunContext, RunOutcome, TaskRunner } from './runner.js';
-export {
-  TasklineError,
-  ERROR_CODES,
-  historyExpired,
-  notFound,
-  problem,
-  type ErrorCode,
-  type Problem,
-} from './errors.js';
-export { indexTenant, toolTaskIndex } from './keys.js';
 export { taskStatuses, subscribeCancels } from './lookups.js';
+export { toolTaskIndex } from './keys.js';
 export { indexToolTask } from './tool-index.js';
-export { Leadership } from './sched/leader.js';
-export {
-  defineDispatch,
-  pickFair,
-  parseWeights,
-  handedOver,
-  readyModels,
-  readyModelCount,
-  listenForOffers,
-  type Pick,
-  type FairShareOptions,
-} from './sched/dispatch.js';
-export { newId, isWellFormedId } from './ids.js';
-export { OperatorView, type TaskFilter, type TaskRow } from './operator.js';
-export { readyBacklog, writeWorkerSnapshot, type ReadyBacklog, type WorkerSnapshot } from './sched/views.js';
-export {
-  defineScripts,
-  scriptSource,
-  type ScriptOptions,
-  type ScriptReply,
-  type ScriptRunner,
-} from './scripts.js';
+export { OperatorView, type TaskFilter } from './operator.js';
+export { readyBacklog } from './sched/views.js';
 export {
   connectRedis,
   connectQueueRedis,
   redisAnswers,
   redisTargetFromEnv,
   isCluster,
-  nodeOf,
   isRedisUnavailable,
   timeRedisCommands,
   type RedisTarget,
-  type ClusterTarget,
 } from './redis.js';
 export {
   markUnconfirmedCreate,
@@ -110,12 +45,23 @@ export {
   unconfirmedCreate,
   type RedisUnavailableReason,
 } from './unavailable.js';
+export { checkDurability, durabilityFromEnv, DURABILITY_LOSS } from './durability.js';
+export { listenForOffers } from './sched/dispatch.js';
+
+// @internal: the scheduler's own (services/scheduler): leadership, dispatch rounds, its metrics.
+export { Leadership } from './sched/leader.js';
 export {
-  checkDurability,
-  durabilityFromEnv,
-  ReplicaAck,
-  DURABILITY_LOSS,
-  type DurabilityLevel,
-  type DurabilityCheck,
-  type DurabilityReport,
-} from './durability.js';
+  defineDispatch,
+  pickFair,
+  parseWeights,
+  handedOver,
+  readyModels,
+  readyModelCount,
+  type Pick,
+  type FairShareOptions,
+} from './sched/dispatch.js';
+export { writeWorkerSnapshot } from './sched/views.js';
+export { indexTenant } from './keys.js';
+
+// @internal: the script loader, for packages with Lua of their own (admission) and worker tests.
+export { defineScripts, scriptSource } from './scripts.js';

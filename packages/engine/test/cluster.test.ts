@@ -11,7 +11,6 @@ import {
   connectRedis,
   EventHub,
   isCluster,
-  nodeOf,
   redisAnswers,
   redisTargetFromEnv,
   redisUnavailableReason,
@@ -19,6 +18,7 @@ import {
   TasklineError,
   type TaskRecord,
 } from '../src/index.js';
+import { nodeOf } from '../src/redis.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { createBurst, defaults, newTask, until } from './helpers.js';
 

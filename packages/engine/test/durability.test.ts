@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startRedis } from '@taskline/testing';
-import { checkDurability, connectRedis, ReplicaAck, TaskStore } from '../src/index.js';
+import { checkDurability, connectRedis, TaskStore } from '../src/index.js';
+import { ReplicaAck } from '../src/durability.js';
 import { createBurst, defaults, until } from './helpers.js';
 
 test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async (t) => {

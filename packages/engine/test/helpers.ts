@@ -1,14 +1,8 @@
 import assert from 'node:assert/strict';
 import { startRedis, type RedisServer } from '@taskline/testing';
 import type { Redis } from 'ioredis';
-import {
-  connectRedis,
-  pickFair,
-  TaskStore,
-  type NewTask,
-  type TaskRecord,
-  type TaskStoreOptions,
-} from '../src/index.js';
+import { connectRedis, pickFair, TaskStore, type NewTask, type TaskRecord } from '../src/index.js';
+import type { TaskStoreOptions } from '../src/core.js';
 
 export interface Harness {
   server: RedisServer;

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import {
   connectRedis,
-  finalEvent,
   isFinalEventType,
   newId,
   problem,
@@ -11,6 +10,7 @@ import {
   TasklineError,
 } from '../src/index.js';
 import { StoreCore } from '../src/core.js';
+import { finalEvent } from '../src/response.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
 let h: Harness;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { renderStateDiagram, TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS } from '../src/index.js';
+import { renderStateDiagram, TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS } from '../src/states.js';
 
 const ARCHITECTURE = new URL('../../../ARCHITECTURE.md', import.meta.url);
 

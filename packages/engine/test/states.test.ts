@@ -9,7 +9,7 @@ import {
   TERMINAL_STATUSES,
   toMcpStatus,
   TRANSITIONS,
-} from '../src/index.js';
+} from '../src/states.js';
 
 test('terminal states never change', () => {
   for (const s of TERMINAL_STATUSES) assert.deepEqual(TRANSITIONS[s], []);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { eventJson, eventObject, isWellFormedId, problem, TasklineError, TaskStore } from '../src/index.js';
+import { eventJson, isWellFormedId, problem, TasklineError, TaskStore } from '../src/index.js';
+import { eventObject } from '../src/records.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, type Harness } from './helpers.js';
 
