@@ -56,7 +56,7 @@ export async function requestInput(
   // Parked: no lease to sweep, no place under the tenant's running cap while nobody works on it.
   // Only this attempt's: an answer may have queued the task since, and a new attempt been
   // dispatched and claimed under the same id (park_unindex.lua).
-  await h.sched.parked(task, attempt);
+  await h.sched.releaseParked(task, attempt);
   return { waiting: true, parked: true, answers: await answers(h.redis, id) };
 }
 

@@ -1,4 +1,7 @@
-/** Dispatch rounds over the scheduler's index (see ./keys.ts) and the offers that wake them. */
+/**
+ * The dispatch side of the scheduler's index (see ./keys.ts): the scheduler decides when to run a
+ * round and where its picks go (BullMQ); what it reads and writes here goes through these operations.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { childrenQueue } from '../keys.js';
@@ -6,10 +9,7 @@ import { isRedisUnavailable } from '../redis.js';
 import { loadSchedulerScripts } from '../scripts.js';
 import { parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';
 
-/**
- * The dispatch side of the scheduler's `{sched}` index: the scheduler decides when to run a round
- * and where its picks go (BullMQ); what it reads and writes here goes through these operations.
- */
+/** One task a dispatch round took. */
 export interface Pick {
   tenant: string;
   id: string;

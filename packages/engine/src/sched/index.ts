@@ -167,7 +167,7 @@ export class SchedIndex {
   }
 
   /** Parked: the asking attempt's lease entry and running place go (park_unindex.lua). */
-  parked(task: Owner & { id: string }, attempt: number): Promise<ScriptReply> {
+  releaseParked(task: Owner & { id: string }, attempt: number): Promise<ScriptReply> {
     return this.scripts.park_unindex(
       schedulerKeys.leases,
       schedulerKeys.active(queueTenant(task)),
