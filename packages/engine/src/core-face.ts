@@ -7,7 +7,6 @@ export {
   ON_RESTART_POLICIES,
   isTerminal,
   isTaskStatus,
-  toMcpStatus,
   visibleStepViolation,
   type TaskStatus,
   type OnRestart,

@@ -66,31 +66,6 @@ export const CANCEL_OUTCOME: Readonly<Record<TaskStatus, TaskStatus | 'noop' | '
   failed: 'not_cancelable',
 };
 
-/** MCP Tasks extension statuses (SEP-2663). */
-export type McpTaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
-
-/** The MCP view of a task's status: a projection, never stored. */
-export function toMcpStatus(status: TaskStatus): { status: McpTaskStatus; statusMessage?: string } {
-  switch (status) {
-    case 'queued':
-      return { status: 'working', statusMessage: 'queued' };
-    case 'loading':
-      return { status: 'working', statusMessage: 'loading model' };
-    case 'running':
-      return { status: 'working', statusMessage: 'running' };
-    case 'cancelling':
-      return { status: 'working', statusMessage: 'cancelling' };
-    case 'input_required':
-      return { status: 'input_required' };
-    case 'succeeded':
-      return { status: 'completed' };
-    case 'failed':
-      return { status: 'failed' };
-    case 'cancelled':
-      return { status: 'cancelled' };
-  }
-}
-
 /** On-restart policies of LMSP 7.5. */
 export const ON_RESTART_POLICIES = ['fail', 'retry', 'resume'] as const;
 export type OnRestart = (typeof ON_RESTART_POLICIES)[number];

@@ -7,7 +7,6 @@ import {
   sourcesOf,
   TASK_STATUSES,
   TERMINAL_STATUSES,
-  toMcpStatus,
   TRANSITIONS,
 } from '../src/states.js';
 
@@ -32,18 +31,6 @@ test('the LMSP 7.2 transitions are all legal', () => {
     assert.ok(sourcesOf(to as never).includes(from as never), `${from} -> ${to}`);
   assert.ok(!sourcesOf('succeeded').includes('queued'), 'a queued task cannot succeed without running');
   assert.deepEqual(sourcesOf('cancelled'), ['queued', 'cancelling']);
-});
-
-test('every state projects onto exactly one MCP status', () => {
-  const seen = TASK_STATUSES.map((s) => [s, toMcpStatus(s)] as const);
-  for (const [s, mcp] of seen) {
-    if (['queued', 'loading', 'running', 'cancelling'].includes(s)) {
-      assert.equal(mcp.status, 'working');
-      assert.equal(mcp.statusMessage !== undefined, true, `${s} says which kind of working`);
-    }
-  }
-  assert.equal(toMcpStatus('succeeded').status, 'completed');
-  assert.equal(toMcpStatus('input_required').status, 'input_required');
 });
 
 test('cancel outcomes follow LMSP 7.3', () => {

@@ -1,4 +1,29 @@
-import { toMcpStatus, type TaskRecord, type TaskStore } from '@taskline/engine';
+import type { TaskRecord, TaskStatus, TaskStore } from '@taskline/engine';
+
+/** MCP Tasks extension statuses (SEP-2663). */
+export type McpTaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+
+/** The MCP view of a task's status (the engine's state table has no MCP in it): a projection, never stored. */
+export function toMcpStatus(status: TaskStatus): { status: McpTaskStatus; statusMessage?: string } {
+  switch (status) {
+    case 'queued':
+      return { status: 'working', statusMessage: 'queued' };
+    case 'loading':
+      return { status: 'working', statusMessage: 'loading model' };
+    case 'running':
+      return { status: 'working', statusMessage: 'running' };
+    case 'cancelling':
+      return { status: 'working', statusMessage: 'cancelling' };
+    case 'input_required':
+      return { status: 'input_required' };
+    case 'succeeded':
+      return { status: 'completed' };
+    case 'failed':
+      return { status: 'failed' };
+    case 'cancelled':
+      return { status: 'cancelled' };
+  }
+}
 
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';

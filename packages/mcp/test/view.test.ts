@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { problem, type TaskRecord } from '@taskline/engine';
+import { problem, TASK_STATUSES, type TaskRecord } from '@taskline/engine';
 import { taskFields } from '../src/index.js';
+import { toMcpStatus } from '../src/view.js';
 import { legacyTask } from '../src/legacy/wire.js';
 
 /** A tool task whose interrupted attempt was restarted: queued or loading inside the engine. */
@@ -53,4 +54,16 @@ test('a failed task says why in statusMessage on both eras, over its last progre
     assert.equal(view.status, 'failed');
     assert.equal(view.statusMessage, 'the model ran out of memory');
   }
+});
+
+test('every state projects onto exactly one MCP status', () => {
+  const seen = TASK_STATUSES.map((s) => [s, toMcpStatus(s)] as const);
+  for (const [s, mcp] of seen) {
+    if (['queued', 'loading', 'running', 'cancelling'].includes(s)) {
+      assert.equal(mcp.status, 'working');
+      assert.equal(mcp.statusMessage !== undefined, true, `${s} says which kind of working`);
+    }
+  }
+  assert.equal(toMcpStatus('succeeded').status, 'completed');
+  assert.equal(toMcpStatus('input_required').status, 'input_required');
 });
