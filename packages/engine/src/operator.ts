@@ -34,10 +34,14 @@ const ROW_FIELDS = ['id', 'kind', 'status', 'model', 'created_at', 'updated_at',
 
 /** Reads for the operator console: bounded, index-driven, never a SCAN. */
 export class OperatorView {
+  private readonly sched: SchedIndex;
+
   constructor(
     private readonly store: TaskStore,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.sched = new SchedIndex(store.redis);
+  }
 
   private get redis(): Redis {
     return this.store.redis;
@@ -63,7 +67,7 @@ export class OperatorView {
 
   /** Dispatched, unfinished tasks per tenant (the scheduler's running sets). */
   dispatched(tenants: string[]): Promise<Map<string, number>> {
-    return new SchedIndex(this.redis).runningCounts(tenants);
+    return this.sched.runningCounts(tenants);
   }
 
   /**
@@ -181,7 +185,7 @@ export class OperatorView {
     // A queued task's place in its tenant's running set (its offer's dispatch, whose job is taken
     // for lost), read before the state acted on: a dispatch after it places the task above it,
     // and keeps that place (enqueue.lua), claimed or not.
-    const place = seen?.status === 'queued' ? await new SchedIndex(this.redis).placeOf(seen) : null;
+    const place = seen?.status === 'queued' ? await this.sched.placeOf(seen) : null;
     const task = seen?.status === 'queued' ? await this.store.get(id) : seen;
     if (!task) throw notFound();
     const leased = isLeased(task.status);
