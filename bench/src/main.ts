@@ -34,6 +34,7 @@ import {
 import { roundTrips } from './redis-cost.js';
 import { clusterLifecycle, type ClusterLifecycleResult } from './cluster.js';
 import { toMarkdown, toSvg, validateReport, type Report } from './report.js';
+import { sameWork, startPeer, type PeerResult } from './peer.js';
 import { sections } from './sections.js';
 import { BENCH_ENV, memoryOf, ROOT, startStack, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
@@ -45,7 +46,7 @@ const { values: args } = parseArgs({
   options: {
     smoke: { type: 'boolean', default: false },
     out: { type: 'string' },
-    /** Comma-separated item numbers to run (1-8); default all (smoke: 1-7, item 8 starts six Redis nodes). */
+    /** Comma-separated item numbers to run (1-9); default all (smoke: all but 8, which starts six Redis nodes). */
     only: { type: 'string' },
     /** KEY=VALUE settings over BENCH_ENV for every service, e.g. --env TASKLINE_DISPATCH_INTERVAL_MS=5. */
     env: { type: 'string', multiple: true },
@@ -56,7 +57,7 @@ const overrides = Object.fromEntries(
   (args.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
 Object.assign(BENCH_ENV, overrides);
-const only = new Set((args.only ?? (smoke ? '1,2,3,4,5,6,7' : '1,2,3,4,5,6,7,8')).split(',').map(Number));
+const only = new Set((args.only ?? (smoke ? '1,2,3,4,5,6,7,9' : '1,2,3,4,5,6,7,8,9')).split(',').map(Number));
 const SIZES = smoke
   ? {
       tasks: 40,
@@ -73,6 +74,9 @@ const SIZES = smoke
       fanoutS: 1,
       idleMs: 500,
       roundTrips: 10,
+      peerRate: 5,
+      peerS: 1,
+      peerTokens: 16,
     }
   : {
       tasks: 2000,
@@ -89,6 +93,9 @@ const SIZES = smoke
       fanoutS: 10,
       idleMs: 3000,
       roundTrips: 100,
+      peerRate: 10,
+      peerS: 10,
+      peerTokens: 64,
     };
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 
@@ -99,6 +106,7 @@ let first: TtftResult | undefined;
 let stream: StreamingResult | undefined;
 let batch: BatchingResult | undefined;
 let fan: FanoutResult | undefined;
+let peerResult: PeerResult | undefined;
 let path: { instant: PathTimeline; chat: PathTimeline } | undefined;
 let redisVersion = '';
 
@@ -176,6 +184,32 @@ try {
       await model.dispose();
     }
   }
+  if (only.has(9)) {
+    log(
+      `9 same-work peer: tiny-chat at ${SIZES.peerRate}/s for ${SIZES.peerS} s, 1 and ${SIZES.peerTokens} tokens, each side`,
+    );
+    const peer = await startPeer(stack.redis.url);
+    try {
+      const peerProcs: Procs = {
+        'peer server': peer.server.proc.pid!,
+        'peer worker': peer.worker.proc.pid!,
+        redis: stack.redis.pid,
+        'benchmark client': 'self',
+      };
+      const args = [SIZES.peerRate, SIZES.peerS, SIZES.peerTokens] as const;
+      peerResult = await sameWork(
+        redis,
+        stack.apiUrl,
+        peer,
+        { taskline: procs.taskline, peer: peerProcs },
+        background,
+        ...args,
+      );
+      results.peer = peerResult;
+    } finally {
+      await peer.close();
+    }
+  }
   results.memory = {
     ...Object.fromEntries(stack.services.map((s) => [s.name, s.memory()])),
     redis: memoryOf(stack.redis.pid),
@@ -201,7 +235,18 @@ if (only.has(5)) {
 }
 agent.destroy();
 
-const { bars, tables } = sections({ results, life, accept, first, stream, batch, fan, path, onCluster });
+const { bars, tables } = sections({
+  results,
+  life,
+  accept,
+  first,
+  stream,
+  batch,
+  fan,
+  path,
+  onCluster,
+  peer: peerResult,
+});
 
 const outDir =
   args.out ?? (smoke ? await mkdtemp(join(tmpdir(), 'taskline-bench-')) : join(ROOT, 'bench/results'));
