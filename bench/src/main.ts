@@ -15,6 +15,7 @@ import { agent } from './http.js';
 import {
   batching,
   follow,
+  longest,
   same,
   streaming,
   ttft,
@@ -107,6 +108,7 @@ let stream: StreamingResult | undefined;
 let batch: BatchingResult | undefined;
 let fan: FanoutResult | undefined;
 let peerResult: PeerResult | undefined;
+let background = new Map<string, number>();
 let path: { instant: PathTimeline; chat: PathTimeline } | undefined;
 let redisVersion = '';
 
@@ -122,6 +124,27 @@ const procs: { taskline: Procs; bullmq: Procs } = {
   },
   bullmq: { redis: stack.redis.pid, 'BullMQ worker': raw.worker.proc.pid!, 'benchmark client': 'self' },
 };
+/** Item 9: the same-work peer's processes on this run's Redis, measured against Taskline. */
+async function samePeer(long: { seed: number; maxOutputTokens: number }): Promise<PeerResult> {
+  log(
+    `9 same-work peer: tiny-chat at ${SIZES.peerRate}/s for ${SIZES.peerS} s, 1 and ${SIZES.peerTokens} tokens, each side`,
+  );
+  const peer = await startPeer(stack.redis.url);
+  try {
+    const peerProcs: Procs = {
+      'peer server': peer.server.proc.pid!,
+      'peer worker': peer.worker.proc.pid!,
+      redis: stack.redis.pid,
+      'benchmark client': 'self',
+    };
+    const sides = { taskline: procs.taskline, peer: peerProcs };
+    const result = await sameWork(redis, stack.apiUrl, peer, sides, background, SIZES, long);
+    results.peer = result;
+    return result;
+  } finally {
+    await peer.close();
+  }
+}
 try {
   redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '';
   log('warming up: instant tasks, raw jobs, the tiny-chat model in the worker');
@@ -138,7 +161,7 @@ try {
     };
     results.timeline = path;
   }
-  const background = await idleRate(redis, SIZES.idleMs);
+  background = await idleRate(redis, SIZES.idleMs);
 
   if (only.has(1) || only.has(7)) {
     log(`1/7 lifecycle: ${SIZES.tasks} tasks, ${SIZES.inflight} creates in flight`);
@@ -150,7 +173,7 @@ try {
     accept = await acceptance(stack.apiUrl, redis, raw, procs, SIZES.acceptRate, SIZES.acceptS);
     results.acceptance = accept;
   }
-  if (only.has(3) || only.has(4) || only.has(6)) {
+  if (only.has(3) || only.has(4) || only.has(6) || only.has(9)) {
     // Same model folder, onnxruntime settings and thread count as the worker's.
     const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), {
       id: 'tiny-chat',
@@ -180,34 +203,9 @@ try {
         batch = await batching(stack.apiUrl, model, [1, 4, 16], SIZES.batchRounds, SIZES.batchTokens);
         results.batching = batch;
       }
+      if (only.has(9)) peerResult = await samePeer(await longest(model));
     } finally {
       await model.dispose();
-    }
-  }
-  if (only.has(9)) {
-    log(
-      `9 same-work peer: tiny-chat at ${SIZES.peerRate}/s for ${SIZES.peerS} s, 1 and ${SIZES.peerTokens} tokens, each side`,
-    );
-    const peer = await startPeer(stack.redis.url);
-    try {
-      const peerProcs: Procs = {
-        'peer server': peer.server.proc.pid!,
-        'peer worker': peer.worker.proc.pid!,
-        redis: stack.redis.pid,
-        'benchmark client': 'self',
-      };
-      const args = [SIZES.peerRate, SIZES.peerS, SIZES.peerTokens] as const;
-      peerResult = await sameWork(
-        redis,
-        stack.apiUrl,
-        peer,
-        { taskline: procs.taskline, peer: peerProcs },
-        background,
-        ...args,
-      );
-      results.peer = peerResult;
-    } finally {
-      await peer.close();
     }
   }
   results.memory = {

@@ -10,12 +10,15 @@ import { forkChild, type Child } from './children.js';
 import { callJson, readEvents } from './http.js';
 import { follow, PROMPT, same } from './model.js';
 import { costOf } from './queue.js';
-import { commandCalls, diffCalls } from './redis-cost.js';
+import { taskKeys } from '@taskline/engine/keys';
+import { commandCalls, diffCalls, keyBytes } from './redis-cost.js';
 import { BENCH_ENV, cpuMeter, ROOT, totalMs, type CpuCost, type Procs } from './stack.js';
 import { nowMs, openLoop, round, sleep, summarize, type Summary } from './stats.js';
 
 /** One generation as its SSE client saw it. */
 interface Generation {
+  /** The keys that hold its stream in Redis (events, and Taskline's token ids). */
+  keys: string[];
   firstDeltaAt: number;
   finalAt: number;
   outputTokens: number;
@@ -29,10 +32,10 @@ export interface PeerSide {
   /** The same with `max_output_tokens: 1`: what a task costs before its tokens. */
   commandsPerOneTokenTask: number;
   tokensPerTask: number;
+  /** Bytes its stream keeps in Redis (MEMORY USAGE of the stream's keys) per output token. */
+  bytesPerToken: number;
   /** Commands above the one-token task's, per token after the first. */
   commandsPerToken: number;
-  /** Those commands over the median time from the first delta to the end, per task. */
-  commandsPerStreamingS: number;
 }
 
 export interface PeerResult {
@@ -45,6 +48,16 @@ export interface PeerResult {
   commandsRatio: number;
   ttftP50Ratio: number;
   ttftP99Ratio: number;
+  /** Taskline's commands/s per streaming task above a one-token task's, long generations at each concurrency. */
+  streaming: StreamingCommands[];
+}
+
+export interface StreamingCommands {
+  concurrency: number;
+  tokensPerTask: number;
+  /** Median time from a task's first delta to its end. */
+  streamingMs: number;
+  commandsPerS: number;
 }
 
 /** The peer's two processes, started on the benchmark's Redis. */
@@ -79,7 +92,7 @@ export async function startPeer(redisUrl: string): Promise<Peer> {
 async function followPeer(url: string, body: Record<string, unknown>): Promise<Generation> {
   const created = await callJson(url, 'POST', '/tasks', body);
   const id = created.body.id as string;
-  const g: Generation = { firstDeltaAt: 0, finalAt: 0, outputTokens: 0 };
+  const g: Generation = { keys: [`peer:events:${id}`], firstDeltaAt: 0, finalAt: 0, outputTokens: 0 };
   await readEvents(
     url,
     id,
@@ -101,7 +114,13 @@ async function followTaskline(
   at: number,
 ): Promise<Generation> {
   const f = await follow(apiUrl, lmsp, at);
-  return { firstDeltaAt: f.firstDeltaAt, finalAt: f.finalAt, outputTokens: f.outputTokens };
+  const { events, tokens } = taskKeys(f.id);
+  return {
+    keys: [events, tokens],
+    firstDeltaAt: f.firstDeltaAt,
+    finalAt: f.finalAt,
+    outputTokens: f.outputTokens,
+  };
 }
 
 type Run = (maxOutputTokens: number, seed: number, at: number) => Promise<Generation>;
@@ -144,7 +163,9 @@ async function side(
   const full = await pass(redis, run, background, { ratePerS, seconds, maxOutputTokens, procs });
   const tokens = full.gens.reduce((s, x) => s + x.g.outputTokens, 0) / full.gens.length;
   const extra = full.commands - one.commands;
-  const streamingS = summarize(full.gens.map((x) => x.g.finalAt - x.g.firstDeltaAt)).p50 / 1000;
+  let bytes = 0;
+  for (const { g } of full.gens)
+    bytes += Object.values(await keyBytes(redis, g.keys)).reduce((a, b) => a + b, 0);
   return {
     ttft: summarize(full.gens.map((x) => x.g.firstDeltaAt - x.at)),
     cpu: full.cpuCost!,
@@ -152,8 +173,48 @@ async function side(
     commandsPerTask: full.commands,
     commandsPerOneTokenTask: one.commands,
     tokensPerTask: round(tokens, 1),
+    bytesPerToken: round(bytes / (tokens * full.gens.length), 1),
     commandsPerToken: round(extra / Math.max(1, tokens - 1), 3),
-    commandsPerStreamingS: round(streamingS > 0 ? extra / streamingS : NaN, 1),
+  };
+}
+
+/**
+ * `c` long Taskline generations at once: the commands each costs above a one-token task, over the
+ * median time it streamed. The tick bounds this, not the model's speed: at 16 each task makes
+ * tokens several times slower than alone.
+ */
+async function streamingCommands(
+  redis: Redis,
+  apiUrl: string,
+  background: Map<string, number>,
+  c: number,
+  long: { seed: number; maxOutputTokens: number },
+): Promise<StreamingCommands> {
+  // `c` tasks at once, as many rounds as make 16 tasks, costed per task: one-token ones first, at
+  // the same concurrency, so that what BullMQ and dispatch share out over a burst cancels out of
+  // the difference, and 16 tasks per level keep the idle background's noise small.
+  const rounds = Math.max(1, Math.ceil(16 / c));
+  const burst = async (max: number) => {
+    const lmsp = same({ maxOutputTokens: max, temperature: 1, seed: long.seed }).lmsp;
+    const c0 = await commandCalls(redis);
+    const t0 = nowMs();
+    const gens: Generation[] = [];
+    for (let r = 0; r < rounds; r++)
+      gens.push(
+        ...(await Promise.all(Array.from({ length: c }, () => followTaskline(apiUrl, lmsp, nowMs())))),
+      );
+    await sleep(200);
+    const delta = diffCalls(await commandCalls(redis), c0);
+    return { gens, perTask: costOf(delta, gens.length, background, nowMs() - t0).perTask };
+  };
+  const one = await burst(1);
+  const full = await burst(long.maxOutputTokens);
+  const streamingMs = summarize(full.gens.map((g) => g.finalAt - g.firstDeltaAt)).p50;
+  return {
+    concurrency: c,
+    tokensPerTask: round(full.gens.reduce((n, g) => n + g.outputTokens, 0) / full.gens.length, 1),
+    streamingMs: round(streamingMs, 1),
+    commandsPerS: round(((full.perTask - one.perTask) * 1000) / streamingMs, 1),
   };
 }
 
@@ -164,10 +225,11 @@ export async function sameWork(
   peer: Peer,
   procs: { taskline: Procs; peer: Procs },
   background: Map<string, number>,
-  ratePerS: number,
-  seconds: number,
-  maxOutputTokens: number,
+  sizes: { peerRate: number; peerS: number; peerTokens: number },
+  /** The longest-streaming request (item 4's), for Taskline's commands/s per streaming task. */
+  long: { seed: number; maxOutputTokens: number },
 ): Promise<PeerResult> {
+  const { peerRate: ratePerS, peerS: seconds, peerTokens: maxOutputTokens } = sizes;
   const lmsp = (max: number, seed: number) => same({ maxOutputTokens: max, temperature: 1, seed }).lmsp;
   const taskline: Run = (max, seed, at) => followTaskline(apiUrl, lmsp(max, seed), at);
   // The peer's clock starts at the same send time (`at`) as Taskline's; it has no stages to split.
@@ -175,6 +237,8 @@ export async function sameWork(
     followPeer(peer.url, { input: PROMPT, max_output_tokens: max, temperature: 1, seed });
   const tl = await side(redis, taskline, procs.taskline, background, ratePerS, seconds, maxOutputTokens);
   const pr = await side(redis, peerRun, procs.peer, background, ratePerS, seconds, maxOutputTokens);
+  const streaming: StreamingCommands[] = [];
+  for (const c of [1, 16]) streaming.push(await streamingCommands(redis, apiUrl, background, c, long));
   return {
     ratePerS,
     seconds,
@@ -185,5 +249,6 @@ export async function sameWork(
     commandsRatio: round(tl.commandsPerTask / pr.commandsPerTask, 2),
     ttftP50Ratio: round(tl.ttft.p50 / pr.ttft.p50, 2),
     ttftP99Ratio: round(tl.ttft.p99 / pr.ttft.p99, 2),
+    streaming,
   };
 }
