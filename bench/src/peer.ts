@@ -31,6 +31,8 @@ export interface PeerSide {
   commandsPerTask: number;
   /** The same with `max_output_tokens: 1`: what a task costs before its tokens. */
   commandsPerOneTokenTask: number;
+  /** Its most frequent commands (scripts' own included), per one-token task. */
+  oneTokenTop: { command: string; perTask: number }[];
   tokensPerTask: number;
   /** Bytes its stream keeps in Redis (MEMORY USAGE of the stream's keys) per output token. */
   bytesPerToken: number;
@@ -143,7 +145,7 @@ async function pass(
   // A worker's last writes (BullMQ's completion) follow the final event.
   await sleep(200);
   const commands = costOf(diffCalls(await commandCalls(redis), c0), gens.length, background, nowMs() - t0);
-  return { gens, cpuCost, commands: commands.perTask };
+  return { gens, cpuCost, commands: commands.perTask, top: commands.top };
 }
 
 async function side(
@@ -172,6 +174,7 @@ async function side(
     cpuMsPerTask: totalMs(full.cpuCost!),
     commandsPerTask: full.commands,
     commandsPerOneTokenTask: one.commands,
+    oneTokenTop: one.top,
     tokensPerTask: round(tokens, 1),
     bytesPerToken: round(bytes / (tokens * full.gens.length), 1),
     commandsPerToken: round(extra / Math.max(1, tokens - 1), 3),

@@ -390,6 +390,11 @@ function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
     ),
   ];
   const row = (what: string, a: number | string, b: number | string) => `| ${what} | ${a} | ${b} |`;
+  const topOf = (side: PeerResult['taskline']) =>
+    side.oneTokenTop
+      .slice(0, 6)
+      .map((t) => `${t.command} ${t.perTask}`)
+      .join(', ');
   const tables = [
     '## 9. Same-work peer',
     '',
@@ -401,6 +406,7 @@ function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
     row('Redis commands per task', tl.commandsPerTask, pr.commandsPerTask),
     row('Redis commands per one-token task', tl.commandsPerOneTokenTask, pr.commandsPerOneTokenTask),
     row('Redis commands per further token', tl.commandsPerToken, pr.commandsPerToken),
+    row('Most frequent commands per one-token task', topOf(tl), topOf(pr)),
     row('Tokens per task', tl.tokensPerTask, pr.tokensPerTask),
     row('Bytes its stream keeps in Redis per token', tl.bytesPerToken, pr.bytesPerToken),
     row('TTFT p50 / p99 (ms)', `${tl.ttft.p50} / ${tl.ttft.p99}`, `${pr.ttft.p50} / ${pr.ttft.p99}`),
