@@ -437,7 +437,7 @@ function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
 }
 
 const writesBeforeFirstToken =
-  "Taskline's first token waits on item 7b's durable writes in a row, the peer's on its record, BullMQ's add and move to active.";
+  "Taskline's first token waits on item 7b's durable writes in a row, the peer's on its record, BullMQ's add and move to active, and its first XADD.";
 
 /** CPU ms per task by process: at full speed (item 1) and, when it ran, at item 2's fixed load. */
 function cpuTable(title: string, full: CpuCost, paced: CpuCost | undefined, ratePerS?: number): string[] {
