@@ -333,6 +333,11 @@ export function sections({
 
 /** Item 9: Taskline against the same-work peer, measured in this run. */
 function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
+  return { bars: peerBars(p), tables: peerTable(p) };
+}
+
+/** Item 9's bars, each with the causes this run measured. */
+function peerBars(p: PeerResult): Bar[] {
   const tl = p.taskline;
   const pr = p.peer;
   const cpuBy = (side: PeerResult['taskline']) =>
@@ -340,7 +345,7 @@ function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
       .map(([name, ms]) => `${name} ${ms}`)
       .join(', ');
   const tick = Number(BENCH_ENV.TASKLINE_STREAM_FLUSH_MS ?? 50);
-  const bars = [
+  return [
     bar(
       '9a',
       'CPU per task vs peer',
@@ -402,13 +407,19 @@ function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
       `One append.lua a ${tick} ms tick while a task streams, 7 commands each (EVALSHA, HMGET, the XREVRANGE check, APPEND of the token ids, HSET, XADD, SPUBLISH): ${Math.round((1000 / tick) * 7)} commands/s at most, plus a lease renewal a third of the lease.`,
     ),
   ];
+}
+
+/** Item 9's table: both sides' measurements, and what Taskline does that the peer does not. */
+function peerTable(p: PeerResult): string[] {
+  const tl = p.taskline;
+  const pr = p.peer;
   const row = (what: string, a: number | string, b: number | string) => `| ${what} | ${a} | ${b} |`;
   const topOf = (side: PeerResult['taskline']) =>
     side.oneTokenTop
       .slice(0, 6)
       .map((t) => `${t.command} ${t.perTask}`)
       .join(', ');
-  const tables = [
+  return [
     '## 9. Same-work peer',
     '',
     `tiny-chat, ${p.ratePerS} tasks/s for ${p.seconds} s, max ${p.maxOutputTokens} output tokens (then 1), temperature 1, read over SSE, each side after a second unmeasured. The peer: an Express POST that writes a record and \`queue.add\`s, a BullMQ worker with the same model in a thread XADDing each step's delta, SSE over XREAD BLOCK.`,
@@ -433,7 +444,6 @@ function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
     'What Taskline does that the peer does not: per-tenant rate limits and fair dispatch, leases with restarts (`on_restart`), attempt-fenced writes, idempotent creates, events numbered with no gap and resumable with `Last-Event-ID`, cancel, input requests, retention, LMSP/OpenAI/MCP surfaces.',
     '',
   ];
-  return { bars, tables };
 }
 
 const writesBeforeFirstToken =
