@@ -77,12 +77,13 @@ export function readEvents(
   base: string,
   taskId: string,
   onEvent: (event: SseEvent) => void,
-  options: { agent?: Agent } = {},
+  /** `path`: the stream's address when not an LMSP task's (the same-work peer's). */
+  options: { agent?: Agent; path?: string } = {},
 ): SseStream {
   let close = () => undefined as void;
   const done = new Promise<void>((resolve, reject) => {
     const req = request(
-      `${base}/lmsp/v1/tasks/${taskId}/events`,
+      `${base}${options.path ?? `/lmsp/v1/tasks/${taskId}/events`}`,
       {
         agent: options.agent ?? false,
         headers: { Authorization: `Bearer ${API_KEY}`, Accept: 'text/event-stream' },

@@ -15,6 +15,7 @@ import { agent } from './http.js';
 import {
   batching,
   follow,
+  longest,
   same,
   streaming,
   ttft,
@@ -34,6 +35,7 @@ import {
 import { roundTrips } from './redis-cost.js';
 import { clusterLifecycle, type ClusterLifecycleResult } from './cluster.js';
 import { toMarkdown, toSvg, validateReport, type Report } from './report.js';
+import { sameWork, startPeer, type PeerResult } from './peer.js';
 import { sections } from './sections.js';
 import { BENCH_ENV, memoryOf, ROOT, startStack, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
@@ -45,7 +47,7 @@ const { values: args } = parseArgs({
   options: {
     smoke: { type: 'boolean', default: false },
     out: { type: 'string' },
-    /** Comma-separated item numbers to run (1-8); default all (smoke: 1-7, item 8 starts six Redis nodes). */
+    /** Comma-separated item numbers to run (1-9); default all (smoke: all but 8, which starts six Redis nodes). */
     only: { type: 'string' },
     /** KEY=VALUE settings over BENCH_ENV for every service, e.g. --env TASKLINE_DISPATCH_INTERVAL_MS=5. */
     env: { type: 'string', multiple: true },
@@ -56,7 +58,7 @@ const overrides = Object.fromEntries(
   (args.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
 Object.assign(BENCH_ENV, overrides);
-const only = new Set((args.only ?? (smoke ? '1,2,3,4,5,6,7' : '1,2,3,4,5,6,7,8')).split(',').map(Number));
+const only = new Set((args.only ?? (smoke ? '1,2,3,4,5,6,7,9' : '1,2,3,4,5,6,7,8,9')).split(',').map(Number));
 const SIZES = smoke
   ? {
       tasks: 40,
@@ -73,6 +75,9 @@ const SIZES = smoke
       fanoutS: 1,
       idleMs: 500,
       roundTrips: 10,
+      peerRate: 5,
+      peerS: 1,
+      peerTokens: 16,
     }
   : {
       tasks: 2000,
@@ -89,6 +94,9 @@ const SIZES = smoke
       fanoutS: 10,
       idleMs: 3000,
       roundTrips: 100,
+      peerRate: 10,
+      peerS: 10,
+      peerTokens: 64,
     };
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 
@@ -99,6 +107,8 @@ let first: TtftResult | undefined;
 let stream: StreamingResult | undefined;
 let batch: BatchingResult | undefined;
 let fan: FanoutResult | undefined;
+let peerResult: PeerResult | undefined;
+let background = new Map<string, number>();
 let path: { instant: PathTimeline; chat: PathTimeline } | undefined;
 let redisVersion = '';
 
@@ -114,6 +124,27 @@ const procs: { taskline: Procs; bullmq: Procs } = {
   },
   bullmq: { redis: stack.redis.pid, 'BullMQ worker': raw.worker.proc.pid!, 'benchmark client': 'self' },
 };
+/** Item 9: the same-work peer's processes on this run's Redis, measured against Taskline. */
+async function samePeer(long: { seed: number; maxOutputTokens: number }): Promise<PeerResult> {
+  log(
+    `9 same-work peer: tiny-chat at ${SIZES.peerRate}/s for ${SIZES.peerS} s, 1 and ${SIZES.peerTokens} tokens, each side`,
+  );
+  const peer = await startPeer(stack.redis.url);
+  try {
+    const peerProcs: Procs = {
+      'peer server': peer.server.proc.pid!,
+      'peer worker': peer.worker.proc.pid!,
+      redis: stack.redis.pid,
+      'benchmark client': 'self',
+    };
+    const sides = { taskline: procs.taskline, peer: peerProcs };
+    const result = await sameWork(redis, stack.apiUrl, peer, sides, background, SIZES, long);
+    results.peer = result;
+    return result;
+  } finally {
+    await peer.close();
+  }
+}
 try {
   redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '';
   log('warming up: instant tasks, raw jobs, the tiny-chat model in the worker');
@@ -130,7 +161,7 @@ try {
     };
     results.timeline = path;
   }
-  const background = await idleRate(redis, SIZES.idleMs);
+  background = await idleRate(redis, SIZES.idleMs);
 
   if (only.has(1) || only.has(7)) {
     log(`1/7 lifecycle: ${SIZES.tasks} tasks, ${SIZES.inflight} creates in flight`);
@@ -142,7 +173,7 @@ try {
     accept = await acceptance(stack.apiUrl, redis, raw, procs, SIZES.acceptRate, SIZES.acceptS);
     results.acceptance = accept;
   }
-  if (only.has(3) || only.has(4) || only.has(6)) {
+  if (only.has(3) || only.has(4) || only.has(6) || only.has(9)) {
     // Same model folder, onnxruntime settings and thread count as the worker's.
     const model = await loadOnnxModel(join(ROOT, 'models/tiny-chat'), {
       id: 'tiny-chat',
@@ -172,6 +203,7 @@ try {
         batch = await batching(stack.apiUrl, model, [1, 4, 16], SIZES.batchRounds, SIZES.batchTokens);
         results.batching = batch;
       }
+      if (only.has(9)) peerResult = await samePeer(await longest(model));
     } finally {
       await model.dispose();
     }
@@ -201,7 +233,18 @@ if (only.has(5)) {
 }
 agent.destroy();
 
-const { bars, tables } = sections({ results, life, accept, first, stream, batch, fan, path, onCluster });
+const { bars, tables } = sections({
+  results,
+  life,
+  accept,
+  first,
+  stream,
+  batch,
+  fan,
+  path,
+  onCluster,
+  peer: peerResult,
+});
 
 const outDir =
   args.out ?? (smoke ? await mkdtemp(join(tmpdir(), 'taskline-bench-')) : join(ROOT, 'bench/results'));

@@ -29,6 +29,7 @@ export function same(opts: { maxOutputTokens: number; temperature: number; seed:
 }
 
 interface Followed {
+  id: string;
   createdAt: number;
   /** When the `202` came back. */
   acceptedAt: number;
@@ -48,6 +49,7 @@ export async function follow(
 ): Promise<Followed> {
   const id = await createTask(apiUrl, lmsp);
   const f: Followed = {
+    id,
     createdAt: sentAt,
     acceptedAt: nowMs(),
     runningAt: 0,
@@ -142,6 +144,20 @@ export async function ttft(
   };
 }
 
+/** The request that streams longest: the tiny model often stops early, so the seed that runs longest. */
+export async function longest(model: OnnxModel): Promise<{ seed: number; maxOutputTokens: number }> {
+  const maxOutputTokens =
+    model.info.maxContextTokens -
+    model.countTokens(same({ maxOutputTokens: 1, temperature: 1, seed: 0 }).bare.messages) -
+    8;
+  let best = { seed: 1, tokens: 0 };
+  for (let seed = 1; seed <= 200 && best.tokens < maxOutputTokens; seed++) {
+    const r = await model.generate(same({ maxOutputTokens, temperature: 1, seed }).bare);
+    if (r.outputTokens > best.tokens) best = { seed, tokens: r.outputTokens };
+  }
+  return { seed: best.seed, maxOutputTokens };
+}
+
 export interface StreamingResult {
   seed: number;
   runs: number;
@@ -165,17 +181,8 @@ export interface StreamingResult {
  * ratios: a pair shares the host's speed of the moment, which on these machines moves between runs.
  */
 export async function streaming(apiUrl: string, model: OnnxModel, runs: number): Promise<StreamingResult> {
-  // The tiny model often stops early; pick the seed that runs longest so the stream is long.
-  const maxOutputTokens =
-    model.info.maxContextTokens -
-    model.countTokens(same({ maxOutputTokens: 1, temperature: 1, seed: 0 }).bare.messages) -
-    8;
-  let best = { seed: 1, tokens: 0 };
-  for (let seed = 1; seed <= 200 && best.tokens < maxOutputTokens; seed++) {
-    const r = await model.generate(same({ maxOutputTokens, temperature: 1, seed }).bare);
-    if (r.outputTokens > best.tokens) best = { seed, tokens: r.outputTokens };
-  }
-  const req = same({ maxOutputTokens, temperature: 1, seed: best.seed });
+  const best = await longest(model);
+  const req = same({ maxOutputTokens: best.maxOutputTokens, temperature: 1, seed: best.seed });
   const rates = {
     bare: [] as number[],
     taskline: [] as number[],

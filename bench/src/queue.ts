@@ -65,7 +65,8 @@ export interface CommandCost {
   top: { command: string; perTask: number }[];
 }
 
-function costOf(
+/** Commands per task from an `INFO commandstats` delta over `n` tasks and `ms`, net of the idle rate. */
+export function costOf(
   delta: Map<string, number>,
   n: number,
   background: Map<string, number>,

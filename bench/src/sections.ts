@@ -6,10 +6,11 @@ import { cpus } from 'node:os';
 import { clusterTable, type ClusterLifecycleResult } from './cluster.js';
 import type { FanoutResult } from './fanout.js';
 import type { BatchingResult, StreamingResult, TtftResult } from './model.js';
+import type { PeerResult } from './peer.js';
 import type { AcceptanceResult, LifecycleResult } from './queue.js';
 import type { RoundTrips } from './redis-cost.js';
 import { bar, type Bar } from './report.js';
-import { BENCH_ENV, type CpuCost } from './stack.js';
+import { BENCH_ENV, totalMs, type CpuCost } from './stack.js';
 import { round } from './stats.js';
 import type { PathTimeline } from './timeline.js';
 
@@ -24,9 +25,21 @@ export interface Measured {
   fan?: FanoutResult;
   path?: { instant: PathTimeline; chat: PathTimeline };
   onCluster?: ClusterLifecycleResult;
+  peer?: PeerResult;
 }
 
-export function sections({ results, life, accept, first, stream, batch, fan, path, onCluster }: Measured): {
+export function sections({
+  results,
+  life,
+  accept,
+  first,
+  stream,
+  batch,
+  fan,
+  path,
+  onCluster,
+  peer,
+}: Measured): {
   bars: Bar[];
   tables: string[];
 } {
@@ -202,6 +215,19 @@ export function sections({ results, life, accept, first, stream, batch, fan, pat
         `the worker at ${batch.levels.at(-1)!.concurrency} reached ${Math.round((batch.levels.at(-1)!.tasklineTokensPerS / batch.levels.at(-1)!.bareTokensPerS) * 100)}% of the bare batched backend, which itself scaled ${round(batch.levels.at(-1)!.bareTokensPerS / batch.levels[0]!.bareTokensPerS, 2)}x.`,
       ),
     );
+    const topLevel = batch.levels.at(-1)!;
+    bars.push(
+      bar(
+        '6b',
+        'Batched streaming vs bare',
+        `Taskline tokens/s / bare batched tokens/s, at ${topLevel.concurrency}`,
+        round(topLevel.tasklineTokensPerS / topLevel.bareTokensPerS, 2),
+        '>=',
+        0.9,
+        '',
+        `each round's tasks reach \`running\` apart and share the cores with their appends, the api and Redis (${topLevel.tasklineTokensPerS} against ${topLevel.bareTokensPerS} tokens/s).`,
+      ),
+    );
     tables.push(
       '## 6. Batching',
       '',
@@ -297,12 +323,131 @@ export function sections({ results, life, accept, first, stream, batch, fan, pat
       '',
     );
   }
+  if (peer) {
+    const { bars: peerBars, tables: peerTables } = peerSection(peer);
+    bars.push(...peerBars);
+    tables.push(...peerTables);
+  }
   return { bars, tables };
 }
 
-function totalMs(cost: CpuCost): number {
-  return Math.round(Object.values(cost.msPerTask).reduce((a, b) => a + b, 0) * 100) / 100;
+/** Item 9: Taskline against the same-work peer, measured in this run. */
+function peerSection(p: PeerResult): { bars: Bar[]; tables: string[] } {
+  return { bars: peerBars(p), tables: peerTable(p) };
 }
+
+/** Item 9's bars, each with the causes this run measured. */
+function peerBars(p: PeerResult): Bar[] {
+  const tl = p.taskline;
+  const pr = p.peer;
+  const cpuBy = (side: PeerResult['taskline']) =>
+    Object.entries(side.cpu.msPerTask)
+      .map(([name, ms]) => `${name} ${ms}`)
+      .join(', ');
+  const tick = Number(BENCH_ENV.TASKLINE_STREAM_FLUSH_MS ?? 50);
+  return [
+    bar(
+      '9a',
+      'CPU per task vs peer',
+      'Taskline / same-work peer, all processes',
+      p.cpuRatio,
+      '<=',
+      2,
+      'x',
+      `Taskline ${tl.cpuMsPerTask} ms per task (${cpuBy(tl)}), the peer ${pr.cpuMsPerTask} ms (${cpuBy(pr)}).`,
+    ),
+    bar(
+      '9b',
+      'Redis commands per task vs peer',
+      'Taskline / same-work peer',
+      p.commandsRatio,
+      '<=',
+      1.5,
+      'x',
+      `A one-token task: Taskline ${tl.commandsPerOneTokenTask} commands, the peer ${pr.commandsPerOneTokenTask} (item 7's path: rate limit, record, offer, dispatch, BullMQ job, claim, finish); per further token ${tl.commandsPerToken} against ${pr.commandsPerToken}.`,
+    ),
+    bar(
+      '9c',
+      'TTFT p50 vs peer',
+      'Taskline p50 / peer p50',
+      p.ttftP50Ratio,
+      '<=',
+      1,
+      'x',
+      `Taskline ${tl.ttft.p50} ms, the peer ${pr.ttft.p50} ms: ${writesBeforeFirstToken}`,
+    ),
+    bar(
+      '9d',
+      'TTFT p99 vs peer',
+      'Taskline p99 / peer p99',
+      p.ttftP99Ratio,
+      '<=',
+      1,
+      'x',
+      `Taskline ${tl.ttft.p99} ms, the peer ${pr.ttft.p99} ms: ${writesBeforeFirstToken}`,
+    ),
+    bar(
+      '9e',
+      'Redis commands per token',
+      'Taskline, over a one-token task',
+      tl.commandsPerToken,
+      '<=',
+      0.3,
+      '',
+      `${tl.tokensPerTask} tokens a task, one append a ${tick} ms tick of 7 commands (append.lua's reads, checks and writes).`,
+    ),
+    bar(
+      '9f',
+      'Redis commands/s per streaming task',
+      `Taskline, the most of ${p.streaming.map((x) => x.concurrency).join(' and ')} concurrent`,
+      Math.max(...p.streaming.map((x) => x.commandsPerS)),
+      '<=',
+      25,
+      '',
+      `One append.lua a ${tick} ms tick while a task streams, 7 commands each (EVALSHA, HMGET, the XREVRANGE check, APPEND of the token ids, HSET, XADD, SPUBLISH): ${Math.round((1000 / tick) * 7)} commands/s at most, plus a lease renewal a third of the lease.`,
+    ),
+  ];
+}
+
+/** Item 9's table: both sides' measurements, and what Taskline does that the peer does not. */
+function peerTable(p: PeerResult): string[] {
+  const tl = p.taskline;
+  const pr = p.peer;
+  const row = (what: string, a: number | string, b: number | string) => `| ${what} | ${a} | ${b} |`;
+  const topOf = (side: PeerResult['taskline']) =>
+    side.oneTokenTop
+      .slice(0, 6)
+      .map((t) => `${t.command} ${t.perTask}`)
+      .join(', ');
+  return [
+    '## 9. Same-work peer',
+    '',
+    `tiny-chat, ${p.ratePerS} tasks/s for ${p.seconds} s, max ${p.maxOutputTokens} output tokens (then 1), temperature 1, read over SSE, each side after a second unmeasured. The peer: an Express POST that writes a record and \`queue.add\`s, a BullMQ worker with the same model in a thread XADDing each step's delta, SSE over XREAD BLOCK.`,
+    '',
+    '| | Taskline | Peer |',
+    '| --- | --- | --- |',
+    row('CPU ms per task, all processes', tl.cpuMsPerTask, pr.cpuMsPerTask),
+    row('Redis commands per task', tl.commandsPerTask, pr.commandsPerTask),
+    row('Redis commands per one-token task', tl.commandsPerOneTokenTask, pr.commandsPerOneTokenTask),
+    row('Redis commands per further token', tl.commandsPerToken, pr.commandsPerToken),
+    row('Most frequent commands per one-token task', topOf(tl), topOf(pr)),
+    row('Tokens per task', tl.tokensPerTask, pr.tokensPerTask),
+    row('Bytes its stream keeps in Redis per token', tl.bytesPerToken, pr.bytesPerToken),
+    row('TTFT p50 / p99 (ms)', `${tl.ttft.p50} / ${tl.ttft.p99}`, `${pr.ttft.p50} / ${pr.ttft.p99}`),
+    '',
+    '| Concurrent long generations (Taskline) | tokens per task | streaming ms (p50) | commands/s per task above a one-token task |',
+    '| --- | --- | --- | --- |',
+    ...p.streaming.map(
+      (x) => `| ${x.concurrency} | ${x.tokensPerTask} | ${x.streamingMs} | ${x.commandsPerS} |`,
+    ),
+    '',
+    'What Taskline does that the peer does not: per-tenant rate limits and fair dispatch, leases with restarts (`on_restart`), attempt-fenced writes, idempotent creates, events numbered with no gap and resumable with `Last-Event-ID`, cancel, input requests, retention, LMSP/OpenAI/MCP surfaces.',
+    '',
+  ];
+}
+
+const writesBeforeFirstToken =
+  "Taskline's first token waits on item 7b's durable writes in a row, the peer's on its record, BullMQ's add and move to active, and its first XADD.";
 
 /** CPU ms per task by process: at full speed (item 1) and, when it ran, at item 2's fixed load. */
 function cpuTable(title: string, full: CpuCost, paced: CpuCost | undefined, ratePerS?: number): string[] {

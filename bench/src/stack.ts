@@ -126,6 +126,11 @@ export function cpuMeter(pids: Procs) {
   };
 }
 
+/** CPU ms per task of all the metered processes together. */
+export function totalMs(cost: CpuCost): number {
+  return Math.round(Object.values(cost.msPerTask).reduce((a, b) => a + b, 0) * 100) / 100;
+}
+
 /** A stack process the benchmark meters by name (`scheduler`, `gpu-worker`, `api`). */
 export interface BenchService {
   name: string;

@@ -18,13 +18,18 @@ if cur[1] and cur[6] == ARGV[3] then
   return { 'ok', tonumber(cur[4]) }
 end
 local refused = refuseUnlessRunning(cur[1], cur[2], ARGV[2], cur[3])
-  or refuseUnwritable(KEYS[1], KEYS[2], { [KEYS[4]] = 'string' }, { cur[4], cur[2] })
+  or refuseUnwritable(KEYS[1], KEYS[2], nil, { cur[4], cur[2] })
 if refused then
   return refused
 end
 local side = nil
 if ARGV[4] ~= '' then
-  redis.call('APPEND', KEYS[4], ARGV[4])
+  -- The first write: a snapshot key of another type fails it before anything is written, which
+  -- spares every append a TYPE check (a command per tick of every generation).
+  local appended = redis.pcall('APPEND', KEYS[4], ARGV[4])
+  if type(appended) == 'table' and appended['err'] then
+    return { 'corrupt', KEYS[4] .. ' is a ' .. redis.call('TYPE', KEYS[4])['ok'] .. ', not a string' }
+  end
   side = withSideKey(cur[5], 't')
 end
 local events = argvEvents(5)

@@ -118,6 +118,16 @@ test('every state change writes nothing when its event cannot be appended (log o
   );
 });
 
+test('an append onto a token snapshot of the wrong type writes nothing, and one without token ids goes through', async () => {
+  const task = await h.store.create(newTask());
+  const { attempt } = await h.store.claim(task.id, 'w1', 60_000, { start: true });
+  await h.redis.hset(taskKeys(task.id).tokens, 'not', 'a string');
+  await refusedWithoutWrites(task.id, 'append', () => h.store.append(task.id, attempt, [7], [delta('x')]));
+  // Output with no token ids (a backend that cannot snapshot) writes no snapshot, so its key's type is no bar.
+  const { seq } = (await h.store.get(task.id))!;
+  assert.equal(await h.store.append(task.id, attempt, [], [delta('y')]), seq + 1);
+});
+
 test('a log ahead of its task (a record rewritten under a surviving log) refuses the write', async () => {
   const task = await h.store.create(newTask());
   await h.redis.hset(taskKeys(task.id).task, 'seq', 0);

@@ -89,10 +89,10 @@ export class FlushClock {
 
 /**
  * Streams a generation's deltas into the task's event log with at most one append in flight and
- * appends about `clock.everyMs` apart, on the worker's shared ticks (the first at once, for time
- * to first token): whatever the model produces meanwhile is merged into the next append, so a
- * fast model makes fewer, larger events, never reordered or lost ones, and the Redis, api and
- * client work per token stays small.
+ * at most one append per tick of the worker's shared clock (the first at once, for time to first
+ * token): whatever the model produces meanwhile is merged into the next append, so a fast model
+ * makes fewer, larger events, never reordered or lost ones, and the Redis, api and client work per
+ * generation is bounded by the tick, not by the model's token rate.
  */
 class DeltaStream {
   private text = '';
@@ -101,7 +101,8 @@ class DeltaStream {
   private failure: unknown = null;
   /** The batch whose append failed: not in the log, so the attempt's end may still carry it. */
   private refused: { events: EventInput[]; tokens: number[] } = { events: [], tokens: [] };
-  private lastStart = 0;
+  /** Whether the first append has been sent (it alone does not wait for a tick). */
+  private started = false;
   /** Cancels the append scheduled next, if one is. */
   private scheduled: (() => void) | null = null;
   private closed = false;
@@ -124,10 +125,11 @@ class DeltaStream {
   }
 
   /**
-   * Schedules the next append: on the clock's next tick, or, when one is due (the first, or the
-   * flush interval has passed since the last), once the current turn of the event loop is over,
-   * so that a generation ending in the same turn (an instant backend, a cached answer) sends all
-   * of its output with its end, in one write.
+   * Schedules the next append. The first goes once the current turn of the event loop is over (so
+   * that a generation ending in the same turn, an instant backend or a cached answer, sends all of
+   * its output with its end, in one write); every later one on the clock's next tick, even when an
+   * append took longer than a tick: the appends of all generations then leave together, one round
+   * trip a tick, and a generation makes at most one append a tick whatever its token rate.
    */
   private kick(): void {
     if (this.inflight || this.scheduled || this.closed || this.failure) return;
@@ -136,7 +138,7 @@ class DeltaStream {
       this.scheduled = null;
       this.send();
     };
-    if (this.lastStart === 0 || performance.now() - this.lastStart >= this.clock.everyMs) {
+    if (!this.started) {
       const immediate = setImmediate(fire);
       this.scheduled = () => clearImmediate(immediate);
     } else this.scheduled = this.clock.schedule(fire);
@@ -145,7 +147,7 @@ class DeltaStream {
   private send(): void {
     if (this.inflight || this.closed || this.failure) return;
     if (this.text === '' && this.tokens.length === 0) return;
-    this.lastStart = performance.now();
+    this.started = true;
     const batch = this.take();
     // One nonce for the batch however often it is sent: it is stored once (append.lua).
     const nonce = randomUUID();
