@@ -54,6 +54,7 @@ export async function runPipeline(
   const total = steps.length + 1;
   for (const [index, step] of steps.entries()) {
     if (state.completed.includes(step.name)) continue;
+    if (ctx.signal.aborted) return result('cancelled', state, {});
     const outcome = await runReported(step, index, total, state.workspace, ctx, options);
     if (ctx.signal.aborted) return result('cancelled', state, { failed_step: step.name });
     if (outcome.code !== 0) {
