@@ -208,8 +208,9 @@ regular expressions inside a PromQL raw string (backticks), where `\.` needs no 
 
 {{/*
 A tool pool's settings: (list $ pool result-dict). toolWorkerDefaults, each key the pool gives
-replacing it (autoscaling and pdb key by key). Keys are copied with `set`, not merged: a merge
-counts false and 0 as unset, so a pool's `autoscaling.enabled: false` or `replicas: 0` would lose.
+replacing it (autoscaling and pdb key by key). Keys are copied with `set`, not merged: sprig's
+`merge` (and `mergeOverwrite` in older Helm releases) counts false and 0 as unset, so a pool's
+`autoscaling.enabled: false` or `replicas: 0` would lose, depending on the user's Helm.
 */}}
 {{- define "taskline.toolPool" -}}
 {{- $ := index . 0 -}}
