@@ -236,6 +236,23 @@ test('a failing step ends the run failed with its output; later steps do not run
   assert.equal(existsSync(target), false);
 });
 
+test("a step's output is throttled: at most one message per interval, and its last line at its end", async () => {
+  const chatty = "for (let i = 1; i <= 200; i++) console.log('line ' + i);\n";
+  const repo = fixtureRepo('chatty', { ...PASSING, 'test.js': chatty });
+  const f = fakeContext({ answers: APPROVED });
+  const options = { ...OPTIONS, progressIntervalMs: 60_000 };
+  const result = await runPipeline(
+    { repository: repo, deploy_to: join(root, 'deploy-chatty'), artifact: 'dist' },
+    f.ctx,
+    options,
+  );
+  assert.equal(structured(result).status, 'deployed');
+  assert.deepEqual(
+    f.events.filter((e) => e.startsWith('progress test:')),
+    ['progress test: started', 'progress test: line 200'],
+  );
+});
+
 /** Alive and not a zombie (a zombie has exited; only its parent has not read its status yet). */
 function alive(pid: number): boolean {
   try {
