@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test tiers, sourced by scripts/test.sh, scripts/test-unit.sh (`pnpm test:unit`) and
-# scripts/test-cluster.sh. A test file (`<package>/test/*.test.ts`) is in the integration tier,
-# run in parallel with its neighbours, unless it is listed here:
+# scripts/test-cluster.sh. A test file (`<package>/test/*.test.ts`, examples/* included) is in the
+# integration tier, run in parallel with its neighbours, unless it is listed here:
 # - UNIT: files that start no process (no redis-server, no service, no CLI, no browser). They run
 #   under scripts/unit-guard.mjs, which fails any attempt to start one, so a wrong entry is caught
 #   at once. Add a new file here when it needs nothing but this process (and its worker threads).
@@ -75,7 +75,7 @@ run_tests() {
 # Prints the test files of one tier (unit, parallel or alone), one a line, sorted.
 tier_files() {
   local all
-  all=$(find packages services test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
+  all=$(find packages services examples test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
   case "$1" in
     unit) printf '%s\n' "${UNIT[@]}" | sort ;;
     alone) printf '%s\n' "${ALONE[@]}" | sort ;;

@@ -119,6 +119,51 @@ for (const service of SERVICES) {
   });
 }
 
+test('tool-worker image: pinned, non-root, starts `taskline tool-worker --module $TASKLINE_TOOL_MODULE` as node', () => {
+  const path = `${ROOT}deploy/docker/tool-worker.Dockerfile`;
+  const text = readFileSync(path, 'utf8');
+  assert.deepEqual(lint(text), []);
+  const ignore = readFileSync(`${path}.dockerignore`, 'utf8').split('\n');
+  for (const entry of ['**/node_modules', '.git', 'models']) assert.ok(ignore.includes(entry), entry);
+  assert.match(text, /--filter @taskline\/cli .*deploy --prod/, 'only production dependencies ship');
+  const all = instructions(text);
+  assert.deepEqual(
+    all.filter((i) => i.op === 'FROM').map((f) => f.args.split(/\s+/)[0]),
+    ['${BUILD_BASE}', '${RUNTIME_BASE}'],
+  );
+  // The shell only expands the variable; `exec` makes node the process that receives SIGTERM.
+  const argv = JSON.parse(all.filter((i) => i.op === 'ENTRYPOINT').pop()!.args) as string[];
+  assert.deepEqual(argv.slice(0, 2), ['/bin/sh', '-c']);
+  assert.equal(argv[2], 'exec node /app/bin/taskline.js tool-worker --module "$TASKLINE_TOOL_MODULE" "$@"');
+  assert.ok(
+    all.some((i) => i.op === 'ENV' && /\bHOME=\/tmp\b/.test(i.args)),
+    'HOME on the writable /tmp',
+  );
+});
+
+test('the example tool image builds FROM the tool-worker image and names its module', () => {
+  const path = `${ROOT}examples/ci-pipeline/Dockerfile`;
+  const text = readFileSync(path, 'utf8');
+  const all = instructions(text);
+  const froms = all.filter((i) => i.op === 'FROM');
+  assert.equal(froms.length, 2);
+  assert.match(fromImage(all, froms[0]!), /:[^/@]+@sha256:[a-f0-9]{64}$/, 'build base pinned');
+  assert.match(fromImage(all, froms[1]!), /^ghcr\.io\/taskline\/tool-worker:/);
+  const final = all.slice(all.indexOf(froms[1]!));
+  const copy = final.find((i) => i.op === 'COPY' && i.args.includes('--from=build'));
+  assert.ok(copy, 'copies the build output');
+  const target = copy.args.split(/\s+/).pop()!;
+  const module = final.find((i) => i.op === 'ENV' && i.args.startsWith('TASKLINE_TOOL_MODULE='));
+  assert.equal(module?.args, `TASKLINE_TOOL_MODULE=${target}/dist/index.js`);
+  const user = final.filter((i) => i.op === 'USER').pop();
+  assert.ok(user && !/^(root|0)(:|$)/.test(user.args), 'runs as the base image user');
+  // The base's ENTRYPOINT (the tool worker) is kept.
+  assert.ok(!final.some((i) => i.op === 'ENTRYPOINT' || i.op === 'CMD'));
+  for (const r of final.filter((i) => i.op === 'RUN' && /apt-get install/.test(i.args)))
+    assert.match(r.args, /--no-install-recommends/);
+  assert.match(text, /--filter @taskline\/example-ci-pipeline .*deploy --prod/);
+});
+
 test('the gpu-worker image runs on the CUDA runtime with onnxruntime-node CUDA binaries', () => {
   const text = readFileSync(`${ROOT}deploy/docker/gpu-worker.Dockerfile`, 'utf8');
   const all = instructions(text);

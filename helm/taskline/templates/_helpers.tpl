@@ -183,13 +183,50 @@ securityContext:
 {{- end -}}
 
 {{/*
-The KEDA query, scoped to the release's namespace: tasks waiting, as the current leader exports
-them (a scheduler that lost leadership keeps its last gauge), plus busy worker slots. Each side is
-0 when it has no series, so the sum exists with no workers (scale from zero) and with an empty
-queue (running generations keep their workers). promtool tests it (test/deploy/keda.test.ts).
+The KEDA query of one pool: (list $ models-matcher), scoped to the release's namespace and the
+pool's models: tasks waiting, as the current leader exports them (a scheduler that lost leadership
+keeps its last gauge), plus busy worker slots. Each side is 0 when it has no series, so the sum
+exists with no workers (scale from zero) and with an empty queue (running tasks keep their
+workers). promtool tests it (test/deploy/keda.test.ts).
 */}}
 {{- define "taskline.kedaQuery" -}}
-{{- .Files.Get "files/keda-query.promql" | replace "NAMESPACE" .Release.Namespace | trim -}}
+{{- $ := index . 0 -}}
+{{- $.Files.Get "files/keda-query.promql" | replace "NAMESPACE" $.Release.Namespace | replace "MODELS" (index . 1) | trim -}}
+{{- end -}}
+
+{{/*
+The KEDA models matcher of a tool pool: its tools' queues (model `tool:<name>`), names quoted as
+regular expressions inside a PromQL raw string (backticks), where `\.` needs no second escape.
+*/}}
+{{- define "taskline.toolModels" -}}
+{{- $names := list -}}
+{{- range . -}}
+{{- $names = append $names (regexQuoteMeta .) -}}
+{{- end -}}
+{{- printf "model=~`tool:(%s)`" (join "|" $names) -}}
+{{- end -}}
+
+{{/*
+A tool pool's settings: (list $ pool result-dict). toolWorkerDefaults, each key the pool gives
+replacing it (autoscaling and pdb key by key). Keys are copied with `set`, not merged: sprig's
+`merge` (and `mergeOverwrite` in older Helm releases) counts false and 0 as unset, so a pool's
+`autoscaling.enabled: false` or `replicas: 0` would lose, depending on the user's Helm.
+*/}}
+{{- define "taskline.toolPool" -}}
+{{- $ := index . 0 -}}
+{{- $c := index . 2 -}}
+{{- range $k, $v := deepCopy $.Values.toolWorkerDefaults -}}
+{{- $_ := set $c $k $v -}}
+{{- end -}}
+{{- range $k, $v := index . 1 -}}
+{{- if has $k (list "autoscaling" "pdb") -}}
+{{- range $k2, $v2 := $v -}}
+{{- $_ := set (index $c $k) $k2 $v2 -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $c $k $v -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

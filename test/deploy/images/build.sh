@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the three images offline with podman on the local base (base.sh): no registry, no
+# Builds the four images offline with podman on the local base (base.sh): no registry, no
 # network. pnpm installs from this machine's pnpm store, mounted into the build. The worker is its
 # CPU variant: the CUDA variant's install step downloads CUDA binaries, which needs the network.
 # crun refuses this host's cgroups, hence runc with cgroupfs; chroot isolation cannot take
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 BASE=$(bash test/deploy/images/base.sh)
 STORE=$(dirname "$(pnpm store path)")
-for svc in ${*:-api scheduler gpu-worker}; do
+for svc in ${*:-api scheduler gpu-worker tool-worker}; do
   extra=()
   [ "$svc" = gpu-worker ] && extra=(--build-arg ONNXRUNTIME_NODE_INSTALL=skip)
   echo "building $svc on $BASE" >&2

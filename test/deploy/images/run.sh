@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `pnpm test:images`: builds the three images offline (build.sh; the Debian base is cached, and
-# podman reuses unchanged layers), then runs them together against a Redis through the README's
-# create, stream and cancel flow (flow.test.ts). About 10 minutes from scratch on 2 shared cores.
+# `pnpm test:images`: builds the four images offline (build.sh; the Debian base is cached, and
+# podman reuses unchanged layers), then runs the three services together against a Redis through
+# the README's create, stream and cancel flow (flow.test.ts); the tool-worker image is only built.
+# About 10 minutes from scratch on 2 shared cores.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 for tool in podman debootstrap runc; do
