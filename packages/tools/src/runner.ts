@@ -14,16 +14,22 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import {
-  canAnswer,
-  checkGeneration,
   ToolFailure,
   type GenerateOutcome,
   type GenerateRequest,
   type InputRequest,
+  type Json,
   type ToolContext,
-  type ToolRegistry,
-  type ToolTaskRequest,
-} from './api.js';
+  type ToolLogger,
+} from '@taskline/tool-sdk';
+import { canAnswer, checkGeneration, type ToolRegistry, type ToolTaskRequest } from './api.js';
+
+/** A structured logger that can stamp fields on every line (`@taskline/log`'s Logger is one). */
+export interface RunnerLogger extends ToolLogger {
+  child(fields: Record<string, unknown>): RunnerLogger;
+}
+
+const silent: RunnerLogger = { info() {}, warn() {}, error() {}, child: () => silent };
 
 export interface ToolRunnerOptions {
   /** Tails task events (answers to input requests, child tasks). Made from the store's Redis when absent. */
@@ -33,6 +39,8 @@ export interface ToolRunnerOptions {
    * outside them fails the tool at once instead of leaving a child task queued forever.
    */
   served?: ServedModels;
+  /** Each task's `ctx.log` is its child, stamped with the task id, tenant, tool and attempt. */
+  log?: RunnerLogger;
 }
 
 /** Thrown out of `ask` once the task is parked: the attempt is over (see ToolContext.ask). */
@@ -68,10 +76,8 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
       const parking = new AbortController();
       const signal = AbortSignal.any([ctx.signal, parking.signal]);
       try {
-        const result = await tool.run(
-          parsed.data,
-          toolContext({ ...ctx, signal }, hubFor(ctx.store), options.served, parking),
-        );
+        const context = await toolContext({ ...ctx, signal }, request.tool, hubFor(ctx.store), options, parking);
+        const result = await tool.run(parsed.data, context);
         if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled', result };
         return { status: 'succeeded', result };
@@ -100,20 +106,41 @@ function failed(code: string, detail: string): Finish {
   return { status: 'failed', error: problem(code, detail) };
 }
 
-function toolContext(
+/**
+ * The checkpoint an attempt starts from: the last one stored, for a `resume` task after its first
+ * attempt; undefined on a first run and under `retry` (which starts over) or `fail`.
+ */
+async function resumedState(ctx: RunContext): Promise<Json | undefined> {
+  if (ctx.task.onRestart !== 'resume' || ctx.attempt <= 1) return undefined;
+  const stored = await ctx.store.lastCheckpoint(ctx.task.id);
+  return stored === null ? undefined : (JSON.parse(stored) as Json);
+}
+
+async function toolContext(
   ctx: RunContext,
+  toolName: string,
   hub: EventHub,
-  served: ServedModels | undefined,
+  options: ToolRunnerOptions,
   parking: AbortController,
-): ToolContext {
+): Promise<ToolContext> {
   const { store, task, attempt, signal } = ctx;
   let generations = 0;
   return {
     taskId: task.id,
     tenant: task.tenant,
+    attempt,
     signal,
-    async progress(message) {
-      await store.progress(task.id, attempt, message);
+    resumed: await resumedState(ctx),
+    // The task id: unique, and the same on every attempt of the task.
+    idempotencyKey: task.id,
+    log: (options.log ?? silent).child({ task: task.id, tenant: task.tenant, tool: toolName, attempt }),
+    async progress(message, counts) {
+      await store.progress(task.id, attempt, message, counts);
+    },
+    async checkpoint(state) {
+      const json = JSON.stringify(state);
+      if (json === undefined) throw new ToolFailure('checkpoint: the state is not JSON');
+      await store.checkpoint(task.id, attempt, json);
     },
     async ask(requests: Record<string, InputRequest>) {
       const { capabilities } = task.request as ToolTaskRequest;
@@ -127,7 +154,7 @@ function toolContext(
       }
       return Object.fromEntries(Object.keys(requests).map((k) => [k, answers[k]]));
     },
-    generate: (request) => generateChild(store, hub, task, signal, request, generations++, served),
+    generate: (request) => generateChild(store, hub, task, signal, request, generations++, options.served),
   };
 }
 
