@@ -5,7 +5,9 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ROOT } from '@taskline/testing';
 import { Cluster } from '@taskline/test-support/cluster';
 
 const FIXTURES = 'services/tool-worker/test/fixtures';
@@ -50,5 +52,15 @@ describe('tool worker start failures', () => {
     const worker = cluster.stack.toolWorker('', { TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr });
     await assert.rejects(worker.up, /no tool module given/);
     assert.equal(await worker.exited, 1);
+  });
+
+  it('`taskline tool-worker --module` is the same worker: a module that cannot load exits 1 naming it', () => {
+    const run = spawnSync(process.execPath, ['packages/cli/bin/taskline.js', 'tool-worker', '--module', './no-such-tools.js'], {
+      cwd: ROOT,
+      env: { ...process.env, REDIS_URL: cluster.redis.url },
+      encoding: 'utf8',
+    });
+    assert.equal(run.status, 1);
+    assert.match(run.stderr, /tool module \.\/no-such-tools\.js failed to load/);
   });
 });
