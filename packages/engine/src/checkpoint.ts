@@ -4,7 +4,12 @@ import { taskKeys } from './keys.js';
 import { check } from './records.js';
 
 /** Replaces the task's checkpoint with `state` (JSON); refused unless `attempt` runs the task. */
-export async function writeCheckpoint(core: StoreCore, id: string, attempt: number, state: string): Promise<void> {
+export async function writeCheckpoint(
+  core: StoreCore,
+  id: string,
+  attempt: number,
+  state: string,
+): Promise<void> {
   const reply = await core.scripts.checkpoint(taskKeys(id).task, core.now(), attempt, state);
   check(id, reply);
 }

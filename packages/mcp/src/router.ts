@@ -127,7 +127,8 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   const allowedHosts = new Set(env.TASKLINE_MCP_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()));
 
   /** The tools `tenant` sees now: the built-in ones plus the live ones visible to it. */
-  const liveTools = deps.liveTools ?? new LiveTools(store.redis, { cacheMs: env.TASKLINE_TOOL_LIST_CACHE_MS });
+  const liveTools =
+    deps.liveTools ?? new LiveTools(store.redis, { cacheMs: env.TASKLINE_TOOL_LIST_CACHE_MS });
   const toolsFor = (tenant: string) => liveTools.registryFor(tenant, tools);
 
   /** The capability a tool needs that this request's client did not declare, as a -32021 error. */

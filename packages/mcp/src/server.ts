@@ -150,7 +150,15 @@ async function callTool(
   const declared = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never];
   const asTask = declaresTasks(declared);
   const placement = deps.tools.placement(tool.name)!;
-  const task = await createToolTask(store, tenant, tool.name, placement, args, deps, asTask ? declared : undefined);
+  const task = await createToolTask(
+    store,
+    tenant,
+    tool.name,
+    placement,
+    args,
+    deps,
+    asTask ? declared : undefined,
+  );
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (asTask) {
     return { resultType: 'task', ...taskFields(task, poll) };

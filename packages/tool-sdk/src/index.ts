@@ -15,4 +15,10 @@ export {
   type GenerateOutcome,
   type Json,
 } from './tool.js';
-export { validateTool, isToolDefinition, InvalidToolError, TOOL_NAME, type ToolJsonSchemas } from './validate.js';
+export {
+  validateTool,
+  isToolDefinition,
+  InvalidToolError,
+  TOOL_NAME,
+  type ToolJsonSchemas,
+} from './validate.js';

@@ -26,7 +26,8 @@ export interface ToolJsonSchemas {
 }
 
 function jsonSchema(name: string, which: string, schema: unknown): Record<string, unknown> {
-  if (!(schema instanceof z.ZodObject)) throw new InvalidToolError(name, `${which} must be a zod object (z.object({...}))`);
+  if (!(schema instanceof z.ZodObject))
+    throw new InvalidToolError(name, `${which} must be a zod object (z.object({...}))`);
   try {
     // `input`: what a caller sends (defaults optional), which is what the list advertises.
     return z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;

@@ -5,7 +5,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import { defineTool, InvalidToolError, isToolDefinition, validateTool, type ToolDefinition } from '../src/index.js';
+import {
+  defineTool,
+  InvalidToolError,
+  isToolDefinition,
+  validateTool,
+  type ToolDefinition,
+} from '../src/index.js';
 
 const valid = defineTool({
   name: 'run_ci_pipeline',
@@ -46,8 +52,16 @@ describe('validateTool', () => {
     ['an unknown onRestart', { onRestart: 'again' }, /onRestart must be one of fail, retry, resume/],
     ['a concurrency of 0', { concurrency: 0 }, /concurrency must be an integer from 1/],
     ['a fractional concurrency', { concurrency: 1.5 }, /concurrency must be an integer/],
-    ['an input schema that is not a zod object', { inputSchema: { type: 'object' } }, /inputSchema must be a zod object/],
-    ['an input schema JSON Schema cannot show', { inputSchema: z.object({ at: z.date() }) }, /inputSchema cannot be shown as JSON Schema/],
+    [
+      'an input schema that is not a zod object',
+      { inputSchema: { type: 'object' } },
+      /inputSchema must be a zod object/,
+    ],
+    [
+      'an input schema JSON Schema cannot show',
+      { inputSchema: z.object({ at: z.date() }) },
+      /inputSchema cannot be shown as JSON Schema/,
+    ],
     ['an output schema that is a string', { outputSchema: z.string() }, /outputSchema must be a zod object/],
     ['no run function', { run: 'go' }, /run must be a function/],
   ];
@@ -55,7 +69,8 @@ describe('validateTool', () => {
     it(`refuses ${what}, naming the tool`, () => {
       assert.throws(
         () => validateTool(variant(change)),
-        (err: unknown) => err instanceof InvalidToolError && message.test(err.message) && err.message.startsWith('tool "'),
+        (err: unknown) =>
+          err instanceof InvalidToolError && message.test(err.message) && err.message.startsWith('tool "'),
       );
     });
   }

@@ -85,7 +85,8 @@ export class ToolRegistry {
   /** A registry with this one's tools and then `more`'s (a name already here keeps this one's). */
   with(more: ToolRegistry): ToolRegistry {
     const both = new ToolRegistry();
-    for (const [name, entry] of [...this.tools, ...more.tools]) if (!both.tools.has(name)) both.tools.set(name, entry);
+    for (const [name, entry] of [...this.tools, ...more.tools])
+      if (!both.tools.has(name)) both.tools.set(name, entry);
     return both;
   }
 }

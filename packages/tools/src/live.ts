@@ -121,7 +121,8 @@ export class LiveTools {
       for (const entry of worker.tools) {
         const seen = newest.get(entry.name);
         const slots = (seen?.slots ?? 0) + entry.slots;
-        if (!seen || worker.startedAt > seen.startedAt) newest.set(entry.name, { entry, startedAt: worker.startedAt, slots });
+        if (!seen || worker.startedAt > seen.startedAt)
+          newest.set(entry.name, { entry, startedAt: worker.startedAt, slots });
         else seen.slots = slots;
       }
     }
@@ -140,7 +141,11 @@ export class LiveTools {
         definition = definitionOf(entry);
         this.definitions.set(key, definition);
       }
-      registry.register(definition, { queue: toolQueue(entry.name), onRestart: entry.onRestart, version: entry.version });
+      registry.register(definition, {
+        queue: toolQueue(entry.name),
+        onRestart: entry.onRestart,
+        version: entry.version,
+      });
     }
     return base.with(registry);
   }

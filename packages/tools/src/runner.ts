@@ -76,7 +76,13 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
       const parking = new AbortController();
       const signal = AbortSignal.any([ctx.signal, parking.signal]);
       try {
-        const context = await toolContext({ ...ctx, signal }, request.tool, hubFor(ctx.store), options, parking);
+        const context = await toolContext(
+          { ...ctx, signal },
+          request.tool,
+          hubFor(ctx.store),
+          options,
+          parking,
+        );
         const result = await tool.run(parsed.data, context);
         if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled', result };

@@ -19,7 +19,8 @@ export async function loadToolModule(path: string): Promise<ToolDefinition[]> {
   }
   const exported = Object.values(module).flatMap((v) => (Array.isArray(v) ? v : [v]));
   const tools = [...new Set(exported.filter(isToolDefinition))];
-  if (tools.length === 0) throw new Error(`tool module ${path} exports no tool (defineTool from @taskline/tool-sdk)`);
+  if (tools.length === 0)
+    throw new Error(`tool module ${path} exports no tool (defineTool from @taskline/tool-sdk)`);
   return tools;
 }
 
@@ -35,7 +36,10 @@ export function checkTools(tools: ToolDefinition[], version: string): Omit<LiveT
     if (names.has(tool.name)) throw new InvalidToolError(tool.name, 'defined twice');
     names.add(tool.name);
     if (tool.taskSupport === 'forbidden')
-      throw new InvalidToolError(tool.name, "taskSupport 'forbidden' runs inline on the api: a tool worker serves 'required' or 'optional' tools");
+      throw new InvalidToolError(
+        tool.name,
+        "taskSupport 'forbidden' runs inline on the api: a tool worker serves 'required' or 'optional' tools",
+      );
     const settings = {
       ...(tool.title !== undefined && { title: tool.title }),
       description: tool.description,

@@ -87,7 +87,11 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   });
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
-  const metricsServer = await startMetricsServer({ metrics, port: env.TASKLINE_METRICS_PORT, host: env.TASKLINE_HOST });
+  const metricsServer = await startMetricsServer({
+    metrics,
+    port: env.TASKLINE_METRICS_PORT,
+    host: env.TASKLINE_HOST,
+  });
 
   const registry = new ToolRegistry();
   for (const tool of options.tools) registry.register(tool, { queue: toolQueue(tool.name) });
@@ -138,6 +142,9 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   };
   process.on('SIGTERM', () => void drain(env.TASKLINE_DRAIN_DEADLINE_MS));
   process.on('SIGINT', () => void drain(0));
-  log.info('ready', { tools: checked.map((t) => `${t.name}@${t.version}`).join(','), metrics_port: metricsServer.port });
+  log.info('ready', {
+    tools: checked.map((t) => `${t.name}@${t.version}`).join(','),
+    metrics_port: metricsServer.port,
+  });
   return { id, drain };
 }

@@ -45,7 +45,9 @@ const INFO = { name: 'tool-worker-test', version: '1.0.0' };
 export async function list2026(url: string, key: string): Promise<string[]> {
   const client = new Client(INFO, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
   await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }),
+    new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
+    }),
   );
   try {
     return (await client.listTools()).tools.map((t) => t.name).sort();
@@ -57,7 +59,9 @@ export async function list2026(url: string, key: string): Promise<string[]> {
 /** The tool names an official SDK v1 client (MCP 2025-11-25) of `key` lists. */
 export async function list2025(url: string, key: string): Promise<string[]> {
   const client = new V1Client(INFO, { capabilities: {} });
-  await client.connect(new V1Transport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+  await client.connect(
+    new V1Transport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }),
+  );
   try {
     return (await client.listTools()).tools.map((t) => t.name).sort();
   } finally {

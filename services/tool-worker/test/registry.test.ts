@@ -29,37 +29,71 @@ describe('the live tool registry across api replicas', () => {
     const worker = await toolWorker(cluster, 'steps.ts');
     const expected = ['batch_generate', 'generate', ...STEPS];
     for (const api of apis) {
-      await until('the worker tools listed (2026-07-28)', async () =>
-        (await list2026(api.url, KEY_A)).join() === expected.join() ? true : undefined, 5000);
+      await until(
+        'the worker tools listed (2026-07-28)',
+        async () => ((await list2026(api.url, KEY_A)).join() === expected.join() ? true : undefined),
+        5000,
+      );
       assert.deepEqual(await list2025(api.url, KEY_A), expected);
     }
     // Called through one replica, run by the worker, read through the other.
-    const call = await rpc(apis[0]!.url, 'tools/call', { name: 'steps_retry', arguments: { count: 1 } }, { token: KEY_A });
+    const call = await rpc(
+      apis[0]!.url,
+      'tools/call',
+      { name: 'steps_retry', arguments: { count: 1 } },
+      { token: KEY_A },
+    );
     const taskId = call.message.result?.taskId as string;
     assert.ok(taskId, JSON.stringify(call.message));
     const task = await cluster.store.get(taskId);
     assert.equal(task?.model, 'tool:steps_retry');
     assert.equal(task?.onRestart, 'retry');
-    await pollTask(apis[1]!.url, taskId, (t) => t.status === 'completed', { token: KEY_A, timeoutMs: 20_000 });
+    await pollTask(apis[1]!.url, taskId, (t) => t.status === 'completed', {
+      token: KEY_A,
+      timeoutMs: 20_000,
+    });
     const done = (await cluster.store.get(taskId))?.result as { structuredContent: { ran: number[] } };
     assert.deepEqual(done.structuredContent.ran, [0]);
 
     // Drained: out of every list within the cache time, and a call is the unknown-tool error.
     await worker.kill('SIGTERM');
     for (const api of apis)
-      await until('the worker tools gone', async () =>
-        (await list2026(api.url, KEY_A)).join() === 'batch_generate,generate' ? true : undefined, 5000);
-    const gone = await rpc(apis[0]!.url, 'tools/call', { name: 'steps_retry', arguments: { count: 1 } }, { token: KEY_A });
-    const unknown = await rpc(apis[0]!.url, 'tools/call', { name: 'steps_nothing', arguments: { count: 1 } }, { token: KEY_A });
-    assert.equal(JSON.stringify(gone.message.error).replace('steps_retry', 'X'), JSON.stringify(unknown.message.error).replace('steps_nothing', 'X'));
+      await until(
+        'the worker tools gone',
+        async () =>
+          (await list2026(api.url, KEY_A)).join() === 'batch_generate,generate' ? true : undefined,
+        5000,
+      );
+    const gone = await rpc(
+      apis[0]!.url,
+      'tools/call',
+      { name: 'steps_retry', arguments: { count: 1 } },
+      { token: KEY_A },
+    );
+    const unknown = await rpc(
+      apis[0]!.url,
+      'tools/call',
+      { name: 'steps_nothing', arguments: { count: 1 } },
+      { token: KEY_A },
+    );
+    assert.equal(
+      JSON.stringify(gone.message.error).replace('steps_retry', 'X'),
+      JSON.stringify(unknown.message.error).replace('steps_nothing', 'X'),
+    );
   });
 
   it('drops a worker that dies without a word once its entry expires', async () => {
     const worker = await toolWorker(cluster, 'private.ts');
-    await until('private_echo listed', async () =>
-      (await list2026(apis[1]!.url, KEY_A)).includes('private_echo') ? true : undefined, 5000);
+    await until(
+      'private_echo listed',
+      async () => ((await list2026(apis[1]!.url, KEY_A)).includes('private_echo') ? true : undefined),
+      5000,
+    );
     await worker.kill('SIGKILL');
-    await until('private_echo gone after its TTL', async () =>
-      (await list2026(apis[1]!.url, KEY_A)).includes('private_echo') ? undefined : true, 6000);
+    await until(
+      'private_echo gone after its TTL',
+      async () => ((await list2026(apis[1]!.url, KEY_A)).includes('private_echo') ? undefined : true),
+      6000,
+    );
   });
 });

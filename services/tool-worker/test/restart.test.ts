@@ -30,7 +30,10 @@ describe('tool on_restart policies after a crash and a drain past its deadline',
   let cluster: Cluster;
   let api: Replica;
   before(async () => {
-    ({ cluster, apis: [api] } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    ({
+      cluster,
+      apis: [api],
+    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
   });
   after(() => cluster.stop());
 
@@ -40,7 +43,12 @@ describe('tool on_restart policies after a crash and a drain past its deadline',
    */
   async function interrupted(policy: OnRestart, signal: 'SIGKILL' | 'SIGTERM') {
     const first = await toolWorker(cluster, 'steps.ts');
-    const call = await rpc(api.url, 'tools/call', { name: `steps_${policy}`, arguments: { count: COUNT } }, { token: KEY_A });
+    const call = await rpc(
+      api.url,
+      'tools/call',
+      { name: `steps_${policy}`, arguments: { count: COUNT } },
+      { token: KEY_A },
+    );
     const id = call.message.result?.taskId as string;
     assert.ok(id, JSON.stringify(call.message));
     await cluster.waitFor(id, 'step 2 started', (t) => /step 2$/.test(t.statusMessage ?? ''), 20_000);
@@ -64,7 +72,9 @@ describe('tool on_restart policies after a crash and a drain past its deadline',
       const { task, steps, reasons } = await interrupted('resume', signal);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.deepEqual(reasons, [REASON[signal]]);
-      const result = task.result as { structuredContent: { ran: number[]; attempt: number; idempotencyKey: string } };
+      const result = task.result as {
+        structuredContent: { ran: number[]; attempt: number; idempotencyKey: string };
+      };
       assert.deepEqual(steps.get(1)?.slice(0, 3), [0, 1, 2]);
       // Steps 0 and 1 were checkpointed by attempt 1: attempt 2 starts at step 2, never before.
       assert.deepEqual(steps.get(2), [2, 3, 4, 5]);
@@ -77,7 +87,10 @@ describe('tool on_restart policies after a crash and a drain past its deadline',
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
       assert.deepEqual(reasons, [REASON[signal]]);
       assert.deepEqual(steps.get(2), [0, 1, 2, 3, 4, 5]);
-      assert.deepEqual((task.result as { structuredContent: { ran: number[] } }).structuredContent.ran, [0, 1, 2, 3, 4, 5]);
+      assert.deepEqual(
+        (task.result as { structuredContent: { ran: number[] } }).structuredContent.ran,
+        [0, 1, 2, 3, 4, 5],
+      );
     });
 
     it(`fail after ${signal}: the task ends failed with server_restarted`, async () => {

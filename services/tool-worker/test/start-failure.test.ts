@@ -23,7 +23,9 @@ describe('tool worker start failures', () => {
   const registryKeys = () => cluster.store.redis.keys('tl:{tools}:*');
 
   it('a module that throws at load exits non-zero with its message and registers nothing', async () => {
-    const worker = cluster.stack.toolWorker(`${FIXTURES}/throws.ts`, { TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr });
+    const worker = cluster.stack.toolWorker(`${FIXTURES}/throws.ts`, {
+      TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
+    });
     await assert.rejects(worker.up, /the tool module exploded while loading/);
     assert.equal(await worker.exited, 1);
     assert.deepEqual(await registryKeys(), []);
@@ -37,7 +39,9 @@ describe('tool worker start failures', () => {
       onRestart: 'fail',
       request: { tool: 'fine_tool', arguments: {} },
     });
-    const worker = cluster.stack.toolWorker(`${FIXTURES}/invalid.ts`, { TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr });
+    const worker = cluster.stack.toolWorker(`${FIXTURES}/invalid.ts`, {
+      TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
+    });
     await assert.rejects(worker.up, /tool \\"broken tool!\\": name must be 1-128 of A-Z a-z 0-9 _ - \./);
     assert.equal(await worker.exited, 1);
     // Long enough for a dispatch round and a claim, had the worker reported slots.
@@ -55,11 +59,15 @@ describe('tool worker start failures', () => {
   });
 
   it('`taskline tool-worker --module` is the same worker: a module that cannot load exits 1 naming it', () => {
-    const run = spawnSync(process.execPath, ['packages/cli/bin/taskline.js', 'tool-worker', '--module', './no-such-tools.js'], {
-      cwd: ROOT,
-      env: { ...process.env, REDIS_URL: cluster.redis.url },
-      encoding: 'utf8',
-    });
+    const run = spawnSync(
+      process.execPath,
+      ['packages/cli/bin/taskline.js', 'tool-worker', '--module', './no-such-tools.js'],
+      {
+        cwd: ROOT,
+        env: { ...process.env, REDIS_URL: cluster.redis.url },
+        encoding: 'utf8',
+      },
+    );
     assert.equal(run.status, 1);
     assert.match(run.stderr, /tool module \.\/no-such-tools\.js failed to load/);
   });

@@ -52,7 +52,10 @@ describe('a private tool and another tenant', () => {
   let cluster: Cluster;
   let api: Replica;
   before(async () => {
-    ({ cluster, apis: [api] } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    ({
+      cluster,
+      apis: [api],
+    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
   });
   after(() => cluster.stop());
 
@@ -67,8 +70,11 @@ describe('a private tool and another tenant', () => {
     assert.match(before2025, /Tool private_echo not found/);
 
     const worker = await toolWorker(cluster, 'private.ts', { TASKLINE_TOOL_TENANTS: 'tenant-a' });
-    await until('tenant-a lists private_echo', async () =>
-      (await list2026(api.url, KEY_A)).includes('private_echo') ? true : undefined, 5000);
+    await until(
+      'tenant-a lists private_echo',
+      async () => ((await list2026(api.url, KEY_A)).includes('private_echo') ? true : undefined),
+      5000,
+    );
     assert.ok((await list2025(api.url, KEY_A)).includes('private_echo'));
     const own = await rpc(api.url, 'tools/call', CALL, { token: KEY_A, tasks: false });
     assert.deepEqual(own.message.result?.content, [{ type: 'text', text: 'hello' }]);
