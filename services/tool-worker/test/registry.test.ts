@@ -9,6 +9,7 @@ import type { Cluster } from '@taskline/test-support/cluster';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
+import { LiveTools } from '@taskline/tools';
 import { KEY_A, list2025, list2026, startToolStack, toolWorker } from './helpers.js';
 
 const STEPS = ['steps_fail', 'steps_resume', 'steps_retry'];
@@ -80,6 +81,32 @@ describe('the live tool registry across api replicas', () => {
       JSON.stringify(gone.message.error).replace('steps_retry', 'X'),
       JSON.stringify(unknown.message.error).replace('steps_nothing', 'X'),
     );
+  });
+
+  it('runs at most `concurrency` tasks of a tool at once per worker (steps_*: 2), the rest queued', async () => {
+    const worker = await toolWorker(cluster, 'steps.ts');
+    const [entry] = await new LiveTools(cluster.store.redis, { cacheMs: 0 }).visible('tenant-a');
+    assert.equal(entry?.slots, 2);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const call = await rpc(
+        apis[0]!.url,
+        'tools/call',
+        { name: 'steps_fail', arguments: { count: 4 } },
+        { token: KEY_A },
+      );
+      ids.push(call.message.result?.taskId as string);
+    }
+    const statuses = async () => Promise.all(ids.map(async (id) => (await cluster.store.get(id))?.status));
+    await until(
+      'two tasks running',
+      async () => ((await statuses()).filter((s) => s === 'running').length === 2 ? true : undefined),
+      10_000,
+    );
+    // Each takes 1.2 s: while two run, the third waits for a slot.
+    assert.deepEqual((await statuses()).filter((s) => s === 'queued').length, 1);
+    for (const id of ids) assert.equal((await cluster.waitForEnd(id, 20_000)).status, 'succeeded');
+    await worker.kill('SIGTERM');
   });
 
   it('drops a worker that dies without a word once its entry expires', async () => {
