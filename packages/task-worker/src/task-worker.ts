@@ -275,9 +275,26 @@ export class TaskWorker {
       { kind: task.kind, model },
       Math.max(0, (Date.now() - task.createdAt) / 1000),
     );
-    const renew = setInterval(
+    const renew = this.renewLease(task, stop, tlog);
+    let outcome: { finish: RunOutcome; interrupted: boolean };
+    try {
+      outcome = await this.runAttempt(task, model, controller.signal, stop, () => reason, tlog);
+    } finally {
+      clearInterval(renew);
+      this.running.delete(taskId);
+    }
+    const { finish, interrupted } = outcome;
+    // Parked for its caller's input: the task is no longer this attempt's to write.
+    if (finish.status === 'parked') tlog.info('attempt_parked');
+    else await this.commit(task, attempt, finish, reason, tlog, interrupted);
+  }
+
+  /** Renews the attempt's lease every third of it; a cancel or a lost lease seen there stops it. */
+  private renewLease(task: TaskRecord, stop: (r: StopReason) => void, tlog: Logger): NodeJS.Timeout {
+    const { store, leaseMs } = this.o;
+    return setInterval(
       () => {
-        store.renew(taskId, attempt, leaseMs).then(
+        store.renew(task.id, task.attempt, leaseMs).then(
           (status) => {
             this.leaseRenewals = (this.leaseRenewals + 1) >>> 0;
             if (status === 'cancelling') stop('cancel');
@@ -291,41 +308,42 @@ export class TaskWorker {
       },
       Math.max(10, Math.floor(leaseMs / 3)),
     );
-    let finish: RunOutcome;
-    // The worker's own failure under the attempt (a model thread that died, a model that would not
-    // load: see `workerFault`), not the task's: the task gets its on_restart policy as if the whole
-    // worker had died.
-    let workerFault = false;
-    // Redis could not take a write (an outage, a reset connection, BUSY/LOADING/OOM): the attempt
-    // is lost, not the task's failure: its on_restart policy applies (docs/redis-faults.md).
-    let redisDown = false;
+  }
+
+  /**
+   * Runs the attempt (`run`) and turns what it threw into the task's failure, or into an
+   * interruption (`interrupted`: the task gets its on_restart policy) when the fault is the
+   * worker's (a model thread that died, a model that would not load: see `workerFault`) or Redis
+   * could not take a write (an outage, a reset, BUSY/LOADING/OOM: docs/redis-faults.md).
+   */
+  private async runAttempt(
+    task: TaskRecord,
+    model: string,
+    signal: AbortSignal,
+    stop: (r: StopReason) => void,
+    stopped: () => StopReason | null,
+    tlog: Logger,
+  ): Promise<{ finish: RunOutcome; interrupted: boolean }> {
     try {
-      finish = await this.o.run({ task, attempt, signal: controller.signal, store }, model);
+      const finish = await this.o.run({ task, attempt: task.attempt, signal, store: this.o.store }, model);
+      return { finish, interrupted: false };
     } catch (err) {
-      workerFault = this.o.workerFault?.(err, model) ?? false;
-      redisDown = isRedisUnavailable(err);
+      const workerFault = this.o.workerFault?.(err, model) ?? false;
+      const redisDown = isRedisUnavailable(err);
       if (err instanceof TasklineError && (err.code === 'stale_attempt' || err.code === 'task_terminal'))
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
-      // A request the model cannot run keeps its own code (say invalid_request); the rest is ours.
-      finish = {
-        status: 'failed',
-        error:
-          err instanceof TasklineError
-            ? problem(err.code, err.message, err.status)
-            : problem('internal_error', err instanceof Error ? err.message : String(err)),
-      };
       // A request the model cannot run is the caller's to fix: a warning, not an error.
       const callers = err instanceof TasklineError && err.status < 500;
       if (redisDown) tlog.warn('attempt_interrupted', { error: err });
-      else if (!reason) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
-    } finally {
-      clearInterval(renew);
-      this.running.delete(taskId);
+      else if (!stopped()) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
+      // A request the model cannot run keeps its own code (say invalid_request); the rest is ours.
+      const error =
+        err instanceof TasklineError
+          ? problem(err.code, err.message, err.status)
+          : problem('internal_error', err instanceof Error ? err.message : String(err));
+      return { finish: { status: 'failed', error }, interrupted: workerFault || redisDown };
     }
-    // Parked for its caller's input: the task is no longer this attempt's to write.
-    if (finish.status === 'parked') tlog.info('attempt_parked');
-    else await this.commit(task, attempt, finish, reason, tlog, workerFault || redisDown);
   }
 
   /**
