@@ -162,6 +162,8 @@ export const DEFAULTS = {
    * it): a dead worker's tools leave every api's `tools/list` within this time.
    */
   TASKLINE_TOOL_REGISTRY_TTL_MS: '6000',
+  /** Largest `ctx.checkpoint` state a tool may store (its JSON, bytes); a larger one fails the call. */
+  TASKLINE_TOOL_CHECKPOINT_MAX_BYTES: '1048576',
   /** api: how long a replica reuses the live tool registry it read (0: read it on every request). */
   TASKLINE_TOOL_LIST_CACHE_MS: '1000',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */

@@ -41,6 +41,8 @@ export interface ToolRunnerOptions {
   served?: ServedModels;
   /** Each task's `ctx.log` is its child, stamped with the task id, tenant, tool and attempt. */
   log?: RunnerLogger;
+  /** Largest checkpoint (JSON bytes) `ctx.checkpoint` stores (TASKLINE_TOOL_CHECKPOINT_MAX_BYTES); unbounded when absent. */
+  checkpointMaxBytes?: number;
 }
 
 /** Thrown out of `ask` once the task is parked: the attempt is over (see ToolContext.ask). */
@@ -122,6 +124,18 @@ async function resumedState(ctx: RunContext): Promise<Json | undefined> {
   return stored === null ? undefined : (JSON.parse(stored) as Json);
 }
 
+/** Stores a checkpoint: JSON, within the size bound, fenced by the attempt (a ToolFailure otherwise). */
+async function saveCheckpoint(ctx: RunContext, state: Json, maxBytes = Infinity): Promise<void> {
+  const json = JSON.stringify(state) as string | undefined;
+  if (json === undefined) throw new ToolFailure('checkpoint: the state is not JSON');
+  const bytes = Buffer.byteLength(json);
+  if (bytes > maxBytes)
+    throw new ToolFailure(
+      `checkpoint: ${bytes} bytes, above the limit of ${maxBytes} (TASKLINE_TOOL_CHECKPOINT_MAX_BYTES)`,
+    );
+  await ctx.store.checkpoint(ctx.task.id, ctx.attempt, json);
+}
+
 async function toolContext(
   ctx: RunContext,
   toolName: string,
@@ -143,11 +157,7 @@ async function toolContext(
     async progress(message, counts) {
       await store.progress(task.id, attempt, message, counts);
     },
-    async checkpoint(state) {
-      const json = JSON.stringify(state);
-      if (json === undefined) throw new ToolFailure('checkpoint: the state is not JSON');
-      await store.checkpoint(task.id, attempt, json);
-    },
+    checkpoint: (state) => saveCheckpoint(ctx, state, options.checkpointMaxBytes),
     async ask(requests: Record<string, InputRequest>) {
       const { capabilities } = task.request as ToolTaskRequest;
       const askable = Object.entries(requests).filter(([, request]) => canAnswer(capabilities, request));

@@ -95,7 +95,12 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
 
   const registry = new ToolRegistry();
   for (const tool of options.tools) registry.register(tool, { queue: toolQueue(tool.name) });
-  const runner = createToolRunner(registry, { hub, served: servedModelsFromEnv(env), log });
+  const runner = createToolRunner(registry, {
+    hub,
+    served: servedModelsFromEnv(env),
+    log,
+    checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
+  });
   const slots = new Map(options.tools.map((t) => [t.name, t.concurrency ?? 1]));
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
