@@ -8,10 +8,12 @@ import { startApi, type Replica } from '@taskline/test-support/mcp-stack';
 export const KEY_A = 'key-a-tools-0123';
 export const KEY_B = 'key-b-tools-0123';
 export const FIXTURES = 'services/tool-worker/test/fixtures';
+export const ADMIN_KEY = 'admin-key-tools-0123456789abcdef';
 
 /** Two tenants with API keys, a quick registry and no api cache beyond 200 ms. */
 export const TOOLS_ENV = {
   TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-b:${KEY_B}`,
+  TASKLINE_ADMIN_KEYS: ADMIN_KEY,
   TASKLINE_TOOL_REGISTRY_TTL_MS: '1500',
   TASKLINE_TOOL_LIST_CACHE_MS: '200',
 };

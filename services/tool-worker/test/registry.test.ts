@@ -10,7 +10,7 @@ import type { Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
 import { LiveTools } from '@taskline/tools';
-import { KEY_A, list2025, list2026, startToolStack, toolWorker } from './helpers.js';
+import { ADMIN_KEY, KEY_A, list2025, list2026, startToolStack, toolWorker } from './helpers.js';
 
 const STEPS = ['steps_fail', 'steps_resume', 'steps_retry'];
 
@@ -87,6 +87,32 @@ describe('the live tool registry across api replicas', () => {
     const worker = await toolWorker(cluster, 'steps.ts');
     const [entry] = await new LiveTools(cluster.store.redis, { cacheMs: 0 }).visible('tenant-a');
     assert.equal(entry?.slots, 2);
+    // The operator console's workers view shows it: its queues with their slots, its tool versions.
+    const admin = apis[0]!.url.replace(/\/mcp$/, '/admin/v1/workers');
+    const shown = await until(
+      'the tool worker on the console',
+      async () => {
+        const { workers } = (await (
+          await fetch(admin, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })
+        ).json()) as {
+          workers: {
+            worker_id: string;
+            models: { model: string; slots: number }[];
+            tools: { name: string; version: string }[];
+          }[];
+        };
+        return workers.find((w) => w.tools.length > 0);
+      },
+      5000,
+    );
+    assert.deepEqual(shown.models.map((m) => `${m.model} ${m.slots}`).sort(), [
+      'tool:steps_fail 2',
+      'tool:steps_resume 2',
+      'tool:steps_retry 2',
+    ]);
+    assert.deepEqual(shown.tools.map((t) => t.name).sort(), STEPS);
+    const version = shown.tools.find((t) => t.name === entry?.name)?.version;
+    assert.equal(version, entry?.version);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
       const call = await rpc(
