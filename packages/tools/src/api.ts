@@ -101,6 +101,8 @@ export interface ToolTaskRequest {
    * answer then). Absent on tasks an older api wrote, which asked whatever the tool asked.
    */
   capabilities?: Record<string, unknown>;
+  /** The schema version of a tool worker's tool the api validated the arguments against. */
+  version?: string;
 }
 
 /** The client capabilities an input request can need (MCP ClientCapabilities). */

@@ -97,7 +97,9 @@ export class LiveTools {
     const workers = this.read();
     this.cached = { at: now, workers };
     // A failed read is not cached: the next request tries again.
-    workers.catch(() => (this.cached = null));
+    workers.catch(() => {
+      if (this.cached?.workers === workers) this.cached = null;
+    });
     return workers;
   }
 

@@ -73,7 +73,11 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
       const tool = registry.get(request.tool);
       if (!tool) return failed('invalid_request', `unknown tool ${request.tool}`);
       const parsed = tool.inputSchema.safeParse(request.arguments);
-      if (!parsed.success) return failed('invalid_request', `invalid arguments: ${parsed.error.message}`);
+      if (!parsed.success) {
+        // During a rolling deploy: the task was validated against an older schema (docs/tools.md).
+        const created = request.version ? ` (the task was created against version ${request.version})` : '';
+        return failed('invalid_request', `invalid arguments${created}: ${parsed.error.message}`);
+      }
       // Aborted when the task parks: whatever the tool still does, this attempt holds the task no more.
       const parking = new AbortController();
       const signal = AbortSignal.any([ctx.signal, parking.signal]);
