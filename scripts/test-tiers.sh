@@ -31,6 +31,7 @@ UNIT=(
   packages/mcp/test/view.test.ts
   packages/metrics/test/metrics.test.ts
   packages/testing/test/ports.test.ts
+  packages/tool-sdk/test/validate.test.ts
   packages/tools/test/schema.test.ts
   services/gpu-worker/test/coalesced-appends.test.ts
   services/gpu-worker/test/flush-clock.test.ts
@@ -55,6 +56,9 @@ ALONE=(
   services/scheduler/test/recovery.test.ts
   services/scheduler/test/redis-stall.test.ts
   services/scheduler/test/retention.test.ts
+  # Kills and drains tool workers mid-step against 1 s leases and 300 ms steps: a starved neighbour
+  # shifts which step the interruption lands on.
+  services/tool-worker/test/restart.test.ts
 )
 
 for file in "${UNIT[@]}" "${ALONE[@]}"; do

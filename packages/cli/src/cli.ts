@@ -32,6 +32,8 @@ commands:
   tasks resume                 follow every unfinished task this CLI created (after a crash)
   keys create --tenant T [--name N] | keys list [--tenant T] | keys revoke <key id>
                                operator commands on the API keys in Redis
+  tool-worker --module PATH    serve the tools a built module exports, as durable tasks
+                               (the tool-worker service; settings from TASKLINE_* and REDIS_URL)
 
 options:
   --url URL          API origin        (TASKLINE_URL, config "url"; default http://127.0.0.1:8080)

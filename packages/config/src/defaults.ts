@@ -149,6 +149,24 @@ export const DEFAULTS = {
   TASKLINE_WORKER_FETCHERS: '4',
   /** This worker's name in leases, logs and the control plane; empty picks `worker-<random>`. */
   TASKLINE_WORKER_ID: '',
+  /**
+   * tool-worker: the module whose exported tools it serves (`taskline tool-worker --module` sets
+   * it); empty only for a worker started programmatically with its tools.
+   */
+  TASKLINE_TOOL_MODULE: '',
+  /** tool-worker: `*` (every tenant sees its tools) or the comma separated tenants that alone do. */
+  TASKLINE_TOOL_TENANTS: '*',
+  /** tool-worker: the version its tools are listed with; empty: a hash of each tool's schemas. */
+  TASKLINE_TOOL_VERSION: '',
+  /**
+   * tool-worker: how long its registry entry lives without a refresh (it refreshes every third of
+   * it): a dead worker's tools leave every api's `tools/list` within this time.
+   */
+  TASKLINE_TOOL_REGISTRY_TTL_MS: '6000',
+  /** Largest `ctx.checkpoint` state a tool may store (its JSON, bytes); a larger one fails the call. */
+  TASKLINE_TOOL_CHECKPOINT_MAX_BYTES: '1048576',
+  /** api: how long a replica reuses the live tool registry it read (0: read it on every request). */
+  TASKLINE_TOOL_LIST_CACHE_MS: '1000',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
   /**

@@ -10,6 +10,7 @@ import {
   type TaskRecord,
 } from '@taskline/engine';
 import { exceptOptions, type OperatorAuthenticator } from '@taskline/auth';
+import { LiveTools } from '@taskline/tools';
 import { FeedPool, serveFeed, SnapshotFeed, type LiveStreams } from './live.js';
 import { adminOpenApi } from './openapi.js';
 import { readOverview, type OverviewDeps } from './overview.js';
@@ -274,8 +275,17 @@ export function adminRouter(deps: ConsoleDeps): Router {
     })
     .all(deps.methodNotAllowed(['POST']));
 
+  const liveTools = new LiveTools(store.redis, { cacheMs: 0 });
   const workers = async () => {
-    const [snapshot, leader] = await Promise.all([view.workers(), view.leader()]);
+    const [snapshot, leader, toolWorkers] = await Promise.all([
+      view.workers(),
+      view.leader(),
+      liveTools.workers(),
+    ]);
+    // A tool worker's tools and their versions, from the live tool registry (docs/tools.md).
+    const toolsOf = new Map(
+      toolWorkers.map((w) => [w.worker, w.tools.map((t) => ({ name: t.name, version: t.version }))]),
+    );
     return {
       at: Date.now(),
       leader,
@@ -288,6 +298,7 @@ export function adminRouter(deps: ConsoleDeps): Router {
         last_heartbeat_at: w.lastSeen,
         // A scheduler of an older build reports none.
         lease_renewals: w.leaseRenewals ?? 0,
+        tools: toolsOf.get(w.workerId) ?? [],
       })),
     };
   };

@@ -174,7 +174,7 @@ export function adminOpenApi(): Record<string, unknown> {
       '/workers': {
         get: {
           summary:
-            "Workers as the leader scheduler knows them (models, slots, draining, lease renewals, last heartbeat) and the leader's address.",
+            "Workers as the leader scheduler knows them (models, slots, draining, lease renewals, last heartbeat; a tool worker's tools with their versions) and the leader's address.",
           responses: { '200': json('Workers and leader.'), ...refused },
         },
       },

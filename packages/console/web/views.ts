@@ -357,6 +357,8 @@ interface Workers {
     draining: boolean;
     last_heartbeat_at: number;
     lease_renewals: number;
+    /** A tool worker's tools and versions; empty for a gpu-worker. */
+    tools: { name: string; version: string }[];
   }[];
 }
 
@@ -374,10 +376,11 @@ export async function renderWorkers(view: HTMLElement, signal: AbortSignal): Pro
       ),
       table(
         `As the leader reported them at ${time(w.reported_at)}`,
-        ['Worker', 'Models (busy / slots)', 'Draining', 'Lease renewals', 'Last heartbeat'],
+        ['Worker', 'Models (busy / slots)', 'Tool versions', 'Draining', 'Lease renewals', 'Last heartbeat'],
         w.workers.map((x) => [
           x.worker_id,
           x.models.map((m) => `${m.model} ${m.slots - m.free} / ${m.slots}`).join(', '),
+          (x.tools ?? []).map((t) => `${t.name}@${t.version}`).join(', '),
           x.draining ? 'yes' : 'no',
           h('span', { 'data-renewals': x.worker_id }, x.lease_renewals),
           time(x.last_heartbeat_at),

@@ -112,6 +112,7 @@ const TASK_SCRIPTS = [
   'claim',
   'renew',
   'append',
+  'checkpoint',
   'request_input',
   'provide_input',
   'input_timeout',

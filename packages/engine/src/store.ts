@@ -10,6 +10,7 @@ import {
 import { notFound, TasklineError, type Problem } from './errors.js';
 import { newId } from './ids.js';
 import { claimTask } from './claim.js';
+import { readCheckpoint, writeCheckpoint } from './checkpoint.js';
 import { persist } from './create.js';
 import { deleteEnded } from './deletion.js';
 import { sweepHeldCalls } from './held.js';
@@ -235,15 +236,31 @@ export class TaskStore {
     return seq;
   }
 
-  /** Records a progress message for the task (MCP `statusMessage`), fenced by attempt. */
-  async progress(id: string, attempt: number, message: string): Promise<number> {
+  /** Records a progress message (MCP `statusMessage`) and counts, fenced by attempt. */
+  async progress(
+    id: string,
+    attempt: number,
+    message: string,
+    counts: { progress?: number; total?: number } = {},
+  ): Promise<number> {
     const task = await this.core.require(id);
     return this.transition(id, task.status, {
       attempt,
       from: [task.status],
       fields: { status_message: message },
-      events: [statusEvent(task.shownStatus, { status_message: message })],
+      // The counts ride on the status event, where MCP readers turn them into progress notifications.
+      events: [statusEvent(task.shownStatus, { status_message: message, ...counts })],
     });
+  }
+
+  /** Stores a tool attempt's checkpoint (JSON), fenced by attempt (see checkpoint.ts). */
+  checkpoint(id: string, attempt: number, state: string): Promise<void> {
+    return writeCheckpoint(this.core, id, attempt, state);
+  }
+
+  /** The task's last checkpoint (JSON text), or null. */
+  lastCheckpoint(id: string): Promise<string | null> {
+    return readCheckpoint(this.core, id);
   }
 
   /** Asks the caller questions, parking the task while some are open (see inputs.ts). */

@@ -1,9 +1,26 @@
 import type { ToolContext } from '@taskline/tools';
 
-/** Runs a tool inline (no task): only what needs no durable state is available. */
+const quiet = { info() {}, warn() {}, error() {} };
+
+/**
+ * Runs a tool inline (no task): only what needs no durable state is available. There is no task,
+ * so no attempt to resume and nothing to checkpoint; asking, generating and checkpointing throw.
+ */
 export function inlineContext(tenant: string, signal: AbortSignal): ToolContext {
   const needsTask = async (): Promise<never> => {
-    throw new Error('this tool runs inline and cannot ask for input or generate');
+    throw new Error('this tool runs inline and cannot ask for input, generate or checkpoint');
   };
-  return { taskId: '', tenant, signal, progress: async () => undefined, ask: needsTask, generate: needsTask };
+  return {
+    taskId: '',
+    tenant,
+    attempt: 1,
+    signal,
+    resumed: undefined,
+    idempotencyKey: '',
+    log: quiet,
+    progress: async () => undefined,
+    checkpoint: needsTask,
+    ask: needsTask,
+    generate: needsTask,
+  };
 }

@@ -12,7 +12,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import { builtinTools, modelChoice, type ToolRegistry } from '@taskline/tools';
+import { builtinTools, LiveTools, modelChoice, type ToolRegistry } from '@taskline/tools';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks } from './view.js';
 import { serveTaskListen } from './listen.js';
 import { modernRejection, UNSUPPORTED_VERSION } from './ladder.js';
@@ -43,6 +43,7 @@ export type McpEnv = Pick<
   | 'TASKLINE_DEFAULT_MODEL'
   | 'TASKLINE_SNAPSHOT_MODELS'
   | 'TASKLINE_MAX_OUTPUT_TOKENS'
+  | 'TASKLINE_TOOL_LIST_CACHE_MS'
 >;
 
 export interface McpRouterDeps {
@@ -62,6 +63,12 @@ export interface McpRouterDeps {
   ) => Promise<{ id: string; stillAuthorized?: StillAuthorized; expiresAt?: number }>;
   /** The tools to offer; by default `builtinTools` as configured by `env` and `extensions` (the gpu-worker runs the same). */
   tools?: ToolRegistry;
+  /**
+   * The live registry of tool workers: each request lists and calls the built-in `tools` plus the
+   * live tools its tenant may see (another tenant's private tool is as unknown as a missing one).
+   * By default read from the store's Redis, cached TASKLINE_TOOL_LIST_CACHE_MS.
+   */
+  liveTools?: LiveTools;
   /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */
   observe?: McpObserver;
   /**
@@ -119,8 +126,13 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
   const served = servedModelsFromEnv(env);
   const allowedHosts = new Set(env.TASKLINE_MCP_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()));
 
+  /** The tools `tenant` sees now: the built-in ones plus the live ones visible to it. */
+  const liveTools =
+    deps.liveTools ?? new LiveTools(store.redis, { cacheMs: env.TASKLINE_TOOL_LIST_CACHE_MS });
+  const toolsFor = (tenant: string) => liveTools.registryFor(tenant, tools);
+
   /** The capability a tool needs that this request's client did not declare, as a -32021 error. */
-  const missingCapability = (name: string, capabilities: unknown) => {
+  const missingCapability = (tools: ToolRegistry, name: string, capabilities: unknown) => {
     if (tools.get(name)?.taskSupport === 'required' && !declaresTasks(capabilities)) return missingTasks();
     const needs = extensions.requiredCapabilities?.[name];
     const declared = (capabilities ?? {}) as Record<string, unknown>;
@@ -137,7 +149,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       buildServer({
         store,
         admission: deps.admission,
-        tools,
+        tools: (ctx.authInfo?.extra?.tools as ToolRegistry | undefined) ?? tools,
         poll,
         tenant: ctx.authInfo?.clientId ?? '',
         reservation: ctx.authInfo?.extra?.reservation as TaskReservation | undefined,
@@ -219,7 +231,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     }),
   );
   /** Whether this request is a call of a tool that runs as a task (the cap applies to those). */
-  const createsTask = (req: Request) => {
+  const createsTask = (req: Request, tools: ToolRegistry) => {
     const body = req.body as { method?: unknown; params?: { name?: unknown } } | undefined;
     if (req.method !== 'POST' || body?.method !== 'tools/call') return false;
     const name = body.params?.name;
@@ -238,14 +250,15 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       // The admission step: a `tools/call` that runs as a task needs its place under the cap now;
       // a poll that keeps to the advertised interval takes nothing (see PollPacing).
       const spared = await polls.spared(tenant, req.body);
-      const reservation = spared ? null : await deps.admission.admit(tenant, res, createsTask(req));
+      const visible = await toolsFor(tenant);
+      const reservation = spared ? null : await deps.admission.admit(tenant, res, createsTask(req, visible));
       await reservation?.admit();
       const outcome: RequestOutcome = { id: (req.body as { id?: unknown } | undefined)?.id };
       (req as Request & { auth?: unknown }).auth = {
         token: '',
         clientId: tenant,
         scopes: [],
-        extra: { outcome, stillAuthorized, expiresAt, ...(reservation && { reservation }) },
+        extra: { outcome, stillAuthorized, expiresAt, tools: visible, ...(reservation && { reservation }) },
       };
       next();
     } catch (err) {
@@ -270,7 +283,12 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
     const { auth } = req as Request & {
       auth: {
         clientId: string;
-        extra?: { reservation?: TaskReservation; stillAuthorized?: StillAuthorized; expiresAt?: number };
+        extra?: {
+          reservation?: TaskReservation;
+          stillAuthorized?: StillAuthorized;
+          expiresAt?: number;
+          tools: ToolRegistry;
+        };
       };
     };
     const tenant = auth.clientId;
@@ -292,7 +310,7 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       // the Mcp-Name header matches (whitespace around it is allowed): a mismatch is the SDK's -32020.
       const header = String(req.headers['mcp-name'] ?? '').trim();
       if (modern && body?.method === 'tools/call' && header === params.name) {
-        const err = missingCapability(String(params.name), capabilities);
+        const err = missingCapability(auth.extra!.tools, String(params.name), capabilities);
         // HTTP 400, as for every MissingRequiredClientCapabilityError on the 2026 wire.
         if (err) return rpcError(res, 400, body.id, err.code, err.message, err.data);
       }
@@ -325,15 +343,17 @@ export function createMcpRouter(deps: McpRouterDeps): Router {
       }
       // Everything of the stateful 2025 era (initialize, sessions, answers) is served apart; the
       // branches above need 2026-only headers and methods (Mcp-Name, subscriptions/listen).
-      if (await isLegacy(req)) return await serveLegacy(legacy, req, res, tenant, auth.extra);
+      if (await isLegacy(req))
+        return await serveLegacy({ ...legacy, tools: auth.extra!.tools }, req, res, tenant, auth.extra);
       await node(req, res, req.body);
     } catch (err) {
       next(err);
     }
   });
   router.all('/', async (req, res, next) => {
-    const tenant = (req as Request & { auth: { clientId: string } }).auth.clientId;
-    if (await isLegacy(req)) return serveLegacy(legacy, req, res, tenant).catch(next);
+    const { auth } = req as Request & { auth: { clientId: string; extra: { tools: ToolRegistry } } };
+    if (await isLegacy(req))
+      return serveLegacy({ ...legacy, tools: auth.extra.tools }, req, res, auth.clientId).catch(next);
     rpcError(res, 405, null, -32600, 'Method not allowed');
   });
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {

@@ -77,7 +77,11 @@ export function buildServer(deps: ServerDeps): McpServer {
   for (const tool of tools.list()) {
     server.registerTool(
       tool.name,
-      { description: tool.description, inputSchema: tool.inputSchema },
+      {
+        ...(tool.title !== undefined && { title: tool.title }),
+        description: tool.description,
+        inputSchema: tool.inputSchema,
+      },
       (args: Record<string, unknown>, ctx: ServerContext) =>
         noting(() => callTool(deps, tool, args, ctx)) as never,
     );
@@ -145,7 +149,16 @@ async function callTool(
   if (tool.taskSupport === 'forbidden') return tool.run(args, inlineContext(tenant, ctx.mcpReq.signal));
   const declared = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never];
   const asTask = declaresTasks(declared);
-  const task = await createToolTask(store, tenant, tool.name, args, deps, asTask ? declared : undefined);
+  const placement = deps.tools.placement(tool.name)!;
+  const task = await createToolTask(
+    store,
+    tenant,
+    tool.name,
+    placement,
+    args,
+    deps,
+    asTask ? declared : undefined,
+  );
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (asTask) {
     return { resultType: 'task', ...taskFields(task, poll) };

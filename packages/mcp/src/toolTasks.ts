@@ -1,6 +1,6 @@
 import type { Admission, TaskReservation } from '@taskline/admission';
 import { indexToolTask, toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
-import { ANSWER_CAPABILITIES, TOOLS_MODEL, type ToolResult } from '@taskline/tools';
+import { ANSWER_CAPABILITIES, type ToolPlacement, type ToolResult } from '@taskline/tools';
 import type { McpObserver } from './observe.js';
 
 /** Index entries one page reads at most, live or dead: its cost is bounded whatever lies ahead. */
@@ -38,8 +38,9 @@ export interface ToolTaskAdmission {
 
 /**
  * Creates an MCP tool task, from either protocol era, under the call's place (`Admission.create`),
- * with the client capabilities its questions may use: those the caller declared when it holds the
- * task, none (`undefined`) when it waits on the call.
+ * on the tool's queue with its restart policy (`placement`), with the client capabilities its
+ * questions may use: those the caller declared when it holds the task, none (`undefined`) when it
+ * waits on the call.
  * The id (the one its place is held under) is indexed before the task exists, so a crash in between leaves an
  * index entry without a task (skipped and dropped by the listing), never a task missing from its
  * tenant's list.
@@ -48,6 +49,7 @@ export async function createToolTask(
   store: TaskStore,
   tenant: string,
   tool: string,
+  placement: ToolPlacement,
   args: Record<string, unknown>,
   deps: ToolTaskAdmission,
   capabilities: unknown,
@@ -59,9 +61,16 @@ export async function createToolTask(
       fresh: true,
       tenant,
       kind: 'tool',
-      model: TOOLS_MODEL,
-      onRestart: 'retry',
-      request: { tool, arguments: args, capabilities: answerCapabilities(capabilities) },
+      // The tool's own queue and restart policy (ToolPlacement); a tool worker's tasks keep the
+      // schema version they were validated against.
+      model: placement.queue,
+      onRestart: placement.onRestart,
+      request: {
+        tool,
+        arguments: args,
+        capabilities: answerCapabilities(capabilities),
+        ...(placement.version !== undefined && { version: placement.version }),
+      },
     });
     return { task: created, replayed: false };
   });

@@ -7,10 +7,15 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** A Taskline service, by its folder under `services/`. */
-export type ServiceKind = 'api' | 'scheduler' | 'gpu-worker';
+export type ServiceKind = 'api' | 'scheduler' | 'gpu-worker' | 'tool-worker';
 
 /** The info log line each service writes once it is up. */
-const READY: Record<ServiceKind, string> = { api: 'listening', scheduler: 'ready', 'gpu-worker': 'ready' };
+const READY: Record<ServiceKind, string> = {
+  api: 'listening',
+  scheduler: 'ready',
+  'gpu-worker': 'ready',
+  'tool-worker': 'ready',
+};
 
 export interface ServiceOptions {
   kind: ServiceKind;

@@ -84,6 +84,7 @@ export interface StartOptions {
 export class Stack<R extends StackRedis = RedisServer> {
   readonly schedulers: Service[] = [];
   readonly workers: Service[] = [];
+  readonly toolWorkers: Service[] = [];
   readonly apis: ApiService[] = [];
   /** Control-plane port of each scheduler, for the workers' `TASKLINE_SCHEDULER_ADDR`. */
   private readonly controlPorts = new Map<Service, number>();
@@ -126,6 +127,17 @@ export class Stack<R extends StackRedis = RedisServer> {
     return s;
   }
 
+  /** Starts a tool worker serving the tools of `module` (TASKLINE_TOOL_MODULE), reporting to every scheduler so far. */
+  toolWorker(module: string, env: Record<string, string> = {}, opts: StartOptions = {}): Service {
+    const s = this.service('tool-worker', this.toolWorkers, opts, {
+      TASKLINE_SCHEDULER_ADDR: this.schedulerAddr,
+      TASKLINE_TOOL_MODULE: module,
+      ...env,
+    });
+    void s.start();
+    return s;
+  }
+
   /** Starts an api process on `port`. */
   api(port: number, env: Record<string, string> = {}, opts: StartOptions = {}): ApiService {
     const name = opts.name ?? `api-${this.apis.length + 1}`;
@@ -162,7 +174,9 @@ export class Stack<R extends StackRedis = RedisServer> {
 
   /** Kills every process (SIGKILL) and stops a Redis the stack started. */
   async stop(): Promise<void> {
-    await Promise.all([...this.schedulers, ...this.workers, ...this.apis].map((s) => s.stop()));
+    await Promise.all(
+      [...this.schedulers, ...this.workers, ...this.toolWorkers, ...this.apis].map((s) => s.stop()),
+    );
     if (this.ownsRedis) await this.redis.stop();
   }
 

@@ -15,3 +15,10 @@ export {
   type GenerateOutcome,
   type Json,
 } from './tool.js';
+export {
+  validateTool,
+  isToolDefinition,
+  InvalidToolError,
+  TOOL_NAME,
+  type ToolJsonSchemas,
+} from './validate.js';

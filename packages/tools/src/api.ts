@@ -1,88 +1,17 @@
+// The runtime's side of the public SDK: the registry of served tools, tool-task requests, model checks.
 import { z } from 'zod';
 import { outputTokens, servedModel, type ServedModels } from '@taskline/engine';
-
-/** A question for the caller: an MCP input request (`elicitation/create`, `sampling/createMessage`, ...). */
-export interface InputRequest {
-  method: string;
-  params: Record<string, unknown>;
-}
-
-/** What a tool returns: an MCP CallToolResult (content blocks, optional structured output). */
-export interface ToolResult {
-  content: Record<string, unknown>[];
-  structuredContent?: Record<string, unknown>;
-  isError?: boolean;
-}
-
-/** The tool's view of the task it runs in. Everything here survives a worker restart. */
-export interface ToolContext {
-  readonly taskId: string;
-  readonly tenant: string;
-  /** Aborted when the task is cancelled or the worker loses it: stop and return (or throw). */
-  readonly signal: AbortSignal;
-  /** Shown to the caller as the task's `statusMessage`. */
-  progress(message: string): Promise<void>;
-  /**
-   * Asks the caller; returns the answers when every key has one already. Keys are unique over the
-   * task's life: on a retried attempt, answers already given come back at once instead of being
-   * asked again. Otherwise the attempt ends here (this throws, and `signal` aborts: let it go): the
-   * task waits for its caller holding no worker slot, and once answered a new attempt runs the tool
-   * again from the start, where this call returns the answers. Steps before an `ask` therefore run
-   * again (`generate` is replayed, not run twice). A question its caller cannot answer (see
-   * `canAnswer`) is never asked: its key comes back undefined, and the tool takes its documented
-   * default.
-   */
-  ask(requests: Record<string, InputRequest>): Promise<Record<string, unknown>>;
-  /** Runs an LMSP response on a model as a child task and waits for it (see `generate`). */
-  generate(request: GenerateRequest): Promise<GenerateOutcome>;
-}
-
-export interface GenerateRequest {
-  model: string;
-  input: string;
-  maxOutputTokens?: number;
-  temperature?: number;
-}
-
-export interface GenerateOutcome {
-  text: string;
-  usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
-  status: string;
-}
-
-/**
- * `required`: only ever runs as a task (callers without the Tasks extension get -32021).
- * `optional`: a task for callers that hold it as one (the 2026 extension declared, a 2025-11-25
- * `params.task`), otherwise the call waits for the task's end, and the caller leaving cancels it.
- * `forbidden`: runs inline on the replica that received the call (cheap, synchronous tools).
- */
-export type TaskSupport = 'required' | 'optional' | 'forbidden';
-
-/** One round of a multi-round-trip (MRTR) exchange before any task exists. */
-export type Prepared<A> = { ask: Record<string, InputRequest> } | { args: A };
-
-export interface ToolDefinition<S extends z.ZodObject = z.ZodObject> {
-  name: string;
-  description: string;
-  inputSchema: S;
-  taskSupport: TaskSupport;
-  /**
-   * Optional MRTR phase, run on the replica before the task is created: ask the caller for input
-   * inline, then return the arguments the task runs with. A throw refuses the call at once (an
-   * `isError` result, no task); `served` is what this deployment's models can run.
-   */
-  prepare?(args: z.infer<S>, responses: Record<string, unknown>, served: ServedModels): Prepared<z.infer<S>>;
-  run(args: z.infer<S>, ctx: ToolContext): Promise<ToolResult>;
-}
+import type { InputRequest, OnRestart, PrepareContext, ToolDefinition } from '@taskline/tool-sdk';
 
 /**
  * Refuses a generation the deployment would not run, with LMSP's errors: a model it does not
  * serve (the child task would wait forever) or `max_output_tokens` above its cap. Returns the
  * `max_output_tokens` an LMSP create would store (the cap when none is given).
  */
-export function checkGeneration(served: ServedModels, model: string, maxOutputTokens?: number): number {
-  servedModel(served, model);
-  return outputTokens(served, maxOutputTokens);
+export function checkGeneration(served: PrepareContext, model: string, maxOutputTokens?: number): number {
+  // What `prepare` is handed is the deployment's ServedModels, seen through the SDK's narrower type.
+  servedModel(served as ServedModels, model);
+  return outputTokens(served as ServedModels, maxOutputTokens);
 }
 
 /** The models a tool's `model` field offers: the served ids and the default for calls that name none. */
@@ -115,35 +44,51 @@ export function modelField(choice?: ModelChoice): z.ZodType<string> {
   return described as unknown as z.ZodType<string>;
 }
 
-/** Thrown by a tool for a failure the caller should see as a protocol error (task `failed`). */
-export class ToolFailure extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ToolFailure';
-  }
+/** Where a registered tool's tasks go and how they restart: its queue (model id) and policy. */
+export interface ToolPlacement {
+  /** The dispatch queue: `tools` for the built-in tools, `tool:<name>` for a tool worker's. */
+  queue: string;
+  onRestart: OnRestart;
+  /** The version of the tool's schema a task is created against (tool workers' registry entries). */
+  version?: string;
 }
 
 /** The tools a deployment offers; the MCP layer lists and calls them, workers run them. */
 export class ToolRegistry {
-  private readonly tools = new Map<string, ToolDefinition>();
+  private readonly tools = new Map<string, { tool: ToolDefinition; placement: ToolPlacement }>();
 
-  register<S extends z.ZodObject>(tool: ToolDefinition<S>): this {
+  register<S extends z.ZodObject>(
+    tool: ToolDefinition<S, z.ZodObject>,
+    placement: Partial<ToolPlacement> = {},
+  ): this {
     if (this.tools.has(tool.name)) throw new Error(`tool ${tool.name} registered twice`);
-    this.tools.set(tool.name, tool as unknown as ToolDefinition);
+    this.tools.set(tool.name, {
+      tool: tool as unknown as ToolDefinition,
+      placement: { queue: TOOLS_MODEL, onRestart: tool.onRestart ?? 'fail', ...placement },
+    });
     return this;
   }
 
   get(name: string): ToolDefinition | undefined {
-    return this.tools.get(name);
+    return this.tools.get(name)?.tool;
+  }
+
+  /** Where `name`'s tasks are queued and how they restart; undefined for an unknown tool. */
+  placement(name: string): ToolPlacement | undefined {
+    return this.tools.get(name)?.placement;
   }
 
   list(): ToolDefinition[] {
-    return [...this.tools.values()];
+    return [...this.tools.values()].map((t) => t.tool);
   }
-}
 
-export function defineTool<S extends z.ZodObject>(tool: ToolDefinition<S>): ToolDefinition<S> {
-  return tool;
+  /** A registry with this one's tools and then `more`'s (a name already here keeps this one's). */
+  with(more: ToolRegistry): ToolRegistry {
+    const both = new ToolRegistry();
+    for (const [name, entry] of [...this.tools, ...more.tools])
+      if (!both.tools.has(name)) both.tools.set(name, entry);
+    return both;
+  }
 }
 
 /** The request a tool task carries in the engine. */
@@ -156,6 +101,8 @@ export interface ToolTaskRequest {
    * answer then). Absent on tasks an older api wrote, which asked whatever the tool asked.
    */
   capabilities?: Record<string, unknown>;
+  /** The schema version of a tool worker's tool the api validated the arguments against. */
+  version?: string;
 }
 
 /** The client capabilities an input request can need (MCP ClientCapabilities). */
@@ -189,5 +136,8 @@ export function canAnswer(capabilities: Record<string, unknown> | undefined, req
   }
 }
 
-/** Tool tasks all run on one queue, whatever models they call. */
+/** The built-in tools' tasks all run on one queue (the gpu-workers'), whatever models they call. */
 export const TOOLS_MODEL = 'tools';
+
+/** The queue of a tool served by tool workers: its own, so dispatch is fair per tool. */
+export const toolQueue = (name: string) => `tool:${name}`;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { checkGeneration, defineTool, modelField, ToolFailure, type ModelChoice } from './api.js';
+import { defineTool, ToolFailure } from '@taskline/tool-sdk';
+import { checkGeneration, modelField, type ModelChoice } from './api.js';
 
 export interface BatchOptions {
   /** Cost units above which a tenant confirms a batch before it runs. */
@@ -22,6 +23,8 @@ export function batchGenerateTool(options: BatchOptions) {
     description:
       'Generates a completion for each prompt of a batch, with progress; confirms large batches first.',
     taskSupport: 'optional',
+    // A new attempt replays the steps: each generation is a child task created idempotently, never run twice.
+    onRestart: 'retry',
     inputSchema: z.object({
       model: modelField(options.models),
       prompts: z

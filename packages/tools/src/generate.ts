@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { checkGeneration, defineTool, modelField, type ModelChoice } from './api.js';
+import { defineTool } from '@taskline/tool-sdk';
+import { checkGeneration, modelField, type ModelChoice } from './api.js';
 
 /**
  * `generate`: one LMSP response on a model, run as a task; its text, with usage as structured
@@ -10,6 +11,8 @@ export const generateTool = (models?: ModelChoice) =>
     name: 'generate',
     description: 'Generates text with a model. Runs as a durable task; returns the text and token usage.',
     taskSupport: 'optional',
+    // A new attempt replays the steps: each generation is a child task created idempotently, never run twice.
+    onRestart: 'retry',
     inputSchema: z.object({
       model: modelField(models),
       input: z.string().min(1).describe('The prompt: the text the model continues or answers.'),

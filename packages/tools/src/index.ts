@@ -1,7 +1,5 @@
 export {
   ToolRegistry,
-  ToolFailure,
-  defineTool,
   checkGeneration,
   canAnswer,
   ANSWER_CAPABILITIES,
@@ -9,17 +7,36 @@ export {
   modelField,
   type ModelChoice,
   TOOLS_MODEL,
+  toolQueue,
+  type ToolPlacement,
+  type ToolTaskRequest,
+} from './api.js';
+export {
+  defineTool,
+  ToolFailure,
+  validateTool,
+  InvalidToolError,
+  isToolDefinition,
   type ToolDefinition,
   type ToolContext,
   type ToolResult,
-  type ToolTaskRequest,
   type TaskSupport,
+  type OnRestart,
   type InputRequest,
   type Prepared,
+  type PrepareContext,
   type GenerateRequest,
   type GenerateOutcome,
-} from './api.js';
-export { createToolRunner, waitFor, type ToolRunner, type ToolRunnerOptions } from './runner.js';
+  type Json,
+} from '@taskline/tool-sdk';
+export {
+  createToolRunner,
+  waitFor,
+  type RunnerLogger,
+  type ToolRunner,
+  type ToolRunnerOptions,
+} from './runner.js';
 export { generateTool } from './generate.js';
 export { batchGenerateTool, type BatchOptions } from './batch.js';
 export { builtinTools, type BuiltinToolOptions } from './builtin.js';
+export { LiveTools, type LiveToolEntry, type LiveWorkerEntry, type LiveToolsOptions } from './live.js';

@@ -14,16 +14,22 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import {
-  canAnswer,
-  checkGeneration,
   ToolFailure,
   type GenerateOutcome,
   type GenerateRequest,
   type InputRequest,
+  type Json,
   type ToolContext,
-  type ToolRegistry,
-  type ToolTaskRequest,
-} from './api.js';
+  type ToolLogger,
+} from '@taskline/tool-sdk';
+import { canAnswer, checkGeneration, type ToolRegistry, type ToolTaskRequest } from './api.js';
+
+/** A structured logger that can stamp fields on every line (`@taskline/log`'s Logger is one). */
+export interface RunnerLogger extends ToolLogger {
+  child(fields: Record<string, unknown>): RunnerLogger;
+}
+
+const silent: RunnerLogger = { info() {}, warn() {}, error() {}, child: () => silent };
 
 export interface ToolRunnerOptions {
   /** Tails task events (answers to input requests, child tasks). Made from the store's Redis when absent. */
@@ -33,6 +39,10 @@ export interface ToolRunnerOptions {
    * outside them fails the tool at once instead of leaving a child task queued forever.
    */
   served?: ServedModels;
+  /** Each task's `ctx.log` is its child, stamped with the task id, tenant, tool and attempt. */
+  log?: RunnerLogger;
+  /** Largest checkpoint (JSON bytes) `ctx.checkpoint` stores (TASKLINE_TOOL_CHECKPOINT_MAX_BYTES); unbounded when absent. */
+  checkpointMaxBytes?: number;
 }
 
 /** Thrown out of `ask` once the task is parked: the attempt is over (see ToolContext.ask). */
@@ -63,15 +73,23 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
       const tool = registry.get(request.tool);
       if (!tool) return failed('invalid_request', `unknown tool ${request.tool}`);
       const parsed = tool.inputSchema.safeParse(request.arguments);
-      if (!parsed.success) return failed('invalid_request', `invalid arguments: ${parsed.error.message}`);
+      if (!parsed.success) {
+        // During a rolling deploy: the task was validated against an older schema (docs/tools.md).
+        const created = request.version ? ` (the task was created against version ${request.version})` : '';
+        return failed('invalid_request', `invalid arguments${created}: ${parsed.error.message}`);
+      }
       // Aborted when the task parks: whatever the tool still does, this attempt holds the task no more.
       const parking = new AbortController();
       const signal = AbortSignal.any([ctx.signal, parking.signal]);
       try {
-        const result = await tool.run(
-          parsed.data,
-          toolContext({ ...ctx, signal }, hubFor(ctx.store), options.served, parking),
+        const context = await toolContext(
+          { ...ctx, signal },
+          request.tool,
+          hubFor(ctx.store),
+          options,
+          parking,
         );
+        const result = await tool.run(parsed.data, context);
         if (parking.signal.aborted) return { status: 'parked' };
         if (ctx.signal.aborted) return { status: 'cancelled', result };
         return { status: 'succeeded', result };
@@ -100,21 +118,50 @@ function failed(code: string, detail: string): Finish {
   return { status: 'failed', error: problem(code, detail) };
 }
 
-function toolContext(
+/**
+ * The checkpoint an attempt starts from: the last one stored, for a `resume` task after its first
+ * attempt; undefined on a first run and under `retry` (which starts over) or `fail`.
+ */
+async function resumedState(ctx: RunContext): Promise<Json | undefined> {
+  if (ctx.task.onRestart !== 'resume' || ctx.attempt <= 1) return undefined;
+  const stored = await ctx.store.lastCheckpoint(ctx.task.id);
+  return stored === null ? undefined : (JSON.parse(stored) as Json);
+}
+
+/** Stores a checkpoint: JSON, within the size bound, fenced by the attempt (a ToolFailure otherwise). */
+async function saveCheckpoint(ctx: RunContext, state: Json, maxBytes = Infinity): Promise<void> {
+  const json = JSON.stringify(state) as string | undefined;
+  if (json === undefined) throw new ToolFailure('checkpoint: the state is not JSON');
+  const bytes = Buffer.byteLength(json);
+  if (bytes > maxBytes)
+    throw new ToolFailure(
+      `checkpoint: ${bytes} bytes, above the limit of ${maxBytes} (TASKLINE_TOOL_CHECKPOINT_MAX_BYTES)`,
+    );
+  await ctx.store.checkpoint(ctx.task.id, ctx.attempt, json);
+}
+
+async function toolContext(
   ctx: RunContext,
+  toolName: string,
   hub: EventHub,
-  served: ServedModels | undefined,
+  options: ToolRunnerOptions,
   parking: AbortController,
-): ToolContext {
+): Promise<ToolContext> {
   const { store, task, attempt, signal } = ctx;
   let generations = 0;
   return {
     taskId: task.id,
     tenant: task.tenant,
+    attempt,
     signal,
-    async progress(message) {
-      await store.progress(task.id, attempt, message);
+    resumed: await resumedState(ctx),
+    // The task id: unique, and the same on every attempt of the task.
+    idempotencyKey: task.id,
+    log: (options.log ?? silent).child({ task: task.id, tenant: task.tenant, tool: toolName, attempt }),
+    async progress(message, counts) {
+      await store.progress(task.id, attempt, message, counts);
     },
+    checkpoint: (state) => saveCheckpoint(ctx, state, options.checkpointMaxBytes),
     async ask(requests: Record<string, InputRequest>) {
       const { capabilities } = task.request as ToolTaskRequest;
       const askable = Object.entries(requests).filter(([, request]) => canAnswer(capabilities, request));
@@ -127,7 +174,7 @@ function toolContext(
       }
       return Object.fromEntries(Object.keys(requests).map((k) => [k, answers[k]]));
     },
-    generate: (request) => generateChild(store, hub, task, signal, request, generations++, served),
+    generate: (request) => generateChild(store, hub, task, signal, request, generations++, options.served),
   };
 }
 

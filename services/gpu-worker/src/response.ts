@@ -8,7 +8,7 @@ import {
 } from '@taskline/engine';
 import { randomUUID } from 'node:crypto';
 import { InvalidRequestError, type ChatMessage, type ModelBackend } from '@taskline/inference';
-import { whenRedisAnswers } from './redis-retry.js';
+import { whenRedisAnswers } from '@taskline/task-worker';
 
 /** The LMSP response request a `response` task holds (LMSP 1.0 section 6). */
 export interface ResponseRequest {

@@ -89,7 +89,12 @@ export async function startWorker(
     batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
     models: modelChoice(env),
   });
-  const toolRunner = createToolRunner(tools, { hub, served: servedModelsFromEnv(env) });
+  const toolRunner = createToolRunner(tools, {
+    hub,
+    served: servedModelsFromEnv(env),
+    log,
+    checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
+  });
 
   let exiting = false;
   const exit = async () => {

@@ -35,7 +35,11 @@ export function buildLegacyServer(options: {
   for (const tool of options.tools.list()) {
     const registered = server.registerTool(
       tool.name,
-      { description: tool.description, inputSchema: tool.inputSchema },
+      {
+        ...(tool.title !== undefined && { title: tool.title }),
+        description: tool.description,
+        inputSchema: tool.inputSchema,
+      },
       async (args: Record<string, unknown>, extra) =>
         tool.run(args, inlineContext(options.tenant, extra.signal)) as never,
     );

@@ -149,6 +149,7 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
     call.store,
     call.tenant,
     tool.name,
+    call.tools.placement(tool.name)!,
     args,
     call,
     augmented ? call.clientCapabilities : undefined,

@@ -1,0 +1,9 @@
+// The worker core both worker services run: claim, lease, fence, commit, on_restart, drain, cancel.
+export {
+  TaskWorker,
+  shareSlots,
+  type TaskWorkerOptions,
+  type QueueSlots,
+  type AttemptRunner,
+} from './task-worker.js';
+export { whenRedisAnswers } from './redis-retry.js';

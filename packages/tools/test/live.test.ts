@@ -1,0 +1,104 @@
+/**
+ * The live tool registry on a real Redis: what a tenant sees (public and its own private tools),
+ * which version is listed while two are live (the worker that started last), the slots of all
+ * workers summed, and a worker gone once Redis expires its entry or it withdraws.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startRedis, type RedisServer } from '@taskline/testing';
+import { connectRedis } from '@taskline/engine';
+import { builtinTools, LiveTools, type LiveToolEntry, type LiveWorkerEntry } from '../src/index.js';
+
+const tool = (name: string, version: string, slots = 1): LiveToolEntry => ({
+  name,
+  description: `${name} ${version}`,
+  inputSchema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
+  taskSupport: 'optional',
+  onRestart: 'resume',
+  version,
+  slots,
+});
+
+const worker = (
+  id: string,
+  startedAt: number,
+  tenants: LiveWorkerEntry['tenants'],
+  tools: LiveToolEntry[],
+) => ({
+  worker: id,
+  tenants,
+  startedAt,
+  heartbeatAt: startedAt,
+  tools,
+});
+
+describe('LiveTools', () => {
+  let server: RedisServer;
+  let live: LiveTools;
+  const connections: ReturnType<typeof connectRedis>[] = [];
+  const redis = () => {
+    connections.push(connectRedis(server.url, 'live-test'));
+    return connections.at(-1)!;
+  };
+
+  before(async () => {
+    server = await startRedis();
+    live = new LiveTools(redis(), { cacheMs: 0 });
+  });
+  after(async () => {
+    for (const c of connections) c.disconnect();
+    await server.stop();
+  });
+
+  it('lists the newest version of a tool during a rolling deploy, with every worker slot', async () => {
+    await live.announce(worker('old', 1000, '*', [tool('report', 'v1', 2)]), 10_000);
+    await live.announce(worker('new', 2000, '*', [tool('report', 'v2', 3)]), 10_000);
+    const [report] = await live.visible('anyone');
+    assert.equal(report?.version, 'v2');
+    assert.equal(report?.description, 'report v2');
+    assert.equal(report?.slots, 5);
+    await live.withdraw('old');
+    await live.withdraw('new');
+    assert.deepEqual(await live.visible('anyone'), []);
+  });
+
+  it('shows a private tool to its tenants only; a built-in name wins; the queue and policy follow the tool', async () => {
+    await live.announce(
+      worker('private', 1000, ['tenant-a'], [tool('secret', 'v1'), tool('generate', 'v9')]),
+      10_000,
+    );
+    assert.deepEqual(
+      (await live.visible('tenant-b')).map((t) => t.name),
+      [],
+    );
+    const base = builtinTools({ batchConfirmAboveTokens: 1 });
+    const forA = await live.registryFor('tenant-a', base);
+    assert.deepEqual(
+      forA.list().map((t) => t.name),
+      ['generate', 'batch_generate', 'secret'],
+    );
+    assert.deepEqual(forA.placement('secret'), { queue: 'tool:secret', onRestart: 'resume', version: 'v1' });
+    assert.equal(forA.placement('generate')?.queue, 'tools');
+    assert.equal(forA.get('secret')?.inputSchema.safeParse({ n: 1 }).success, true);
+    assert.equal(forA.get('secret')?.inputSchema.safeParse({ n: 'x' }).success, false);
+    assert.equal(await live.registryFor('tenant-b', base), base);
+    await live.withdraw('private');
+  });
+
+  it('forgets a worker whose entry Redis expired, and drops its id', async () => {
+    await live.announce(worker('short', 1000, '*', [tool('brief', 'v1')]), 300);
+    assert.equal((await live.visible('x')).length, 1);
+    await sleep(400);
+    assert.deepEqual(await live.visible('x'), []);
+    assert.deepEqual(await redis().smembers('tl:{tools}:workers'), []);
+  });
+
+  it('reuses what it read for cacheMs', async () => {
+    const cached = new LiveTools(redis(), { cacheMs: 60_000 });
+    assert.deepEqual(await cached.visible('x'), []);
+    await live.announce(worker('later', 1000, '*', [tool('late', 'v1')]), 10_000);
+    assert.deepEqual(await cached.visible('x'), []);
+    assert.equal((await live.visible('x')).length, 1);
+  });
+});
