@@ -1,3 +1,4 @@
+// The `taskline` binary's entry: runs one command with the process's stdio and exits with its code.
 import { runCli } from './cli.js';
 import { EXIT } from './exit.js';
 

@@ -1,3 +1,4 @@
+// The LMSP 1.0 client: create, poll, stream with resume, answer, cancel.
 import { randomUUID } from 'node:crypto';
 import { createParser } from 'eventsource-parser';
 import { abortError, TasklineClientError } from './errors.js';

@@ -1,3 +1,4 @@
+// Every setting as an environment variable, validated once by `loadEnv()` (defaults in defaults.ts).
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';

@@ -1,3 +1,4 @@
+// Mounts the operator console: the page at `/console` and the JSON API at `/admin/v1`.
 import { readFileSync } from 'node:fs';
 import express, { type Express } from 'express';
 import type { ConsoleDeps } from './admin-context.js';

@@ -1,3 +1,4 @@
+// The face of @taskline/control: the gRPC control plane and the BullMQ queue names.
 export { CONTROL_PROTO, controlService, type ModelSlots } from './proto.js';
 export {
   startControlServer,

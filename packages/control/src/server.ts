@@ -1,3 +1,4 @@
+// The scheduler's side of the control plane: workers' registrations, heartbeats and drain commands.
 import * as grpc from '@grpc/grpc-js';
 import { normaliseControlAddress } from './address.js';
 import type { WorkerMessage__Output } from './generated/taskline/control/v1/WorkerMessage.js';

@@ -1,3 +1,4 @@
+// The dispatch side of the `{sched}` index: fair-share rounds, picks and their jobs.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { childrenQueue, parseOfferedState, schedulerKeys, type QueuedState } from './keys.js';

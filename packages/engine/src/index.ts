@@ -1,3 +1,4 @@
+// The face of @taskline/engine: states, the store, the hub, dispatch, leadership, errors.
 export {
   TASK_STATUSES,
   TERMINAL_STATUSES,

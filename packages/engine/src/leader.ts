@@ -1,3 +1,4 @@
+// Scheduler leadership through one Redis key, its token fencing dispatch.
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { schedulerKeys } from './keys.js';

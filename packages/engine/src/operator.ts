@@ -1,3 +1,4 @@
+// The operator index: what the console reads and does across tenants (workers, backlogs, requeue).
 import type { Redis } from 'ioredis';
 import { operatorKeys, queueTenant, schedulerKeys, taskKeys } from './keys.js';
 import { bucketOf, createdField, endedField, FAILURE_BUCKETS, minuteOf } from './operator-index.js';

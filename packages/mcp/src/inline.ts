@@ -1,3 +1,4 @@
+// The context of a tool run inline (no task).
 import type { ToolContext } from '@taskline/tools';
 
 /** Runs a tool inline (no task): only what needs no durable state is available. */

@@ -1,3 +1,4 @@
+// `subscriptions/listen` with task ids: task notifications streamed from the EventHub.
 import type { Response } from 'express';
 import {
   isTerminal,

@@ -1,3 +1,4 @@
+// How an engine task looks on MCP: the Tasks extension's fields and capabilities.
 import { toMcpStatus, type TaskRecord, type TaskStore } from '@taskline/engine';
 
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';

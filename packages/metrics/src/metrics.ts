@@ -1,3 +1,4 @@
+// Every Prometheus metric of every service, defined once.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { OTHER_TENANT, TenantLabels } from './tenants.js';
 

@@ -1,3 +1,4 @@
+// A test stack: Redis, scheduler, workers and api processes started together.
 import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { startRedis, type RedisServer } from './redis.js';

@@ -1,3 +1,4 @@
+// The API a long-running tool is written against: its context, input requests and result.
 import { z } from 'zod';
 import { outputTokens, servedModel, type ServedModels } from '@taskline/engine';
 

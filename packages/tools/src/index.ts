@@ -1,3 +1,4 @@
+// The face of @taskline/tools: the tool API, the runner and the built-in tools.
 export {
   ToolRegistry,
   ToolFailure,

@@ -1,3 +1,4 @@
+// What every surface of the api is built on: the store, hub, authenticator, limits and admission.
 import type { Redis } from 'ioredis';
 import { Admission, AuthFailureLimits, TenantLimits } from '@taskline/admission';
 import { authenticator, type AuthGuard, type Authenticator } from '@taskline/auth';

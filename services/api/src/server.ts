@@ -1,3 +1,4 @@
+// The api's HTTP server: listen, and shut down letting streams end with a retry hint.
 import { createServer, type Server } from 'node:http';
 import type { Logger } from '@taskline/log';
 import type { TasklineApi } from './app.js';

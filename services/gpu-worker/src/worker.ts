@@ -1,3 +1,4 @@
+// GpuWorker: takes BullMQ jobs, claims tasks under a lease, runs them, drains.
 import { randomUUID } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import {

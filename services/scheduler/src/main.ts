@@ -1,3 +1,4 @@
+// The scheduler's entry: connects Redis and metrics, runs one replica.
 import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@taskline/config';
 import {

@@ -1,3 +1,4 @@
+// One scheduler replica: leadership, dispatch and the sweeps, each a loop.
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import {

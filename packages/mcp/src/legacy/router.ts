@@ -1,3 +1,4 @@
+// The 2025-era side of `/mcp`: sessions, `initialize` and each request of a session.
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isJsonContentType, isLegacyRequest } from '@modelcontextprotocol/server';
