@@ -189,6 +189,3 @@ export function canAnswer(capabilities: Record<string, unknown> | undefined, req
       return false;
   }
 }
-
-/** Tool tasks all run on one queue, whatever models they call. */
-export const TOOLS_MODEL = 'tools';

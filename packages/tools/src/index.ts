@@ -9,7 +9,6 @@ export {
   modelChoice,
   modelField,
   type ModelChoice,
-  TOOLS_MODEL,
   type ToolDefinition,
   type ToolContext,
   type ToolResult,
@@ -20,6 +19,8 @@ export {
   type GenerateRequest,
   type GenerateOutcome,
 } from './api.js';
+// Tool tasks all run on one queue, whatever models they call: the control plane names it.
+export { TOOLS_MODEL } from '@taskline/control/queues';
 export { createToolRunner, waitFor, type ToolRunner, type ToolRunnerOptions } from './runner.js';
 export { generateTool } from './generate.js';
 export { batchGenerateTool, type BatchOptions } from './batch.js';

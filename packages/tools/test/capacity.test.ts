@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { idempotencyKey, schedulerKeys } from '@taskline/engine/keys';
-import { startApi, startStack, type Replica } from '@taskline/test-support/mcp-stack';
+import { startApi, startMcpStack, type Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 const TENANTS = { a: 'tenant-a', b: 'tenant-b', c: 'tenant-c', d: 'tenant-d' };
@@ -21,11 +21,11 @@ const SLOTS = 2;
 const ACCEPT = { confirm: { action: 'accept', content: { proceed: true } } };
 
 describe('tool tasks: worker slots and running places', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let api: Replica;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       env: {
         TASKLINE_API_KEYS: Object.values(TENANTS)
           .map((t) => `${t}:${keyOf(t)}`)
