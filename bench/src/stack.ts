@@ -6,7 +6,7 @@ import {
   freePort,
   ROOT,
   startRedis,
-  startStack as startServices,
+  startServices,
   type RedisServer,
   type RedisSource,
   type Service,
@@ -150,7 +150,7 @@ export interface StackOptions<R extends StackRedis = RedisServer> {
 }
 
 /** `@taskline/testing`'s stack of built services (as deployed), with the benchmark's settings. */
-export async function startStack<R extends StackRedis = RedisServer>(
+export async function startBenchStack<R extends StackRedis = RedisServer>(
   options: StackOptions<R> = {},
 ): Promise<Stack<R>> {
   const own = () => startRedis({ appendfsync: 'always' }) as unknown as Promise<R>;

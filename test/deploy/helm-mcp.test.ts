@@ -3,7 +3,13 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { KEY_A, startApi, startStack, type InProcessApi, type Stack } from '@taskline/api/test-helpers';
+import {
+  KEY_A,
+  startApi,
+  startRedisAndStore,
+  type InProcessApi,
+  type Stack,
+} from '@taskline/api/test-helpers';
 import { render } from './helm-tool.js';
 import { env, pod } from './manifests.js';
 
@@ -18,7 +24,7 @@ before(async () => {
   const container = pod(render(), 'Deployment', 'taskline-api').containers[0]!;
   const hosts = env(container, 'TASKLINE_MCP_ALLOWED_HOSTS')?.value;
   assert.ok(hosts, 'the chart sets TASKLINE_MCP_ALLOWED_HOSTS');
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_MCP_ALLOWED_HOSTS: hosts });
 });
 

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
 import { scanKeys } from '@taskline/testing';
-import { startStack, until } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until } from '@taskline/test-support/mcp-stack';
 import { post2025, rawPost2025, rpc, type RpcReply } from '@taskline/test-support/mcp';
 
 const BURST = 12;
@@ -17,11 +17,11 @@ const CAP = 2;
 const MAX_STREAMS = 2;
 
 describe('MCP under the per-tenant limits of the api', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let url: string;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       env: {
         TASKLINE_API_KEYS:
           'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret,tenant-sse:key-sse-secret,tenant-gone:key-gone-secret',

@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
-import { startStack, until } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 /** The least TASKLINE_OPERATOR_INDEX_MAX takes. */
@@ -39,11 +39,11 @@ async function v1Client(url: string, key: string): Promise<Client> {
 }
 
 describe("MCP tool-task index: bounded by the retention sweep and by each page's reads", () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let url: string;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       fixtures: true,
       env: {
         TASKLINE_API_KEYS: 'tenant-a:key-a-secret,tenant-b:key-b-secret,tenant-c:key-c-secret',

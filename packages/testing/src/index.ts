@@ -9,7 +9,7 @@ export { ROOT, Service, type ServiceKind, type ServiceOptions } from './service.
 export {
   ApiService,
   Stack,
-  startStack,
+  startServices,
   type RedisSource,
   type StackOptions,
   type StackRedis,

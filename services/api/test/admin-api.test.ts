@@ -10,7 +10,7 @@ import {
   KEY_A,
   KEY_B,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type Stack,
@@ -21,7 +21,7 @@ const ADMIN_KEY = 'admin-key-0123456789abcdef';
 let stack: Stack;
 let api: InProcessApi;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
 });
 after(async () => {

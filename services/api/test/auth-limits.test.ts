@@ -15,7 +15,7 @@ import {
   runWorker,
   spawnApi,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type Stack,
@@ -23,7 +23,7 @@ import {
 
 let stack: Stack;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
 });
 after(async () => {
   await stack.close();

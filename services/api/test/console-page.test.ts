@@ -13,7 +13,7 @@ import {
   delta,
   nextQueued,
   startApi,
-  startStack,
+  startRedisAndStore,
   type InProcessApi,
   type Stack,
 } from './helpers.js';
@@ -82,7 +82,7 @@ let api: InProcessApi;
 let balancer: Balancer;
 let browser: Browser;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
   balancer = await new Balancer(api.base).listen();
   browser = await openBrowser();

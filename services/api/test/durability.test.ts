@@ -10,7 +10,7 @@ import {
   mcpCall,
   spawnApi,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type Stack,
@@ -36,7 +36,7 @@ describe('a Redis with a replica', () => {
   let onReplica: Redis;
   let api: InProcessApi;
   before(async () => {
-    stack = await startStack();
+    stack = await startRedisAndStore();
     replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(stack.redisServer.port)] });
     onReplica = connectRedis(replica.url, 'replica-reader');
     await until('the replica to be in sync', async () =>

@@ -4,7 +4,7 @@ import {
   call,
   KEY_B,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type Reply,
@@ -14,7 +14,7 @@ import {
 let stack: Stack;
 let api: InProcessApi;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_MAX_BODY_BYTES: '4096' });
 });
 after(async () => {

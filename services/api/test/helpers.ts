@@ -34,7 +34,7 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-export async function startStack(): Promise<Stack> {
+export async function startRedisAndStore(): Promise<Stack> {
   const redisServer = await startRedis();
   const redis = connectRedis(redisServer.url, 'test-worker');
   const worker = new TaskStore(redis, {
@@ -88,7 +88,7 @@ export function useStackWithApi(use: (stack: Stack, api: InProcessApi) => void):
   let stack: Stack | undefined;
   let api: InProcessApi | undefined;
   before(async () => {
-    stack = await startStack();
+    stack = await startRedisAndStore();
     api = await startApi(stack);
     use(stack, api);
   });

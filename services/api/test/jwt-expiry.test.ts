@@ -12,7 +12,7 @@ import {
   KEY_A,
   openSse,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type SseRead,
@@ -25,7 +25,7 @@ let api: InProcessApi;
 let privateKey: CryptoKey;
 
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   const keys = await generateKeyPair('ES256', { extractable: true });
   privateKey = keys.privateKey;
   api = await startApi(stack, {

@@ -12,7 +12,7 @@ import {
   nextQueued,
   openSse,
   spawnApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type ApiProcess,
   type Stack,
@@ -23,7 +23,7 @@ const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
 let stack: Stack;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
 });
 after(async () => {
   await stack.close();

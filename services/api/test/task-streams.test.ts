@@ -10,7 +10,7 @@ import {
   KEY_A,
   openSse,
   startApi,
-  startStack,
+  startRedisAndStore,
   type InProcessApi,
   type Stack,
 } from './helpers.js';
@@ -23,7 +23,7 @@ let stack: Stack;
 let api: InProcessApi;
 
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, {
     TASKLINE_SSE_MAX_BUFFER_BYTES: String(MAX_BUFFER),
     TASKLINE_SSE_HISTORY_PAGE_EVENTS: String(PAGE),

@@ -3,13 +3,13 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { indexToolTask, TaskStore, toolTaskIndex } from '@taskline/engine';
 import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
-const clusters: Cluster[] = [];
+const clusters: EngineStack[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));
 
-async function start(env: Record<string, string>): Promise<Cluster> {
-  const cluster = await Cluster.start({ env });
+async function start(env: Record<string, string>): Promise<EngineStack> {
+  const cluster = await EngineStack.start({ env });
   clusters.push(cluster);
   return cluster;
 }
