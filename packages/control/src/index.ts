@@ -4,7 +4,7 @@ export {
   startControlServer,
   type ControlServer,
   type ControlServerOptions,
-  type Leadership,
+  type LeaderLookup,
   type WorkerState,
 } from './server.js';
 export { connectControl, type ControlClient, type ControlClientOptions } from './client.js';
