@@ -35,7 +35,7 @@ export async function serve(
     port: bound,
     shutdown(deadlineMs, retryMs) {
       stopping ??= (async () => {
-        logger.info('shutting down', {
+        logger.info('shutting_down', {
           in_flight: api.inFlight,
           streams: api.streams.size,
           deadline_ms: deadlineMs,
