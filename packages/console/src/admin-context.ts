@@ -20,8 +20,8 @@ export interface ConsoleDeps extends OverviewDeps {
   /** Each tenant's use of its limits now, with the entries of its unfinished-task cap. */
   usage(
     tenants: string[],
-  ): Promise<Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>>;
-  limits: { maxActiveTasks: number; maxStreams: number; requestBurst: number };
+  ): Promise<Map<string, { unfinishedTasks: number; unfinished: string[]; streams: number; rateTokens: number }>>;
+  limits: { maxUnfinishedTasks: number; maxStreams: number; requestBurst: number };
   /** Tenants with a create within this long are listed (the task retention). */
   retentionMs: number;
   /** The api's answer to a known path asked with another method: 405 with `Allow` (OPTIONS 204), as on LMSP. */

@@ -30,8 +30,8 @@ export async function listTenants({ deps, view }: AdminContext, req: Request, re
         unfinished: summaries[i]!.statuses,
         failures_last_hour: summaries[i]!.failures,
         limits: {
-          active_tasks: u.activeTasks,
-          max_active_tasks: deps.limits.maxActiveTasks,
+          active_tasks: u.unfinishedTasks,
+          max_active_tasks: deps.limits.maxUnfinishedTasks,
           open_streams: u.streams,
           max_streams: deps.limits.maxStreams,
           request_tokens: u.rateTokens,

@@ -23,7 +23,7 @@ export { LOCAL_TENANT, type McpEnv, type McpRouterDeps } from './routing.js';
  * Every authenticated request but a `tasks/get` that keeps to the advertised poll interval
  * (`PollPacing`) takes one from the tenant's request rate
  * (TASKLINE_RATE_LIMIT_*, the bucket LMSP uses), and a `tools/call` of a tool that runs as a task
- * also needs a place under the tenant's unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS, counted
+ * also needs a place under the tenant's unfinished-task cap (TASKLINE_MAX_UNFINISHED_TASKS, counted
  * with its LMSP tasks). Over either: HTTP 429 with `Retry-After`, JSON-RPC error -32005
  * (`RATE_LIMITED_CODE`) with `data: { code: 'rate_limited', retryAfter: <seconds> }`; a client
  * address over its failed authentications gets the same with `code: 'too_many_auth_failures'`.

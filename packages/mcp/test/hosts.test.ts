@@ -63,7 +63,7 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
       env: {
         TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-p:${KEY_P},tenant-l:${KEY_L}`,
         TASKLINE_OPERATOR_INDEX_MAX: String(INDEX_MAX),
-        TASKLINE_RETENTION_SWEEP_MS: '200',
+        TASKLINE_INDEX_SWEEP_MS: '200',
         // Every batch asks for confirmation first.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
       },

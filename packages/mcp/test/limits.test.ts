@@ -1,7 +1,7 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 /**
  * The tenant limits LMSP enforces hold on `/mcp` too, against the real api process: the request
- * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS)
+ * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_UNFINISHED_TASKS)
  * on tool calls that become tasks; over either, HTTP 429 with Retry-After and JSON-RPC -32005.
  */
 import { connect } from 'node:net';
@@ -27,7 +27,7 @@ describe('MCP under the per-tenant limits of the api', () => {
           'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret,tenant-sse:key-sse-secret,tenant-gone:key-gone-secret',
         TASKLINE_RATE_LIMIT_PER_S: '1',
         TASKLINE_RATE_LIMIT_BURST: String(BURST),
-        TASKLINE_MAX_ACTIVE_TASKS: String(CAP),
+        TASKLINE_MAX_UNFINISHED_TASKS: String(CAP),
         // Every batch asks to be confirmed first, so its task stays unfinished until answered.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
         TASKLINE_MAX_STREAMS: String(MAX_STREAMS),

@@ -6,7 +6,7 @@
  *   confirmations never stop other tool calls, and an answer resumes it under a new attempt;
  * - a parent waiting for its child generation never starves it of a place in the running cap;
  * - child generations are part of their accepted tool call: the tenant's unfinished-task cap
- *   (TASKLINE_MAX_ACTIVE_TASKS) counts the call once, never its children.
+ *   (TASKLINE_MAX_UNFINISHED_TASKS) counts the call once, never its children.
  */
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -106,7 +106,7 @@ describe('tool tasks: worker slots and running places', () => {
 
   it('child generations are part of their tool call: the unfinished-task cap counts the call once', async () => {
     // An api replica whose tenants may each have one unfinished task: the tool call takes it.
-    const capped = await startApi(stack.cluster, { TASKLINE_MAX_ACTIVE_TASKS: '1' });
+    const capped = await startApi(stack.cluster, { TASKLINE_MAX_UNFINISHED_TASKS: '1' });
     const id = await generate(TENANTS.d, capped.url);
     const t = await poll(TENANTS.d, id, ended);
     assert.equal(t.status, 'completed', JSON.stringify(t));

@@ -96,7 +96,7 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
     },
     usage: (tenants) => core.limits.usage(tenants),
     limits: {
-      maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+      maxUnfinishedTasks: env.TASKLINE_MAX_UNFINISHED_TASKS,
       maxStreams: env.TASKLINE_MAX_STREAMS,
       requestBurst: env.TASKLINE_RATE_LIMIT_BURST,
     },

@@ -18,7 +18,7 @@ before(
   async () =>
     // No sweep re-offers the task within the test: only the job the scheduler dispatched can start it.
     (cluster = await EngineStack.start({
-      env: { TASKLINE_RECONCILE_AFTER_MS: '600000', TASKLINE_RETENTION_SWEEP_MS: '600000' },
+      env: { TASKLINE_RECONCILE_AFTER_MS: '600000', TASKLINE_INDEX_SWEEP_MS: '600000' },
     })),
 );
 after(() => cluster.stop());

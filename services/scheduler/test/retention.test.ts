@@ -1,4 +1,4 @@
-/** The leader's retention sweep bounds and expires the operator index that creates only add to. */
+/** The leader's index sweep bounds and expires the operator index that creates only add to. */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { indexToolTask, TaskStore, toolTaskIndex } from '@taskline/engine';
@@ -15,7 +15,7 @@ async function start(env: Record<string, string>): Promise<EngineStack> {
 }
 
 test("the leader bounds a tenant's operator index and sets it to expire, as creates go on", async () => {
-  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
+  const cluster = await start({ TASKLINE_INDEX_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
   const redis = cluster.store.redis;
   const key = operatorKeys.tasks('t1');
   for (let round = 0; round < 2; round++) {
@@ -35,7 +35,7 @@ test("the leader bounds a tenant's operator index and sets it to expire, as crea
 });
 
 test("a failing operator index sweep leaves the running sets' repair to go on", async () => {
-  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200' });
+  const cluster = await start({ TASKLINE_INDEX_SWEEP_MS: '200' });
   const redis = cluster.store.redis;
   // A throughput key of the wrong type makes every index sweep fail (HKEYS answers WRONGTYPE).
   await redis.set(operatorKeys.throughput, 'not a hash');
@@ -49,7 +49,7 @@ test("a failing operator index sweep leaves the running sets' repair to go on", 
 });
 
 test('the sweep bounds and expires the indexes of an api whose clock is 90 s behind, and drops quiet tenants without the console', async () => {
-  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
+  const cluster = await start({ TASKLINE_INDEX_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
   const redis = cluster.store.redis;
   // The leader has swept once (a create of its own seen): later sweeps look back from there.
   const first = await cluster.create({ input: 'x' }, { model: 'instant' });

@@ -106,7 +106,7 @@ export async function startChaosStack(): Promise<ChaosStack> {
       TASKLINE_SSE_HEARTBEAT_MS: '1000',
       TASKLINE_RATE_LIMIT_PER_S: '200',
       TASKLINE_RATE_LIMIT_BURST: '300',
-      TASKLINE_MAX_ACTIVE_TASKS: '80',
+      TASKLINE_MAX_UNFINISHED_TASKS: '80',
       TASKLINE_IDEMPOTENCY_PENDING_MS: '3000',
     };
     for (let i = 1; i <= 2; i++)

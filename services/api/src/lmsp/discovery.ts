@@ -24,7 +24,7 @@ export function capabilities({ core: { env, served } }: LmspContext, _req: Reque
       max_output_tokens: env.TASKLINE_MAX_OUTPUT_TOKENS,
       requests_per_second: env.TASKLINE_RATE_LIMIT_PER_S,
       request_burst: env.TASKLINE_RATE_LIMIT_BURST,
-      max_active_tasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+      max_active_tasks: env.TASKLINE_MAX_UNFINISHED_TASKS,
       max_open_streams: env.TASKLINE_MAX_STREAMS,
     },
     heartbeat_seconds: env.TASKLINE_SSE_HEARTBEAT_MS / 1000,
