@@ -78,7 +78,8 @@ function longFunctionsIn(path: string): LongFunction[] {
       const first = file.getLineAndCharacterOfPosition(fn.getStart(file)).line;
       const last = file.getLineAndCharacterOfPosition(fn.getEnd()).line;
       const lines = last - first + 1;
-      if (lines > LIMIT) found.push({ where: relative(root, path), name: nameOf(fn, file), line: first + 1, lines });
+      if (lines > LIMIT)
+        found.push({ where: relative(root, path), name: nameOf(fn, file), line: first + 1, lines });
     }
     ts.forEachChild(node, visit);
   };

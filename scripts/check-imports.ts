@@ -2,7 +2,9 @@
 // a workspace package (`@taskline/x` is its `exports` entry's source file). Type-only imports
 // count too: a circle of types still ties the files together. Also fails when a package's or a
 // service's own code (`src/`) imports `@taskline/engine/keys`: that key layout is for tests and
-// tools that inspect Redis; services reach it through the engine's operations. Run by `pnpm lint`.
+// tools that inspect Redis; services reach it through the engine's operations. And fails when a
+// package's or service's file imports another one's by a relative path (`../../../services/...`):
+// shared helpers are reached by package name. Run by `pnpm lint`.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,6 +65,9 @@ function resolveImport(from: string, spec: string): string | null {
 
 const INTERNAL = '@taskline/engine/keys';
 const leaks: string[] = [];
+/** `packages/x` or `services/x` of a path from the root; null elsewhere (test/, bench/, scripts/). */
+const packageOf = (where: string) => /^(packages|services)\/[^/]+/.exec(where)?.[0] ?? null;
+const reachedInto: string[] = [];
 const graph = new Map<string, string[]>();
 for (const file of files) {
   const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
@@ -72,6 +77,10 @@ for (const file of files) {
     if (fileName === INTERNAL && /^(packages|services)\/[^/]+\/src\//.test(where)) leaks.push(where);
     const target = resolveImport(file, fileName);
     if (target && target !== file) targets.add(target);
+    // Another package's files are reached by its name (its `exports`), never by a relative path.
+    const from = packageOf(where);
+    if (target && from && fileName.startsWith('.') && packageOf(relative(root, target)) !== from)
+      reachedInto.push(`${where}: imports ${fileName}; import it by package name`);
   }
   graph.set(file, [...targets]);
 }
@@ -110,7 +119,8 @@ for (const component of circles) {
   for (const file of component.sort()) console.error(`  ${relative(root, file)}`);
 }
 for (const file of leaks) console.error(`${file}: imports ${INTERNAL}; use the engine's operations`);
-if (circles.length > 0 || leaks.length > 0) process.exit(1);
+for (const line of reachedInto) console.error(line);
+if (circles.length > 0 || leaks.length > 0 || reachedInto.length > 0) process.exit(1);
 console.log(
-  `check-imports: no import circle among ${files.length} files, no service reaching into engine keys`,
+  `check-imports: no import circle among ${files.length} files, no service reaching into engine keys, no relative import across packages`,
 );
