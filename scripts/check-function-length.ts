@@ -3,7 +3,7 @@
 // it is a table, not logic, or PENDING names it with the change it waits for.
 // A function's length is its whole span, nested functions included: a router closure is as long as
 // the handlers written inside it. Run by `pnpm lint`; `--all` lists every one, allowed or not.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -16,10 +16,23 @@ const HARNESS = new Set(['packages/testing', 'packages/test-support']);
 const SOURCE = /\.(ts|tsx|mts)$/;
 
 /** `path:name` -> why that function may be long: it lists data, one entry a line, and holds no logic. */
-const ALLOWED = new Map<string, string>([]);
+const ALLOWED = new Map<string, string>([
+  ['packages/metrics/src/metrics.ts:defineMetrics', 'every metric, one constructor each: a catalogue'],
+  ['packages/console/src/openapi.ts:adminOpenApi', 'the OpenAPI document of /admin/v1, as data'],
+  ['services/api/src/lmsp/openapi.ts:buildOpenApi', 'the paths of the LMSP OpenAPI document, as data'],
+  ['services/api/src/lmsp/openapi-parts.ts:components', 'the LMSP OpenAPI components, as data'],
+]);
 
 /** `path:name` -> the work in flight that owns the function; each entry is debt, to be split after. */
-const PENDING = new Map<string, string>([]);
+const PENDING = new Map<string, string>([
+  ['packages/engine/src/create.ts:persist', 'the engine is being reworked by its owner'],
+  ['packages/control/src/client.ts:connectControl', 'control-plane auth is being added to it'],
+  ['packages/control/src/server.ts:startControlServer', 'control-plane auth is being added to it'],
+  ['services/gpu-worker/src/start.ts:startWorker', 'health endpoints are being added to it'],
+  ['services/gpu-worker/src/worker.ts:execute', 'response streaming is being changed under it'],
+  ['services/gpu-worker/src/response.ts:createResponseRunner', 'response streaming is being changed in it'],
+  ['services/gpu-worker/src/response.ts:run', 'response streaming is being changed in it'],
+]);
 
 interface LongFunction {
   where: string;
@@ -44,17 +57,9 @@ function productionDirs(): string[] {
     for (const name of readdirSync(join(root, group))) {
       const src = join(root, group, name, 'src');
       if (HARNESS.has(`${group}/${name}`)) continue;
-      if (statSync(join(root, group, name)).isDirectory() && existsDir(src)) dirs.push(src);
+      if (statSync(join(root, group, name)).isDirectory() && existsSync(src)) dirs.push(src);
     }
   return dirs;
-}
-
-function existsDir(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** The name a reader would search for: the declaration's, or the variable, property or call it sits in. */
