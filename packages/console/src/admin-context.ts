@@ -20,7 +20,9 @@ export interface ConsoleDeps extends OverviewDeps {
   /** Each tenant's use of its limits now, with the entries of its unfinished-task cap. */
   usage(
     tenants: string[],
-  ): Promise<Map<string, { unfinishedTasks: number; unfinished: string[]; streams: number; rateTokens: number }>>;
+  ): Promise<
+    Map<string, { unfinishedTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
+  >;
   limits: { maxUnfinishedTasks: number; maxStreams: number; requestBurst: number };
   /** Tenants with a create within this long are listed (the task retention). */
   retentionMs: number;
