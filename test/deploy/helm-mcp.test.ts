@@ -8,7 +8,7 @@ import {
   startApi,
   startRedisAndStore,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from '@taskline/api/test-helpers';
 import { render } from './helm-tool.js';
 import { env, pod } from './manifests.js';
@@ -17,7 +17,7 @@ import { env, pod } from './manifests.js';
 // tells a user to try it: `kubectl port-forward svc/<release>-api 8080:80`, so the Host header is
 // a loopback name and port.
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 
 before(async () => {

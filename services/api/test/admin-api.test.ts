@@ -13,12 +13,12 @@ import {
   startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 before(async () => {
   stack = await startRedisAndStore();

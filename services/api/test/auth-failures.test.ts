@@ -16,10 +16,10 @@ import {
   startApi,
   startRedisAndStore,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => {
   stack = await startRedisAndStore();
 });

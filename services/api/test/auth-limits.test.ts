@@ -18,10 +18,10 @@ import {
   startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => {
   stack = await startRedisAndStore();
 });

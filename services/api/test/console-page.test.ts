@@ -15,7 +15,7 @@ import {
   startApi,
   startRedisAndStore,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 import { openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
 
@@ -77,7 +77,7 @@ class Balancer {
   }
 }
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 let balancer: Balancer;
 let browser: Browser;

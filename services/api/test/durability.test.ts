@@ -13,7 +13,7 @@ import {
   startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 /** The api's start-up refusal (its stderr); an api that starts anyway is stopped and fails the test. */
@@ -31,7 +31,7 @@ async function refusedStart(redisUrl: string, env: Record<string, string> = {}):
 const infoField = (info: string, field: string) => new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
 
 describe('a Redis with a replica', () => {
-  let stack: Stack;
+  let stack: RedisAndStore;
   let replica: RedisServer;
   let onReplica: Redis;
   let api: InProcessApi;

@@ -8,10 +8,10 @@ import {
   TASK_BODY,
   type InProcessApi,
   type Reply,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 before(async () => {
   stack = await startRedisAndStore();

@@ -18,10 +18,10 @@ import {
   startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 /** The worker's store, ending tasks with the api's retention (1 s), as a deployed worker would. */
 let worker: TaskStore;

@@ -16,11 +16,11 @@ import {
   TASK_BODY,
   type InProcessApi,
   type SseRead,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 import { listen, openTasks } from './listen.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 let privateKey: CryptoKey;
 

@@ -8,13 +8,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { taskKeys } from '@taskline/engine/keys';
 import { until } from '@taskline/testing';
-import { spawnApi, startRedisAndStore, type Stack } from './helpers.js';
+import { spawnApi, startRedisAndStore, type RedisAndStore } from './helpers.js';
 import { listen, openTasks } from './listen.js';
 import { roundTripProxy } from './round-trips.js';
 
 const MAX_TASK_IDS = 5;
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => (stack = await startRedisAndStore()));
 after(() => stack.close());
 

@@ -15,13 +15,13 @@ import {
   startRedisAndStore,
   TASK_BODY,
   type ApiProcess,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 /** An operator key, so that the replicas' logs show an operator's requests too. */
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => {
   stack = await startRedisAndStore();
 });

@@ -14,14 +14,14 @@ import {
   startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 const TASK = 'task_00000000000000000000000000';
 const RESPONSE = 'resp_00000000000000000000000000';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 before(async () => {
   stack = await startRedisAndStore();

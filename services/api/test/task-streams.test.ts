@@ -12,14 +12,14 @@ import {
   startApi,
   startRedisAndStore,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 const MAX_BUFFER = 65_536;
 const PAGE = 16;
 const PIECE = 50_000;
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 
 before(async () => {
