@@ -2,9 +2,11 @@
 // a workspace package (`@taskline/x` is its `exports` entry's source file). Type-only imports
 // count too: a circle of types still ties the files together. Also fails when a package's or a
 // service's own code (`src/`) imports `@taskline/engine/keys`: that key layout is for tests and
-// tools that inspect Redis; services reach it through the engine's operations. And fails when
-// `@taskline/engine/core` (ids, states, errors for packages that need no engine) reaches a
-// package outside Node's own, ioredis above all. Run by `pnpm lint`.
+// tools that inspect Redis; services reach it through the engine's operations. Fails when a
+// package's or service's file imports another one's by a relative path (`../../../services/...`):
+// shared helpers are reached by package name. And fails when `@taskline/engine/core` (ids, states,
+// errors for packages that need no engine) reaches a package outside Node's own, ioredis above
+// all. Run by `pnpm lint`.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,6 +67,9 @@ function resolveImport(from: string, spec: string): string | null {
 
 const INTERNAL = '@taskline/engine/keys';
 const leaks: string[] = [];
+/** `packages/x` or `services/x` of a path from the root; null elsewhere (test/, bench/, scripts/). */
+const packageOf = (where: string) => /^(packages|services)\/[^/]+/.exec(where)?.[0] ?? null;
+const reachedInto: string[] = [];
 const graph = new Map<string, string[]>();
 /** Each file's imports of packages (neither relative nor `node:`), for the light core's check. */
 const packageImports = new Map<string, string[]>();
@@ -76,6 +81,11 @@ for (const file of files) {
     if (fileName === INTERNAL && /^(packages|services)\/[^/]+\/src\//.test(where)) leaks.push(where);
     const target = resolveImport(file, fileName);
     if (target && target !== file) targets.add(target);
+    // Another package's files are reached by its name (its `exports`), never by a relative path.
+    const from = packageOf(where);
+    const into = target ? packageOf(relative(root, target)) : null;
+    if (from && into && into !== from && fileName.startsWith('.'))
+      reachedInto.push(`${where}: imports ${fileName}; import it by package name`);
   }
   graph.set(file, [...targets]);
   packageImports.set(
@@ -135,7 +145,8 @@ for (const component of circles) {
 }
 for (const file of leaks) console.error(`${file}: imports ${INTERNAL}; use the engine's operations`);
 for (const line of heavy) console.error(`${LIGHT} must stay dependency-light: ${line}`);
-if (circles.length > 0 || leaks.length > 0 || heavy.length > 0) process.exit(1);
+for (const line of reachedInto) console.error(line);
+if (circles.length > 0 || leaks.length > 0 || heavy.length > 0 || reachedInto.length > 0) process.exit(1);
 console.log(
-  `check-imports: no import circle among ${files.length} files, no service reaching into engine keys`,
+  `check-imports: no import circle among ${files.length} files, no service reaching into engine keys, no relative import across packages`,
 );

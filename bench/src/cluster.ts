@@ -11,7 +11,7 @@ import { connectRedis } from '@taskline/engine';
 import { startRedisCluster, type RedisCluster } from '@taskline/testing';
 import { INSTANT } from './queue.js';
 import { commandCalls, diffCalls } from './redis-cost.js';
-import { startStack } from './stack.js';
+import { startBenchStack } from './stack.js';
 import { nowMs, round, sleep } from './stats.js';
 import { createMany, waitEnded } from './taskline.js';
 
@@ -36,7 +36,7 @@ async function clusterCalls(primaries: Redis[]): Promise<Map<string, number>> {
 }
 
 export async function clusterLifecycle(n: number, concurrency: number, idleMs: number) {
-  const stack = await startStack<RedisCluster>({
+  const stack = await startBenchStack<RedisCluster>({
     redis: () => startRedisCluster({ appendfsync: 'always' }),
   });
   const redis = connectRedis(stack.redis.url, 'bench-cluster');

@@ -1,7 +1,7 @@
 import { connectRedis, TaskStore } from '@taskline/engine';
 import { forkChild } from './children.js';
 import { readEvents, type SseStream } from './http.js';
-import { cpuMsOf, hostIdle, startStack, TENANT } from './stack.js';
+import { cpuMsOf, hostIdle, startBenchStack, TENANT } from './stack.js';
 import { round, sleep, summarize, type Summary } from './stats.js';
 
 export interface FanoutResult {
@@ -31,7 +31,7 @@ export interface FanoutResult {
  * first second of a fresh writer process (JIT, script loading) stalls it for ~200 ms.
  */
 export async function fanout(streams: number, eventsPerS: number, seconds: number): Promise<FanoutResult> {
-  const stack = await startStack({ apiOnly: true });
+  const stack = await startBenchStack({ apiOnly: true });
   const redis = connectRedis(stack.redis.url, 'bench-fanout');
   const store = new TaskStore(redis, {
     taskRetentionMs: 3_600_000,

@@ -37,7 +37,7 @@ import { clusterLifecycle, type ClusterLifecycleResult } from './cluster.js';
 import { toMarkdown, toSvg, validateReport, type Report } from './report.js';
 import { sameWork, startPeer, type PeerResult } from './peer.js';
 import { sections } from './sections.js';
-import { BENCH_ENV, memoryOf, ROOT, startStack, type Procs } from './stack.js';
+import { BENCH_ENV, memoryOf, ROOT, startBenchStack, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
 import { pathTimeline, type PathTimeline } from './timeline.js';
 
@@ -112,7 +112,7 @@ let background = new Map<string, number>();
 let path: { instant: PathTimeline; chat: PathTimeline } | undefined;
 let redisVersion = '';
 
-const stack = await startStack();
+const stack = await startBenchStack();
 const redis = connectRedis(stack.redis.url, 'bench');
 const raw = await startRawBullmq(stack.redis.url, Number(BENCH_ENV.TASKLINE_WORKER_SLOTS));
 /** Every process on each side's path, for the CPU each spends per task. */

@@ -6,7 +6,7 @@ import {
   freePort,
   ROOT,
   startRedis,
-  startStack as startServices,
+  startServices,
   type RedisServer,
   type RedisSource,
   type Service,
@@ -31,7 +31,7 @@ export const BENCH_ENV: Record<string, string> = {
   TASKLINE_WORKER_SLOTS: '64',
   TASKLINE_RATE_LIMIT_PER_S: '1000000',
   TASKLINE_RATE_LIMIT_BURST: '1000000',
-  TASKLINE_MAX_ACTIVE_TASKS: '1000000',
+  TASKLINE_MAX_UNFINISHED_TASKS: '1000000',
   TASKLINE_MAX_STREAMS: '100000',
   TASKLINE_METRICS_PORT: '0',
   /**
@@ -155,7 +155,7 @@ export interface StackOptions<R extends StackRedis = RedisServer> {
 }
 
 /** `@taskline/testing`'s stack of built services (as deployed), with the benchmark's settings. */
-export async function startStack<R extends StackRedis = RedisServer>(
+export async function startBenchStack<R extends StackRedis = RedisServer>(
   options: StackOptions<R> = {},
 ): Promise<Stack<R>> {
   const own = () => startRedis({ appendfsync: 'always' }) as unknown as Promise<R>;

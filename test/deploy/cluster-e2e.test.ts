@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, startHaproxy, type LoadBalancer } from '@taskline/testing';
-import { Cluster, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, LONG, until } from '@taskline/test-support/engine-stack';
 import { call, KEY_A, openSse, spawnApi, type ApiProcess } from '@taskline/api/test-helpers';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 
@@ -15,13 +15,13 @@ import { pollTask, rpc } from '@taskline/test-support/mcp';
 // each request carries an X-Request-Id naming its flow, and the replicas' JSON request logs say
 // which replica served it.
 
-let cluster: Cluster;
+let cluster: EngineStack;
 let apis: ApiProcess[];
 let proxy: LoadBalancer;
 let dir: string;
 
 before(async () => {
-  cluster = await Cluster.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '200' } });
+  cluster = await EngineStack.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '200' } });
   // Slowed decoding, so a long generation is still running when it is read halfway or cancelled;
   // batches above 10 tokens ask for confirmation first.
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '30', TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '10' });

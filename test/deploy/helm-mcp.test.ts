@@ -3,7 +3,13 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { KEY_A, startApi, startStack, type InProcessApi, type Stack } from '@taskline/api/test-helpers';
+import {
+  KEY_A,
+  startApi,
+  startRedisAndStore,
+  type InProcessApi,
+  type RedisAndStore,
+} from '@taskline/api/test-helpers';
 import { render } from './helm-tool.js';
 import { env, pod } from './manifests.js';
 
@@ -11,14 +17,14 @@ import { env, pod } from './manifests.js';
 // tells a user to try it: `kubectl port-forward svc/<release>-api 8080:80`, so the Host header is
 // a loopback name and port.
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 
 before(async () => {
   const container = pod(render(), 'Deployment', 'taskline-api').containers[0]!;
   const hosts = env(container, 'TASKLINE_MCP_ALLOWED_HOSTS')?.value;
   assert.ok(hosts, 'the chart sets TASKLINE_MCP_ALLOWED_HOSTS');
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_MCP_ALLOWED_HOSTS: hosts });
 });
 

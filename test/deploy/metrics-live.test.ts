@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
 import { OTHER_TENANT } from '@taskline/metrics';
-import { Cluster, exited, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, exited, LONG, until } from '@taskline/test-support/engine-stack';
 import { call, KEY_A, KEY_B, openSse, spawnApi, type ApiProcess } from '@taskline/api/test-helpers';
 import { pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
@@ -59,7 +59,7 @@ function expectSample(
 
 const MODEL = 'tiny-chat';
 const TENANTS = new Set(['tenant-a', 'tenant-b']);
-let cluster: Cluster;
+let cluster: EngineStack;
 let api: ApiProcess;
 let schedulerMetrics: string;
 let workerMetrics: string;
@@ -72,7 +72,7 @@ const ENV = {
 
 before(async () => {
   const schedulerPort = await freePort();
-  cluster = await Cluster.start({ env: { ...ENV, TASKLINE_METRICS_PORT: String(schedulerPort) } });
+  cluster = await EngineStack.start({ env: { ...ENV, TASKLINE_METRICS_PORT: String(schedulerPort) } });
   schedulerMetrics = `http://127.0.0.1:${schedulerPort}/metrics`;
   // Slowed decoding, so that a long generation is still running when it is cancelled or killed.
   firstWorker = cluster.startWorker({

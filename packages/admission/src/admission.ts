@@ -1,3 +1,4 @@
+// The one admission path of every surface: admit, create the task, wait for its end, cancel on leave.
 import type { ServerResponse } from 'node:http';
 import {
   isFinalEventType,

@@ -9,7 +9,7 @@
  *   id with no record once its place is older than a create can take), so no cleanup hook is
  *   needed when a task ends, no write follows a create that used its place, and nothing is lost
  *   when a replica dies between steps. Racing creates can both be refused near the cap, never
- *   both admitted over it. Every place written renews the set's expiry (`activeTtlMs`), so a
+ *   both admitted over it. Every place written renews the set's expiry (`unfinishedTtlMs`), so a
  *   tenant that stops creating leaves no key behind (see docs/clocks.md, "Keys with a bound").
  * - Open streams: a ZSET per tenant of stream ids scored by a lease that each heartbeat renews;
  *   a stream of a replica that died stops counting when its lease lapses.
@@ -22,7 +22,8 @@ import { loadLimitScripts, type LimitScripts } from './scripts.js';
 /** Every key of the api's limits (`tl:api:*`); each is one hash slot, its tenant's or address's. */
 export const limitKeys = {
   rate: (tenant: string) => `tl:api:rate:{${tenant}}`,
-  active: (tenant: string) => `tl:api:active:{${tenant}}`,
+  // The key keeps its first name, so replicas of two releases count one set during an upgrade.
+  unfinished: (tenant: string) => `tl:api:active:{${tenant}}`,
   streams: (tenant: string) => `tl:api:streams:{${tenant}}`,
   authFailures: (address: string) => `tl:api:auth-failures:{${address}}`,
 };
@@ -33,7 +34,7 @@ const RESERVATION_MS = 60_000;
 export interface LimitSettings {
   ratePerS: number;
   burst: number;
-  maxActiveTasks: number;
+  maxUnfinishedTasks: number;
   maxStreams: number;
   /** Lease of an open-stream slot; streams renew it on every heartbeat. */
   streamLeaseMs: number;
@@ -41,7 +42,7 @@ export interface LimitSettings {
    * How long a tenant's unfinished-task set outlives its last create (the api passes twice
    * `TASKLINE_INPUT_TIMEOUT_S`): past it, tasks still unfinished no longer count under the cap.
    */
-  activeTtlMs: number;
+  unfinishedTtlMs: number;
 }
 
 const rateLimited = (detail: string, retryAfterS: number) =>
@@ -88,7 +89,7 @@ export class TenantLimits {
    * first still gets its own error; it must `commit(null)` to free the place.
    */
   async takeCreate(tenant: string): Promise<TaskReservation> {
-    const key = limitKeys.active(tenant);
+    const key = limitKeys.unfinished(tenant);
     const taskId = newId('task');
     const count = await this.take(tenant, taskId);
     return this.reservation(key, taskId, count);
@@ -99,12 +100,12 @@ export class TenantLimits {
    * took none); as with `takeCreate`, `admit` checks the cap and `commit` settles the place.
    */
   async reserveTask(tenant: string): Promise<TaskReservation> {
-    const key = limitKeys.active(tenant);
+    const key = limitKeys.unfinished(tenant);
     const taskId = newId('task');
     const reply = await this.redis
       .multi()
       .zadd(key, Date.now(), taskId)
-      .pexpire(key, this.settings.activeTtlMs)
+      .pexpire(key, this.settings.unfinishedTtlMs)
       .zcard(key)
       .exec();
     return this.reservation(key, taskId, Number(reply?.[2]?.[1] ?? 0));
@@ -113,10 +114,10 @@ export class TenantLimits {
   private async take(tenant: string, reservation: string | null): Promise<number> {
     const { ratePerS, burst } = this.settings;
     const args: (string | number)[] = [ratePerS, burst, Date.now()];
-    if (reservation) args.push(reservation, this.settings.activeTtlMs);
+    if (reservation) args.push(reservation, this.settings.unfinishedTtlMs);
     const [waitMs, count] = await this.scripts.token_bucket(
       limitKeys.rate(tenant),
-      limitKeys.active(tenant),
+      limitKeys.unfinished(tenant),
       ...args,
     );
     if (waitMs > 0)
@@ -132,11 +133,11 @@ export class TenantLimits {
     let freed = false;
     const check = async () => {
       let count = counted;
-      if (count > this.settings.maxActiveTasks) count = (await this.prune(key)).length;
-      if (count > this.settings.maxActiveTasks) {
+      if (count > this.settings.maxUnfinishedTasks) count = (await this.prune(key)).length;
+      if (count > this.settings.maxUnfinishedTasks) {
         settled = freed = true;
         await this.redis.zrem(key, taskId);
-        throw rateLimited(`This tenant already has ${this.settings.maxActiveTasks} unfinished tasks.`, 1);
+        throw rateLimited(`This tenant already has ${this.settings.maxUnfinishedTasks} unfinished tasks.`, 1);
       }
     };
     // Asked once: a surface that checks the cap before its create (MCP) and the create itself share the answer.
@@ -157,7 +158,7 @@ export class TenantLimits {
             taskId,
             written ?? '',
             Date.now(),
-            this.settings.activeTtlMs,
+            this.settings.unfinishedTtlMs,
           );
       },
     };
@@ -206,7 +207,7 @@ export class TenantLimits {
   async usage(
     tenants: string[],
   ): Promise<
-    Map<string, { activeTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
+    Map<string, { unfinishedTasks: number; unfinished: string[]; streams: number; rateTokens: number }>
   > {
     const now = Date.now();
     // Separate commands (one write all the same, auto-pipelined): each tenant is its own slot, and
@@ -214,7 +215,7 @@ export class TenantLimits {
     const rows = await Promise.all(
       tenants.map((t) =>
         Promise.all([
-          this.prune(limitKeys.active(t)),
+          this.prune(limitKeys.unfinished(t)),
           // A lapsed lease (a replica that died) no longer counts: the next open drops it.
           this.redis.zcount(limitKeys.streams(t), `(${now}`, '+inf'),
           this.redis.hmget(limitKeys.rate(t), 'tokens', 'ts'),
@@ -231,7 +232,7 @@ export class TenantLimits {
         return [
           t,
           {
-            activeTasks: unfinished.length,
+            unfinishedTasks: unfinished.length,
             unfinished,
             streams,
             rateTokens: Math.floor(left),

@@ -1,3 +1,4 @@
+// Loads the limit scripts (`lua/`) through the engine's one loader.
 import { defineScripts } from '@taskline/engine';
 import type { Redis } from 'ioredis';
 

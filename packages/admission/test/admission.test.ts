@@ -27,10 +27,10 @@ before(async () => {
   const limits = new TenantLimits(redis, {
     ratePerS: 100,
     burst: 100,
-    maxActiveTasks: 2,
+    maxUnfinishedTasks: 2,
     maxStreams: 2,
     streamLeaseMs: 1000,
-    activeTtlMs: ACTIVE_TTL_MS,
+    unfinishedTtlMs: ACTIVE_TTL_MS,
   });
   admission = new Admission({
     store,
@@ -231,7 +231,7 @@ test("usage counts what the cap would: a tenant's unfinished tasks and creates i
   await redis.zadd('tl:api:streams:{usage}', Date.now() - 1000, 'lapsed');
   const usage = (await admission.limits.usage(['usage'])).get('usage')!;
   assert.deepEqual(usage.unfinished.sort(), [open.task.id, inFlight.taskId].sort());
-  assert.equal(usage.activeTasks, 2);
+  assert.equal(usage.unfinishedTasks, 2);
   assert.equal(usage.streams, 0);
   await inFlight.commit(null);
 });

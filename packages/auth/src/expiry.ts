@@ -1,3 +1,4 @@
+// Timers that fire when a credential (a JWT's `exp`) stops being accepted.
 import { problem } from '@taskline/engine/core';
 
 /** setTimeout's longest delay (2^31-1 ms, about 24.8 days): a longer one would fire at once. */

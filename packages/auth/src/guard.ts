@@ -1,3 +1,4 @@
+// How each request's authentication runs: under the api's failed-authentication limit, or as it is.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Request, RequestHandler } from 'express';
 

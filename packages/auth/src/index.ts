@@ -1,3 +1,4 @@
+// The face of @taskline/auth: API keys and JWTs to tenants, and the Express middleware that asks them.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Redis } from 'ioredis';

@@ -1,3 +1,4 @@
+// JWT verification: settings from the environment, a public key or a JWKS, issuer, audience and `exp`.
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 

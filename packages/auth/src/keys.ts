@@ -1,3 +1,4 @@
+// API keys in Redis, stored by their SHA-256 only, and the shape of a tenant id.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { newId, TasklineError } from '@taskline/engine/core';

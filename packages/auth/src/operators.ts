@@ -1,3 +1,4 @@
+// Operators of the console: admin keys and JWTs with the admin role, never a tenant.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Env } from '@taskline/config';

@@ -1,3 +1,4 @@
+// The `taskline` commands: parse the arguments, run one command, map what happened to an exit code.
 import { addAbortSignal, type Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import {

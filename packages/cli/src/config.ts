@@ -1,3 +1,4 @@
+// The CLI's settings: flags over the environment over the config file over defaults.
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';

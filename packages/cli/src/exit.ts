@@ -1,3 +1,4 @@
+// What `taskline` exit codes mean, and the one line printed for an error.
 import { TasklineClientError } from '@taskline/client';
 import { scrubString } from '@taskline/log';
 import { UsageError } from './config.js';

@@ -1,3 +1,4 @@
+// The face of @taskline/cli: the command runner, its exit codes, config and task id store.
 export { runCli, USAGE } from './cli.js';
 export type { CliIo } from './io.js';
 export { EXIT, exitForStatus } from './exit.js';

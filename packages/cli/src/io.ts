@@ -1,3 +1,4 @@
+// The CLI's stdio and environment, given by its caller.
 /** What the CLI reads and writes, given by its caller (the bin script, or a test). */
 export interface CliIo {
   stdout: NodeJS.WritableStream;

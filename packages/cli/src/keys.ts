@@ -1,3 +1,4 @@
+// `taskline keys`: operator commands on API keys through @taskline/auth.
 import { ApiKeyStore, TENANT_PATTERN } from '@taskline/auth';
 import { connectRedis, TasklineError } from '@taskline/engine';
 import { TasklineClientError } from '@taskline/client';

@@ -1,3 +1,4 @@
+// The `taskline` binary's entry: runs one command with the process's stdio and exits with its code.
 import { exitOnStartFailure } from '@taskline/log';
 import { runToolWorker } from '@taskline/tool-worker';
 import { runCli } from './cli.js';

@@ -1,3 +1,4 @@
+// The CLI's task ids on disk (SQLite), per endpoint and credential, kept as long as the server keeps tasks.
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';

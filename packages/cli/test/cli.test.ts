@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
 import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
-import { KEY_A, LONG_INPUT, startStack, until, type Stack } from '@taskline/test-support/client-stack';
+import { KEY_A, LONG_INPUT, startClientStack, until, type Stack } from '@taskline/test-support/client-stack';
 import { cliRunner } from './spawn.js';
 
 let stack: Stack;
@@ -36,7 +36,7 @@ const retryArgs = ['run', '--on-restart', 'retry', ...longArgs.slice(1)];
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'taskline-cli-'));
   // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it.
-  stack = await startStack('60');
+  stack = await startClientStack('60');
 });
 after(async () => {
   await stack.stop();

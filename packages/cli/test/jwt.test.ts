@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { tokenHashId } from '@taskline/client';
 import { EXIT } from '../src/index.js';
-import { LONG_INPUT, startStack, until, type Stack } from '@taskline/test-support/client-stack';
+import { LONG_INPUT, startClientStack, until, type Stack } from '@taskline/test-support/client-stack';
 import { cliRunner } from './spawn.js';
 
 const ISSUER = 'https://idp.test';
@@ -53,7 +53,7 @@ const longArgs = [
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'taskline-jwt-'));
-  stack = await startStack('60', {
+  stack = await startClientStack('60', {
     TASKLINE_JWT_PUBLIC_KEY: publicKey
       .export({ type: 'spki', format: 'pem' })
       .toString()

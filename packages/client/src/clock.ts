@@ -1,3 +1,4 @@
+// The client's clock, injected so tests can record its waits instead of sleeping.
 import { abortError } from './errors.js';
 
 /**

@@ -1,3 +1,4 @@
+// The client's HTTP transport: requests, problem+json errors, `Retry-After` waits.
 import { systemClock, type Clock } from './clock.js';
 import { abortError, TasklineClientError } from './errors.js';
 

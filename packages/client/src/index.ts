@@ -1,3 +1,4 @@
+// The face of @taskline/client: the LMSP and MCP clients, their task id stores, errors and polling.
 export { TasklineClientError, type ClientErrorCode } from './errors.js';
 export { systemClock, type Clock } from './clock.js';
 export { DEFAULT_POLL, nextPollDelay, type PollPolicy } from './poll.js';

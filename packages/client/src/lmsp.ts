@@ -1,3 +1,4 @@
+// The LMSP 1.0 client: create, poll, stream with resume, answer, cancel.
 import { randomUUID } from 'node:crypto';
 import { createParser } from 'eventsource-parser';
 import { abortError, TasklineClientError } from './errors.js';
@@ -236,14 +237,7 @@ export class LmspClient {
         // The resume point was the final event: nothing follows it.
         if (res.status === 204) return;
         const pending: StreamEvent[] = [];
-        const parser = createParser({
-          onEvent: (e) => {
-            try {
-              pending.push(JSON.parse(e.data) as StreamEvent);
-            } catch {
-              throw new TasklineClientError('protocol_error', `Event ${e.id ?? '?'} of ${id} is not JSON.`);
-            }
-          },
+        const parser = eventParser(id, pending, {
           onRetry: (ms) => (retryMs = ms),
           onComment: () => (alive = true),
         });
@@ -281,15 +275,7 @@ export class LmspClient {
       if (ended) return;
       // The stream closed before a final event. A task that already ended has nothing more to send.
       if (!progressed) {
-        const task = await this.getTask(id, opts.signal).catch((err: unknown) => {
-          if (err instanceof TasklineClientError && !err.retryable) throw err;
-          return null;
-        });
-        if (task && isTerminalStatus(task.status)) {
-          // The final event was delivered before: nothing comes after it.
-          await this.record(id, { done: true });
-          return;
-        }
+        if (await this.endedBefore(id, opts.signal)) return;
         if (alive) idle = 0;
         else if (++idle > limit)
           throw new TasklineClientError(
@@ -297,16 +283,31 @@ export class LmspClient {
             `The event stream of ${id} keeps failing; giving up.`,
           );
       } else idle = 0;
-      // A refusal's Retry-After wins over the stream's `retry:` hint; a hint past the longest wait
-      // is cut to it (a reconnect delay is the client's to choose), a Retry-After past it gives up.
-      const refusedFor = (failure as { retryAfterS?: number } | undefined)?.retryAfterS;
-      await this.t.clock.sleep(
-        retryMs === undefined || refusedFor !== undefined
-          ? this.t.retryDelay(Math.max(1, idle), failure)
-          : Math.min(retryMs, this.t.maxRetryAfterS * 1000),
-        opts.signal,
-      );
+      await this.t.clock.sleep(this.reconnectDelay(retryMs, failure, idle), opts.signal);
     }
+  }
+
+  /** Whether a stream that closed without progress was of a task that had already ended (recorded done). */
+  private async endedBefore(id: string, signal: AbortSignal | undefined): Promise<boolean> {
+    const task = await this.getTask(id, signal).catch((err: unknown) => {
+      if (err instanceof TasklineClientError && !err.retryable) throw err;
+      return null;
+    });
+    if (!task || !isTerminalStatus(task.status)) return false;
+    // The final event was delivered before: nothing comes after it.
+    await this.record(id, { done: true });
+    return true;
+  }
+
+  /**
+   * A refusal's Retry-After wins over the stream's `retry:` hint; a hint past the longest wait
+   * is cut to it (a reconnect delay is the client's to choose), a Retry-After past it gives up.
+   */
+  private reconnectDelay(retryMs: number | undefined, failure: unknown, idle: number): number {
+    const refusedFor = (failure as { retryAfterS?: number } | undefined)?.retryAfterS;
+    return retryMs === undefined || refusedFor !== undefined
+      ? this.t.retryDelay(Math.max(1, idle), failure)
+      : Math.min(retryMs, this.t.maxRetryAfterS * 1000);
   }
 
   private async storedPosition(id: string): Promise<number> {
@@ -394,4 +395,22 @@ export function responseText(response: ResponseObject | null | undefined): strin
     .flatMap((item) => item.content)
     .map((part) => part.text)
     .join('');
+}
+
+/** Parses a task's SSE stream into `pending`; a frame that is not JSON is a protocol error. */
+function eventParser(
+  id: string,
+  pending: StreamEvent[],
+  hints: { onRetry(ms: number): void; onComment(): void },
+) {
+  return createParser({
+    onEvent: (e) => {
+      try {
+        pending.push(JSON.parse(e.data) as StreamEvent);
+      } catch {
+        throw new TasklineClientError('protocol_error', `Event ${e.id ?? '?'} of ${id} is not JSON.`);
+      }
+    },
+    ...hints,
+  });
 }

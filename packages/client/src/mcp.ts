@@ -1,3 +1,4 @@
+// The MCP 2026-07-28 client with the Tasks extension: call tools as tasks, follow and answer them.
 import { createParser } from 'eventsource-parser';
 import {
   CallToolResultV2Schema,

@@ -1,3 +1,4 @@
+// Where a client keeps the ids of the tasks it created, scoped by endpoint and credential.
 import { createHash } from 'node:crypto';
 
 /**

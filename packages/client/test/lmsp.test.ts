@@ -16,7 +16,7 @@ import {
 import {
   KEY_A,
   LONG_INPUT,
-  startStack,
+  startClientStack,
   until,
   visibleStepViolation,
   type Stack,
@@ -42,7 +42,7 @@ describe('poll delays', () => {
 describe('LMSP client against a running stack', () => {
   let stack: Stack;
   before(async () => {
-    stack = await startStack();
+    stack = await startClientStack();
   });
   after(async () => {
     await stack.stop();

@@ -8,12 +8,16 @@ import {
   type Clock,
   type McpTask,
 } from '../src/index.js';
-import { KEY_A, startStack, until, type Stack } from '@taskline/test-support/client-stack';
+import { KEY_A, startClientStack, until, type Stack } from '@taskline/test-support/client-stack';
 
 const SERVER_POLL_MS = 300;
 let stack: Stack;
 before(async () => {
-  stack = await startStack('20', { TASKLINE_POLL_INTERVAL_MS: String(SERVER_POLL_MS) }, { fixtures: true });
+  stack = await startClientStack(
+    '20',
+    { TASKLINE_POLL_INTERVAL_MS: String(SERVER_POLL_MS) },
+    { fixtures: true },
+  );
 });
 after(async () => {
   await stack.stop();

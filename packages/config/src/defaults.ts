@@ -95,8 +95,11 @@ export const DEFAULTS = {
    */
   TASKLINE_TENANT_WEIGHTS: '',
   TASKLINE_TENANT_MAX_RUNNING: '64',
-  /** How often the scheduler drops index entries of tasks that ended or expired. */
-  TASKLINE_RETENTION_SWEEP_MS: '30000',
+  /**
+   * How often the scheduler sweeps its indexes: the running sets (entries of tasks that ended or
+   * expired, lost jobs) and the operator and MCP task indexes. Was TASKLINE_RETENTION_SWEEP_MS.
+   */
+  TASKLINE_INDEX_SWEEP_MS: '30000',
   /** gpu-worker: model folder, served model ids (`instant` is the benchmark-only no-op model), slots per model. */
   TASKLINE_MODELS_DIR: 'models',
   TASKLINE_WORKER_MODELS: 'tiny-chat',
@@ -222,8 +225,11 @@ export const DEFAULTS = {
    * it every client is the balancer's address and shares one count of failed authentications.
    */
   TASKLINE_TRUST_PROXY: 'false',
-  /** Per-tenant caps across every replica: unfinished tasks, and open event streams. */
-  TASKLINE_MAX_ACTIVE_TASKS: '100',
+  /**
+   * Per-tenant caps across every replica: unfinished tasks (not yet ended, whatever their state;
+   * was TASKLINE_MAX_ACTIVE_TASKS), and open event streams.
+   */
+  TASKLINE_MAX_UNFINISHED_TASKS: '100',
   TASKLINE_MAX_STREAMS: '50',
   /** SSE comment interval that keeps idle streams open through proxies; also the open-stream lease. */
   TASKLINE_SSE_HEARTBEAT_MS: '15000',
@@ -274,3 +280,12 @@ export const DEFAULTS = {
    */
   TASKLINE_INPUT_TIMEOUT_S: '86400',
 } as const;
+
+/**
+ * Settings renamed so that each name has one meaning, by their deprecated names: still read when
+ * the new name is not set (the new one wins when both are), validated as the new name.
+ */
+export const DEPRECATED_NAMES: Readonly<Record<string, keyof typeof DEFAULTS>> = {
+  TASKLINE_MAX_ACTIVE_TASKS: 'TASKLINE_MAX_UNFINISHED_TASKS',
+  TASKLINE_RETENTION_SWEEP_MS: 'TASKLINE_INDEX_SWEEP_MS',
+};

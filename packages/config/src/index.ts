@@ -1,9 +1,10 @@
+// Every setting as an environment variable, validated once by `loadEnv()` (defaults in defaults.ts).
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { DEFAULTS } from './defaults.js';
+import { DEFAULTS, DEPRECATED_NAMES } from './defaults.js';
 
-export { DEFAULTS } from './defaults.js';
+export { DEFAULTS, DEPRECATED_NAMES } from './defaults.js';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number) => z.coerce.number().int().min(min);
@@ -77,7 +78,7 @@ const schema = z.object({
       'tenant:weight pairs, each weight a whole number of 1 or more',
     ),
   TASKLINE_TENANT_MAX_RUNNING: int(1),
-  TASKLINE_RETENTION_SWEEP_MS: int(10),
+  TASKLINE_INDEX_SWEEP_MS: int(10),
   TASKLINE_MODELS_DIR: z.string().min(1),
   TASKLINE_WORKER_MODELS: z.string().regex(/^[^,\s]+(,[^,\s]+)*$/, 'comma separated model ids'),
   TASKLINE_WORKER_SLOTS: int(1),
@@ -127,7 +128,7 @@ const schema = z.object({
       'false, true, a number of hops, or addresses/CIDRs (loopback, linklocal, uniquelocal)',
     )
     .transform(trustProxy),
-  TASKLINE_MAX_ACTIVE_TASKS: int(1),
+  TASKLINE_MAX_UNFINISHED_TASKS: int(1),
   TASKLINE_MAX_STREAMS: int(1),
   TASKLINE_SSE_HEARTBEAT_MS: int(10),
   TASKLINE_SSE_RETRY_MS: int(0),
@@ -163,13 +164,24 @@ export class ConfigError extends Error {
 /** Reads every setting from `env` over the defaults, validated once; throws ConfigError on any bad value. */
 export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
   const merged: Record<string, string> = { ...DEFAULTS };
+  /** Settings whose value came from a deprecated name, and that name: errors name what was set. */
+  const setAs = new Map<string, string>();
+  for (const [old, name] of Object.entries(DEPRECATED_NAMES)) {
+    const value = env[old];
+    if (value === undefined || value === '') continue;
+    merged[name] = value;
+    setAs.set(name, old);
+  }
   for (const key of Object.keys(DEFAULTS)) {
     const value = env[key];
-    if (value !== undefined && value !== '') merged[key] = value;
+    if (value === undefined || value === '') continue;
+    merged[key] = value;
+    setAs.delete(key);
   }
   const parsed = schema.safeParse(merged);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const named = (path: PropertyKey[]) => setAs.get(String(path[0])) ?? path.join('.');
+    const problems = parsed.error.issues.map((i) => `${named(i.path)}: ${i.message}`).join('; ');
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   if (parsed.data.TASKLINE_EVENT_RETENTION_S > parsed.data.TASKLINE_TASK_RETENTION_S) {

@@ -143,3 +143,18 @@ test('TASKLINE_TENANT_WEIGHTS: a weight of 0 is refused, it would never dispatch
       bad,
     );
 });
+
+test('renamed settings: the new name is read, the old one is still taken as its deprecated alias', () => {
+  const defaults = loadEnv({});
+  assert.equal(defaults.TASKLINE_MAX_UNFINISHED_TASKS, Number(DEFAULTS.TASKLINE_MAX_UNFINISHED_TASKS));
+  assert.equal(defaults.TASKLINE_INDEX_SWEEP_MS, Number(DEFAULTS.TASKLINE_INDEX_SWEEP_MS));
+  assert.equal(loadEnv({ TASKLINE_MAX_UNFINISHED_TASKS: '7' }).TASKLINE_MAX_UNFINISHED_TASKS, 7);
+  assert.equal(loadEnv({ TASKLINE_MAX_ACTIVE_TASKS: '7' }).TASKLINE_MAX_UNFINISHED_TASKS, 7);
+  assert.equal(loadEnv({ TASKLINE_RETENTION_SWEEP_MS: '500' }).TASKLINE_INDEX_SWEEP_MS, 500);
+  // Both given: the new name wins, so a deployment moving over can set it beside the old one.
+  const both = loadEnv({ TASKLINE_MAX_ACTIVE_TASKS: '7', TASKLINE_MAX_UNFINISHED_TASKS: '9' });
+  assert.equal(both.TASKLINE_MAX_UNFINISHED_TASKS, 9);
+  // An alias is validated as its new name: the error names the variable that was set.
+  assert.throws(() => loadEnv({ TASKLINE_MAX_ACTIVE_TASKS: '0' }), /TASKLINE_MAX_ACTIVE_TASKS/);
+  assert.ok(!('TASKLINE_MAX_ACTIVE_TASKS' in DEFAULTS), 'an alias has no default of its own');
+});

@@ -1,8 +1,10 @@
+// Mounts the operator console: the page at `/console` and the JSON API at `/admin/v1`.
 import { readFileSync } from 'node:fs';
 import express, { type Express } from 'express';
-import { adminRouter, type ConsoleDeps } from './admin.js';
+import type { ConsoleDeps } from './admin-context.js';
+import { adminRouter } from './admin.js';
 
-export type { ConsoleDeps } from './admin.js';
+export type { ConsoleDeps } from './admin-context.js';
 export { adminOpenApi } from './openapi.js';
 
 /** The files the console is made of, built into this package: nothing is fetched from elsewhere. */

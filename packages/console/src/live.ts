@@ -1,3 +1,4 @@
+// The console's live views: snapshot feeds read on an interval while followed, served as SSE.
 import type { Request, Response } from 'express';
 import { EXPIRED_EVENT } from '@taskline/auth';
 import { SseStream } from '@taskline/sse';

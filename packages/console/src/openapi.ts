@@ -1,3 +1,4 @@
+// The OpenAPI document of `/admin/v1`.
 import { TASK_STATUSES } from '@taskline/engine';
 
 /** A tenant id as the routes take it (the `tenant` path parameter, the tenant search). */

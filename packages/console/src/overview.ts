@@ -1,3 +1,4 @@
+// The console's overview snapshot: queues, workers, throughput and SLO burn rates.
 import { readyBacklog, type OperatorView, type TaskStore } from '@taskline/engine';
 import { burnRates } from './slo.js';
 

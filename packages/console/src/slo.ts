@@ -1,3 +1,4 @@
+// SLO burn rates read from Prometheus, as its recording rules name them.
 /** SLO burn rates as the Prometheus rules record them (deploy/prometheus/slo-rules.yaml). */
 export interface BurnRates {
   configured: boolean;

@@ -1,3 +1,4 @@
+// Normalises a control-plane `host:port` for gRPC (IPv6 hosts bracketed).
 import { isIPv6 } from 'node:net';
 
 /**

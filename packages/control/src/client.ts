@@ -1,3 +1,4 @@
+// The worker's side of the control plane: register, report slots, take drain commands, follow the leader.
 import * as grpc from '@grpc/grpc-js';
 import type { SchedulerMessage__Output } from './generated/taskline/control/v1/SchedulerMessage.js';
 import { normaliseControlAddress } from './address.js';

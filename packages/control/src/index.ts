@@ -1,9 +1,10 @@
+// The face of @taskline/control: the gRPC control plane and the BullMQ queue names.
 export { CONTROL_PROTO, controlService, type ModelSlots } from './proto.js';
 export {
   startControlServer,
   type ControlServer,
   type ControlServerOptions,
-  type Leadership,
+  type LeaderLookup,
   type WorkerState,
 } from './server.js';
 export { connectControl, type ControlClient, type ControlClientOptions } from './client.js';

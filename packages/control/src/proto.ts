@@ -1,3 +1,4 @@
+// The control plane's `.proto`, loaded with the options its generated types assume.
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';

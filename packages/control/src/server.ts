@@ -1,10 +1,11 @@
+// The scheduler's side of the control plane: workers' registrations, heartbeats and drain commands.
 import * as grpc from '@grpc/grpc-js';
 import { normaliseControlAddress } from './address.js';
 import type { WorkerMessage__Output } from './generated/taskline/control/v1/WorkerMessage.js';
 import { controlService, type ControlStream, type ModelSlots } from './proto.js';
 
 /** How the control server learns whether its replica leads, and where the leader is otherwise. */
-export interface Leadership {
+export interface LeaderLookup {
   isLeader(): boolean;
   /** The leader's control address, or null when none is known. */
   leaderAddr(): Promise<string | null>;
@@ -22,7 +23,7 @@ export interface WorkerState {
 export interface ControlServerOptions {
   /** `host:port` (an IPv6 host bracketed or not); port 0 picks a free one. */
   address: string;
-  leadership: Leadership;
+  leadership: LeaderLookup;
   /** Interval the workers are told to heartbeat at. */
   heartbeatMs: number;
   /** A worker silent this long no longer counts as capacity. */

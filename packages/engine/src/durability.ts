@@ -1,3 +1,4 @@
+// What an acknowledged write survives (`TASKLINE_DURABILITY`), and the Redis settings checked for it.
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TasklineError } from './errors.js';

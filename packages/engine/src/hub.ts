@@ -1,3 +1,4 @@
+// The EventHub: live tails of task event logs for any number of readers on this process.
 import { historyExpired } from './errors.js';
 import { taskKeys } from './keys.js';
 import type { StoredEvent } from './records.js';

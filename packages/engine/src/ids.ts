@@ -1,3 +1,4 @@
+// Task and response ids: random, prefixed, checked for shape before any Redis look-up.
 import { randomBytes } from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case

@@ -1,3 +1,4 @@
+// Input requests: a task asks its caller questions, parks, and resumes on the answers.
 import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
 import { problem } from './errors.js';

@@ -1,3 +1,4 @@
+// The models a deployment serves, and the checks of a request's model and output cap.
 import { TasklineError } from './errors.js';
 
 /** A model this deployment serves, and whether its backend can snapshot (`on_restart: resume`). */

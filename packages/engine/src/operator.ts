@@ -1,3 +1,4 @@
+// The operator index: what the console reads and does across tenants (workers, backlogs, requeue).
 import type { Redis } from 'ioredis';
 import { operatorKeys, taskKeys } from './keys.js';
 import { SchedIndex } from './sched/index.js';

@@ -1,3 +1,4 @@
+// Connections to Redis or a Redis Cluster, from the environment's URL or seed nodes.
 import { Cluster, Redis, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
 import { TasklineError } from './errors.js';
 import { scriptLabel } from './scripts.js';

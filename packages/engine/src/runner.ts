@@ -1,3 +1,4 @@
+// What a worker gives the code that runs one attempt of a task, and how an attempt ends.
 import type { TaskRecord } from './records.js';
 import type { Finish, TaskStore } from './store.js';
 

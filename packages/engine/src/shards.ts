@@ -1,3 +1,4 @@
+// Subscriber connections for sharded channels, one per Redis or cluster primary.
 import { Redis } from 'ioredis';
 import { isCluster } from './redis.js';
 import { keySlot } from './slots.js';

@@ -1,3 +1,4 @@
+// TaskStore: every read and write of a task, each through its Lua script.
 import type { Redis } from 'ioredis';
 import {
   StoreCore,

@@ -1,3 +1,4 @@
+// Chat tokenizers and templates loaded from a Hugging Face model folder.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';

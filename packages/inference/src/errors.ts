@@ -1,3 +1,4 @@
+// The inference errors that keep their name across a model thread.
 /**
  * A request the model cannot run as sent (its messages): the caller's to fix, not the backend's
  * fault. Kept by name when it crosses from a model thread.

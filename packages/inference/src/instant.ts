@@ -1,3 +1,4 @@
+// A backend without a model, for benchmarks of everything around generation.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChatMessage, GenerateOptions, GenerateRequest, GenerateResult, ModelBackend } from './types.js';
 

@@ -1,3 +1,4 @@
+// KV cache rows: building a batch cache from rows of other caches.
 import * as ort from 'onnxruntime-node';
 
 type KvArray = Float32Array | Uint16Array;

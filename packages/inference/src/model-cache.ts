@@ -1,3 +1,4 @@
+// Loaded models shared by id within a memory budget, least recently used evicted.
 import type { ModelBackend } from './types.js';
 
 export interface ModelCacheOptions<M extends ModelBackend> {

@@ -1,3 +1,4 @@
+// One ONNX model decoding concurrent requests together (batched prefill and steps).
 import { randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as ort from 'onnxruntime-node';

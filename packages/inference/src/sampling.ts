@@ -1,3 +1,4 @@
+// Token sampling: seeded, reproducible on resume; greedy at temperature 0.
 export interface Sampler {
   temperature: number;
   topP: number;

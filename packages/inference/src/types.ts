@@ -1,3 +1,4 @@
+// The inference types: chat messages, sampling options, generate requests, steps and results.
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
   content: string;

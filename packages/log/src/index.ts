@@ -1,3 +1,4 @@
+// JSON logs, one event a line, with credentials redacted.
 import { pino, type DestinationStream, type Logger as Pino } from 'pino';
 import { StdoutLines } from './stdout.js';
 

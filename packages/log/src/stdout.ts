@@ -1,3 +1,4 @@
+// Non-blocking stdout shared by every logger of the process, with a bounded backlog.
 import { writeSync } from 'node:fs';
 
 /** Lines of this process dropped because stdout's backlog was full (a metric reads it). */

@@ -1,3 +1,4 @@
+// What may be added to `/mcp` beyond the registry's tools (the conformance suite's fixtures).
 import type { McpServer } from '@modelcontextprotocol/server';
 import type { McpServer as LegacyMcpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';

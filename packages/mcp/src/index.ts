@@ -1,3 +1,4 @@
+// The face of @taskline/mcp: the `/mcp` router and what the api needs of it.
 export {
   createMcpRouter,
   LOCAL_TENANT,

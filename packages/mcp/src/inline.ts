@@ -1,3 +1,4 @@
+// The context of a tool run inline (no task).
 import type { ToolContext } from '@taskline/tools';
 
 const quiet = { info() {}, warn() {}, error() {} };

@@ -1,3 +1,4 @@
+// The protocol revisions `/mcp` serves, and what a 2026-era request with an unsupported one gets (-32022).
 import type { Request } from 'express';
 import {
   classifyInboundRequest,

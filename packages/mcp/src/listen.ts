@@ -1,3 +1,4 @@
+// `subscriptions/listen` with task ids: task notifications streamed from the EventHub.
 import type { Response } from 'express';
 import {
   isTerminal,
@@ -38,20 +39,9 @@ interface ListenArgs {
   expiresAt?: number;
 }
 
-/**
- * `subscriptions/listen` with `notifications.taskIds`: the SDK acknowledges such a filter and closes
- * (SDK issue #2569), so this serves it. Each accepted task is tailed through the EventHub, which
- * reads the task's log in Redis: a change made on any replica reaches this stream. One
- * `notifications/tasks` (a DetailedTask) goes out per visible change; the stream ends with the
- * listen result once every task is terminal, or when the client goes away.
- *
- * A listen is an open stream like an LMSP event stream: it holds a slot under the tenant's
- * TASKLINE_MAX_STREAMS (429 -32005 at the cap), sends a heartbeat comment every
- * TASKLINE_SSE_HEARTBEAT_MS (renewing the slot), and follows at most `maxTaskIds` distinct tasks
- * (-32602 above), whose records are read in one round trip.
- */
-export async function serveTaskListen(args: ListenArgs): Promise<void> {
-  const { res, store, hub, poll, tenant, id } = args;
+/** The distinct task ids the listen asks for; or null, answered, when it cannot be served. */
+function refusedOrRequested(args: ListenArgs): unknown[] | null {
+  const { res, id } = args;
   if (!declaresTasks(args.capabilities)) {
     res.status(400).json({
       jsonrpc: '2.0',
@@ -62,7 +52,7 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
         data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
       },
     });
-    return;
+    return null;
   }
   const requested = [...new Set((args.params.notifications as { taskIds: unknown[] }).taskIds)];
   if (requested.length > args.maxTaskIds) {
@@ -74,8 +64,14 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
       `Invalid params: a listen follows at most ${args.maxTaskIds} taskIds (got ${requested.length}); split it into several listens`,
       { maxTaskIds: args.maxTaskIds },
     );
-    return;
+    return null;
   }
+  return requested;
+}
+
+/** The stream's slot and the tenant's tool tasks among `requested`; or null, answered 429 at the cap. */
+async function slotAndTasks(args: ListenArgs, requested: unknown[]) {
+  const { store, tenant } = args;
   // The slot and the records together: one round trip for all records (auto-pipelined gets).
   const [slotted, found] = await Promise.allSettled([
     args.limits.openStream(tenant),
@@ -91,11 +87,35 @@ export async function serveTaskListen(args: ListenArgs): Promise<void> {
   if (slotted.status === 'rejected' || found.status === 'rejected') {
     if (slotted.status === 'fulfilled') await slotted.value.release().catch(() => undefined);
     const err = slotted.status === 'rejected' ? slotted.reason : (found as PromiseRejectedResult).reason;
-    if (err instanceof TasklineError && err.code === 'rate_limited') return void rateLimited(res, id, err);
+    if (err instanceof TasklineError && err.code === 'rate_limited') {
+      rateLimited(args.res, args.id, err);
+      return null;
+    }
     throw err;
   }
   const slot: StreamSlot = slotted.value;
-  const tasks = found.value.filter((t) => t !== null);
+  return { slot, tasks: found.value.filter((t) => t !== null) };
+}
+
+/**
+ * `subscriptions/listen` with `notifications.taskIds`: the SDK acknowledges such a filter and closes
+ * (SDK issue #2569), so this serves it. Each accepted task is tailed through the EventHub, which
+ * reads the task's log in Redis: a change made on any replica reaches this stream. One
+ * `notifications/tasks` (a DetailedTask) goes out per visible change; the stream ends with the
+ * listen result once every task is terminal, or when the client goes away.
+ *
+ * A listen is an open stream like an LMSP event stream: it holds a slot under the tenant's
+ * TASKLINE_MAX_STREAMS (429 -32005 at the cap), sends a heartbeat comment every
+ * TASKLINE_SSE_HEARTBEAT_MS (renewing the slot), and follows at most `maxTaskIds` distinct tasks
+ * (-32602 above), whose records are read in one round trip.
+ */
+export async function serveTaskListen(args: ListenArgs): Promise<void> {
+  const { res, store, hub, poll, tenant, id } = args;
+  const requested = refusedOrRequested(args);
+  if (!requested) return;
+  const opened = await slotAndTasks(args, requested);
+  if (!opened) return;
+  const { slot, tasks } = opened;
   args.observe?.listener(1);
   const subs = new Map<string, Subscription>();
   const stream = openEventStream(res, {

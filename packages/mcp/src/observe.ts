@@ -1,3 +1,4 @@
+// The metric hooks `/mcp` calls, and one request's record of a Redis outage.
 import type { RedisUnavailableReason } from '@taskline/engine';
 
 /** Metric hooks (the api passes its registry's); this package stays free of a metrics library. */

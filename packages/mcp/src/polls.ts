@@ -14,7 +14,7 @@ const JITTER = 0.9;
  * follow as many tasks as it may have unfinished. Spared: a `tasks/get` of a tenant's task that
  * has not ended and was not polled within the interval, and the first read of an ended task (the
  * poll that finds the end). What they cost is bounded: at most one spared poll per interval per
- * unfinished task (at most TASKLINE_MAX_ACTIVE_TASKS of them) and one per ended task, whose create
+ * unfinished task (at most TASKLINE_MAX_UNFINISHED_TASKS of them) and one per ended task, whose create
  * took from the rate. Anything else (faster polls, unknown ids, other methods) takes from it.
  */
 export class PollPacing {

@@ -1,3 +1,4 @@
+// JSON-RPC error replies written ahead of the SDK, with their codes.
 import type { Response } from 'express';
 import type { TasklineError } from '@taskline/engine';
 

@@ -1,3 +1,4 @@
+// The MCP 2026-07-28 server of one request: the tools and the Tasks extension's methods.
 import { z } from 'zod';
 import {
   inputRequired,

@@ -1,3 +1,4 @@
+// The SSE settings and authorization checks every MCP stream runs with.
 import type { Response } from 'express';
 import type { StreamSlot } from '@taskline/admission';
 import type { Env } from '@taskline/config';

@@ -1,3 +1,4 @@
+// A tenant's MCP tool tasks: lookup by id and the paged `tasks/list` index.
 import type { Admission, TaskReservation } from '@taskline/admission';
 import { indexToolTask, toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
 import { ANSWER_CAPABILITIES, type ToolPlacement, type ToolResult } from '@taskline/tools';

@@ -1,3 +1,4 @@
+// How an engine task looks on MCP: the Tasks extension's fields and capabilities.
 import type { TaskRecord, TaskStatus, TaskStore } from '@taskline/engine';
 
 /** MCP Tasks extension statuses (SEP-2663). */

@@ -2,16 +2,16 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { scanKeys } from '@taskline/testing';
-import { startStack } from '@taskline/test-support/mcp-stack';
+import { startMcpStack } from '@taskline/test-support/mcp-stack';
 import { initializeRequest, rpc, TASKS } from '@taskline/test-support/mcp';
 
 describe('MCP error paths, raw JSON-RPC against the api service', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let url: string;
   const token = 'key-errors-secret';
 
   before(async () => {
-    stack = await startStack({ env: { TASKLINE_API_KEYS: `tenant-e:${token}` } });
+    stack = await startMcpStack({ env: { TASKLINE_API_KEYS: `tenant-e:${token}` } });
     url = stack.replicas[0]!.url;
   });
   after(() => stack.stop());

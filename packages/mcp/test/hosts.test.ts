@@ -11,7 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex, toolTaskOpen } from '@taskline/engine/keys';
-import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until, type Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 const KEY_A = 'key-a-secret';
@@ -54,16 +54,16 @@ async function v1Client(
 }
 
 describe('MCP hosts that do not hold tasks, questions, polling, tool errors and the 2025-11-25 edges', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let api: Replica;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       fixtures: true,
       env: {
         TASKLINE_API_KEYS: `tenant-a:${KEY_A},tenant-p:${KEY_P},tenant-l:${KEY_L}`,
         TASKLINE_OPERATOR_INDEX_MAX: String(INDEX_MAX),
-        TASKLINE_RETENTION_SWEEP_MS: '200',
+        TASKLINE_INDEX_SWEEP_MS: '200',
         // Every batch asks for confirmation first.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
       },

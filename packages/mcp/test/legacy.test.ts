@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
 import { bounded, startHaproxy, type LoadBalancer } from '@taskline/testing';
-import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until, type Replica } from '@taskline/test-support/mcp-stack';
 import { initializeRequest, pollTask, rpc } from '@taskline/test-support/mcp';
 
 const KEY_A = 'key-a-secret';
@@ -80,14 +80,14 @@ async function drain(stream: AsyncIterable<any>): Promise<any[]> {
 }
 
 describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind HAProxy', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let lb: LoadBalancer;
   let url: string;
   let a: Replica;
   let b: Replica;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       replicas: 2,
       fixtures: true,
       env: {

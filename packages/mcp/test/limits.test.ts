@@ -1,7 +1,7 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 /**
  * The tenant limits LMSP enforces hold on `/mcp` too, against the real api process: the request
- * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_ACTIVE_TASKS)
+ * rate (TASKLINE_RATE_LIMIT_*) on every call, the unfinished-task cap (TASKLINE_MAX_UNFINISHED_TASKS)
  * on tool calls that become tasks; over either, HTTP 429 with Retry-After and JSON-RPC -32005.
  */
 import { connect } from 'node:net';
@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { isTerminal } from '@taskline/engine';
 import { scanKeys } from '@taskline/testing';
-import { startStack, until } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until } from '@taskline/test-support/mcp-stack';
 import { post2025, rawPost2025, rpc, type RpcReply } from '@taskline/test-support/mcp';
 
 const BURST = 12;
@@ -17,17 +17,17 @@ const CAP = 2;
 const MAX_STREAMS = 2;
 
 describe('MCP under the per-tenant limits of the api', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let url: string;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       env: {
         TASKLINE_API_KEYS:
           'tenant-rate:key-rate-secret,tenant-cap:key-cap-secret,tenant-2025:key-2025-secret,tenant-sse:key-sse-secret,tenant-gone:key-gone-secret',
         TASKLINE_RATE_LIMIT_PER_S: '1',
         TASKLINE_RATE_LIMIT_BURST: String(BURST),
-        TASKLINE_MAX_ACTIVE_TASKS: String(CAP),
+        TASKLINE_MAX_UNFINISHED_TASKS: String(CAP),
         // Every batch asks to be confirmed first, so its task stays unfinished until answered.
         TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS: '1',
         TASKLINE_MAX_STREAMS: String(MAX_STREAMS),

@@ -1,17 +1,17 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- raw JSON-RPC replies are checked field by field */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until, type Replica } from '@taskline/test-support/mcp-stack';
 import { listenTasks, pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 describe('MCP tasks over two replicas on one Redis', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let a: Replica;
   let b: Replica;
 
   before(async () => {
     // Two api processes with the LMSP authenticator (static keys), one scheduler, one gpu-worker.
-    stack = await startStack({
+    stack = await startMcpStack({
       replicas: 2,
       fixtures: true,
       env: {
@@ -139,11 +139,11 @@ describe('MCP tasks over two replicas on one Redis', () => {
 });
 
 describe('a cancel reaches the worker holding the task at once', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
 
   before(async () => {
     // A one-minute lease: the worker's renewal (every third of it) cannot be what notices the cancel.
-    stack = await startStack({
+    stack = await startMcpStack({
       fixtures: true,
       env: {
         TASKLINE_API_KEYS: 'tenant-a:key-a-secret',

@@ -17,7 +17,7 @@ import {
   type TaskEnabledSession,
   type TaskView,
 } from '@modelcontextprotocol/ext-tasks/client';
-import { startStack, type Replica } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, type Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc, TASKS } from '@taskline/test-support/mcp';
 
 const VERSION = '2026-07-28';
@@ -90,7 +90,7 @@ async function requester(
 }
 
 describe('the ext-tasks requester against the api process', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let api: Replica;
   let sign: (tenant: string) => Promise<string>;
   /** What the session's input handler saw, in order. */
@@ -107,7 +107,7 @@ describe('the ext-tasks requester against the api process', () => {
         .setIssuedAt()
         .setExpirationTime('10m')
         .sign(privateKey);
-    stack = await startStack({
+    stack = await startMcpStack({
       env: {
         TASKLINE_API_KEYS: `tenant-a:${KEY}`,
         TASKLINE_JWT_PUBLIC_KEY: (await exportSPKI(publicKey)).replace(/\n/g, '\\n'),

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { startStack } from '@taskline/test-support/mcp-stack';
+import { startMcpStack } from '@taskline/test-support/mcp-stack';
 import { listenTasks, post2025, rpc } from '@taskline/test-support/mcp';
 
 const CLI = fileURLToPath(new URL('../../cli/bin/taskline.js', import.meta.url));
@@ -40,7 +40,7 @@ function read(res: Response, controller: AbortController): Reading {
 }
 
 describe('MCP streams of a revoked API key', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let url: string;
   const cli = async (...args: string[]) => {
     const { stdout } = await promisify(execFile)(process.execPath, [CLI, '--json', ...args], {
@@ -51,7 +51,7 @@ describe('MCP streams of a revoked API key', () => {
   };
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       fixtures: true,
       env: { TASKLINE_API_KEYS: 'tenant-static:key-static-secret', TASKLINE_SSE_HEARTBEAT_MS: '200' },
     });

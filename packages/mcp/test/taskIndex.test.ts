@@ -1,6 +1,6 @@
 /**
  * The index 2025-11-25 `tasks/list` pages through (`tl:mcp:tasks:{<tenant>}`) stays bounded: the
- * scheduler's retention sweep trims and expires it as it does the operator index, and a page reads
+ * scheduler's index sweep trims and expires it as it does the operator index, and a page reads
  * a bounded number of entries however many dead ones lie ahead of the live tasks; yet no tool task
  * that has not ended leaves the list.
  */
@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
-import { startStack, until } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 /** The least TASKLINE_OPERATOR_INDEX_MAX takes. */
@@ -38,18 +38,18 @@ async function v1Client(url: string, key: string): Promise<Client> {
   return client;
 }
 
-describe("MCP tool-task index: bounded by the retention sweep and by each page's reads", () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+describe("MCP tool-task index: bounded by the index sweep and by each page's reads", () => {
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let url: string;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       fixtures: true,
       env: {
         TASKLINE_API_KEYS: 'tenant-a:key-a-secret,tenant-b:key-b-secret,tenant-c:key-c-secret',
         TASKLINE_TASK_RETENTION_S: String(RETENTION_S),
         TASKLINE_EVENT_RETENTION_S: String(RETENTION_S),
-        TASKLINE_RETENTION_SWEEP_MS: '200',
+        TASKLINE_INDEX_SWEEP_MS: '200',
         TASKLINE_OPERATOR_INDEX_MAX: String(MAX),
         TASKLINE_RATE_LIMIT_BURST: '100',
       },

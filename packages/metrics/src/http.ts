@@ -1,3 +1,4 @@
+// `GET /metrics` and the HTTP request metrics middleware.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';

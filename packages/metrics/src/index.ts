@@ -1,3 +1,4 @@
+// The face of @taskline/metrics: every metric, its HTTP handler and the tenant labels.
 export {
   createMetrics,
   SLO_THRESHOLDS,

@@ -1,3 +1,4 @@
+// Every Prometheus metric of every service, defined once.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { OTHER_TENANT, TenantLabels } from './tenants.js';
 
@@ -250,20 +251,6 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
   const depthSeries = new Map<string, Set<string>>();
   const waitSeries = new Map<string, Set<string>>();
 
-  /** Sets one gauge's series of `model` per tenant label, removing the labels no longer present. */
-  const setPerTenant = (
-    gauge: typeof handles.queueDepth,
-    series: Map<string, Set<string>>,
-    model: string,
-    values: Map<string, number>,
-  ) => {
-    for (const stale of series.get(model) ?? []) {
-      if (!values.has(stale)) gauge.remove({ model, tenant: stale });
-    }
-    for (const [tenant, value] of values) gauge.set({ model, tenant }, value);
-    series.set(model, new Set(values.keys()));
-  };
-
   const setQueueDepth = (model: string, depths: Iterable<readonly [string, number]>) => {
     const sums = new Map<string, number>();
     for (const [tenant, depth] of depths) {
@@ -296,17 +283,7 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
   const rebalanceTenants = async () => {
     const demoted = tenants.rebalance();
     if (demoted.length === 0) return demoted;
-    const gone = new Set(demoted);
-    for (const metric of tenantMetrics) {
-      const { values } = await metric.get();
-      for (const { labels } of values) {
-        if (typeof labels.tenant !== 'string' || !gone.has(labels.tenant)) continue;
-        // The demoted tenant's counts leave its series; Prometheus sees a counter reset there,
-        // and future activity lands in `other`, so rate() over `tenant` sums stays right.
-        const { le: _le, service: _service, ...own } = labels as Record<string, string | number>;
-        (metric as { remove(labels: Record<string, string | number>): void }).remove(own);
-      }
-    }
+    await dropTenantSeries(tenantMetrics, new Set(demoted));
     for (const byModel of [depthSeries, waitSeries])
       for (const series of byModel.values()) for (const t of demoted) series.delete(t);
     return demoted;
@@ -327,6 +304,37 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
     rebalanceTenants,
     close: () => clearInterval(timer),
   };
+}
+
+/** Sets one gauge's series of `model` per tenant label, removing the labels no longer present. */
+function setPerTenant(
+  gauge: Gauge,
+  series: Map<string, Set<string>>,
+  model: string,
+  values: Map<string, number>,
+): void {
+  for (const stale of series.get(model) ?? []) {
+    if (!values.has(stale)) gauge.remove({ model, tenant: stale });
+  }
+  for (const [tenant, value] of values) gauge.set({ model, tenant }, value);
+  series.set(model, new Set(values.keys()));
+}
+
+/** Removes every series of the demoted tenants from the metrics labelled by tenant. */
+async function dropTenantSeries(
+  tenantMetrics: { get(): Promise<{ values: { labels: Record<string, unknown> }[] }> }[],
+  gone: Set<string>,
+): Promise<void> {
+  for (const metric of tenantMetrics) {
+    const { values } = await metric.get();
+    for (const { labels } of values) {
+      if (typeof labels.tenant !== 'string' || !gone.has(labels.tenant)) continue;
+      // The demoted tenant's counts leave its series; Prometheus sees a counter reset there,
+      // and future activity lands in `other`, so rate() over `tenant` sums stays right.
+      const { le: _le, service: _service, ...own } = labels as Record<string, string | number>;
+      (metric as unknown as { remove(labels: Record<string, string | number>): void }).remove(own);
+    }
+  }
 }
 
 export { OTHER_TENANT };

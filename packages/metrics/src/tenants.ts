@@ -1,3 +1,4 @@
+// Bounded `tenant` labels: the busiest tenants by name, the rest as `other`.
 /** The label every tenant outside the current top N is aggregated under. */
 export const OTHER_TENANT = 'other';
 

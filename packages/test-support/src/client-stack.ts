@@ -9,7 +9,7 @@ import {
   ApiService,
   freePort,
   LONG,
-  startStack as startServices,
+  startServices,
   until,
   type Service,
   type Stack as Services,
@@ -55,7 +55,7 @@ export interface Stack {
  * `env` goes to every process (api, scheduler, worker); with `fixtures` the api and worker run
  * the conformance entries, which add the conformance suite's fixture tools.
  */
-export async function startStack(
+export async function startClientStack(
   stepMs = '20',
   env: Record<string, string> = {},
   options: { fixtures?: boolean } = {},

@@ -1,3 +1,4 @@
+// Service entries that serve the conformance suite's fixtures, for a test stack.
 import type { StackOptions } from '@taskline/testing';
 
 /**

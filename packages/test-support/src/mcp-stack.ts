@@ -2,14 +2,14 @@
  * The real Taskline stack for the conformance run and the MCP tests: a Redis with AOF, the
  * scheduler, a gpu-worker (which runs tool tasks from the `tools` queue) and any number of `api`
  * replicas serving `/mcp`, all as separate processes (`@taskline/testing`'s stack, with
- * `Cluster` for a TaskStore on the same Redis).
+ * `EngineStack` for a TaskStore on the same Redis).
  */
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
-import { Cluster, until } from './cluster.js';
+import { EngineStack, until } from './engine-stack.js';
 import { FIXTURE_ENTRIES } from './entries.js';
 
-export { Cluster, until };
+export { EngineStack, until };
 
 export interface Replica {
   /** The MCP endpoint of this api process. */
@@ -18,7 +18,7 @@ export interface Replica {
 }
 
 /** Starts one `services/api` process and waits until it is up. */
-export async function startApi(cluster: Cluster, env: Record<string, string> = {}): Promise<Replica> {
+export async function startApi(cluster: EngineStack, env: Record<string, string> = {}): Promise<Replica> {
   const api = cluster.stack.api(await freePort(), env);
   await api.up;
   return { url: `${api.base}/mcp`, process: api.child! };
@@ -29,15 +29,15 @@ export async function startApi(cluster: Cluster, env: Record<string, string> = {
  * `replicas` api processes. `env` goes to every process (auth mode, limits...); with `fixtures`
  * every api and worker (those `startApi` adds too) runs the `FIXTURE_ENTRIES`.
  */
-export async function startStack(
+export async function startMcpStack(
   options: {
     replicas?: number;
     env?: Record<string, string>;
     workerEnv?: Record<string, string>;
     fixtures?: boolean;
   } = {},
-): Promise<{ cluster: Cluster; replicas: Replica[]; worker: ChildProcess; stop(): Promise<void> }> {
-  const cluster = await Cluster.start({
+): Promise<{ cluster: EngineStack; replicas: Replica[]; worker: ChildProcess; stop(): Promise<void> }> {
+  const cluster = await EngineStack.start({
     env: options.env,
     ...(options.fixtures && { entries: FIXTURE_ENTRIES }),
   });

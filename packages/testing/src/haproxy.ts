@@ -1,3 +1,4 @@
+// HAProxy in front of two api replicas, as `scripts/cluster.sh` runs it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';

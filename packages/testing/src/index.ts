@@ -1,3 +1,4 @@
+// The face of @taskline/testing: Redis servers and clusters, service stacks, proxies, waits.
 export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
 export { freePort, ipv6Loopback } from './ports.js';
 export { configSetAll, flushAll, scanKeys } from './keys.js';
@@ -8,7 +9,7 @@ export { ROOT, Service, type ServiceKind, type ServiceOptions } from './service.
 export {
   ApiService,
   Stack,
-  startStack,
+  startServices,
   type RedisSource,
   type StackOptions,
   type StackRedis,

@@ -1,3 +1,4 @@
+// Key helpers for tests: scan, flush and configure every node of a Redis or Redis Cluster.
 /** What these helpers need of an ioredis `Redis` or `Cluster` (this package depends on no client). */
 interface Scannable {
   scan(

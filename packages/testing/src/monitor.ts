@@ -1,3 +1,4 @@
+// A parsed `MONITOR` stream of a test's Redis.
 import { connect } from 'node:net';
 
 /** A running `MONITOR`: every command Redis runs after `ready`, handed over in order. */

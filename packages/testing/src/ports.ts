@@ -1,3 +1,4 @@
+// Free ports for test servers, picked below the kernel's ephemeral range.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 

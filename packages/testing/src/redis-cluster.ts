@@ -1,3 +1,4 @@
+// A real Redis Cluster of the test's own (3 primaries, 3 replicas, AOF).
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

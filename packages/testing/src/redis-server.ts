@@ -1,3 +1,4 @@
+// One `redis-server` of the test's own: AOF, a temporary folder, a free port.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createConnection } from 'node:net';

@@ -1,3 +1,4 @@
+// A test's Redis: one server, or a cluster under `TASKLINE_TEST_REDIS=cluster`.
 import { startRedisCluster } from './redis-cluster.js';
 import { startRedisServer, type RedisServer, type RedisServerOptions } from './redis-server.js';
 

@@ -1,3 +1,4 @@
+// A Taskline service process of a test, started from its folder and stopped by PID.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';

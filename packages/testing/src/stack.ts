@@ -1,3 +1,4 @@
+// A test stack: Redis, scheduler, workers and api processes started together.
 import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { startRedis, type RedisServer } from './redis.js';
@@ -200,6 +201,6 @@ export class Stack<R extends StackRedis = RedisServer> {
 }
 
 /** Starts a stack (see `Stack`); a stack that does not come up is stopped before the error is thrown. */
-export const startStack = <R extends StackRedis = RedisServer>(
+export const startServices = <R extends StackRedis = RedisServer>(
   options?: StackOptions<R>,
 ): Promise<Stack<R>> => Stack.start(options);

@@ -1,3 +1,4 @@
+// Bounded waits for tests: poll until a value, or fail naming what was awaited.
 import type { ChildProcess } from 'node:child_process';
 /**
  * Polls `check` until it returns a value other than undefined; fails with `what` after a generous

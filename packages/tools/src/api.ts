@@ -1,6 +1,7 @@
 // The runtime's side of the public SDK: the registry of served tools, tool-task requests, model checks.
 import { z } from 'zod';
 import { outputTokens, servedModel, type ServedModels } from '@taskline/engine';
+import { TOOLS_MODEL } from '@taskline/control/queues';
 import type { InputRequest, OnRestart, PrepareContext, ToolDefinition } from '@taskline/tool-sdk';
 
 /**
@@ -135,9 +136,6 @@ export function canAnswer(capabilities: Record<string, unknown> | undefined, req
       return false;
   }
 }
-
-/** The built-in tools' tasks all run on one queue (the gpu-workers'), whatever models they call. */
-export const TOOLS_MODEL = 'tools';
 
 /** The queue of a tool served by tool workers: its own, so dispatch is fair per tool. */
 export const toolQueue = (name: string) => `tool:${name}`;

@@ -1,3 +1,4 @@
+// The `batch_generate` example tool: generations with progress and a confirmation.
 import { z } from 'zod';
 import { defineTool, ToolFailure } from '@taskline/tool-sdk';
 import { checkGeneration, modelField, type ModelChoice } from './api.js';

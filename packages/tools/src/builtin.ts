@@ -1,3 +1,4 @@
+// The tools a deployment offers, built the same way by the api and the gpu-worker.
 import { ToolRegistry, type ModelChoice } from './api.js';
 import { batchGenerateTool } from './batch.js';
 import { generateTool } from './generate.js';

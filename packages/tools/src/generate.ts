@@ -1,3 +1,4 @@
+// The `generate` tool: one LMSP response on a model, run as a task.
 import { z } from 'zod';
 import { defineTool } from '@taskline/tool-sdk';
 import { checkGeneration, modelField, type ModelChoice } from './api.js';

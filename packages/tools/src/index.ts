@@ -1,3 +1,4 @@
+// The face of @taskline/tools: the tool API, the runner and the built-in tools.
 export {
   ToolRegistry,
   checkGeneration,
@@ -6,7 +7,6 @@ export {
   modelChoice,
   modelField,
   type ModelChoice,
-  TOOLS_MODEL,
   toolQueue,
   type ToolPlacement,
   type ToolTaskRequest,
@@ -36,6 +36,9 @@ export {
   type ToolRunner,
   type ToolRunnerOptions,
 } from './runner.js';
+// The built-in tools' tasks all run on one queue (the gpu-workers'), whatever models they call: the
+// control plane names it.
+export { TOOLS_MODEL } from '@taskline/control/queues';
 export { generateTool } from './generate.js';
 export { batchGenerateTool, type BatchOptions } from './batch.js';
 export { builtinTools, type BuiltinToolOptions } from './builtin.js';

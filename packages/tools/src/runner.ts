@@ -1,3 +1,4 @@
+// Runs `tool` tasks on a worker: looks up the tool, runs one attempt, commits its end.
 import {
   EventHub,
   isRedisUnavailable,

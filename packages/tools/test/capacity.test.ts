@@ -6,13 +6,13 @@
  *   confirmations never stop other tool calls, and an answer resumes it under a new attempt;
  * - a parent waiting for its child generation never starves it of a place in the running cap;
  * - child generations are part of their accepted tool call: the tenant's unfinished-task cap
- *   (TASKLINE_MAX_ACTIVE_TASKS) counts the call once, never its children.
+ *   (TASKLINE_MAX_UNFINISHED_TASKS) counts the call once, never its children.
  */
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { idempotencyKey, schedulerKeys } from '@taskline/engine/keys';
-import { startApi, startStack, type Replica } from '@taskline/test-support/mcp-stack';
+import { startApi, startMcpStack, type Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 const TENANTS = { a: 'tenant-a', b: 'tenant-b', c: 'tenant-c', d: 'tenant-d' };
@@ -21,11 +21,11 @@ const SLOTS = 2;
 const ACCEPT = { confirm: { action: 'accept', content: { proceed: true } } };
 
 describe('tool tasks: worker slots and running places', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let api: Replica;
 
   before(async () => {
-    stack = await startStack({
+    stack = await startMcpStack({
       env: {
         TASKLINE_API_KEYS: Object.values(TENANTS)
           .map((t) => `${t}:${keyOf(t)}`)
@@ -106,7 +106,7 @@ describe('tool tasks: worker slots and running places', () => {
 
   it('child generations are part of their tool call: the unfinished-task cap counts the call once', async () => {
     // An api replica whose tenants may each have one unfinished task: the tool call takes it.
-    const capped = await startApi(stack.cluster, { TASKLINE_MAX_ACTIVE_TASKS: '1' });
+    const capped = await startApi(stack.cluster, { TASKLINE_MAX_UNFINISHED_TASKS: '1' });
     const id = await generate(TENANTS.d, capped.url);
     const t = await poll(TENANTS.d, id, ended);
     assert.equal(t.status, 'completed', JSON.stringify(t));

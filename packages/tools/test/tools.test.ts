@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { idempotencyKey } from '@taskline/engine/keys';
 import { exited } from '@taskline/testing';
-import { startStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { startMcpStack, until, type Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 const TENANT = 'tenant-a';
@@ -20,11 +20,11 @@ const PROGRESS = /^\d+\/\d+ prompts done$/;
 const ACCEPT = { confirm: { action: 'accept', content: { proceed: true } } };
 
 describe('built-in tools run by gpu-workers', () => {
-  let stack: Awaited<ReturnType<typeof startStack>>;
+  let stack: Awaited<ReturnType<typeof startMcpStack>>;
   let api: Replica;
 
   before(async () => {
-    stack = await startStack({ env: { TASKLINE_API_KEYS: `${TENANT}:${KEY}` }, workerEnv: WORKER_ENV });
+    stack = await startMcpStack({ env: { TASKLINE_API_KEYS: `${TENANT}:${KEY}` }, workerEnv: WORKER_ENV });
     api = stack.replicas[0]!;
   });
   after(() => stack.stop());

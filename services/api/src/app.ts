@@ -3,7 +3,7 @@
  * side (LMSP 1.0 with the OpenAI routes at `/lmsp/v1`, MCP at `/mcp`, the operator console),
  * each built on the same core and its one admission path.
  */
-import express, { type Express, type Router } from 'express';
+import express, { type Express, type RequestHandler, type Router } from 'express';
 import { operatorAuthenticator } from '@taskline/auth';
 import { mountConsole } from '@taskline/console';
 import { newId, redisAnswers } from '@taskline/engine';
@@ -96,7 +96,7 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
     },
     usage: (tenants) => core.limits.usage(tenants),
     limits: {
-      maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+      maxUnfinishedTasks: env.TASKLINE_MAX_UNFINISHED_TASKS,
       maxStreams: env.TASKLINE_MAX_STREAMS,
       requestBurst: env.TASKLINE_RATE_LIMIT_BURST,
     },
@@ -107,37 +107,27 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
   });
 }
 
-/** Builds the Express 5 app of the `api` service. */
-export function createApp(deps: AppDeps): TasklineApi {
-  const core = createCore(deps);
-  const { redis, logger } = core;
-  const followTask = followTaskOf(core);
-  let draining = false;
-  let inFlight = 0;
+/** Whether this replica is shutting down, and the requests it is serving. */
+interface Serving {
+  draining: boolean;
+  inFlight: number;
+}
 
-  const app = express();
-  app.disable('x-powered-by');
-  // Only the documented paths exist (every router here is case-sensitive too): `/LMSP/V1/...` is
-  // the 404 problem, not another name of `/lmsp/v1/...`. Set before the app's router is made.
-  app.enable('case sensitive routing');
-  // The client address (`req.ip`) that failed authentications are counted by: behind a load
-  // balancer, the one its X-Forwarded-For gives, from the proxies named here only.
-  app.set('trust proxy', core.env.TASKLINE_TRUST_PROXY);
-  // Task objects change under the same URL; a body hash as validator buys nothing.
-  app.set('etag', false);
-
-  app.use((req, res, next) => {
+/** Request ids (`X-Request-Id`), one `request` log line per request, and the in-flight count. */
+function requestLog(core: ApiCore, serving: Serving): RequestHandler {
+  const { logger } = core;
+  return (req, res, next) => {
     const given = req.headers['x-request-id'];
     req.id = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId('req');
     res.setHeader('X-Request-Id', req.id);
-    if (draining) res.setHeader('Connection', 'close');
+    if (serving.draining) res.setHeader('Connection', 'close');
     const started = process.hrtime.bigint();
     // Taken now: a router mounted under a prefix (`/lmsp/v1`, `/admin/v1`) leaves `req.path`
     // without it, so an operator's `/admin/v1/tasks/...` would read as a tenant's `/tasks/...`.
     const path = req.path;
-    inFlight++;
+    serving.inFlight++;
     res.once('close', () => {
-      inFlight--;
+      serving.inFlight--;
       logger.info('request', {
         request_id: req.id,
         method: req.method,
@@ -150,10 +140,11 @@ export function createApp(deps: AppDeps): TasklineApi {
       });
     });
     next();
-  });
+  };
+}
 
-  if (deps.metrics) app.use(httpMetrics(deps.metrics));
-
+/** `/healthz` (the process answers) and `/readyz` (Redis answers, and the replica is not draining). */
+function mountHealth(app: Express, core: ApiCore, serving: Serving): void {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
@@ -162,14 +153,37 @@ export function createApp(deps: AppDeps): TasklineApi {
       res.setHeader('Retry-After', '1');
       sendProblem(res, 'unavailable', detail);
     };
-    if (draining) return notReady('This replica is shutting down.');
+    if (serving.draining) return notReady('This replica is shutting down.');
     const ok = await Promise.race([
-      redisAnswers(redis),
+      redisAnswers(core.redis),
       new Promise<boolean>((r) => setTimeout(r, 1000, false).unref()),
     ]);
     if (ok) res.json({ status: 'ok' });
     else notReady('Redis is unreachable.');
   });
+}
+
+/** Builds the Express 5 app of the `api` service. */
+export function createApp(deps: AppDeps): TasklineApi {
+  const core = createCore(deps);
+  const { redis, logger } = core;
+  const followTask = followTaskOf(core);
+  const serving: Serving = { draining: false, inFlight: 0 };
+
+  const app = express();
+  app.disable('x-powered-by');
+  // Only the documented paths exist (every router here is case-sensitive too): `/LMSP/V1/...` is
+  // the 404 problem, not another name of `/lmsp/v1/...`. Set before the app's router is made.
+  app.enable('case sensitive routing');
+  // The client address (`req.ip`) that failed authentications are counted by: behind a load
+  // balancer, the one its X-Forwarded-For gives, from the proxies named here only.
+  app.set('trust proxy', core.env.TASKLINE_TRUST_PROXY);
+  // Task objects change under the same URL; a body hash as validator buys nothing.
+  app.set('etag', false);
+
+  app.use(requestLog(core, serving));
+  if (deps.metrics) app.use(httpMetrics(deps.metrics));
+  mountHealth(app, core, serving);
 
   app.use(API_PREFIX, lmspRouter(core, followTask));
   mountOperatorConsole(app, core, followTask);
@@ -190,10 +204,10 @@ export function createApp(deps: AppDeps): TasklineApi {
     limits: core.limits,
     streams: core.streams,
     startDraining() {
-      draining = true;
+      serving.draining = true;
     },
     get inFlight() {
-      return inFlight;
+      return serving.inFlight;
     },
     settled: () => core.admission.settled(),
   };

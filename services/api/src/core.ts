@@ -1,3 +1,4 @@
+// What every surface of the api is built on: the store, hub, authenticator, limits and admission.
 import type { Redis } from 'ioredis';
 import { Admission, AuthFailureLimits, TenantLimits } from '@taskline/admission';
 import { authenticator, type AuthGuard, type Authenticator } from '@taskline/auth';
@@ -59,11 +60,11 @@ export function createCore(deps: AppDeps): ApiCore {
   const limits = new TenantLimits(redis, {
     ratePerS: env.TASKLINE_RATE_LIMIT_PER_S,
     burst: env.TASKLINE_RATE_LIMIT_BURST,
-    maxActiveTasks: env.TASKLINE_MAX_ACTIVE_TASKS,
+    maxUnfinishedTasks: env.TASKLINE_MAX_UNFINISHED_TASKS,
     maxStreams: env.TASKLINE_MAX_STREAMS,
     streamLeaseMs: env.TASKLINE_SSE_HEARTBEAT_MS * 3,
     // Longer than a task waits for its caller's input, the longest an unfinished task usually lasts.
-    activeTtlMs: env.TASKLINE_INPUT_TIMEOUT_S * 2000,
+    unfinishedTtlMs: env.TASKLINE_INPUT_TIMEOUT_S * 2000,
   });
   const authFailures = new AuthFailureLimits(redis, {
     maxFailures: env.TASKLINE_AUTH_FAILURE_LIMIT,

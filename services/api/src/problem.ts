@@ -1,3 +1,4 @@
+// RFC 9457 problem+json answers with stable codes: the error handler, 404 and 405.
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import {
   problem,

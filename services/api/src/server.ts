@@ -1,3 +1,4 @@
+// The api's HTTP server: listen, and shut down letting streams end with a retry hint.
 import { createServer, type Server } from 'node:http';
 import type { Logger } from '@taskline/log';
 import type { TasklineApi } from './app.js';
@@ -34,7 +35,7 @@ export async function serve(
     port: bound,
     shutdown(deadlineMs, retryMs) {
       stopping ??= (async () => {
-        logger.info('shutting down', {
+        logger.info('shutting_down', {
           in_flight: api.inFlight,
           streams: api.streams.size,
           deadline_ms: deadlineMs,

@@ -1,3 +1,4 @@
+// SSE task streams: rendered frames, heartbeats, slow readers, resume and shutdown.
 import type { Request, Response } from 'express';
 import {
   historyExpired,

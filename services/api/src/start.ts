@@ -1,3 +1,4 @@
+// Starts the api service from the environment.
 import { loadEnv } from '@taskline/config';
 import {
   checkDurability,

@@ -10,18 +10,18 @@ import {
   KEY_A,
   KEY_B,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
 });
 after(async () => {

@@ -9,11 +9,19 @@ import { after, before, describe, test } from 'node:test';
 import type { Cluster } from 'ioredis';
 import { connectRedis, isCluster } from '@taskline/engine';
 import { monitorRedis, until } from '@taskline/testing';
-import { call, KEY_A, KEY_B, startApi, startStack, type InProcessApi, type Stack } from './helpers.js';
+import {
+  call,
+  KEY_A,
+  KEY_B,
+  startApi,
+  startRedisAndStore,
+  type InProcessApi,
+  type RedisAndStore,
+} from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
 });
 after(async () => {
   await stack.close();

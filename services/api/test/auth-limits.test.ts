@@ -15,15 +15,15 @@ import {
   runWorker,
   spawnApi,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
 });
 after(async () => {
   await stack.close();
@@ -247,7 +247,7 @@ describe('per-tenant limits held in Redis', () => {
 
   test('unfinished tasks are capped per tenant; finished ones stop counting', async () => {
     const api = await startApi(stack, {
-      TASKLINE_MAX_ACTIVE_TASKS: '2',
+      TASKLINE_MAX_UNFINISHED_TASKS: '2',
       TASKLINE_API_KEYS: 'tenant-cap:key-cap-0123456789',
     });
     try {
@@ -284,7 +284,7 @@ describe('per-tenant limits held in Redis', () => {
 
   test('at the cap, a retried idempotent create still gets its task, a new one gets 429', async () => {
     const api = await startApi(stack, {
-      TASKLINE_MAX_ACTIVE_TASKS: '1',
+      TASKLINE_MAX_UNFINISHED_TASKS: '1',
       TASKLINE_API_KEYS: 'tenant-cap2:key-cap2-0123456789',
     });
     try {

@@ -13,9 +13,9 @@ import {
   delta,
   nextQueued,
   startApi,
-  startStack,
+  startRedisAndStore,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 import { openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
 
@@ -77,12 +77,12 @@ class Balancer {
   }
 }
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 let balancer: Balancer;
 let browser: Browser;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
   balancer = await new Balancer(api.base).listen();
   browser = await openBrowser();

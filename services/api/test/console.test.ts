@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { adminOpenApi } from '@taskline/console';
-import { Cluster, exited, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, exited, LONG, until } from '@taskline/test-support/engine-stack';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 import { assertAccessible, openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
 
@@ -64,7 +64,7 @@ const ROUTES: [string, string][] = [
 ];
 
 describe('operator console in a real browser', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: ApiProcess;
   let worker: ChildProcess;
   let browser: Browser;
@@ -87,7 +87,7 @@ describe('operator console in a real browser', () => {
   };
 
   before(async () => {
-    cluster = await Cluster.start();
+    cluster = await EngineStack.start();
     api = await spawnApi(cluster.redis.url, {
       TASKLINE_ADMIN_KEYS: ADMIN_KEY,
       TASKLINE_MODELS: 'tiny-chat',

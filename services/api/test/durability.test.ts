@@ -10,10 +10,10 @@ import {
   mcpCall,
   spawnApi,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 /** The api's start-up refusal (its stderr); an api that starts anyway is stopped and fails the test. */
@@ -31,12 +31,12 @@ async function refusedStart(redisUrl: string, env: Record<string, string> = {}):
 const infoField = (info: string, field: string) => new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
 
 describe('a Redis with a replica', () => {
-  let stack: Stack;
+  let stack: RedisAndStore;
   let replica: RedisServer;
   let onReplica: Redis;
   let api: InProcessApi;
   before(async () => {
-    stack = await startStack();
+    stack = await startRedisAndStore();
     replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(stack.redisServer.port)] });
     onReplica = connectRedis(replica.url, 'replica-reader');
     await until('the replica to be in sync', async () =>

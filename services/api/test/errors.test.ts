@@ -4,17 +4,17 @@ import {
   call,
   KEY_B,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type Reply,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_MAX_BODY_BYTES: '4096' });
 });
 after(async () => {

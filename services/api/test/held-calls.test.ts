@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { skewedClock } from '@taskline/testing';
-import { Cluster, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, LONG, until } from '@taskline/test-support/engine-stack';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 let a: ApiProcess;
 let b: ApiProcess;
 /** A replica whose host clock runs 10 s behind the scheduler's. */
@@ -34,7 +34,7 @@ async function keptThroughLeases(api: ApiProcess): Promise<void> {
 }
 
 before(async () => {
-  cluster = await Cluster.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '200' } });
+  cluster = await EngineStack.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '200' } });
   // 200 ms a token: a generation outlasts several caller leases.
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '200' });
   const env = { TASKLINE_CALLER_LEASE_MS: String(CALLER_LEASE_MS) };

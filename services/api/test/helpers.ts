@@ -27,14 +27,14 @@ export const BASE_ENV: Record<string, string> = {
 };
 
 /** One Redis of the test's own, plus a TaskStore on it for playing the worker. */
-export interface Stack {
+export interface RedisAndStore {
   redisServer: RedisServer;
   redis: Redis;
   worker: TaskStore;
   close(): Promise<void>;
 }
 
-export async function startStack(): Promise<Stack> {
+export async function startRedisAndStore(): Promise<RedisAndStore> {
   const redisServer = await startRedis();
   const redis = connectRedis(redisServer.url, 'test-worker');
   const worker = new TaskStore(redis, {
@@ -62,7 +62,10 @@ export interface InProcessApi {
   close(): Promise<void>;
 }
 
-export async function startApi(stack: Stack, env: Record<string, string> = {}): Promise<InProcessApi> {
+export async function startApi(
+  stack: RedisAndStore,
+  env: Record<string, string> = {},
+): Promise<InProcessApi> {
   const config = loadEnv({ ...BASE_ENV, REDIS_URL: stack.redisServer.url, ...env });
   const redis = connectRedis(config.REDIS_URL, 'api');
   const logger = createLogger({ service: 'api-test' }, config.TASKLINE_LOG_LEVEL, () => undefined);
@@ -84,11 +87,11 @@ export async function startApi(stack: Stack, env: Record<string, string> = {}): 
  * One stack and one in-process api for a whole test file: started before its first test, closed
  * after its last; `use` receives them (the file keeps them in its own variables).
  */
-export function useStackWithApi(use: (stack: Stack, api: InProcessApi) => void): void {
-  let stack: Stack | undefined;
+export function useStackWithApi(use: (stack: RedisAndStore, api: InProcessApi) => void): void {
+  let stack: RedisAndStore | undefined;
   let api: InProcessApi | undefined;
   before(async () => {
-    stack = await startStack();
+    stack = await startRedisAndStore();
     api = await startApi(stack);
     use(stack, api);
   });

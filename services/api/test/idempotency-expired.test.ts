@@ -15,18 +15,18 @@ import {
   openSse,
   runWorker,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 /** The worker's store, ending tasks with the api's retention (1 s), as a deployed worker would. */
 let worker: TaskStore;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_TASK_RETENTION_S: '1', TASKLINE_EVENT_RETENTION_S: '1' });
   worker = new TaskStore(stack.redis, {
     taskRetentionMs: 1000,

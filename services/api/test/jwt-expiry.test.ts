@@ -12,20 +12,20 @@ import {
   KEY_A,
   openSse,
   startApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type InProcessApi,
   type SseRead,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 import { listen, openTasks } from './listen.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 let privateKey: CryptoKey;
 
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   const keys = await generateKeyPair('ES256', { extractable: true });
   privateKey = keys.privateKey;
   api = await startApi(stack, {

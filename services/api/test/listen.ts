@@ -1,6 +1,6 @@
 /** An MCP `subscriptions/listen` stream read as raw SSE, and the tasks it follows. */
 import { listenTasks } from '@taskline/test-support/mcp';
-import { KEY_A, type Stack } from './helpers.js';
+import { KEY_A, type RedisAndStore } from './helpers.js';
 
 /** A listen as it arrived: the HTTP answer, then the stream's messages and heartbeat comments. */
 export interface Listen {
@@ -52,7 +52,7 @@ export async function listen(base: string, taskIds: unknown[], id = 7, key = KEY
 }
 
 /** `count` unfinished tool tasks of tenant-a (no worker runs them): a listen on them stays open. */
-export async function openTasks(stack: Stack, count: number): Promise<string[]> {
+export async function openTasks(stack: RedisAndStore, count: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const task = await stack.worker.create({

@@ -8,14 +8,14 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { taskKeys } from '@taskline/engine/keys';
 import { until } from '@taskline/testing';
-import { spawnApi, startStack, type Stack } from './helpers.js';
+import { spawnApi, startRedisAndStore, type RedisAndStore } from './helpers.js';
 import { listen, openTasks } from './listen.js';
 import { roundTripProxy } from './round-trips.js';
 
 const MAX_TASK_IDS = 5;
 
-let stack: Stack;
-before(async () => (stack = await startStack()));
+let stack: RedisAndStore;
+before(async () => (stack = await startRedisAndStore()));
 after(() => stack.close());
 
 test("a listen reads its tasks' records in one Redis round trip, then their event logs in one", async () => {

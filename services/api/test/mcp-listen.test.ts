@@ -7,7 +7,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { until } from '@taskline/testing';
-import { call, openSse, spawnApi, startStack, type ApiProcess, type Stack } from './helpers.js';
+import {
+  call,
+  openSse,
+  spawnApi,
+  startRedisAndStore,
+  type ApiProcess,
+  type RedisAndStore,
+} from './helpers.js';
 import { listen, openTasks } from './listen.js';
 
 const MAX_STREAMS = 2;
@@ -20,12 +27,12 @@ const admitted = (taskIds: unknown[]) =>
     return l.status === 200 ? l : undefined;
   });
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: ApiProcess;
 const tasks: string[] = [];
 
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await spawnApi(stack.redisServer.url, {
     TASKLINE_MAX_STREAMS: String(MAX_STREAMS),
     TASKLINE_MCP_LISTEN_MAX_TASKS: String(MAX_TASK_IDS),

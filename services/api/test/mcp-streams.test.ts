@@ -11,7 +11,14 @@ import { after, before, describe, test } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { isTerminal, type TaskRecord } from '@taskline/engine';
 import { until } from '@taskline/testing';
-import { KEY_A, openSse, spawnApi, startStack, type ApiProcess, type Stack } from './helpers.js';
+import {
+  KEY_A,
+  openSse,
+  spawnApi,
+  startRedisAndStore,
+  type ApiProcess,
+  type RedisAndStore,
+} from './helpers.js';
 import { listen, openTasks } from './listen.js';
 import { post2025, rawPost2025, TASKS } from '@taskline/test-support/mcp';
 
@@ -20,7 +27,7 @@ const SLOTS = 'tl:api:streams:{tenant-a}';
 const API_USER = 'api';
 const API_PASSWORD = 'api-password-0123';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: ApiProcess;
 let url: string;
 
@@ -28,7 +35,7 @@ let url: string;
 const acl = (rule: string) => stack.redis.acl('SETUSER', API_USER, rule);
 
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   await stack.redis.acl('SETUSER', API_USER, 'on', `>${API_PASSWORD}`, '~*', '&*', '+@all');
   api = await spawnApi(stack.redisServer.url.replace('://', `://${API_USER}:${API_PASSWORD}@`), {
     TASKLINE_MAX_STREAMS: '4',

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI, { APIError, BadRequestError, ConflictError, NotFoundError } from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { Cluster, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, LONG, until } from '@taskline/test-support/engine-stack';
 import { KEY_A, KEY_B, spawnApi, type ApiProcess } from './helpers.js';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 let api: ApiProcess;
 /** Tenant B's rate limit is low on this one (a replica of its own: the buckets are the tenant's). */
 let limited: ApiProcess;
@@ -32,7 +32,7 @@ function client(base = api.base, key = KEY_A, fetchFn: typeof fetch = fetch) {
 const SHORT = { model: 'tiny-chat', max_output_tokens: 24, seed: 3 } as const;
 
 before(async () => {
-  cluster = await Cluster.start();
+  cluster = await EngineStack.start();
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20' });
   [api, limited] = await Promise.all([
     spawnApi(cluster.redis.url),

@@ -14,11 +14,11 @@ import {
   nextQueued,
   runWorker,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
   useStackWithApi,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 

@@ -13,11 +13,11 @@ import {
   nextQueued,
   startApi,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
   useStackWithApi,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI, { BadRequestError, NotFoundError } from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { Cluster, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, LONG, until } from '@taskline/test-support/engine-stack';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 let a: ApiProcess;
 let b: ApiProcess;
 
@@ -51,7 +51,7 @@ const deltas = (events: ResponseStreamEvent[]) =>
   events.map((e) => (e.type === 'response.output_text.delta' ? e.delta : '')).join('');
 
 before(async () => {
-  cluster = await Cluster.start();
+  cluster = await EngineStack.start();
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20' });
   [a, b] = await Promise.all([spawnApi(cluster.redis.url), spawnApi(cluster.redis.url)]);
 });

@@ -11,11 +11,11 @@ import {
   openSse,
   type InProcessApi,
   type Reply,
-  type Stack,
+  type RedisAndStore,
   useStackWithApi,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 

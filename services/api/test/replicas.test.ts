@@ -12,18 +12,18 @@ import {
   nextQueued,
   openSse,
   spawnApi,
-  startStack,
+  startRedisAndStore,
   TASK_BODY,
   type ApiProcess,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 /** An operator key, so that the replicas' logs show an operator's requests too. */
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
-let stack: Stack;
+let stack: RedisAndStore;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
 });
 after(async () => {
   await stack.close();

@@ -11,11 +11,11 @@ import {
   startApi,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
   useStackWithApi,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 

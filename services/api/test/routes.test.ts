@@ -7,16 +7,24 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { scanKeys } from '@taskline/testing';
-import { call, KEY_A, startApi, startStack, TASK_BODY, type InProcessApi, type Stack } from './helpers.js';
+import {
+  call,
+  KEY_A,
+  startApi,
+  startRedisAndStore,
+  TASK_BODY,
+  type InProcessApi,
+  type RedisAndStore,
+} from './helpers.js';
 
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 const TASK = 'task_00000000000000000000000000';
 const RESPONSE = 'resp_00000000000000000000000000';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
 });
 after(async () => {

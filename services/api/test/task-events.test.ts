@@ -18,13 +18,13 @@ import {
   startApi,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
   type TaskReply as Task,
   useStackWithApi,
 } from './helpers.js';
 import { withOpenAiMembers } from '../src/openai/response.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 

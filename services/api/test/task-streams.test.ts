@@ -10,20 +10,20 @@ import {
   KEY_A,
   openSse,
   startApi,
-  startStack,
+  startRedisAndStore,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
 } from './helpers.js';
 
 const MAX_BUFFER = 65_536;
 const PAGE = 16;
 const PIECE = 50_000;
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 
 before(async () => {
-  stack = await startStack();
+  stack = await startRedisAndStore();
   api = await startApi(stack, {
     TASKLINE_SSE_MAX_BUFFER_BYTES: String(MAX_BUFFER),
     TASKLINE_SSE_HISTORY_PAGE_EVENTS: String(PAGE),

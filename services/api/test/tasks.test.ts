@@ -11,12 +11,12 @@ import {
   runWorker,
   TASK_BODY,
   type InProcessApi,
-  type Stack,
+  type RedisAndStore,
   type TaskReply as Task,
   useStackWithApi,
 } from './helpers.js';
 
-let stack: Stack;
+let stack: RedisAndStore;
 let api: InProcessApi;
 useStackWithApi((s, a) => ([stack, api] = [s, a]));
 

@@ -249,10 +249,10 @@ describe('MCP: a "try again" inside the SDK is a JSON-RPC error, not a failed to
     const limits = new TenantLimits(limitsConnection, {
       ratePerS: 100,
       burst: 100,
-      maxActiveTasks: 100,
+      maxUnfinishedTasks: 100,
       maxStreams: 10,
       streamLeaseMs: 1000,
-      activeTtlMs: 3_600_000,
+      unfinishedTtlMs: 3_600_000,
     });
     const reasons: string[] = [];
     const logger = createLogger({ service: 'test' }, 'error', () => undefined);

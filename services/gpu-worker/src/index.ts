@@ -1,3 +1,4 @@
+// The face of the gpu-worker service: the worker and its response runner.
 export { GpuWorker, type GpuWorkerOptions } from './worker.js';
 export {
   createResponseRunner,

@@ -1,3 +1,4 @@
+// The gpu-worker's entry as deployed.
 import { exitOnStartFailure } from '@taskline/log';
 import { startWorker } from './start.js';
 

@@ -1,3 +1,4 @@
+// Runs `response` tasks: the request as chat messages, generation, deltas and the end.
 import {
   emptyResponse,
   TasklineError,

@@ -1,3 +1,4 @@
+// Starts the gpu-worker service from the environment; resolves once it is ready.
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';

@@ -1,3 +1,4 @@
+// GpuWorker: a TaskWorker that serves models (and the built-in tools' queue): loads, generates, drains.
 import { TOOLS_MODEL, type ModelSlots } from '@taskline/control';
 import {
   emptyResponse,

@@ -6,12 +6,14 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { skewedClock } from '@taskline/testing';
-import { Cluster, LONG } from '@taskline/test-support/cluster';
+import { EngineStack, LONG } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 before(async () => {
   // A one-second lease, swept every 100 ms: a skew of 5 s is five leases.
-  cluster = await Cluster.start({ env: { TASKLINE_LEASE_MS: '1000', TASKLINE_RECOVERY_INTERVAL_MS: '100' } });
+  cluster = await EngineStack.start({
+    env: { TASKLINE_LEASE_MS: '1000', TASKLINE_RECOVERY_INTERVAL_MS: '100' },
+  });
   // 100 ms a token: the attempt outlives several leases and renewals.
   cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '100', ...skewedClock(-5000) });
 });

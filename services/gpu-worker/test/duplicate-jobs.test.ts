@@ -11,14 +11,14 @@ import { createInstantBackend } from '@taskline/inference';
 import { createLogger } from '@taskline/log';
 import { createMetrics } from '@taskline/metrics';
 import { GpuWorker } from '../src/worker.js';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 before(
   async () =>
     // No sweep re-offers the task within the test: only the job the scheduler dispatched can start it.
-    (cluster = await Cluster.start({
-      env: { TASKLINE_RECONCILE_AFTER_MS: '600000', TASKLINE_RETENTION_SWEEP_MS: '600000' },
+    (cluster = await EngineStack.start({
+      env: { TASKLINE_RECONCILE_AFTER_MS: '600000', TASKLINE_INDEX_SWEEP_MS: '600000' },
     })),
 );
 after(() => cluster.stop());

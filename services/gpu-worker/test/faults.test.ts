@@ -5,19 +5,19 @@ import { after, before, test, type TestContext } from 'node:test';
 import { RESTART_EVENT_TYPE, visibleStepViolation, type TaskRecord, type TaskStatus } from '@taskline/engine';
 import { bounded, freePort } from '@taskline/testing';
 import {
-  Cluster,
+  EngineStack,
   deltaText,
   exited,
   LONG,
   outputText,
   until,
   type ParsedEvent,
-} from '@taskline/test-support/cluster';
+} from '@taskline/test-support/engine-stack';
 
 const STEP_MS = '20';
 const FINAL = ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'];
 
-let cluster: Cluster;
+let cluster: EngineStack;
 /** The uninterrupted run of LONG: what every restarted or handed-back run must reproduce. */
 let reference: { text: string; outputTokens: number };
 
@@ -65,7 +65,7 @@ function claimedBy(events: ParsedEvent[]): unknown[] {
 }
 
 before(async () => {
-  cluster = await Cluster.start({
+  cluster = await EngineStack.start({
     env: {
       TASKLINE_LEASE_MS: '1000',
       TASKLINE_RECOVERY_INTERVAL_MS: '200',

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { shareSlots } from '../src/worker.js';
-import { Cluster, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, LONG, until } from '@taskline/test-support/engine-stack';
 
 test('slots are shared out among the fetchers, each with one at least', () => {
   assert.deepEqual(shareSlots(10, 4), [3, 3, 2, 2]);
@@ -20,11 +20,11 @@ test('slots are shared out among the fetchers, each with one at least', () => {
       );
 });
 
-let cluster: Cluster | undefined;
+let cluster: EngineStack | undefined;
 after(() => cluster?.stop());
 
 test('a burst fills every slot of a worker with several fetchers, and the next task waits for one', async () => {
-  cluster = await Cluster.start();
+  cluster = await EngineStack.start();
   cluster.startWorker({
     TASKLINE_WORKER_SLOTS: '6',
     TASKLINE_WORKER_FETCHERS: '4',

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Cluster, deltaText, outputText, until } from '@taskline/test-support/cluster';
+import { EngineStack, deltaText, outputText, until } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 
 before(async () => {
   // Two scheduler replicas, so that the last test can kill the leader.
-  cluster = await Cluster.start({ schedulers: 2 });
+  cluster = await EngineStack.start({ schedulers: 2 });
   cluster.startWorker({ TASKLINE_WORKER_MODELS: 'tiny-chat,instant' });
 });
 

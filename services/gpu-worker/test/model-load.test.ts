@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Cluster, exited } from '@taskline/test-support/cluster';
+import { EngineStack, exited } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
-before(async () => (cluster = await Cluster.start()));
+let cluster: EngineStack;
+before(async () => (cluster = await EngineStack.start()));
 after(() => cluster.stop());
 
 test('a worker whose model does not load fails none of the tasks it claims, and leaves them to a worker that can', async () => {

@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { RESTART_EVENT_TYPE } from '@taskline/engine';
-import { Cluster, deltaText, exited, LONG, outputText } from '@taskline/test-support/cluster';
+import { EngineStack, deltaText, exited, LONG, outputText } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 
 before(async () => {
-  cluster = await Cluster.start({
+  cluster = await EngineStack.start({
     entries: { 'gpu-worker': 'services/gpu-worker/test/thread-crash-entry.ts' },
   });
 });

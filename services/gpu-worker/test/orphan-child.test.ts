@@ -8,10 +8,10 @@ import { createHash } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { TOOLS_MODEL } from '@taskline/control';
 import { idempotencyKey } from '@taskline/engine/keys';
-import { Cluster, exited, until } from '@taskline/test-support/cluster';
+import { EngineStack, exited, until } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
-before(async () => (cluster = await Cluster.start()));
+let cluster: EngineStack;
+before(async () => (cluster = await EngineStack.start()));
 after(() => cluster.stop());
 
 /**

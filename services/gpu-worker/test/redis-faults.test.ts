@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { after, before, test, type TestContext } from 'node:test';
 import { scriptSource, type TaskRecord } from '@taskline/engine';
 import { bounded, runsScript, startRedisProxy, type RedisProxy, type Service } from '@taskline/testing';
-import { Cluster, deltaText, exited, LONG, outputText, until } from '@taskline/test-support/cluster';
+import { EngineStack, deltaText, exited, LONG, outputText, until } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 let proxy: RedisProxy;
 /** The uninterrupted run of LONG: its text and its token snapshot. */
 let reference: { text: string; tokens: number[] };
@@ -53,7 +53,7 @@ async function assertWrittenOnce(task: TaskRecord): Promise<void> {
 }
 
 before(async () => {
-  cluster = await Cluster.start({
+  cluster = await EngineStack.start({
     env: { TASKLINE_RECOVERY_INTERVAL_MS: '200', TASKLINE_WORKER_TIMEOUT_MS: '1000' },
   });
   proxy = await startRedisProxy(cluster.redis.url);

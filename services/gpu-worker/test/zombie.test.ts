@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { taskKeys } from '@taskline/engine/keys';
-import { Cluster, exited, LONG, until } from '@taskline/test-support/cluster';
+import { EngineStack, exited, LONG, until } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster;
+let cluster: EngineStack;
 
 before(async () => {
-  cluster = await Cluster.start({
+  cluster = await EngineStack.start({
     env: {
       TASKLINE_LEASE_MS: '1000',
       TASKLINE_RECOVERY_INTERVAL_MS: '200',

@@ -1,1 +1,2 @@
+// The face of the scheduler service.
 export { Scheduler, type SchedulerOptions } from './scheduler.js';

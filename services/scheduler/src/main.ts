@@ -1,3 +1,4 @@
+// The scheduler's entry: connects Redis and metrics, runs one replica.
 import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@taskline/config';
 import {
@@ -56,7 +57,7 @@ async function main(): Promise<void> {
     dispatchIntervalMs: env.TASKLINE_DISPATCH_INTERVAL_MS,
     recoveryIntervalMs: env.TASKLINE_RECOVERY_INTERVAL_MS,
     reconcileAfterMs: env.TASKLINE_RECONCILE_AFTER_MS,
-    retentionSweepMs: env.TASKLINE_RETENTION_SWEEP_MS,
+    indexSweepMs: env.TASKLINE_INDEX_SWEEP_MS,
     fairShare: {
       quantum: env.TASKLINE_DISPATCH_QUANTUM,
       maxRunning: env.TASKLINE_TENANT_MAX_RUNNING,

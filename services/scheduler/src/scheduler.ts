@@ -1,3 +1,4 @@
+// One scheduler replica: leadership, dispatch and the sweeps, each a loop.
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import {
@@ -49,14 +50,14 @@ export interface SchedulerOptions {
   dispatchIntervalMs: number;
   recoveryIntervalMs: number;
   reconcileAfterMs: number;
-  retentionSweepMs: number;
+  indexSweepMs: number;
   fairShare: FairShareOptions;
 }
 
 /**
  * One scheduler replica. Every replica competes for leadership; the leader alone dispatches
  * (fenced by its token inside the dispatch script) and accepts workers on the control plane.
- * Recovery, reconciliation and retention sweeps are idempotent, so the leader runs them too.
+ * Recovery, reconciliation and index sweeps are idempotent, so the leader runs them too.
  */
 export class Scheduler {
   private control!: ControlServer;
@@ -135,9 +136,9 @@ export class Scheduler {
     );
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
-    this.every(o.retentionSweepMs, 'retention', () => this.retention());
+    this.every(o.indexSweepMs, 'running-sets', () => this.sweepRunningSets());
     // A loop of its own: a failing index sweep must not stop the running sets' repair.
-    this.every(o.retentionSweepMs, 'operator-index', () => this.sweepOperatorIndex());
+    this.every(o.indexSweepMs, 'operator-index', () => this.sweepOperatorIndex());
     this.o.metrics.schedulerLeader.set(0);
     this.every(1000, 'metrics', () => this.exportDepth());
     // Workers report to the leader alone; the operator console reads this copy of what it knows.
@@ -368,7 +369,7 @@ export class Scheduler {
    * input (the per-tenant running sets that cap concurrency), and re-offers queued tasks whose job
    * vanished (e.g. a failed claim) or was never queued (a dispatcher that died after its pick).
    */
-  async retention(): Promise<number> {
+  async sweepRunningSets(): Promise<number> {
     return this.o.store.sweepActive(this.o.reconcileAfterMs, this.hasJob, this.skipped('running_sets'));
   }
 
@@ -379,7 +380,7 @@ export class Scheduler {
    */
   private async sweepOperatorIndex(): Promise<void> {
     const started = await this.o.store.operatorIndexClock();
-    await this.o.store.sweepOperatorIndex(this.indexSweptAt - this.o.retentionSweepMs);
+    await this.o.store.sweepOperatorIndex(this.indexSweptAt - this.o.indexSweepMs);
     this.indexSweptAt = started;
   }
 

@@ -8,16 +8,16 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis } from '@taskline/testing';
-import { Cluster } from '@taskline/test-support/cluster';
+import { EngineStack } from '@taskline/test-support/engine-stack';
 
-const clusters: Cluster[] = [];
+const clusters: EngineStack[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));
 
 /** A scheduler whose interval never comes within a test, and an `instant` worker that has registered. */
-async function clusterWithWorker(slots: number): Promise<Cluster> {
+async function clusterWithWorker(slots: number): Promise<EngineStack> {
   // The previous test's cluster is done: stopping it leaves this one the host's cores.
   await Promise.all(clusters.splice(0).map((c) => c.stop()));
-  const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
+  const cluster = await EngineStack.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
   clusters.push(cluster);
   cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: String(slots) });
   // The first task runs once the worker has registered.
@@ -27,7 +27,7 @@ async function clusterWithWorker(slots: number): Promise<Cluster> {
 }
 
 /** Creates `n` instant tasks one after another, each once the previous one has succeeded. */
-async function runOneAtATime(cluster: Cluster, n: number): Promise<void> {
+async function runOneAtATime(cluster: EngineStack, n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     const task = await cluster.create({ input: 'x' }, { model: 'instant' });
     assert.equal((await cluster.waitForEnd(task.id, 10_000)).status, 'succeeded');
@@ -91,7 +91,7 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
 
 test("a round's picks leave the in-flight index together, in one command, once their jobs are queued", async () => {
   await Promise.all(clusters.splice(0).map((c) => c.stop()));
-  const cluster = await Cluster.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
+  const cluster = await EngineStack.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
   clusters.push(cluster);
   // No worker yet: the six wait, and the worker's first report of its slots starts one round.
   const tasks = await Promise.all(

@@ -5,13 +5,13 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster | undefined;
+let cluster: EngineStack | undefined;
 after(() => cluster?.stop());
 
 test('tasks offered with and without their queued state run; one cancelled while waiting does not', async () => {
-  cluster = await Cluster.start();
+  cluster = await EngineStack.start();
   // No worker yet, so no capacity: the three wait in the ready index.
   const offered = await cluster.create({ input: 'x' }, { model: 'instant' });
   const legacy = await cluster.create({ input: 'x' }, { model: 'instant' });

@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 import { modelQueueName, queuePrefix } from '@taskline/control';
 import { schedulerKeys } from '@taskline/engine/keys';
 import { monitorRedis, type RedisMonitor } from '@taskline/testing';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
 const MODEL = 'instant';
 const WAIT_LIST = `${queuePrefix(MODEL)}:${modelQueueName(MODEL)}:wait`;
@@ -94,7 +94,7 @@ class Recorder {
 }
 
 /** `count` tasks for `tenant` through the real TaskStore.create, a few hundred in flight at once. */
-async function backlog(cluster: Cluster, tenant: string, count: number): Promise<Set<string>> {
+async function backlog(cluster: EngineStack, tenant: string, count: number): Promise<Set<string>> {
   const ids = new Set<string>();
   const create = () =>
     cluster.store.create({
@@ -112,7 +112,7 @@ async function backlog(cluster: Cluster, tenant: string, count: number): Promise
   return ids;
 }
 
-const clusters: Cluster[] = [];
+const clusters: EngineStack[] = [];
 after(async () => {
   for (const c of clusters) await c.stop();
 });
@@ -122,7 +122,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   const weightA = 2;
   const quantum = 1;
   const share = quantum * weightA;
-  const cluster = await Cluster.start({
+  const cluster = await EngineStack.start({
     env: {
       TASKLINE_TENANT_MAX_RUNNING: String(cap),
       TASKLINE_TENANT_WEIGHTS: `a:${weightA}`,
@@ -198,7 +198,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
 
 test('weights give a tenant that share of the dispatches', async () => {
   const weightA = 3;
-  const cluster = await Cluster.start({ env: { TASKLINE_TENANT_WEIGHTS: `a:${weightA}` } });
+  const cluster = await EngineStack.start({ env: { TASKLINE_TENANT_WEIGHTS: `a:${weightA}` } });
   clusters.push(cluster);
   const a = await backlog(cluster, 'a', 300);
   const b = await backlog(cluster, 'b', 300);

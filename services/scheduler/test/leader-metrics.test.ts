@@ -1,12 +1,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '@taskline/testing';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
 // Autoscaling reads the queue gauges of the leader only (the chart's KEDA query joins them with
 // taskline_scheduler_leader): a replica that loses leadership must say so and stop exporting the
 // queue it last saw, or its stale gauge keeps workers up (or counts a backlog twice).
-let cluster: Cluster | undefined;
+let cluster: EngineStack | undefined;
 after(() => cluster?.stop());
 
 async function scrape(port: number): Promise<string> {
@@ -17,7 +17,7 @@ const leader = (text: string) => /^taskline_scheduler_leader\{[^}]*\} 1$/m.test(
 const depth = (text: string) => /^taskline_queue_depth\{[^}]*model="tiny-chat"[^}]*\} [1-9]/m.test(text);
 
 test('a scheduler that loses leadership reports it and stops exporting the queue depth', async () => {
-  cluster = await Cluster.start({ schedulers: 0 });
+  cluster = await EngineStack.start({ schedulers: 0 });
   const ports = await Promise.all(
     [0, 1].map(async () => ({ control: await freePort(), metrics: await freePort() })),
   );

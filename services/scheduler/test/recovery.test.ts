@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { schedulerKeys, taskKeys } from '@taskline/engine/keys';
-import { Cluster } from '@taskline/test-support/cluster';
+import { EngineStack } from '@taskline/test-support/engine-stack';
 
-let cluster: Cluster | undefined;
+let cluster: EngineStack | undefined;
 after(() => cluster?.stop());
 
 test('a lapsed lease the leader cannot recover does not keep it from recovering the others', async () => {
-  cluster = await Cluster.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '100' } });
+  cluster = await EngineStack.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '100' } });
   const {
     store,
     store: { redis },

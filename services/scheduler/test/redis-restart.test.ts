@@ -3,16 +3,16 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { freePort } from '@taskline/testing';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
 // Redis going away is an outage to ride out, not a reason to die: every loop, the wake-up
 // subscriber and the BullMQ queues see their commands fail while it is down, and a process that
 // let one of those failures go unhandled would exit and dispatch nothing once Redis is back.
-let cluster: Cluster | undefined;
+let cluster: EngineStack | undefined;
 after(() => cluster?.stop());
 
 test('a scheduler stays up through Redis kills and dispatches again once Redis is back', async () => {
-  cluster = await Cluster.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '100' } });
+  cluster = await EngineStack.start({ env: { TASKLINE_RECOVERY_INTERVAL_MS: '100' } });
   const [scheduler] = [...cluster.schedulers.values()];
   cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant' });
   const first = await cluster.run({ input: 'before' }, { model: 'instant' });
@@ -45,7 +45,7 @@ test('a scheduler stays up through Redis kills and dispatches again once Redis i
 
 test('a scheduler started while Redis is down waits for it, then dispatches', async () => {
   await cluster?.stop();
-  cluster = await Cluster.start({ schedulers: 0 });
+  cluster = await EngineStack.start({ schedulers: 0 });
   await cluster.redis.kill();
   // A service restarted during an outage (a crash, a rolling update) must not crash-loop on it.
   cluster.restartScheduler(await freePort());

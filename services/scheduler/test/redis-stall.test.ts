@@ -7,13 +7,13 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, test } from 'node:test';
 import { schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
-const clusters: Cluster[] = [];
+const clusters: EngineStack[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));
 
-async function startCluster(): Promise<Cluster> {
-  const cluster = await Cluster.start({ schedulers: 2 });
+async function startCluster(): Promise<EngineStack> {
+  const cluster = await EngineStack.start({ schedulers: 2 });
   clusters.push(cluster);
   cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '4' });
   const first = await cluster.create({ input: 'before' }, { model: 'instant' });
@@ -21,7 +21,7 @@ async function startCluster(): Promise<Cluster> {
   return cluster;
 }
 
-async function runAll(cluster: Cluster, label: string): Promise<void> {
+async function runAll(cluster: EngineStack, label: string): Promise<void> {
   const tasks = await Promise.all(
     Array.from({ length: 8 }, (_, i) => cluster.create({ input: `${label} ${i}` }, { model: 'instant' })),
   );

@@ -1,21 +1,21 @@
-/** The leader's retention sweep bounds and expires the operator index that creates only add to. */
+/** The leader's index sweep bounds and expires the operator index that creates only add to. */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { indexToolTask, TaskStore, toolTaskIndex } from '@taskline/engine';
 import { operatorKeys, schedulerKeys } from '@taskline/engine/keys';
-import { Cluster, until } from '@taskline/test-support/cluster';
+import { EngineStack, until } from '@taskline/test-support/engine-stack';
 
-const clusters: Cluster[] = [];
+const clusters: EngineStack[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));
 
-async function start(env: Record<string, string>): Promise<Cluster> {
-  const cluster = await Cluster.start({ env });
+async function start(env: Record<string, string>): Promise<EngineStack> {
+  const cluster = await EngineStack.start({ env });
   clusters.push(cluster);
   return cluster;
 }
 
 test("the leader bounds a tenant's operator index and sets it to expire, as creates go on", async () => {
-  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
+  const cluster = await start({ TASKLINE_INDEX_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
   const redis = cluster.store.redis;
   const key = operatorKeys.tasks('t1');
   for (let round = 0; round < 2; round++) {
@@ -35,7 +35,7 @@ test("the leader bounds a tenant's operator index and sets it to expire, as crea
 });
 
 test("a failing operator index sweep leaves the running sets' repair to go on", async () => {
-  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200' });
+  const cluster = await start({ TASKLINE_INDEX_SWEEP_MS: '200' });
   const redis = cluster.store.redis;
   // A throughput key of the wrong type makes every index sweep fail (HKEYS answers WRONGTYPE).
   await redis.set(operatorKeys.throughput, 'not a hash');
@@ -49,7 +49,7 @@ test("a failing operator index sweep leaves the running sets' repair to go on", 
 });
 
 test('the sweep bounds and expires the indexes of an api whose clock is 90 s behind, and drops quiet tenants without the console', async () => {
-  const cluster = await start({ TASKLINE_RETENTION_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
+  const cluster = await start({ TASKLINE_INDEX_SWEEP_MS: '200', TASKLINE_OPERATOR_INDEX_MAX: '100' });
   const redis = cluster.store.redis;
   // The leader has swept once (a create of its own seen): later sweeps look back from there.
   const first = await cluster.create({ input: 'x' }, { model: 'instant' });

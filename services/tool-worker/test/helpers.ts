@@ -2,7 +2,7 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { Cluster } from '@taskline/test-support/cluster';
+import { EngineStack } from '@taskline/test-support/engine-stack';
 import { startApi, type Replica } from '@taskline/test-support/mcp-stack';
 
 export const KEY_A = 'key-a-tools-0123';
@@ -18,8 +18,8 @@ export const TOOLS_ENV = {
   TASKLINE_TOOL_LIST_CACHE_MS: '200',
 };
 
-export async function startToolStack(replicas: number): Promise<{ cluster: Cluster; apis: Replica[] }> {
-  const cluster = await Cluster.start({ env: TOOLS_ENV });
+export async function startToolStack(replicas: number): Promise<{ cluster: EngineStack; apis: Replica[] }> {
+  const cluster = await EngineStack.start({ env: TOOLS_ENV });
   const apis: Replica[] = [];
   try {
     for (let i = 0; i < replicas; i++) apis.push(await startApi(cluster));
@@ -31,7 +31,7 @@ export async function startToolStack(replicas: number): Promise<{ cluster: Clust
 }
 
 /** Starts a tool worker serving `fixture` (a file of FIXTURES) and waits until it is up. */
-export async function toolWorker(cluster: Cluster, fixture: string, env: Record<string, string> = {}) {
+export async function toolWorker(cluster: EngineStack, fixture: string, env: Record<string, string> = {}) {
   const worker = cluster.stack.toolWorker(`${FIXTURES}/${fixture}`, {
     TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
     TASKLINE_DRAIN_DEADLINE_MS: '200',

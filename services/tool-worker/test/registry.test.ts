@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
@@ -15,7 +15,7 @@ import { ADMIN_KEY, KEY_A, list2025, list2026, startToolStack, toolWorker } from
 const STEPS = ['steps_fail', 'steps_resume', 'steps_retry'];
 
 describe('the live tool registry across api replicas', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let apis: Replica[];
   before(async () => {
     ({ cluster, apis } = await startToolStack(2));

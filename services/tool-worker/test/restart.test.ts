@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import type { OnRestart } from '@taskline/tool-sdk';
@@ -15,7 +15,7 @@ import { KEY_A, startToolStack, toolWorker } from './helpers.js';
 const COUNT = 6;
 
 /** The steps each attempt started, from the progress events (`attempt <a> step <s>`). */
-async function stepsByAttempt(cluster: Cluster, id: string): Promise<Map<number, number[]>> {
+async function stepsByAttempt(cluster: EngineStack, id: string): Promise<Map<number, number[]>> {
   const byAttempt = new Map<number, number[]>();
   for (const e of await cluster.events(id)) {
     const m = /^attempt (\d+) step (\d+)$/.exec(String(e.status_message ?? ''));
@@ -27,13 +27,13 @@ async function stepsByAttempt(cluster: Cluster, id: string): Promise<Map<number,
 }
 
 describe('tool on_restart policies after a crash and a drain past its deadline', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: Replica;
   before(async () => {
     ({
       cluster,
       apis: [api],
-    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
   });
   after(() => cluster.stop());
 

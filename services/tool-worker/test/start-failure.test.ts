@@ -8,14 +8,14 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ROOT } from '@taskline/testing';
-import { Cluster } from '@taskline/test-support/cluster';
+import { EngineStack } from '@taskline/test-support/engine-stack';
 
 const FIXTURES = 'services/tool-worker/test/fixtures';
 
 describe('tool worker start failures', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   before(async () => {
-    cluster = await Cluster.start();
+    cluster = await EngineStack.start();
   });
   after(() => cluster.stop());
 

@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { initializeRequest, post2025, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
@@ -49,13 +49,13 @@ async function call2025(url: string, key: string, session: string): Promise<stri
 }
 
 describe('a private tool and another tenant', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: Replica;
   before(async () => {
     ({
       cluster,
       apis: [api],
-    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
   });
   after(() => cluster.stop());
 

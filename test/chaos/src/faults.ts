@@ -8,7 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bounded, type RedisCluster, type RedisServer, type Service } from '@taskline/testing';
-import type { Cluster } from './cluster.js';
+import type { ChaosStack } from './chaos-stack.js';
 import { apiDown, elapsed, faults, ON_CLUSTER, rand, redisDown, SECONDS } from './observed.js';
 import * as tools from './tools.js';
 import { stopForFault } from './visible.js';
@@ -21,7 +21,7 @@ const LB_REJOIN_MS = 3000;
 interface RedisStep {
   /** When, as a share of the run's seconds. */
   share: number;
-  run(c: Cluster): Promise<void>;
+  run(c: ChaosStack): Promise<void>;
 }
 
 /** One Redis: SIGKILLed once, restarted from its AOF. */
@@ -84,7 +84,7 @@ export const REDIS_FAULTS = ON_CLUSTER
   ? ['redis SIGKILL a primary', 'redis replica promoted', 'redis CLUSTER FAILOVER']
   : ['redis SIGKILL', 'redis restart from AOF', 'redis connection drop'];
 
-export async function faultLoop(c: Cluster, until: number): Promise<void> {
+export async function faultLoop(c: ChaosStack, until: number): Promise<void> {
   await Promise.all([processFaults(c, until), connectionDrops(c, until)]);
 }
 
@@ -92,9 +92,9 @@ export async function faultLoop(c: Cluster, until: number): Promise<void> {
  * Short Redis connection drops beside the other faults, as a load balancer, a NAT timeout or a
  * network blip gives them: every connection through the proxy reset at once, new ones refused for
  * 50-300 ms (each a window in which a 503 + Retry-After is allowed). Nothing on a Redis Cluster
- * (no proxy: see Cluster.proxy).
+ * (no proxy: see ChaosStack.proxy).
  */
-async function connectionDrops(c: Cluster, until: number): Promise<void> {
+async function connectionDrops(c: ChaosStack, until: number): Promise<void> {
   const proxy = c.proxy;
   if (!proxy) return;
   for (;;) {
@@ -108,7 +108,7 @@ async function connectionDrops(c: Cluster, until: number): Promise<void> {
   }
 }
 
-async function processFaults(c: Cluster, until: number): Promise<void> {
+async function processFaults(c: ChaosStack, until: number): Promise<void> {
   // From the start of the load, not of the process: a slow cluster start must not move it first.
   const start = Date.now();
   const redisSteps = (ON_CLUSTER ? CLUSTER_STEPS : SINGLE_STEPS).map((s) => ({
@@ -188,7 +188,7 @@ async function processFaults(c: Cluster, until: number): Promise<void> {
 }
 
 /** A Redis fault with its window, in which 503 + Retry-After is allowed. */
-async function redisStep(c: Cluster, step: RedisStep): Promise<void> {
+async function redisStep(c: ChaosStack, step: RedisStep): Promise<void> {
   const w = { from: Date.now(), to: Infinity };
   redisDown.push(w);
   await step.run(c);

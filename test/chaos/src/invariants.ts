@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULTS } from '@taskline/config';
 import { isFinalEventType, isTerminal, type TaskRecord } from '@taskline/engine';
 import { TENANTS } from './client.js';
-import type { Cluster } from './cluster.js';
+import type { ChaosStack } from './chaos-stack.js';
 import { legacyInvariant } from './legacy.js';
 import { scanKeys } from '@taskline/testing';
 import {
@@ -26,7 +26,7 @@ export interface Invariant {
   violations: string[];
 }
 
-export async function checkInvariants(c: Cluster): Promise<Invariant[]> {
+export async function checkInvariants(c: ChaosStack): Promise<Invariant[]> {
   const deadline = Date.now() + TERMINAL_BOUND_MS;
   const records = new Map<string, TaskRecord | null>();
   // Every acknowledged task reaches a terminal state within the bound.

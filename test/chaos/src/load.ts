@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createParser } from 'eventsource-parser';
 import { isFinalEventType } from '@taskline/engine';
 import { jsonHeaders, KEYS, mcpBody, mcpHeaders, rpcMessages } from './client.js';
-import type { Cluster } from './cluster.js';
+import type { ChaosStack } from './chaos-stack.js';
 import { legacyMcpTask, type LegacyHooks } from './legacy.js';
 import {
   call,
@@ -306,7 +306,7 @@ async function loop(until: number, everyMs: number, fn: () => Promise<void>, inf
 }
 
 /** Every kind of load until `until`; the requests still open when it returns land in `inflight`. */
-export function runLoad(c: Cluster, until: number, inflight: Promise<void>[]): Promise<unknown> {
+export function runLoad(c: ChaosStack, until: number, inflight: Promise<void>[]): Promise<unknown> {
   return Promise.all([
     loop(until, 250, () => createTask(c.lb, until), inflight),
     loop(until, 250, () => createTask(c.lb, until), inflight),

@@ -6,10 +6,10 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jsonHeaders, KEYS, send } from './client.js';
-import type { Cluster } from './cluster.js';
+import type { ChaosStack } from './chaos-stack.js';
 import { SECONDS } from './observed.js';
 
-export async function overload(c: Cluster) {
+export async function overload(c: ChaosStack) {
   const rss = () =>
     c.apis.map((a) => {
       try {

@@ -9,7 +9,7 @@
  * TASKLINE_CHAOS_SECONDS (default 60).
  */
 import { bounded } from '@taskline/testing';
-import { startCluster, stopCluster, type Cluster } from './cluster.js';
+import { startChaosStack, stopChaosStack, type ChaosStack } from './chaos-stack.js';
 import { faultLoop, REDIS_FAULTS } from './faults.js';
 import { checkInvariants } from './invariants.js';
 import { runLoad } from './load.js';
@@ -21,11 +21,11 @@ import * as tools from './tools.js';
 import { visibleInvariants } from './visible.js';
 
 /** The cluster once started: a run that fails stops it too, so no process outlives the run. */
-let running: Cluster | null = null;
+let running: ChaosStack | null = null;
 
 async function main() {
   process.stdout.write(`chaos: ${SECONDS} s of load and faults; logs in ${LOG_DIR}\n`);
-  const c = await startCluster();
+  const c = await startChaosStack();
   running = c;
   const until = Date.now() + SECONDS * 1000;
   const inflight: Promise<void>[] = [];
@@ -45,12 +45,12 @@ async function main() {
   invariants.push(requireMinimums(invariants, faults, tools.REQUIRED_FAULTS, REDIS_FAULTS));
   const overloadResult = await bounded('the overload', SECONDS * 100 + 120_000, overload(c));
   const broken = writeReport(buildReport(invariants, overloadResult));
-  await stopCluster(c);
+  await stopChaosStack(c);
   process.exit(broken ? 1 : 0);
 }
 
 main().catch(async (err: unknown) => {
   process.stderr.write(`chaos run failed: ${err instanceof Error ? err.stack : String(err)}\n`);
-  if (running) await bounded('stopping the cluster', 30_000, stopCluster(running)).catch(() => undefined);
+  if (running) await bounded('stopping the cluster', 30_000, stopChaosStack(running)).catch(() => undefined);
   process.exit(2);
 });

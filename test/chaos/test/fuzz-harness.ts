@@ -24,7 +24,7 @@ export const RUNS = Number(process.env.TASKLINE_FUZZ_RUNS ?? 40);
 const LIMITS = {
   TASKLINE_RATE_LIMIT_PER_S: '100000',
   TASKLINE_RATE_LIMIT_BURST: '100000',
-  TASKLINE_MAX_ACTIVE_TASKS: '100000',
+  TASKLINE_MAX_UNFINISHED_TASKS: '100000',
 };
 
 /** Hostile scalars: unicode edge cases, control characters, huge and numeric-looking strings. */

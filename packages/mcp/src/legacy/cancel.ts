@@ -1,3 +1,4 @@
+// 2025-era cancels (`notifications/cancelled`) of calls on any replica, even before their task exists.
 import { TasklineError, type TaskStore } from '@taskline/engine';
 import { ReplicaChannel } from './channel.js';
 

@@ -1,3 +1,4 @@
+// One Redis channel per replica for the 2025-era requests it holds.
 import type { TaskStore } from '@taskline/engine';
 
 type Redis = TaskStore['redis'];

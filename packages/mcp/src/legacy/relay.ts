@@ -1,3 +1,4 @@
+// Server-to-client requests of 2025-era calls relayed through Redis to whichever replica holds the stream.
 import { randomUUID } from 'node:crypto';
 import type { TaskStore } from '@taskline/engine';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';

@@ -1,3 +1,4 @@
+// The 2025-era side of `/mcp`: sessions, `initialize` and each request of a session.
 import type { Request, Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isJsonContentType, isLegacyRequest } from '@modelcontextprotocol/server';
@@ -54,20 +55,7 @@ export async function serveLegacy(
   request: Pick<LegacyCall, 'reservation' | 'stillAuthorized' | 'expiresAt'> = {},
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
-  // MCP 2025-11-25 Streamable HTTP (Sending Messages to the Server): the client accepts both. The
-  // SDK v1 transport answers 406 first on every POST, then 415 to a body not typed application/json
-  // (the media type parsed, not searched); what is served here ahead of it does too.
-  if (req.method === 'POST') {
-    const accept = String(req.headers.accept ?? '');
-    if (!(accept.includes('application/json') && accept.includes('text/event-stream'))) {
-      const message = 'Not Acceptable: Client must accept both application/json and text/event-stream';
-      return void rpcError(res, 406, null, -32000, message);
-    }
-    if (!isJsonContentType(req.headers['content-type'])) {
-      const message = 'Unsupported Media Type: Content-Type must be application/json';
-      return void rpcError(res, 415, null, -32000, message);
-    }
-  }
+  if (req.method === 'POST' && refusedMediaTypes(req, res)) return;
   if (req.method === 'POST' && !Array.isArray(body) && body?.method === 'initialize') {
     // A notification gets no response, and a session nobody learns the id of is only litter.
     if (body.id === undefined) {
@@ -81,31 +69,8 @@ export async function serveLegacy(
     }
     return initialize(deps, res, tenant, body);
   }
-  const header = req.headers['mcp-session-id'];
-  const id = Array.isArray(body) ? null : body?.id;
-  if (typeof header !== 'string' || header === '') {
-    rpcError(res, 400, id, -32000, 'Bad Request: Mcp-Session-Id header is required');
-    return;
-  }
-  const session = await deps.sessions.find(header, tenant);
-  if (!session) {
-    rpcError(res, 404, id, -32001, 'Session not found');
-    return;
-  }
-  // MCP 2025-11-25, Streamable HTTP "Protocol Version Header": an unsupported one is 400. Absent, the
-  // session's negotiated revision applies. Checked here, as the task methods never reach the SDK.
-  const version = req.headers['mcp-protocol-version'];
-  if (version !== undefined && !LEGACY_VERSIONS.includes(version as never)) {
-    const supported = LEGACY_VERSIONS.join(', ');
-    rpcError(
-      res,
-      400,
-      id,
-      -32000,
-      `Bad Request: Unsupported protocol version: ${version} (supported versions: ${supported})`,
-    );
-    return;
-  }
+  const session = await sessionOf(deps, req, res, tenant, Array.isArray(body) ? null : body?.id);
+  if (!session) return;
   if (req.method === 'DELETE') {
     await deps.sessions.close(session.id);
     res.status(200).end();
@@ -142,6 +107,62 @@ export async function serveLegacy(
   if (typeof body.method === 'string' && (await serveLegacyTaskMethod(call, body.method, body.params ?? {})))
     return;
   await serveWithSdk(deps, req, res, session, tenant);
+}
+
+/**
+ * MCP 2025-11-25 Streamable HTTP (Sending Messages to the Server): the client accepts both. The
+ * SDK v1 transport answers 406 first on every POST, then 415 to a body not typed application/json
+ * (the media type parsed, not searched); what is served here ahead of it does too. Says whether
+ * it answered.
+ */
+function refusedMediaTypes(req: Request, res: Response): boolean {
+  const accept = String(req.headers.accept ?? '');
+  if (!(accept.includes('application/json') && accept.includes('text/event-stream'))) {
+    const message = 'Not Acceptable: Client must accept both application/json and text/event-stream';
+    rpcError(res, 406, null, -32000, message);
+    return true;
+  }
+  if (!isJsonContentType(req.headers['content-type'])) {
+    const message = 'Unsupported Media Type: Content-Type must be application/json';
+    rpcError(res, 415, null, -32000, message);
+    return true;
+  }
+  return false;
+}
+
+/** The request's session (its `Mcp-Session-Id`, the tenant's) at a revision it serves; or null, answered. */
+async function sessionOf(
+  deps: LegacyDeps,
+  req: Request,
+  res: Response,
+  tenant: string,
+  id: unknown,
+): Promise<LegacySession | null> {
+  const header = req.headers['mcp-session-id'];
+  if (typeof header !== 'string' || header === '') {
+    rpcError(res, 400, id, -32000, 'Bad Request: Mcp-Session-Id header is required');
+    return null;
+  }
+  const session = await deps.sessions.find(header, tenant);
+  if (!session) {
+    rpcError(res, 404, id, -32001, 'Session not found');
+    return null;
+  }
+  // MCP 2025-11-25, Streamable HTTP "Protocol Version Header": an unsupported one is 400. Absent, the
+  // session's negotiated revision applies. Checked here, as the task methods never reach the SDK.
+  const version = req.headers['mcp-protocol-version'];
+  if (version !== undefined && !LEGACY_VERSIONS.includes(version as never)) {
+    const supported = LEGACY_VERSIONS.join(', ');
+    rpcError(
+      res,
+      400,
+      id,
+      -32000,
+      `Bad Request: Unsupported protocol version: ${version} (supported versions: ${supported})`,
+    );
+    return null;
+  }
+  return session;
 }
 
 async function initialize(deps: LegacyDeps, res: Response, tenant: string, body: Message): Promise<void> {

@@ -1,3 +1,4 @@
+// The 2025-era MCP server: tools, the experimental tasks and extensions.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { ToolRegistry } from '@taskline/tools';

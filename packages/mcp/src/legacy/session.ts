@@ -1,3 +1,4 @@
+// 2025-era sessions (`Mcp-Session-Id`) in Redis, so any replica serves any request.
 import { randomBytes } from 'node:crypto';
 import type { TaskStore } from '@taskline/engine';
 

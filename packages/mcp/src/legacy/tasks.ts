@@ -1,3 +1,4 @@
+// The 2025-11-25 experimental tasks over the engine's tasks: get, result, list, cancel.
 import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
 import {

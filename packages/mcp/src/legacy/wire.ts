@@ -1,3 +1,4 @@
+// The 2025-era revisions and the `_meta` keys of their wire format.
 import type { TaskRecord } from '@taskline/engine';
 import { pollMs, taskBase, ttlMs } from '../view.js';
 

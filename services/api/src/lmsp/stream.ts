@@ -1,3 +1,4 @@
+// Task event streams with LMSP's resume rules, for tenants and the console.
 import type { Request, Response } from 'express';
 import type { ConsoleDeps } from '@taskline/console';
 import { historyExpired, isTerminal, TasklineError, type TaskRecord } from '@taskline/engine';

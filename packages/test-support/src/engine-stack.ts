@@ -1,7 +1,14 @@
-// The gpu-worker tests' `Cluster`, shared by every suite that drives the stack through the engine.
+// The gpu-worker tests' `EngineStack`, shared by every suite that drives the stack through the engine.
 import type { ChildProcess } from 'node:child_process';
 import { connectRedis, TaskStore, type TaskRecord } from '@taskline/engine';
-import { freePort, startStack, until, type Service, type Stack, type StackOptions } from '@taskline/testing';
+import {
+  freePort,
+  startServices,
+  until,
+  type Service,
+  type Stack,
+  type StackOptions,
+} from '@taskline/testing';
 
 export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -18,7 +25,7 @@ export { visibleStepViolation } from '@taskline/engine';
  * started with `tsx`) plus a TaskStore on the same Redis for the test to create, cancel and
  * inspect tasks.
  */
-export class Cluster {
+export class EngineStack {
   /** The current process of each scheduler replica, by control port. */
   readonly schedulers = new Map<number, ChildProcess>();
   private readonly replicas = new Map<number, Service>();
@@ -36,9 +43,9 @@ export class Cluster {
 
   static async start(
     options: { schedulers?: number; env?: Record<string, string>; entries?: StackOptions['entries'] } = {},
-  ): Promise<Cluster> {
+  ): Promise<EngineStack> {
     const env = { TASKLINE_LEASE_MS: '1000', ...options.env };
-    const stack = await startStack({ schedulers: 0, env, entries: options.entries });
+    const stack = await startServices({ schedulers: 0, env, entries: options.entries });
     const redis = connectRedis(stack.redis.url, 'test');
     // Tests kill Redis on purpose: this connection reconnects on its own, and an error event with
     // no listener would only print ioredis's "Unhandled error event" into the test's output.
@@ -49,7 +56,7 @@ export class Cluster {
       idempotencyTtlS: 86_400,
       idempotencyPendingMs: 30_000,
     });
-    const cluster = new Cluster(stack, store, env);
+    const cluster = new EngineStack(stack, store, env);
     // Several replicas: one leads, the others stand by and redirect workers.
     for (let i = 0; i < (options.schedulers ?? 1); i++) cluster.restartScheduler(await freePort());
     return cluster;

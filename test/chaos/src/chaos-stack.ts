@@ -1,7 +1,7 @@
 /**
- * The chaos run's cluster, the local production shape: Redis with AOF, two api replicas behind
- * HAProxy (deploy/haproxy/haproxy.cfg), two schedulers and two gpu-workers, each a process of
- * `@taskline/testing`'s stack whose PID the run holds; logs in test/chaos/report/logs. On one
+ * The chaos run's stack, the local production shape (`pnpm cluster`'s): Redis with AOF, two api
+ * replicas behind HAProxy (deploy/haproxy/haproxy.cfg), two schedulers and two gpu-workers, each
+ * a process of `@taskline/testing`'s stack whose PID the run holds; logs in test/chaos/report/logs. On one
  * Redis, both workers, api-1 and scheduler-1 reach it through a proxy whose connections the
  * faults drop; worker-2's clock runs WORKER_SKEW_MS off the machine's for the whole run.
  */
@@ -15,7 +15,7 @@ import {
   startRedis,
   skewedClock,
   startRedisCluster,
-  startStack,
+  startServices,
   type ApiService,
   type RedisCluster,
   type RedisServer,
@@ -32,7 +32,7 @@ import { ROLLING_DRAIN_MS } from './visible.js';
 /** worker-2's clock: 5 s behind the machine's (and Redis's), as on a host whose time sync failed. */
 export const WORKER_SKEW_MS = -5000;
 
-export interface Cluster {
+export interface ChaosStack {
   stack: Stack<RedisServer | RedisCluster>;
   /** One Redis with AOF, or (ON_CLUSTER) 3 primaries and 3 replicas with AOF. */
   redis: RedisServer | RedisCluster;
@@ -52,9 +52,9 @@ export interface Cluster {
 }
 
 /** Starts every process (each start gives up after 120 s); a cluster that does not come up is stopped. */
-export async function startCluster(): Promise<Cluster> {
+export async function startChaosStack(): Promise<ChaosStack> {
   mkdirSync(LOG_DIR, { recursive: true });
-  const stack = await startStack<RedisServer | RedisCluster>({
+  const stack = await startServices<RedisServer | RedisCluster>({
     redis: ON_CLUSTER ? () => startRedisCluster() : () => startRedis(),
     schedulers: 0,
     logDir: LOG_DIR,
@@ -106,7 +106,7 @@ export async function startCluster(): Promise<Cluster> {
       TASKLINE_SSE_HEARTBEAT_MS: '1000',
       TASKLINE_RATE_LIMIT_PER_S: '200',
       TASKLINE_RATE_LIMIT_BURST: '300',
-      TASKLINE_MAX_ACTIVE_TASKS: '80',
+      TASKLINE_MAX_UNFINISHED_TASKS: '80',
       TASKLINE_IDEMPOTENCY_PENDING_MS: '3000',
     };
     for (let i = 1; i <= 2; i++)
@@ -132,7 +132,7 @@ export async function startCluster(): Promise<Cluster> {
 }
 
 /** Kills every process of the cluster and removes Redis's folder. */
-export async function stopCluster(c: Cluster): Promise<void> {
+export async function stopChaosStack(c: ChaosStack): Promise<void> {
   c.haproxy.kill('SIGKILL');
   c.store.redis.disconnect();
   await c.stack.stop();
