@@ -17,6 +17,7 @@ UNIT=(
   packages/client/test/schema.test.ts
   packages/config/test/config.test.ts
   packages/console/test/live.test.ts
+  packages/control/test/auth.test.ts
   packages/control/test/ipv6.test.ts
   packages/control/test/leadership.test.ts
   packages/control/test/reconnect.test.ts

@@ -47,6 +47,9 @@ const schema = z.object({
   TASKLINE_DURABILITY: z.enum(['always', 'everysec']),
   TASKLINE_REPLICA_ACK_TIMEOUT_MS: int(1).max(60_000),
   TASKLINE_REDIS_COMMAND_TIMEOUT_MS: int(100).max(600_000),
+  TASKLINE_BUILD_REVISION: z
+    .string()
+    .regex(/^[A-Za-z0-9._+-]{0,64}$/, 'a revision: letters, digits, . _ + -'),
   TASKLINE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']),
   TASKLINE_LOG_BUFFER_BYTES: int(64 * 1024),
   TASKLINE_HOST: z.string().min(1),
@@ -63,6 +66,14 @@ const schema = z.object({
   TASKLINE_CONTROL_HOST: z.string().min(1),
   TASKLINE_CONTROL_PORT: int(0).max(65535),
   TASKLINE_CONTROL_ADVERTISE: z.string().regex(/^([^,\s]+:\d+)?$/, 'host:port, or empty'),
+  TASKLINE_CONTROL_TOKEN: z
+    .string()
+    .regex(/^([^,\s]{32,}(,[^,\s]{32,})*)?$/, 'tokens of 32+ characters, comma separated, or empty'),
+  TASKLINE_CONTROL_TLS_CA: z.string(),
+  TASKLINE_CONTROL_TLS_CERT: z.string(),
+  TASKLINE_CONTROL_TLS_KEY: z.string(),
+  TASKLINE_CONTROL_TLS_SERVER_NAME: z.string(),
+  TASKLINE_CONTROL_PLAINTEXT: bool,
   TASKLINE_SCHEDULER_ADDR: z.string().regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'comma separated host:port'),
   TASKLINE_LEADER_LEASE_MS: int(100),
   TASKLINE_HEARTBEAT_MS: int(10),

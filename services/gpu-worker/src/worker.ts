@@ -6,6 +6,7 @@ import {
   queuePrefix,
   TOOLS_MODEL,
   type ControlClient,
+  type ControlSecurity,
   type DispatchJob,
   type ModelSlots,
 } from '@taskline/control';
@@ -57,6 +58,9 @@ export interface GpuWorkerOptions {
   /** Time between a generation's delta appends, on one clock for all of them (see FlushClock). */
   flushMs?: number;
   schedulerAddrs: string[];
+  /** The control-plane credential, and what to do when a scheduler refuses this worker for good. */
+  controlSecurity: ControlSecurity;
+  onControlRefused: (message: string) => void;
   /** Called once a drain has finished (SIGTERM or a scheduler command). */
   onDrained?: () => void;
 }
@@ -113,6 +117,11 @@ export class GpuWorker {
   /** One flush timer for every generation this worker streams. */
   private readonly flushClock: FlushClock;
 
+  /** Whether a scheduler has welcomed this worker: its slots count (the worker's `/readyz`). */
+  get registered(): boolean {
+    return this.control?.connectedTo != null;
+  }
+
   constructor(private readonly o: GpuWorkerOptions) {
     this.flushClock = new FlushClock(o.flushMs ?? 0);
   }
@@ -158,6 +167,8 @@ export class GpuWorker {
     this.control = connectControl({
       addresses: this.o.schedulerAddrs,
       workerId: this.o.id,
+      security: this.o.controlSecurity,
+      onRefused: this.o.onControlRefused,
       slots: () => this.slots(),
       draining: () => this.draining !== null,
       leaseRenewals: () => this.leaseRenewals,
