@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { freePort, startRedis, until, type RedisServer } from '@taskline/testing';
+import { freePort, startRedis, TEST_CONTROL_ENV, until, type RedisServer } from '@taskline/testing';
 import { call, KEY_A, openSse } from '@taskline/api/test-helpers';
 
 // The three images built by build.sh, run together against a Redis of the test's own (AOF,
@@ -33,14 +33,17 @@ before(async () => {
     [1, 2, 3, 4, 5].map(() => freePort()),
   );
   const common = { REDIS_URL: redis.url, TASKLINE_HOST: '127.0.0.1', TASKLINE_LOG_LEVEL: 'info' };
+  // Host networking, every port on 127.0.0.1: the test token over plaintext, as the other tests.
   run('scheduler', {
     ...common,
+    ...TEST_CONTROL_ENV,
     TASKLINE_CONTROL_PORT: String(control),
     TASKLINE_METRICS_PORT: String(schedMetrics),
   });
   // Slowed decoding, so a long generation is still running when it is cancelled.
   run('gpu-worker', {
     ...common,
+    ...TEST_CONTROL_ENV,
     TASKLINE_SCHEDULER_ADDR: `127.0.0.1:${control}`,
     TASKLINE_METRICS_PORT: String(workerMetrics),
     TASKLINE_WORKER_MIN_STEP_MS: '30',
