@@ -155,7 +155,7 @@ export function createApp(deps: AppDeps): TasklineApi {
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
 
   app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
+    res.json({ status: 'ok', service: 'api', ...deps.build });
   });
   app.get('/readyz', async (_req, res) => {
     const notReady = (detail: string) => {
