@@ -9,6 +9,7 @@
 #   beside each); they run one at a time after the parallel pass.
 UNIT=(
   packages/admission/test/auth-failures.test.ts
+  packages/auth/test/jwt-algorithms.test.ts
   packages/auth/test/operators.test.ts
   packages/cli/test/input.test.ts
   packages/cli/test/store.test.ts

@@ -201,6 +201,12 @@ export const DEFAULTS = {
   TASKLINE_JWT_TENANT_CLAIM: 'tenant',
   TASKLINE_JWT_ISSUER: '',
   TASKLINE_JWT_AUDIENCE: '',
+  /**
+   * JWT signature algorithms accepted, comma separated; a token signed otherwise is refused.
+   * Asymmetric only (RS*, PS*, ES*, EdDSA): HS* would take the public key for a shared secret,
+   * and `none` signs nothing; start-up refuses both.
+   */
+  TASKLINE_JWT_ALGORITHMS: 'RS256,ES256,EdDSA',
   /** Clock skew forgiven when checking a JWT's `exp` and `nbf`, seconds. */
   TASKLINE_JWT_CLOCK_TOLERANCE_S: '30',
   /** Largest request body the API parses; larger ones get `413 payload_too_large`. */

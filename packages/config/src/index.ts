@@ -8,6 +8,9 @@ export { DEFAULTS } from './defaults.js';
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number) => z.coerce.number().int().min(min);
 
+/** Asymmetric JWS algorithms (RFC 7518, RFC 8037), a list of one or more: never HS* or `none`. */
+const JWT_ALGORITHMS = /^((RS|PS|ES)(256|384|512)|EdDSA|Ed25519)(,((RS|PS|ES)(256|384|512)|EdDSA|Ed25519))*$/;
+
 const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /** An address or CIDR as Express's `trust proxy` (proxy-addr) reads one, or a name of a range. */
@@ -118,6 +121,9 @@ const schema = z.object({
   TASKLINE_JWT_TENANT_CLAIM: z.string().min(1),
   TASKLINE_JWT_ISSUER: z.string(),
   TASKLINE_JWT_AUDIENCE: z.string(),
+  TASKLINE_JWT_ALGORITHMS: z
+    .string()
+    .regex(JWT_ALGORITHMS, 'asymmetric JWS algorithms (RS256, PS256, ES256, EdDSA...), comma separated'),
   TASKLINE_JWT_CLOCK_TOLERANCE_S: int(0).max(300),
   TASKLINE_MAX_BODY_BYTES: int(1024),
   TASKLINE_MAX_OUTPUT_TOKENS: int(1),
