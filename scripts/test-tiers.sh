@@ -13,6 +13,7 @@ UNIT=(
   packages/auth/test/operators.test.ts
   packages/cli/test/input.test.ts
   packages/cli/test/store.test.ts
+  packages/cli/test/version.test.ts
   packages/client/test/credential.test.ts
   packages/client/test/retry-after.test.ts
   packages/client/test/schema.test.ts
