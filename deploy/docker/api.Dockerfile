@@ -29,6 +29,9 @@ FROM ${RUNTIME_BASE} AS runtime
 COPY --from=build /node /nodejs/bin/node
 ENTRYPOINT ["/nodejs/bin/node"]
 ENV NODE_ENV=production
+# The source revision, reported in /healthz and taskline_build_info (--build-arg REVISION=$(git rev-parse --short HEAD)).
+ARG REVISION=
+ENV TASKLINE_BUILD_REVISION=${REVISION}
 WORKDIR /app
 COPY --from=build --chown=65532:65532 /out ./
 USER 65532:65532

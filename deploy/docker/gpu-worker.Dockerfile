@@ -35,6 +35,9 @@ ENV NODE_ENV=production \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     TASKLINE_MODELS_DIR=/models
+# The source revision, reported in /healthz and taskline_build_info (--build-arg REVISION=$(git rev-parse --short HEAD)).
+ARG REVISION=
+ENV TASKLINE_BUILD_REVISION=${REVISION}
 WORKDIR /app
 COPY --from=build --chown=10001:10001 /out ./
 # The bundled model, so a default install serves tiny-chat; a models volume replaces /models.

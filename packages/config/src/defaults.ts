@@ -83,7 +83,7 @@ export const DEFAULTS = {
   /**
    * Control-plane credential: a shared token (32+ characters) workers send and the scheduler
    * checks in constant time. Comma separated during a rotation: the scheduler accepts each, a
-   * worker sends the first (docs/operations.md, "Rotating the control-plane credential").
+   * worker sends the first (README, "Control plane"; the chart README says how to rotate).
    * Empty: client certificates must authenticate workers instead.
    */
   TASKLINE_CONTROL_TOKEN: '',
