@@ -1,5 +1,10 @@
 // `helm test`: through the api's Service, creates a task and reads its events to the end, then
 // creates another and cancels it. Exits 1 with the failing step's reason.
+import console from 'node:console';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const { fetch, AbortSignal } = globalThis;
 const base = process.env.TASKLINE_URL;
 const model = process.env.TASKLINE_TEST_MODEL;
 // The first `tenant:key` of TASKLINE_API_KEYS, unless a key of its own is given.
@@ -40,7 +45,7 @@ async function readEventsToEnd(id) {
 async function cancelTask(id) {
   const cancel = await call('POST', `/lmsp/v1/tasks/${id}/cancel`);
   if (![200, 202].includes(cancel.status)) fail('cancel', cancel);
-  for (const end = Date.now() + 60_000; Date.now() < end; await new Promise((r) => setTimeout(r, 500))) {
+  for (const end = Date.now() + 60_000; Date.now() < end; await sleep(500)) {
     const task = await call('GET', `/lmsp/v1/tasks/${id}`);
     if (JSON.parse(task.body).status === 'cancelled') return;
   }
