@@ -19,6 +19,8 @@ start_redis "$redis_port" "$PWD/$data/redis" "set TASKLINE_CLUSTER_REDIS_PORT to
 export REDIS_URL="redis://127.0.0.1:$redis_port"
 export TASKLINE_HOST=127.0.0.1
 export TASKLINE_API_KEYS="${TASKLINE_API_KEYS:-local:local-dev-key}"
+# The scheduler admits only workers with the control-plane credential (scripts/local-stack.sh).
+control_credential
 
 # Schedulers: each serves the worker control plane; the standby redirects workers to the leader.
 for i in 1 2; do

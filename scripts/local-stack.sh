@@ -43,3 +43,17 @@ start_redis() {
     sleep 0.1
   done
 }
+
+# control_credential: the scheduler and workers of a local stack share a control-plane token, made
+# once per checkout and kept in .data/control-token (git-ignored), over plaintext gRPC: every
+# process listens on 127.0.0.1 only. TASKLINE_CONTROL_TOKEN or TLS settings of the user's win.
+control_credential() {
+  [ -z "${TASKLINE_CONTROL_TLS_CA:-}${TASKLINE_CONTROL_TLS_CERT:-}" ] || return 0
+  if [ -z "${TASKLINE_CONTROL_TOKEN:-}" ]; then
+    mkdir -p .data
+    [ -s .data/control-token ] ||
+      node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))" > .data/control-token
+    TASKLINE_CONTROL_TOKEN="$(cat .data/control-token)"
+  fi
+  export TASKLINE_CONTROL_TOKEN TASKLINE_CONTROL_PLAINTEXT="${TASKLINE_CONTROL_PLAINTEXT:-true}"
+}

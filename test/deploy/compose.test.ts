@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { loadEnv, type Env } from '@taskline/config';
+import { controlSecurityFromEnv } from '@taskline/control';
 import { ROOT } from './promql.js';
 
 // deploy/compose.yaml as the services would read it: each container is a host of its own, so
@@ -14,8 +15,14 @@ interface Service {
   deploy?: { resources?: { reservations?: { devices?: { capabilities?: string[] }[] } } };
 }
 
+/** A value a caller gives a required variable (`${NAME:?message}`). */
+const REQUIRED = 'caller-given-value-0123456789abcdef';
+
 /** `${NAME:-default}` as compose resolves it with nothing set in the caller's environment. */
-const interpolate = (value: string) => String(value).replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1');
+const interpolate = (value: string) =>
+  String(value)
+    .replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1')
+    .replace(/\$\{[A-Z0-9_]+:\?[^}]*\}/g, REQUIRED);
 
 const compose = parse(readFileSync(`${ROOT}deploy/compose.yaml`, 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
@@ -77,4 +84,15 @@ test('compose: every published port is on this machine only', () => {
   );
   assert.ok(published.some(([name]) => name === 'grafana'));
   for (const [name, port] of published) assert.match(port, /^127\.0\.0\.1:\d+:\d+$/, `${name}: ${port}`);
+});
+
+test('compose: the control plane admits workers by a token the caller must give', () => {
+  const raw = (name: string) => compose.services[name]?.environment?.TASKLINE_CONTROL_TOKEN ?? '';
+  for (const name of ['scheduler', 'gpu-worker']) {
+    // Required, never a default in the file: a default would be the same known token everywhere.
+    assert.match(raw(name), /^\$\{TASKLINE_CONTROL_TOKEN:\?[^}]+\}$/, name);
+    const env = settings(name);
+    const side = name === 'scheduler' ? 'scheduler' : 'worker';
+    assert.deepEqual(controlSecurityFromEnv(env, side), { tokens: [REQUIRED], tls: null }, name);
+  }
 });

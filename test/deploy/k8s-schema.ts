@@ -14,6 +14,8 @@ const HERE = new URL('.', import.meta.url).pathname;
 
 function moduleOf(m: Manifest): string {
   const [group, version] = m.apiVersion.includes('/') ? m.apiVersion.split('/') : ['', m.apiVersion];
+  if (group === 'gateway.networking.k8s.io')
+    return `@kubernetes-models/gateway-api/${group}/${version}/${m.kind}`;
   if (group === 'keda.sh') return `@kubernetes-models/keda/${group}/${version}/${m.kind}`;
   if (group === 'monitoring.coreos.com')
     return `@kubernetes-models/prometheus-operator/${group}/${version}/${m.kind}`;

@@ -267,3 +267,50 @@ podAntiAffinity:
           matchLabels:
             {{- include "taskline.selectorLabels" . | nindent 12 }}
 {{- end -}}
+
+{{/*
+The control plane's settings of a container: (list $ "scheduler"|"worker"). Both read the token;
+the scheduler serves its certificate, a worker checks it against the CA. The scheduler gets no CA:
+with one it would require client certificates, and workers authenticate by the token.
+*/}}
+{{- define "taskline.controlEnv" -}}
+{{- $ := index . 0 -}}
+{{- $cp := $.Values.controlPlane }}
+{{- $fullname := include "taskline.fullname" $ }}
+- name: TASKLINE_CONTROL_TOKEN
+  valueFrom: { secretKeyRef: { name: {{ $cp.existingTokenSecret | default (printf "%s-control" $fullname) }}, key: token } }
+{{- if not $cp.tls.enabled }}
+- { name: TASKLINE_CONTROL_PLAINTEXT, value: 'true' }
+{{- else if eq (index . 1) "scheduler" }}
+- { name: TASKLINE_CONTROL_TLS_CERT, value: /etc/taskline/control-tls/tls.crt }
+- { name: TASKLINE_CONTROL_TLS_KEY, value: /etc/taskline/control-tls/tls.key }
+{{- else }}
+- { name: TASKLINE_CONTROL_TLS_CA, value: /etc/taskline/control-tls/ca.crt }
+# Workers dial pod IPs (a standby's redirect): they check the certificate's name, not the address.
+- { name: TASKLINE_CONTROL_TLS_SERVER_NAME, value: {{ printf "%s-scheduler" $fullname | quote }} }
+{{- end }}
+{{- end -}}
+
+{{/* The control plane's certificates, mounted where taskline.controlEnv points: (list $ "scheduler"|"worker"). */}}
+{{- define "taskline.controlTlsVolume" -}}
+{{- $ := index . 0 -}}
+{{- $cp := $.Values.controlPlane }}
+{{- if $cp.tls.enabled }}
+- name: control-tls
+  secret:
+    secretName: {{ $cp.tls.existingSecret | default (printf "%s-control" (include "taskline.fullname" $)) }}
+    items:
+      {{- if eq (index . 1) "scheduler" }}
+      - { key: tls.crt, path: tls.crt }
+      - { key: tls.key, path: tls.key }
+      {{- else }}
+      - { key: ca.crt, path: ca.crt }
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "taskline.controlTlsMount" -}}
+{{- if .Values.controlPlane.tls.enabled }}
+- { name: control-tls, mountPath: /etc/taskline/control-tls, readOnly: true }
+{{- end }}
+{{- end -}}

@@ -46,6 +46,7 @@ export type AuthSettings = Pick<
   | 'TASKLINE_JWT_ISSUER'
   | 'TASKLINE_JWT_AUDIENCE'
   | 'TASKLINE_JWT_CLOCK_TOLERANCE_S'
+  | 'TASKLINE_JWT_ALGORITHMS'
 >;
 
 export interface Authenticator {

@@ -13,6 +13,8 @@ export interface JwtSettings {
   TASKLINE_JWT_ISSUER: string;
   TASKLINE_JWT_AUDIENCE: string;
   TASKLINE_JWT_CLOCK_TOLERANCE_S: number;
+  /** The signature algorithms accepted, comma separated (asymmetric only; `loadEnv` checks). */
+  TASKLINE_JWT_ALGORITHMS: string;
 }
 
 /** The verified token's claims; callers pick the claim they need (tenant, operator role). */
@@ -35,6 +37,8 @@ export function jwtVerifier(env: JwtSettings): JwtVerifier | null {
     audience: env.TASKLINE_JWT_AUDIENCE,
     requiredClaims: ['exp'],
     clockTolerance: env.TASKLINE_JWT_CLOCK_TOLERANCE_S,
+    // Only the listed algorithms: a token's own `alg` header never picks how it is checked.
+    algorithms: env.TASKLINE_JWT_ALGORITHMS.split(','),
   };
   return async (token) => {
     // jose overloads on the key's type; both branches accept the same options.

@@ -39,6 +39,7 @@ export type OperatorAuthSettings = Pick<
   | 'TASKLINE_JWT_ISSUER'
   | 'TASKLINE_JWT_AUDIENCE'
   | 'TASKLINE_JWT_CLOCK_TOLERANCE_S'
+  | 'TASKLINE_JWT_ALGORITHMS'
 >;
 
 export interface OperatorAuthenticator {

@@ -25,6 +25,7 @@ const settings = (over: Partial<AuthSettings> = {}): AuthSettings => ({
   TASKLINE_JWT_ISSUER: '',
   TASKLINE_JWT_AUDIENCE: '',
   TASKLINE_JWT_CLOCK_TOLERANCE_S: 30,
+  TASKLINE_JWT_ALGORITHMS: 'RS256,ES256,EdDSA',
   ...over,
 });
 

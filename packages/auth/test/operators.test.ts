@@ -13,6 +13,7 @@ const settings = (over: Partial<OperatorAuthSettings> = {}): OperatorAuthSetting
   TASKLINE_JWT_ISSUER: 'https://issuer.test',
   TASKLINE_JWT_AUDIENCE: 'taskline',
   TASKLINE_JWT_CLOCK_TOLERANCE_S: 0,
+  TASKLINE_JWT_ALGORITHMS: 'RS256,ES256,EdDSA',
   ...over,
 });
 

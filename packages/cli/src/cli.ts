@@ -1,4 +1,5 @@
 // The `taskline` commands: parse the arguments, run one command, map what happened to an exit code.
+import { readFileSync } from 'node:fs';
 import { addAbortSignal, type Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import {
@@ -52,6 +53,7 @@ options:
   --config FILE      JSON config file  (TASKLINE_CONFIG; default ~/.config/taskline/config.json)
   --json             machine-readable output on stdout
   --quiet            no progress line
+  --version          the CLI's version (with --json: {"version": ...})
   -h, --help
 
 exit codes: 0 ok/succeeded, 1 task failed, 2 usage, 3 task cancelled, 4 not found,
@@ -70,6 +72,7 @@ const OPTIONS = {
   json: { type: 'boolean', default: false },
   quiet: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
+  version: { type: 'boolean', default: false },
   model: { type: 'string' },
   'on-restart': { type: 'string' },
   'max-output-tokens': { type: 'string' },
@@ -93,11 +96,24 @@ function parse(argv: string[]) {
   }
 }
 
+/** The CLI package's version, read where it ships (`dist/` and `src/` sit beside package.json). */
+const cliVersion = () =>
+  (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
+    .version;
+
+function printVersion(values: Values, io: CliIo): number {
+  io.stdout.write(
+    values.json ? `${JSON.stringify({ version: cliVersion() })}\n` : `taskline ${cliVersion()}\n`,
+  );
+  return EXIT.ok;
+}
+
 /** Runs one `taskline` command; resolves with its exit code and never throws. */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   let store: SqliteTaskIdStore | undefined;
   try {
     const { values, positionals } = parse(argv);
+    if (values.version) return printVersion(values, io);
     if (values.help || positionals.length === 0) {
       io.stdout.write(USAGE + '\n');
       return positionals.length === 0 && !values.help ? EXIT.usage : EXIT.ok;
@@ -291,12 +307,27 @@ function progress(ctx: Ctx) {
   };
 }
 
+/** `--poll`: reads the task until it ends instead of following its events. */
+async function pollToEnd(ctx: Ctx, id: string): Promise<number> {
+  const { client, values, io } = ctx;
+  const p = progress(ctx);
+  const final = await client.wait(id, {
+    signal: io.signal,
+    onUpdate: (t) => p.update(id, t.status, 0, 0),
+  });
+  p.clear();
+  if (!values.json) io.stdout.write(responseText(final.response) + '\n');
+  report(ctx, final);
+  return exitForStatus(final.status);
+}
+
 /**
  * Follows a task: the event stream (text to stdout as it comes, resumed across disconnects), or
- * polling with `--poll` or `--json`. Exit code from the task's final status. stdout gets exactly
- * the final text: a `retry` task may start over (`response.restarted`), and printed text cannot
- * be taken back, so its text is held until the stream ends (read from its first event, so a
- * resumed follow never misses what an earlier one held back), the progress line counting it.
+ * polling with `--poll`. Exit code from the task's final status. stdout gets exactly the final
+ * text, or with `--json` the final task as JSON (the stream says when it ends: no polling). A
+ * `retry` task may start over (`response.restarted`), and printed text cannot be taken back, so
+ * its text is held until the stream ends (read from its first event, so a resumed follow never
+ * misses what an earlier one held back), the progress line counting it.
  */
 async function follow(
   ctx: Ctx,
@@ -305,20 +336,7 @@ async function follow(
   policy?: string | null,
 ): Promise<number> {
   const { client, values, io } = ctx;
-  if (values.poll || values.json) {
-    const p = progress(ctx);
-    const final = await client.wait(id, {
-      signal: io.signal,
-      onUpdate: (t) => p.update(id, t.status, 0, 0),
-    });
-    p.clear();
-    if (values.json) io.stdout.write(JSON.stringify(final) + '\n');
-    else {
-      io.stdout.write(responseText(final.response) + '\n');
-      report(ctx, final);
-    }
-    return exitForStatus(final.status);
-  }
+  if (values.poll) return pollToEnd(ctx, id);
   const held = (policy ?? (await client.getTask(id, io.signal)).on_restart) === 'retry';
   const p = progress(ctx);
   const text = new TextAssembler();
@@ -333,7 +351,7 @@ async function follow(
     events++;
     status = event.task_status ?? status;
     const delta = text.push(event);
-    if (delta !== '' && !held) {
+    if (delta !== '' && !held && !values.json) {
       p.clear();
       io.stdout.write(delta);
       wrote = true;
@@ -341,7 +359,7 @@ async function follow(
     p.update(id, status, events, text.text.length);
   }
   p.clear();
-  if (held && text.text !== '') {
+  if (held && text.text !== '' && !values.json) {
     io.stdout.write(text.text);
     wrote = true;
   }

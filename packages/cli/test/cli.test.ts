@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -42,7 +44,42 @@ after(async () => {
   await stack.stop();
 });
 
+/** An HTTP proxy to the stack's api that records each request's method and path. */
+async function recordingProxy(t: {
+  after(fn: () => void): void;
+}): Promise<{ url: string; requests: string[] }> {
+  const requests: string[] = [];
+  const target = new URL(stack.base);
+  const server = createServer((req, res) => {
+    requests.push(`${req.method} ${req.url}`);
+    const upstream = request(
+      { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests };
+}
+
 describe('taskline CLI against a running stack', () => {
+  test('run --json follows the event stream (no polling) and prints the final task', async (t) => {
+    const proxy = await recordingProxy(t);
+    const r = await finished(['--json', 'run', '--max-output-tokens', '40', 'Hello there.'], {
+      TASKLINE_URL: proxy.url,
+    });
+    assert.equal(r.code, EXIT.ok, r.stderr);
+    const task = JSON.parse(r.stdout) as { id: string; status: string };
+    assert.equal(task.status, 'succeeded');
+    const reads = (path: string) => proxy.requests.filter((q) => q.split('?')[0] === `GET ${path}`).length;
+    assert.equal(reads(`/lmsp/v1/tasks/${task.id}/events`), 1, proxy.requests.join('\n'));
+    assert.ok(reads(`/lmsp/v1/tasks/${task.id}`) <= 1, `polled:\n${proxy.requests.join('\n')}`);
+  });
+
   test('run streams the text to stdout and exits 0; tasks get --json prints the same response', async () => {
     const r = await finished(['run', '--max-output-tokens', '12', 'Hello there.']);
     assert.equal(r.code, EXIT.ok, r.stderr);

@@ -597,6 +597,17 @@ export interface components {
       /** @constant */
       status: 'ok';
     };
+    Liveness: {
+      /** @constant */
+      status: 'ok';
+      service?: string;
+      /** @description The service's package version. */
+      version?: string;
+      /** @description The source revision of the image, or `unknown`. */
+      revision?: string;
+      /** @description The Node.js runtime. */
+      node?: string;
+    };
   };
   responses: {
     /** @description No such route: 404 with code `invalid_request` (LMSP 1.0 section 9.3 has no route code). */
@@ -1915,14 +1926,14 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The process is up. */
+      /** @description The process is up, and its version and build. */
       200: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {
-          'application/json': components['schemas']['Health'];
+          'application/json': components['schemas']['Liveness'];
         };
       };
     };

@@ -38,6 +38,8 @@ export const DEFAULTS = {
    */
   TASKLINE_REDIS_COMMAND_TIMEOUT_MS: '5000',
   TASKLINE_LOG_LEVEL: 'info',
+  /** The source revision a process was built from, set by the images (`taskline_build_info`, `/healthz`). */
+  TASKLINE_BUILD_REVISION: '',
   /**
    * Bytes of log lines a service holds for a stdout whose reader lags (a slow log shipper, a full
    * pipe): logging never waits for it; past this, lines are dropped and counted
@@ -78,6 +80,28 @@ export const DEFAULTS = {
   TASKLINE_CONTROL_HOST: '127.0.0.1',
   TASKLINE_CONTROL_PORT: '7070',
   TASKLINE_CONTROL_ADVERTISE: '',
+  /**
+   * Control-plane credential: a shared token (32+ characters) workers send and the scheduler
+   * checks in constant time. Comma separated during a rotation: the scheduler accepts each, a
+   * worker sends the first (README, "Control plane"; the chart README says how to rotate).
+   * Empty: client certificates must authenticate workers instead.
+   */
+  TASKLINE_CONTROL_TOKEN: '',
+  /**
+   * TLS of the control plane (PEM files). Scheduler: its certificate and key, and with a CA, client
+   * certificates signed by it are required. Worker: the CA it trusts for the scheduler (empty: the
+   * system's), and its client certificate and key if any; the server name overrides the one the
+   * scheduler's certificate must carry (workers dial pod IPs).
+   */
+  TASKLINE_CONTROL_TLS_CA: '',
+  TASKLINE_CONTROL_TLS_CERT: '',
+  TASKLINE_CONTROL_TLS_KEY: '',
+  TASKLINE_CONTROL_TLS_SERVER_NAME: '',
+  /**
+   * The control plane without TLS: the token then crosses the network in the clear. Only an
+   * explicit opt-in (a loopback-only `pnpm start`, tests); scheduler and worker refuse otherwise.
+   */
+  TASKLINE_CONTROL_PLAINTEXT: 'false',
   /** Scheduler control addresses a worker tries in order (comma separated); standbys redirect to the leader. */
   TASKLINE_SCHEDULER_ADDR: '127.0.0.1:7070',
   /** Scheduler leadership lease in Redis; a standby takes over within this after the leader dies. */
@@ -199,6 +223,12 @@ export const DEFAULTS = {
   TASKLINE_JWT_TENANT_CLAIM: 'tenant',
   TASKLINE_JWT_ISSUER: '',
   TASKLINE_JWT_AUDIENCE: '',
+  /**
+   * JWT signature algorithms accepted, comma separated; a token signed otherwise is refused.
+   * Asymmetric only (RS*, PS*, ES*, EdDSA): HS* would take the public key for a shared secret,
+   * and `none` signs nothing; start-up refuses both.
+   */
+  TASKLINE_JWT_ALGORITHMS: 'RS256,ES256,EdDSA',
   /** Clock skew forgiven when checking a JWT's `exp` and `nbf`, seconds. */
   TASKLINE_JWT_CLOCK_TOLERANCE_S: '30',
   /** Largest request body the API parses; larger ones get `413 payload_too_large`. */

@@ -9,6 +9,9 @@ export { DEFAULTS, DEPRECATED_NAMES } from './defaults.js';
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const int = (min: number) => z.coerce.number().int().min(min);
 
+/** Asymmetric JWS algorithms (RFC 7518, RFC 8037), a list of one or more: never HS* or `none`. */
+const JWT_ALGORITHMS = /^((RS|PS|ES)(256|384|512)|EdDSA|Ed25519)(,((RS|PS|ES)(256|384|512)|EdDSA|Ed25519))*$/;
+
 const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /** An address or CIDR as Express's `trust proxy` (proxy-addr) reads one, or a name of a range. */
@@ -48,6 +51,9 @@ const schema = z.object({
   TASKLINE_DURABILITY: z.enum(['always', 'everysec']),
   TASKLINE_REPLICA_ACK_TIMEOUT_MS: int(1).max(60_000),
   TASKLINE_REDIS_COMMAND_TIMEOUT_MS: int(100).max(600_000),
+  TASKLINE_BUILD_REVISION: z
+    .string()
+    .regex(/^[A-Za-z0-9._+-]{0,64}$/, 'a revision: letters, digits, . _ + -'),
   TASKLINE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']),
   TASKLINE_LOG_BUFFER_BYTES: int(64 * 1024),
   TASKLINE_HOST: z.string().min(1),
@@ -64,6 +70,14 @@ const schema = z.object({
   TASKLINE_CONTROL_HOST: z.string().min(1),
   TASKLINE_CONTROL_PORT: int(0).max(65535),
   TASKLINE_CONTROL_ADVERTISE: z.string().regex(/^([^,\s]+:\d+)?$/, 'host:port, or empty'),
+  TASKLINE_CONTROL_TOKEN: z
+    .string()
+    .regex(/^([^,\s]{32,}(,[^,\s]{32,})*)?$/, 'tokens of 32+ characters, comma separated, or empty'),
+  TASKLINE_CONTROL_TLS_CA: z.string(),
+  TASKLINE_CONTROL_TLS_CERT: z.string(),
+  TASKLINE_CONTROL_TLS_KEY: z.string(),
+  TASKLINE_CONTROL_TLS_SERVER_NAME: z.string(),
+  TASKLINE_CONTROL_PLAINTEXT: bool,
   TASKLINE_SCHEDULER_ADDR: z.string().regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'comma separated host:port'),
   TASKLINE_LEADER_LEASE_MS: int(100),
   TASKLINE_HEARTBEAT_MS: int(10),
@@ -114,6 +128,9 @@ const schema = z.object({
   TASKLINE_JWT_TENANT_CLAIM: z.string().min(1),
   TASKLINE_JWT_ISSUER: z.string(),
   TASKLINE_JWT_AUDIENCE: z.string(),
+  TASKLINE_JWT_ALGORITHMS: z
+    .string()
+    .regex(JWT_ALGORITHMS, 'asymmetric JWS algorithms (RS256, PS256, ES256, EdDSA...), comma separated'),
   TASKLINE_JWT_CLOCK_TOLERANCE_S: int(0).max(300),
   TASKLINE_MAX_BODY_BYTES: int(1024),
   TASKLINE_MAX_OUTPUT_TOKENS: int(1),

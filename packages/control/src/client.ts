@@ -1,13 +1,22 @@
 // The worker's side of the control plane: register, report slots, take drain commands, follow the leader.
+import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { SchedulerMessage__Output } from './generated/taskline/control/v1/SchedulerMessage.js';
 import { normaliseControlAddress } from './address.js';
 import { controlService, type ControlCall, type ModelSlots } from './proto.js';
+import { clientCredentials, tokenMetadata, type ControlSecurity } from './security.js';
 
 export interface ControlClientOptions {
   /** Scheduler control addresses (`host:port`, an IPv6 host bracketed or not), tried in order; redirects are followed. */
   addresses: string[];
   workerId: string;
+  /** The credential this worker presents (`controlSecurityFromEnv`). */
+  security: ControlSecurity;
+  /**
+   * A scheduler refused this worker for good (no accepted credential, or its id is a live
+   * worker's): the client has stopped; the worker should exit with `message`.
+   */
+  onRefused: (message: string) => void;
   /** The worker's slots per model right now. */
   slots: () => ModelSlots[];
   draining: () => boolean;
@@ -27,6 +36,9 @@ export interface ControlClientOptions {
  * at any rate.
  */
 const KEEPALIVE = { 'grpc.keepalive_time_ms': 2000, 'grpc.keepalive_timeout_ms': 2000 };
+/** Answers no other scheduler would change: the worker stops instead of trying the next address. */
+const FINAL: ReadonlySet<grpc.status> = new Set([grpc.status.UNAUTHENTICATED, grpc.status.ALREADY_EXISTS]);
+
 /**
  * A scheduler that has not welcomed (or redirected) a worker this long after it connected is
  * skipped: a hung process still accepts TCP connections, and nothing else would time them out.
@@ -49,6 +61,9 @@ export interface ControlClient {
 export function connectControl(options: ControlClientOptions): ControlClient {
   const Control = controlService();
   const emit = options.onEvent ?? (() => undefined);
+  const { credentials, options: channelOptions } = clientCredentials(options.security);
+  /** This process's registrations, told apart from another process's under the same id. */
+  const instance = randomUUID();
   const retryMs = options.retryMs ?? 250;
   let closed = false;
   let index = 0;
@@ -88,8 +103,8 @@ export function connectControl(options: ControlClientOptions): ControlClient {
     const address = redirect ?? addresses[index % addresses.length]!;
     if (!redirect) index++;
     redirect = null;
-    const c = new Control(address, grpc.credentials.createInsecure(), KEEPALIVE);
-    const stream = c.Connect();
+    const c = new Control(address, credentials, { ...KEEPALIVE, ...channelOptions });
+    const stream = c.Connect(tokenMetadata(options.security));
     client = c;
     call = stream;
     let ended = false;
@@ -121,12 +136,32 @@ export function connectControl(options: ControlClientOptions): ControlClient {
         options.onDrain(drain.deadline_ms);
       }
     });
-    stream.on('error', (err: Error) => {
+    stream.on('error', (err: grpc.ServiceError) => {
       emit('control_error', { address, error: err.message });
+      if (FINAL.has(err.code)) {
+        clearTimeout(unanswered);
+        return refused(`scheduler ${address} refused this worker: ${err.details}`);
+      }
       end(retryMs);
     });
     stream.on('end', () => end(retryMs));
-    stream.write({ body: 'register', register: { worker_id: options.workerId, models: options.slots() } });
+    stream.write({
+      body: 'register',
+      register: { worker_id: options.workerId, models: options.slots(), instance },
+    });
+  }
+
+  function refused(message: string) {
+    stop();
+    options.onRefused(message);
+  }
+
+  function stop() {
+    closed = true;
+    clearTimeout(retry);
+    clearInterval(timer);
+    call?.cancel();
+    client?.close();
   }
 
   attempt();
@@ -135,12 +170,6 @@ export function connectControl(options: ControlClientOptions): ControlClient {
       return connectedTo;
     },
     report: heartbeat,
-    close() {
-      closed = true;
-      clearTimeout(retry);
-      clearInterval(timer);
-      call?.cancel();
-      client?.close();
-    },
+    close: stop,
   };
 }

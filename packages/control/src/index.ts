@@ -10,3 +10,9 @@ export {
 export { connectControl, type ControlClient, type ControlClientOptions } from './client.js';
 export { TOOLS_MODEL, modelQueueName, queuePrefix, dispatchJobId, type DispatchJob } from './queues.js';
 export { normaliseControlAddress } from './address.js';
+export {
+  controlSecurityFromEnv,
+  ControlConfigError,
+  type ControlSecurity,
+  type ControlSecurityEnv,
+} from './security.js';

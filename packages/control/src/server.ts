@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { normaliseControlAddress } from './address.js';
 import type { WorkerMessage__Output } from './generated/taskline/control/v1/WorkerMessage.js';
 import { controlService, type ControlStream, type ModelSlots } from './proto.js';
+import { serverCredentials, tokenAccepted, type ControlSecurity } from './security.js';
 
 /** How the control server learns whether its replica leads, and where the leader is otherwise. */
 export interface LeaderLookup {
@@ -29,6 +30,8 @@ export interface ControlServerOptions {
   /** A worker silent this long no longer counts as capacity. */
   workerTimeoutMs: number;
   schedulerId: string;
+  /** Who may connect (`controlSecurityFromEnv`). */
+  security: ControlSecurity;
   /** A worker reported more free slots than before: a dispatch round can use them now. */
   onCapacity?: () => void;
   onEvent?: (event: string, fields: Record<string, unknown>) => void;
@@ -47,8 +50,22 @@ export interface ControlServer {
 
 /** Serves the `Control` service: registration, heartbeats and drain commands. */
 export async function startControlServer(options: ControlServerOptions): Promise<ControlServer> {
-  const streams = new Map<string, { state: WorkerState; stream: ControlStream }>();
+  const streams = new Map<string, { state: WorkerState; stream: ControlStream; instance: string }>();
   const emit = options.onEvent ?? (() => undefined);
+
+  /** Ends a stream with a gRPC error status, which the worker's client reads as final. */
+  const refuse = (stream: ControlStream, code: grpc.status, details: string) =>
+    stream.emit('error', { code, details });
+
+  /**
+   * Another process under the id of a worker whose heartbeat is live would take over its slots
+   * and its cancels: refused. The same process reconnecting (same instance) replaces its entry.
+   */
+  const takesOverLiveWorker = (workerId: string, instance: string, stream: ControlStream) => {
+    const entry = streams.get(workerId);
+    if (!entry || entry.stream === stream || entry.instance === instance) return false;
+    return entry.state.lastSeen >= Date.now() - options.workerTimeoutMs;
+  };
 
   /** Points a worker at the leader and ends its stream: a standby never holds workers. */
   const redirect = (stream: ControlStream) =>
@@ -62,16 +79,30 @@ export async function startControlServer(options: ControlServerOptions): Promise
 
   const connect = (stream: ControlStream) => {
     let workerId: string | null = null;
+    // Before anything else, a redirect included: a standby's answer names the leader.
+    if (!tokenAccepted(options.security, stream.metadata)) {
+      emit('worker_unauthenticated', { peer: stream.getPeer() });
+      return refuse(stream, grpc.status.UNAUTHENTICATED, 'control-plane token missing or not accepted');
+    }
     // Capacity lives in one place, the leader.
     if (!options.leadership.isLeader()) return redirect(stream);
     stream.on('data', ({ register, heartbeat }: WorkerMessage__Output) => {
       const now = Date.now();
       if (register) {
+        if (takesOverLiveWorker(register.worker_id, register.instance, stream)) {
+          emit('worker_id_taken', { worker: register.worker_id, peer: stream.getPeer() });
+          return refuse(
+            stream,
+            grpc.status.ALREADY_EXISTS,
+            `worker id ${register.worker_id} is registered by a live worker`,
+          );
+        }
         workerId = register.worker_id;
         streams.get(workerId)?.stream.end();
         streams.set(workerId, {
           state: { workerId, models: register.models, draining: false, lastSeen: now, leaseRenewals: 0 },
           stream,
+          instance: register.instance,
         });
         stream.write({
           body: 'welcome',
@@ -118,7 +149,7 @@ export async function startControlServer(options: ControlServerOptions): Promise
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(
       normaliseControlAddress(options.address),
-      grpc.ServerCredentials.createInsecure(),
+      serverCredentials(options.security),
       (err, p) => (err ? reject(err) : resolve(p)),
     ),
   );

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { ipv6Loopback } from '@taskline/testing';
 import { normaliseControlAddress, startControlServer } from '../src/index.js';
-import { testWorker } from './worker.js';
+import { TEST_SECURITY, testWorker } from './worker.js';
 
 // Before any test is declared: the runner starts the first one while a later await is pending.
 const noIPv6 = !(await ipv6Loopback()) && 'this host has no IPv6 loopback';
@@ -30,7 +30,7 @@ test(
       isLeader: () => leads,
       leaderAddr: async () => leaderAddr.value,
     });
-    const options = { heartbeatMs: 50, workerTimeoutMs: 1000 };
+    const options = { heartbeatMs: 50, workerTimeoutMs: 1000, security: TEST_SECURITY };
     const standby = await startControlServer({
       ...options,
       address: '127.0.0.1:0',

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { startControlServer, type ControlServer } from '../src/index.js';
-import { testWorker } from './worker.js';
+import { TEST_SECURITY, testWorker } from './worker.js';
 
 async function until(what: string, ok: () => boolean): Promise<void> {
   for (const end = Date.now() + 5000; !ok(); await sleep(20))
@@ -17,6 +17,7 @@ test('a leader that loses leadership sends its workers on to the new one', async
     startControlServer({
       address: '127.0.0.1:0',
       schedulerId: id,
+      security: TEST_SECURITY,
       heartbeatMs: 50,
       workerTimeoutMs: 1000,
       leadership: { isLeader: () => leader.id === id, leaderAddr: async () => addr.get(leader.id) ?? null },

@@ -7,7 +7,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { startControlServer, type ControlServer } from '../src/index.js';
-import { testWorker } from './worker.js';
+import { TEST_SECURITY, testWorker } from './worker.js';
 
 async function until(what: string, ok: () => boolean, ms: number): Promise<void> {
   for (const end = Date.now() + ms; !ok(); await sleep(20))
@@ -35,6 +35,7 @@ test('a hung scheduler is skipped, and a redirect to it is not followed by a sec
     startControlServer({
       address: '127.0.0.1:0',
       schedulerId: id,
+      security: TEST_SECURITY,
       heartbeatMs: 50,
       workerTimeoutMs: 1000,
       leadership: { isLeader: () => leads, leaderAddr: async () => hung.address },

@@ -2,6 +2,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import type { BuildInfo } from './build.js';
 import type { TasklineMetrics } from './metrics.js';
 
 /** `GET /metrics` for Express (or plain node:http): the registry in Prometheus text format. */
@@ -69,22 +70,62 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
+/** `/healthz` and `/readyz` of a service whose only listener is its metrics port. */
+export interface ProbeHandlers {
+  /** Answered by `/healthz` while the process serves requests at all. */
+  build: BuildInfo;
+  /** null when ready, else why not (e.g. Redis unreachable). */
+  notReady(): Promise<string | null>;
+}
+
+/** A readiness check that has not answered by then counts as not ready: a probe must not hang. */
+const READY_CHECK_MS = 1000;
+
+const json = (res: ServerResponse, status: number, body: unknown) => {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json');
+  res.end(JSON.stringify(body));
+};
+
+/** Answers a probe path; false when `path` is none. */
+function answerProbe(path: string, probes: ProbeHandlers, service: string, res: ServerResponse): boolean {
+  if (path === '/healthz') {
+    json(res, 200, { status: 'ok', service, ...probes.build });
+    return true;
+  }
+  if (path !== '/readyz') return false;
+  const late = new Promise<string>((r) => setTimeout(r, READY_CHECK_MS, 'readiness check timed out').unref());
+  Promise.race([probes.notReady(), late]).then(
+    (reason) =>
+      json(
+        res,
+        reason ? 503 : 200,
+        reason ? { error: { code: 'not_ready', message: reason } } : { status: 'ok' },
+      ),
+    (err: unknown) => json(res, 503, { error: { code: 'not_ready', message: String(err) } }),
+  );
+  return true;
+}
+
 /**
  * A small HTTP server exposing `/metrics`, for services without an HTTP API of their own
- * (scheduler, gpu-worker). Port 0 picks a free port.
+ * (scheduler, gpu-worker), and with `probes` their `/healthz` and `/readyz` (the chart's probes).
+ * Port 0 picks a free port.
  */
 export async function startMetricsServer(options: {
   metrics: TasklineMetrics;
   port: number;
   host?: string;
+  probes?: ProbeHandlers;
 }): Promise<MetricsServer> {
   const handler = metricsHandler(options.metrics.registry);
   const server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (path === '/metrics' && (req.method === 'GET' || req.method === 'HEAD')) return handler(req, res);
-    res.statusCode = path === '/metrics' ? 405 : 404;
-    res.setHeader('Content-Type', 'application/json');
-    res.end(JSON.stringify({ error: { code: res.statusCode === 405 ? 'method_not_allowed' : 'not_found' } }));
+    const path = (req.url ?? '/').split('?')[0]!;
+    const read = req.method === 'GET' || req.method === 'HEAD';
+    if (path === '/metrics' && read) return handler(req, res);
+    if (read && options.probes && answerProbe(path, options.probes, options.metrics.service, res)) return;
+    const known = path === '/metrics' || (options.probes && (path === '/healthz' || path === '/readyz'));
+    json(res, known ? 405 : 404, { error: { code: known ? 'method_not_allowed' : 'not_found' } });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -16,4 +16,6 @@ export {
   UNMATCHED_ROUTE,
   type HttpMetricsOptions,
   type MetricsServer,
+  type ProbeHandlers,
 } from './http.js';
+export { buildInfo, type BuildInfo } from './build.js';

@@ -1,5 +1,6 @@
 // Every Prometheus metric of every service, defined once.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { registerBuildInfo, type BuildInfo } from './build.js';
 import { OTHER_TENANT, TenantLabels } from './tenants.js';
 
 /**
@@ -41,6 +42,8 @@ export interface MetricsOptions {
   defaultMetrics?: boolean;
   /** The process's log lines dropped for a stdout that lagged (@taskline/log's `droppedLogLines`). */
   logLinesDropped?: () => number;
+  /** The process's build, reported as `taskline_build_info`. */
+  build?: BuildInfo;
 }
 
 function defineMetrics(registry: Registry, logLinesDropped: () => number) {
@@ -241,6 +244,7 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
   registry.setDefaultLabels({ service: options.service });
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const handles = defineMetrics(registry, options.logLinesDropped ?? (() => 0));
+  if (options.build) registerBuildInfo(registry, options.build);
   const tenants = new TenantLabels(options.tenantTopN);
   const tenantMetrics = [
     handles.taskCreatesTotal,

@@ -7,3 +7,4 @@ export {
   type AttemptRunner,
 } from './task-worker.js';
 export { whenRedisAnswers } from './redis-retry.js';
+export { exitRefused, workerReadiness } from './process.js';

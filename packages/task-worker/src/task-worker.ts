@@ -11,6 +11,7 @@ import {
   modelQueueName,
   queuePrefix,
   type ControlClient,
+  type ControlSecurity,
   type DispatchJob,
   type ModelSlots,
 } from '@taskline/control';
@@ -67,6 +68,9 @@ export interface TaskWorkerOptions {
   workerFault?(err: unknown, model: string): boolean;
   leaseMs: number;
   schedulerAddrs: string[];
+  /** The control-plane credential, and what to do when a scheduler refuses this worker for good. */
+  controlSecurity: ControlSecurity;
+  onControlRefused: (message: string) => void;
   /** Called once a drain has finished (SIGTERM or a scheduler command). */
   onDrained?: () => void;
 }
@@ -117,6 +121,11 @@ export class TaskWorker {
   /** Leases renewed since start, reported in heartbeats (the operator console shows it); wraps at 2^32. */
   private leaseRenewals = 0;
 
+  /** Whether a scheduler has welcomed this worker: its slots count (the worker's `/readyz`). */
+  get registered(): boolean {
+    return this.control?.connectedTo != null;
+  }
+
   constructor(private readonly o: TaskWorkerOptions) {}
 
   slots(): ModelSlots[] {
@@ -156,6 +165,8 @@ export class TaskWorker {
     this.control = connectControl({
       addresses: this.o.schedulerAddrs,
       workerId: this.o.id,
+      security: this.o.controlSecurity,
+      onRefused: this.o.onControlRefused,
       slots: () => this.slots(),
       draining: () => this.draining !== null,
       leaseRenewals: () => this.leaseRenewals,

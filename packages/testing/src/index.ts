@@ -5,7 +5,14 @@ export { configSetAll, flushAll, scanKeys } from './keys.js';
 export { bounded, exited, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterOptions } from './redis-cluster.js';
-export { ROOT, Service, type ServiceKind, type ServiceOptions } from './service.js';
+export {
+  ROOT,
+  Service,
+  TEST_CONTROL_ENV,
+  TEST_CONTROL_TOKEN,
+  type ServiceKind,
+  type ServiceOptions,
+} from './service.js';
 export {
   ApiService,
   Stack,

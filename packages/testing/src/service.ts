@@ -10,6 +10,16 @@ export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /** A Taskline service, by its folder under `services/`. */
 export type ServiceKind = 'api' | 'scheduler' | 'gpu-worker' | 'tool-worker';
 
+/**
+ * The control-plane credential of every test scheduler and worker (a test may override it): a
+ * token over plaintext gRPC, which the services accept only by `TASKLINE_CONTROL_PLAINTEXT=true`.
+ */
+export const TEST_CONTROL_TOKEN = 'test-control-token-0123456789abcdef';
+export const TEST_CONTROL_ENV: Readonly<Record<string, string>> = {
+  TASKLINE_CONTROL_TOKEN: TEST_CONTROL_TOKEN,
+  TASKLINE_CONTROL_PLAINTEXT: 'true',
+};
+
 /** The info log line each service writes once it is up. */
 const READY: Record<ServiceKind, string> = {
   api: 'listening',
@@ -77,7 +87,7 @@ export class Service {
     const level = env.TASKLINE_LOG_LEVEL === 'debug' ? 'debug' : 'info';
     const child = spawn(process.execPath, [...nodeArgs, ...entry], {
       cwd: ROOT,
-      env: { ...process.env, ...env, TASKLINE_LOG_LEVEL: level },
+      env: { ...process.env, ...(kind === 'api' ? {} : TEST_CONTROL_ENV), ...env, TASKLINE_LOG_LEVEL: level },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;

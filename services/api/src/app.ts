@@ -8,7 +8,7 @@ import { operatorAuthenticator } from '@taskline/auth';
 import { mountConsole } from '@taskline/console';
 import { newId, redisAnswers } from '@taskline/engine';
 import { createMcpRouter } from '@taskline/mcp';
-import { httpMetrics } from '@taskline/metrics';
+import { httpMetrics, type BuildInfo } from '@taskline/metrics';
 import { createCore, type ApiCore, type AppDeps } from './core.js';
 import { lmspRouter } from './lmsp/routes.js';
 import { API_PREFIX } from './lmsp/schema.js';
@@ -144,9 +144,9 @@ function requestLog(core: ApiCore, serving: Serving): RequestHandler {
 }
 
 /** `/healthz` (the process answers) and `/readyz` (Redis answers, and the replica is not draining). */
-function mountHealth(app: Express, core: ApiCore, serving: Serving): void {
+function mountHealth(app: Express, core: ApiCore, serving: Serving, build: BuildInfo | undefined): void {
   app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
+    res.json({ status: 'ok', service: 'api', ...build });
   });
   app.get('/readyz', async (_req, res) => {
     const notReady = (detail: string) => {
@@ -183,7 +183,7 @@ export function createApp(deps: AppDeps): TasklineApi {
 
   app.use(requestLog(core, serving));
   if (deps.metrics) app.use(httpMetrics(deps.metrics));
-  mountHealth(app, core, serving);
+  mountHealth(app, core, serving, deps.build);
 
   app.use(API_PREFIX, lmspRouter(core, followTask));
   mountOperatorConsole(app, core, followTask);

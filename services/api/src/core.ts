@@ -13,7 +13,7 @@ import {
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
-import type { TasklineMetrics } from '@taskline/metrics';
+import type { BuildInfo, TasklineMetrics } from '@taskline/metrics';
 import { StreamRegistry } from './sse.js';
 
 export interface AppDeps {
@@ -27,6 +27,8 @@ export interface AppDeps {
    * the busiest tenants.
    */
   metrics?: TasklineMetrics;
+  /** This process's version and build, answered by `/healthz`. */
+  build?: BuildInfo;
   /** What `/mcp` serves beyond the built-in tools: none in production (the conformance entry's fixtures). */
   mcpExtensions?: McpExtensions;
 }

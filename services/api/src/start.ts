@@ -9,7 +9,7 @@ import {
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
-import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
 import { createApp } from './app.js';
 import { serve } from './server.js';
 
@@ -23,6 +23,7 @@ export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void 
 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const env = loadEnv();
+  const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
@@ -38,9 +39,10 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
     service: 'api',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
+    build,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
-  const api = createApp({ env, redis, logger, metrics, mcpExtensions });
+  const api = createApp({ env, redis, logger, metrics, mcpExtensions, build });
   // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
   // busiest tenants, so only the scraper may reach them, never the clients of the api port.
   const metricsServer = await startMetricsServer({

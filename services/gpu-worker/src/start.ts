@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';
+import { controlSecurityFromEnv } from '@taskline/control';
 import {
   checkDurability,
   durabilityFromEnv,
@@ -21,8 +22,9 @@ import {
   type ModelBackend,
 } from '@taskline/inference';
 import { createLogger, droppedLogLines } from '@taskline/log';
-import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
 import { builtinTools, createToolRunner, modelChoice, type BuiltinToolOptions } from '@taskline/tools';
+import { exitRefused, workerReadiness } from '@taskline/task-worker';
 import { GpuWorker } from './worker.js';
 
 /** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
@@ -36,6 +38,9 @@ export async function startWorker(
   options: { extendTools?: BuiltinToolOptions['extend'] } = {},
 ): Promise<void> {
   const env = loadEnv();
+  // Before Redis: a worker with no control-plane credential would only be refused.
+  const security = controlSecurityFromEnv(env, 'worker');
+  const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
   const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -49,14 +54,21 @@ export async function startWorker(
     service: 'gpu-worker',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
+    build,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
+  let worker: GpuWorker | null = null;
   const metricsServer = await startMetricsServer({
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    // Ready once registered with a scheduler: slots no scheduler counts take no work.
+    probes: {
+      build,
+      notReady: workerReadiness(() => worker, redis),
+    },
   });
 
   const providers =
@@ -110,7 +122,7 @@ export async function startWorker(
     process.exit(0);
   };
 
-  const worker = new GpuWorker({
+  worker = new GpuWorker({
     id,
     redisTarget,
     store,
@@ -125,6 +137,8 @@ export async function startWorker(
     leaseMs: env.TASKLINE_LEASE_MS,
     flushMs: env.TASKLINE_STREAM_FLUSH_MS,
     schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
+    controlSecurity: security,
+    onControlRefused: (message) => exitRefused('gpu-worker', id, message),
     onDrained: () => void exit(),
   });
   await worker.start();
@@ -134,6 +148,7 @@ export async function startWorker(
     metrics_port: metricsServer.port,
   });
 
-  process.on('SIGTERM', () => void worker.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
-  process.on('SIGINT', () => void worker.drain(0));
+  const running = worker;
+  process.on('SIGTERM', () => void running.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
+  process.on('SIGINT', () => void running.drain(0));
 }

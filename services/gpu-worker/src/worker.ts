@@ -1,5 +1,5 @@
 // GpuWorker: a TaskWorker that serves models (and the built-in tools' queue): loads, generates, drains.
-import { TOOLS_MODEL, type ModelSlots } from '@taskline/control';
+import { TOOLS_MODEL, type ControlSecurity, type ModelSlots } from '@taskline/control';
 import {
   emptyResponse,
   TasklineError,
@@ -39,6 +39,9 @@ export interface GpuWorkerOptions {
   /** Time between a generation's delta appends, on one clock for all of them (see FlushClock). */
   flushMs?: number;
   schedulerAddrs: string[];
+  /** The control-plane credential, and what to do when a scheduler refuses this worker for good. */
+  controlSecurity: ControlSecurity;
+  onControlRefused: (message: string) => void;
   /** Called once a drain has finished (SIGTERM or a scheduler command). */
   onDrained?: () => void;
 }
@@ -55,6 +58,11 @@ export class GpuWorker {
   private readonly core: TaskWorker;
   /** One flush timer for every generation this worker streams. */
   private readonly flushClock: FlushClock;
+
+  /** Whether a scheduler has welcomed this worker: its slots count (the worker's `/readyz`). */
+  get registered(): boolean {
+    return this.core.registered;
+  }
 
   constructor(private readonly o: GpuWorkerOptions) {
     this.flushClock = new FlushClock(o.flushMs ?? 0);

@@ -12,6 +12,7 @@ import { createLogger } from '@taskline/log';
 import { createMetrics } from '@taskline/metrics';
 import { GpuWorker } from '../src/worker.js';
 import { EngineStack, until } from '@taskline/test-support/engine-stack';
+import { TEST_CONTROL_TOKEN } from '@taskline/testing';
 
 let cluster: EngineStack;
 before(
@@ -70,6 +71,8 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
     isLoaded: () => true,
     leaseMs: 5000,
     schedulerAddrs: cluster.schedulerAddr.split(','),
+    controlSecurity: { tokens: [TEST_CONTROL_TOKEN], tls: null },
+    onControlRefused: (message) => assert.fail(message),
   });
   await worker.start();
   t.after(async () => {

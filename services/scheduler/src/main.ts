@@ -1,24 +1,29 @@
 // The scheduler's entry: connects Redis and metrics, runs one replica.
 import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@taskline/config';
+import { controlSecurityFromEnv } from '@taskline/control';
 import {
   checkDurability,
   durabilityFromEnv,
   connectRedis,
   parseWeights,
+  redisAnswers,
   redisTargetFromEnv,
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
-import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
 import { Scheduler } from './scheduler.js';
 
 exitOnStartFailure('scheduler', main);
 
 async function main(): Promise<void> {
   const env = loadEnv();
+  // Before Redis: a control plane open to any caller is refused at once.
+  const security = controlSecurityFromEnv(env, 'scheduler');
+  const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
   const id = `sched-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -32,13 +37,21 @@ async function main(): Promise<void> {
     service: 'scheduler',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
+    build,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
+  let started = false;
   const metricsServer = await startMetricsServer({
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    // A standby is ready too: it answers workers with the leader's address.
+    probes: {
+      build,
+      notReady: async () =>
+        !started ? 'starting' : (await redisAnswers(redis)) ? null : 'Redis is unreachable',
+    },
   });
 
   const scheduler = new Scheduler({
@@ -50,6 +63,7 @@ async function main(): Promise<void> {
     metrics,
     controlHost: env.TASKLINE_CONTROL_HOST,
     controlPort: env.TASKLINE_CONTROL_PORT,
+    controlSecurity: security,
     advertise: env.TASKLINE_CONTROL_ADVERTISE,
     leaderLeaseMs: env.TASKLINE_LEADER_LEASE_MS,
     heartbeatMs: env.TASKLINE_HEARTBEAT_MS,
@@ -65,6 +79,7 @@ async function main(): Promise<void> {
     },
   });
   await scheduler.start();
+  started = true;
   log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
 
   let stopping = false;

@@ -7,6 +7,7 @@ import {
   modelQueueName,
   normaliseControlAddress,
   queuePrefix,
+  type ControlSecurity,
   type ControlServer,
   type DispatchJob,
 } from '@taskline/control';
@@ -42,6 +43,8 @@ export interface SchedulerOptions {
   metrics: TasklineMetrics;
   controlHost: string;
   controlPort: number;
+  /** Who may connect to the control plane (`controlSecurityFromEnv`). */
+  controlSecurity: ControlSecurity;
   /** Address workers are redirected to; defaults to host:port once bound. */
   advertise: string;
   leaderLeaseMs: number;
@@ -109,6 +112,7 @@ export class Scheduler {
     this.control = await startControlServer({
       address: `${o.controlHost}:${o.controlPort}`,
       schedulerId: o.id,
+      security: o.controlSecurity,
       heartbeatMs: o.heartbeatMs,
       workerTimeoutMs: o.workerTimeoutMs,
       leadership: {

@@ -11,8 +11,9 @@ import {
   type RunContext,
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
-import { createMetrics, startMetricsServer } from '@taskline/metrics';
-import { TaskWorker } from '@taskline/task-worker';
+import { controlSecurityFromEnv } from '@taskline/control';
+import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
+import { exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
 import {
   createToolRunner,
@@ -73,6 +74,9 @@ const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
 export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolWorker> {
   const env = loadEnv(options.env);
   const checked = checkTools(options.tools, env.TASKLINE_TOOL_VERSION);
+  // Before Redis: a worker with no control-plane credential would only be refused.
+  const security = controlSecurityFromEnv(env, 'worker');
+  const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
   const id = env.TASKLINE_WORKER_ID || `tool-worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -84,13 +88,16 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     service: 'tool-worker',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
+    build,
   });
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
+  let worker: TaskWorker | null = null;
   const metricsServer = await startMetricsServer({
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    probes: { build, notReady: workerReadiness(() => worker, redis) },
   });
 
   const registry = new ToolRegistry();
@@ -122,7 +129,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     redis.disconnect();
     process.exit(0);
   };
-  const worker = new TaskWorker({
+  worker = new TaskWorker({
     id,
     redisTarget,
     store,
@@ -134,16 +141,19 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     startsRunning: () => true,
     leaseMs: env.TASKLINE_LEASE_MS,
     schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
+    controlSecurity: security,
+    onControlRefused: (message) => exitRefused('tool-worker', id, message),
     onDrained: () => void exit(),
   });
-  await worker.start();
+  const running = worker;
+  await running.start();
   // Listed once it takes work: a call accepted on its word is never left without a taker.
   announced = keepAnnounced(live, entry, env.TASKLINE_TOOL_REGISTRY_TTL_MS, log);
   await announced.first;
   const drain = (deadlineMs: number) => {
     // Out of every list at once: new calls are refused as unknown while running ones finish.
     void announced?.stop();
-    return worker.drain(deadlineMs);
+    return running.drain(deadlineMs);
   };
   process.on('SIGTERM', () => void drain(env.TASKLINE_DRAIN_DEADLINE_MS));
   process.on('SIGINT', () => void drain(0));

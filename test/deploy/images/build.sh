@@ -16,6 +16,7 @@ for svc in ${*:-api scheduler gpu-worker tool-worker}; do
     --pull=never --isolation=chroot \
     --build-arg "BUILD_BASE=$BASE" --build-arg "RUNTIME_BASE=$BASE" \
     --build-arg "PNPM_INSTALL_FLAGS=--offline --store-dir=/pnpm-store" \
+    --build-arg "REVISION=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
     --volume "$STORE:/pnpm-store" \
     "${extra[@]}" \
     -f "deploy/docker/$svc.Dockerfile" --ignorefile "deploy/docker/$svc.Dockerfile.dockerignore" \

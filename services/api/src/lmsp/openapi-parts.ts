@@ -394,6 +394,16 @@ export function components(): Schema {
         deleted: { const: true },
       }),
       Health: obj({ status: { const: 'ok' } }),
+      Liveness: obj(
+        {
+          status: { const: 'ok' },
+          service: { type: 'string' },
+          version: { type: 'string', description: "The service's package version." },
+          revision: { type: 'string', description: 'The source revision of the image, or `unknown`.' },
+          node: { type: 'string', description: 'The Node.js runtime.' },
+        },
+        ['status'],
+      ),
     },
   };
 }

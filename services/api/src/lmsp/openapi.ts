@@ -235,7 +235,9 @@ export function buildOpenApi(): Schema {
         get: {
           operationId: 'health',
           security: [],
-          responses: { '200': jsonResponse('The process is up.', ref('Health')) },
+          responses: {
+            '200': jsonResponse('The process is up, and its version and build.', ref('Liveness')),
+          },
         },
       },
       '/readyz': {
