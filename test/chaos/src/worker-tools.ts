@@ -24,8 +24,11 @@ export const MIN_WORKER_TOOL_TASKS = 6;
 export const WORKER_TOOLS_INVARIANT = 'worker-served tool tasks end; a completed one checkpointed every step';
 export const RESUMED_INVARIANT =
   'a restarted worker tool task keeps its policy: resume never repeats a completed step, retry starts over';
-const STEPS = 5;
-/** Long enough for a fault to land mid-task: five steps take 1.5 s, as long as a lease. */
+const STEPS = 8;
+/**
+ * Long enough for a fault to land mid-task: eight steps take 2.4 s, more than a lease, so a tool
+ * worker killed or drained every few seconds interrupts a few of them in a 20 s run.
+ */
 const STEP_MS = 300;
 
 const TOOLS = { worker_steps: 'resume', worker_steps_retry: 'retry' } as const;
