@@ -39,6 +39,7 @@ import { sameWork, startPeer, type PeerResult } from './peer.js';
 import { sections } from './sections.js';
 import { BENCH_ENV, memoryOf, ROOT, startBenchStack, type Procs } from './stack.js';
 import { createMany, waitEnded } from './taskline.js';
+import { toolDispatch, type ToolDispatchResult } from './tool-dispatch.js';
 import { pathTimeline, type PathTimeline } from './timeline.js';
 
 const { values: args } = parseArgs({
@@ -47,7 +48,7 @@ const { values: args } = parseArgs({
   options: {
     smoke: { type: 'boolean', default: false },
     out: { type: 'string' },
-    /** Comma-separated item numbers to run (1-9); default all (smoke: all but 8, which starts six Redis nodes). */
+    /** Comma-separated item numbers to run (1-10); default all (smoke: all but 8, which starts six Redis nodes). */
     only: { type: 'string' },
     /** KEY=VALUE settings over BENCH_ENV for every service, e.g. --env TASKLINE_DISPATCH_INTERVAL_MS=5. */
     env: { type: 'string', multiple: true },
@@ -58,7 +59,9 @@ const overrides = Object.fromEntries(
   (args.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
 Object.assign(BENCH_ENV, overrides);
-const only = new Set((args.only ?? (smoke ? '1,2,3,4,5,6,7,9' : '1,2,3,4,5,6,7,8,9')).split(',').map(Number));
+const only = new Set(
+  (args.only ?? (smoke ? '1,2,3,4,5,6,7,9,10' : '1,2,3,4,5,6,7,8,9,10')).split(',').map(Number),
+);
 const SIZES = smoke
   ? {
       tasks: 40,
@@ -78,6 +81,7 @@ const SIZES = smoke
       peerRate: 5,
       peerS: 1,
       peerTokens: 16,
+      toolCalls: 10,
     }
   : {
       tasks: 2000,
@@ -97,6 +101,7 @@ const SIZES = smoke
       peerRate: 10,
       peerS: 10,
       peerTokens: 64,
+      toolCalls: 300,
     };
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 
@@ -108,6 +113,7 @@ let stream: StreamingResult | undefined;
 let batch: BatchingResult | undefined;
 let fan: FanoutResult | undefined;
 let peerResult: PeerResult | undefined;
+let tool: ToolDispatchResult | undefined;
 let background = new Map<string, number>();
 let path: { instant: PathTimeline; chat: PathTimeline } | undefined;
 let redisVersion = '';
@@ -208,6 +214,13 @@ try {
       await model.dispose();
     }
   }
+  if (only.has(10)) {
+    // Last on this stack: the tool worker's heartbeats would count in the earlier items' idle rate.
+    log(`10 tool dispatch: ${SIZES.toolCalls} calls of a no-op tool on a tool worker and of generate`);
+    await stack.addToolWorker(join(ROOT, 'bench/src/noop-tool.ts'));
+    tool = await toolDispatch(redis, stack.apiUrl, SIZES.toolCalls);
+    results.toolDispatch = tool;
+  }
   results.memory = {
     ...Object.fromEntries(stack.services.map((s) => [s.name, s.memory()])),
     redis: memoryOf(stack.redis.pid),
@@ -244,6 +257,7 @@ const { bars, tables } = sections({
   path,
   onCluster,
   peer: peerResult,
+  tool,
 });
 
 const outDir =

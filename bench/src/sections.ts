@@ -13,6 +13,7 @@ import { bar, type Bar } from './report.js';
 import { BENCH_ENV, totalMs, type CpuCost } from './stack.js';
 import { round } from './stats.js';
 import type { PathTimeline } from './timeline.js';
+import type { ToolDispatchResult } from './tool-dispatch.js';
 
 /** What the run measured; an item that did not run is absent. */
 export interface Measured {
@@ -26,6 +27,7 @@ export interface Measured {
   path?: { instant: PathTimeline; chat: PathTimeline };
   onCluster?: ClusterLifecycleResult;
   peer?: PeerResult;
+  tool?: ToolDispatchResult;
 }
 
 export function sections({
@@ -39,6 +41,7 @@ export function sections({
   path,
   onCluster,
   peer,
+  tool,
 }: Measured): {
   bars: Bar[];
   tables: string[];
@@ -328,7 +331,45 @@ export function sections({
     bars.push(...peerBars);
     tables.push(...peerTables);
   }
+  if (tool) {
+    bars.push(toolBar(tool));
+    tables.push(...toolTable(tool));
+  }
   return { bars, tables };
+}
+
+/**
+ * Item 10's bar: a tool on its own worker starts as soon as a built-in one. Both take the same
+ * path (admission, create, the scheduler's dispatch, a BullMQ job, a claim), on another queue.
+ */
+function toolBar(t: ToolDispatchResult): Bar {
+  return bar(
+    '10',
+    'Tool dispatch vs built-in',
+    'no-op on a tool worker p50 / built-in tool p50, call to `run`',
+    t.p50Ratio,
+    '<=',
+    1.5,
+    '×',
+    `no-op ${t.worker.p50} ms (p99 ${t.worker.p99}), generate ${t.builtin.p50} ms (p99 ${t.builtin.p99}).`,
+  );
+}
+
+/** Item 10's table: both sides' delay from the call to `run`, side by side. */
+function toolTable(t: ToolDispatchResult): string[] {
+  const row = (name: string, s: ToolDispatchResult['worker']) =>
+    `| ${name} | ${s.p50} | ${s.p90} | ${s.p99} | ${s.max} |`;
+  return [
+    '## 10. Tool dispatch',
+    '',
+    `${t.calls} MCP \`tools/call\` tasks of each, one at a time, alternating. The no-op answers when its \`run\` began; \`generate\`'s \`run\` begins by creating its child generation, whose record says when.`,
+    '',
+    '| Tool (call to `run` start, ms) | p50 | p90 | p99 | max |',
+    '| --- | --- | --- | --- | --- |',
+    row('no-op on a separate tool worker (`tool:bench_noop`)', t.worker),
+    row('built-in `generate` on the gpu-worker (`tools`)', t.builtin),
+    '',
+  ];
 }
 
 /** Item 9: Taskline against the same-work peer, measured in this run. */

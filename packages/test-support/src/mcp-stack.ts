@@ -7,7 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '@taskline/testing';
 import { EngineStack, until } from './engine-stack.js';
-import { FIXTURE_ENTRIES } from './entries.js';
+import { FIXTURE_ENTRIES, FIXTURE_TOOL_MODULE } from './entries.js';
 
 export { EngineStack, until };
 
@@ -25,9 +25,24 @@ export async function startApi(cluster: EngineStack, env: Record<string, string>
 }
 
 /**
+ * Starts a tool-worker process serving the conformance fixtures' tool module and waits until its
+ * tools are announced (a replica lists them within its TASKLINE_TOOL_LIST_CACHE_MS after).
+ */
+export async function startFixtureToolWorker(cluster: EngineStack, env: Record<string, string> = {}) {
+  const worker = cluster.stack.toolWorker(FIXTURE_TOOL_MODULE, {
+    TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
+    ...env,
+  });
+  await worker.up;
+  return worker;
+}
+
+/**
  * The stack: Redis, one scheduler, one gpu-worker with the tiny model and the tools queue, and
  * `replicas` api processes. `env` goes to every process (auth mode, limits...); with `fixtures`
- * every api and worker (those `startApi` adds too) runs the `FIXTURE_ENTRIES`.
+ * every api and worker (those `startApi` adds too) runs the `FIXTURE_ENTRIES`. With
+ * `fixtureToolWorker` (and `fixtures`) a tool-worker process serves the durable fixtures instead:
+ * the apis register only those that run on them.
  */
 export async function startMcpStack(
   options: {
@@ -35,15 +50,17 @@ export async function startMcpStack(
     env?: Record<string, string>;
     workerEnv?: Record<string, string>;
     fixtures?: boolean;
+    fixtureToolWorker?: boolean;
   } = {},
 ): Promise<{ cluster: EngineStack; replicas: Replica[]; worker: ChildProcess; stop(): Promise<void> }> {
   const cluster = await EngineStack.start({
-    env: options.env,
+    env: { ...options.env, ...(options.fixtureToolWorker && { CONFORMANCE_TASK_TOOLS: 'worker' }) },
     ...(options.fixtures && { entries: FIXTURE_ENTRIES }),
   });
   try {
     // Returned so that fault tests can kill it.
     const worker = cluster.startWorker(options.workerEnv);
+    if (options.fixtureToolWorker) await startFixtureToolWorker(cluster);
     const replicas: Replica[] = [];
     for (let i = 0; i < (options.replicas ?? 1); i++) replicas.push(await startApi(cluster));
     return { cluster, replicas, worker, stop: () => cluster.stop() };

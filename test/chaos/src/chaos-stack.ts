@@ -1,7 +1,8 @@
 /**
  * The chaos run's stack, the local production shape (`pnpm cluster`'s): Redis with AOF, two api
- * replicas behind HAProxy (deploy/haproxy/haproxy.cfg), two schedulers and two gpu-workers, each
- * a process of `@taskline/testing`'s stack whose PID the run holds; logs in test/chaos/report/logs. On one
+ * replicas behind HAProxy (deploy/haproxy/haproxy.cfg), two schedulers, two gpu-workers and two tool
+ * workers (serving the conformance fixtures' tool module), each a process of `@taskline/testing`'s
+ * stack whose PID the run holds; logs in test/chaos/report/logs. On one
  * Redis, both workers, api-1 and scheduler-1 reach it through a proxy whose connections the
  * faults drop; worker-2's clock runs WORKER_SKEW_MS off the machine's for the whole run.
  */
@@ -22,7 +23,7 @@ import {
   type Service,
   type Stack,
 } from '@taskline/testing';
-import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
+import { FIXTURE_ENTRIES, FIXTURE_TOOL_MODULE } from '@taskline/test-support/entries';
 import { API_KEYS } from './client.js';
 import { LOG_DIR, ON_CLUSTER } from './observed.js';
 import { startProxyProcess, type ChaosProxy } from './proxy.js';
@@ -47,6 +48,8 @@ export interface ChaosStack {
   apis: ApiService[];
   schedulers: Service[];
   workers: Service[];
+  /** Tool-worker processes serving `worker_steps` and `worker_steps_retry` (worker-tools.ts). */
+  toolWorkers: Service[];
   haproxy: ChildProcess;
   lb: string;
 }
@@ -99,6 +102,17 @@ export async function startChaosStack(): Promise<ChaosStack> {
         },
         { name: `worker-${i}` },
       );
+    for (let i = 1; i <= 2; i++)
+      stack.toolWorker(
+        FIXTURE_TOOL_MODULE,
+        {
+          TASKLINE_WORKER_ID: `chaos-tool-worker-${i}`,
+          TASKLINE_HEARTBEAT_MS: '200',
+          TASKLINE_DRAIN_DEADLINE_MS: ROLLING_DRAIN_MS,
+          ...proxied(i === 1),
+        },
+        { name: `tool-worker-${i}` },
+      );
     const apiEnv = {
       TASKLINE_API_KEYS: API_KEYS,
       TASKLINE_MODELS: 'instant',
@@ -111,8 +125,8 @@ export async function startChaosStack(): Promise<ChaosStack> {
     };
     for (let i = 1; i <= 2; i++)
       stack.api(await freePort(), { ...apiEnv, ...proxied(i === 1) }, { name: `api-${i}` });
-    const { schedulers, workers, apis } = stack;
-    await Promise.all([...schedulers, ...workers, ...apis].map((s) => s.up));
+    const { schedulers, workers, toolWorkers, apis } = stack;
+    await Promise.all([...schedulers, ...workers, ...toolWorkers, ...apis].map((s) => s.up));
     const { child: haproxy, lb } = await startHaproxy([apis[0]!.port, apis[1]!.port], {
       log: join(LOG_DIR, 'haproxy.log'),
     });
@@ -123,7 +137,7 @@ export async function startChaosStack(): Promise<ChaosStack> {
       idempotencyPendingMs: 30_000,
     });
     store.redis.on('error', () => undefined);
-    return { stack, redis: stack.redis, proxy, store, apis, schedulers, workers, haproxy, lb };
+    return { stack, redis: stack.redis, proxy, store, apis, schedulers, workers, toolWorkers, haproxy, lb };
   } catch (err) {
     proxy?.close();
     await stack.stop();

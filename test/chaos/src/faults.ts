@@ -144,7 +144,7 @@ async function processFaults(c: ChaosStack, until: number): Promise<void> {
     // Only a process that is up; its restart runs alongside, so faults keep coming every few seconds.
     // One api replica always stays: both down is an outage HAProxy rightly answers 503, not a fault to survive.
     const apiRestarting = c.apis.some((a) => restarting.has(a));
-    const up = [...c.apis, ...c.schedulers, ...c.workers].filter(
+    const up = [...c.apis, ...c.schedulers, ...c.workers, ...c.toolWorkers].filter(
       (s) => !restarting.has(s) && !(apiRestarting && c.apis.includes(s as never)),
     );
     const chosen = tools.chooseFault(up, c);
@@ -153,8 +153,12 @@ async function processFaults(c: ChaosStack, until: number): Promise<void> {
     const isApi = c.apis.includes(target as never);
     const w = { from: Date.now(), to: Infinity };
     if (isApi) apiDown.push(w);
-    // A worker drain and pause are tool-chaos kinds of their own (tools.ts); every other kind is a SIGKILL.
-    const other = kind === 'worker drain' || kind === 'worker pause' ? tools.workerFault(target, kind) : null;
+    // A (tool) worker drain and a worker pause are tool-chaos kinds of their own (tools.ts); every
+    // other kind is a SIGKILL.
+    const other =
+      kind.endsWith('drain') || kind.endsWith('pause')
+        ? tools.workerFault(target, kind as tools.WorkerFaultKind)
+        : null;
     const action =
       other?.action ??
       (await bounded(`${kind} of ${target.name}`, FAULT_BOUND_MS, stopForFault(target, false)));

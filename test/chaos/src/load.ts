@@ -2,7 +2,8 @@
  * The chaos run's steady mixed load through HAProxy: LMSP creates retried with one
  * Idempotency-Key (some sent twice on purpose), cancels, SSE readers that drop and resume with
  * Last-Event-ID, synchronous responses, MCP tool tasks answered, cancelled and listened to, MCP
- * 2025-11-25 sessions (legacy.ts), a polling client (visible.ts) and tool tasks (tools.ts).
+ * 2025-11-25 sessions (legacy.ts), a polling client (visible.ts), tool tasks (tools.ts) and
+ * worker-served tool tasks (worker-tools.ts).
  * Everything it sees goes to observed.ts.
  */
 import { randomUUID } from 'node:crypto';
@@ -31,6 +32,7 @@ import {
   tracked,
 } from './observed.js';
 import * as tools from './tools.js';
+import { workerToolTask } from './worker-tools.js';
 import { pollStatuses } from './visible.js';
 
 /** A create retried with one Idempotency-Key until acknowledged; sometimes sent twice on purpose. */
@@ -315,5 +317,6 @@ export function runLoad(c: ChaosStack, until: number, inflight: Promise<void>[])
     pollStatuses(c.lb, () => [...tracked.values()].filter((t) => t.via === 'lmsp').map((t) => t.id), until),
     loop(until, 1400, () => legacyMcpTask(c.lb, until, legacyHooks), inflight),
     loop(until, 600, () => tools.toolTask(c.lb, until), inflight),
+    loop(until, 600, () => workerToolTask(c.lb, until), inflight),
   ]);
 }

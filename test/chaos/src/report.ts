@@ -19,6 +19,7 @@ import {
 } from './observed.js';
 import type { OverloadResult } from './overload.js';
 import * as tools from './tools.js';
+import { workerToolStats } from './worker-tools.js';
 
 export type Report = ReturnType<typeof buildReport>;
 
@@ -40,6 +41,7 @@ export function buildReport(invariants: Invariant[], overloadResult: OverloadRes
       mcp_input: mcpInput,
       mcp_2025: { ...legacyCounts, violations: legacyCounts.violations.length },
       tool_tasks: tools.toolStats(),
+      worker_tool_tasks: workerToolStats(),
     },
     faults: {
       total: faults.length,

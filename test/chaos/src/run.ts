@@ -19,6 +19,7 @@ import { overload } from './overload.js';
 import { buildReport, writeReport } from './report.js';
 import * as tools from './tools.js';
 import { visibleInvariants } from './visible.js';
+import { checkWorkerToolTasks } from './worker-tools.js';
 
 /** The cluster once started: a run that fails stops it too, so no process outlives the run. */
 let running: ChaosStack | null = null;
@@ -32,12 +33,16 @@ async function main() {
   const load = Promise.all([runLoad(c, until, inflight), faultLoop(c, until)]);
   await bounded('the load and the faults', SECONDS * 1000 + 120_000, load);
   // Every process back up before the checks: the system must finish what it acknowledged.
-  for (const s of [...c.apis, ...c.schedulers, ...c.workers])
+  for (const s of [...c.apis, ...c.schedulers, ...c.workers, ...c.toolWorkers])
     if (!s.running) await bounded(`the restart of ${s.name}`, 150_000, s.start());
   // Every request has its own timeout and every reader its deadline (the terminal bound).
   await bounded("the load's last requests", TERMINAL_BOUND_MS + 60_000, Promise.all(inflight));
   const checks = async () => {
-    const found = [...(await checkInvariants(c)), ...(await tools.checkToolTasks(c.store, c.lb))];
+    const found = [
+      ...(await checkInvariants(c)),
+      ...(await tools.checkToolTasks(c.store, c.lb)),
+      ...(await checkWorkerToolTasks(c.store)),
+    ];
     found.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
     return found;
   };

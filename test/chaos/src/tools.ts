@@ -108,7 +108,17 @@ export interface WorkerFault {
   restart: boolean;
 }
 
-const KINDS = ['api SIGKILL', 'scheduler SIGKILL', 'worker SIGKILL', 'worker drain', 'worker pause'] as const;
+const KINDS = [
+  'api SIGKILL',
+  'scheduler SIGKILL',
+  'worker SIGKILL',
+  'worker drain',
+  'worker pause',
+  'tool-worker SIGKILL',
+  'tool-worker drain',
+] as const;
+/** The kinds that are no SIGKILL (workerFault injects them). */
+export type WorkerFaultKind = 'worker drain' | 'worker pause' | 'tool-worker drain';
 const injected = new Map<string, number>(KINDS.map((k) => [k, 0]));
 
 /**
@@ -117,10 +127,16 @@ const injected = new Map<string, number>(KINDS.map((k) => [k, 0]));
  */
 export function chooseFault(
   up: Service[],
-  roles: { apis: Service[]; workers: Service[] },
+  roles: { apis: Service[]; workers: Service[]; toolWorkers: Service[] },
 ): { target: Service; kind: (typeof KINDS)[number] } | null {
   const role = (s: Service) =>
-    roles.apis.includes(s) ? 'api' : roles.workers.includes(s) ? 'worker' : 'scheduler';
+    roles.apis.includes(s)
+      ? 'api'
+      : roles.workers.includes(s)
+        ? 'worker'
+        : roles.toolWorkers.includes(s)
+          ? 'tool-worker'
+          : 'scheduler';
   const possible = KINDS.filter((k) => up.some((s) => k.startsWith(role(s))));
   if (possible.length === 0) return null;
   const fewest = Math.min(...possible.map((k) => injected.get(k)!));
@@ -131,10 +147,10 @@ export function chooseFault(
   return { target: targets[Math.floor(Math.random() * targets.length)]!, kind };
 }
 
-/** Drains a worker (SIGTERM: its deadline passes mid-task) or pauses it past its lease. */
-export function workerFault(worker: Service, kind: 'worker drain' | 'worker pause'): WorkerFault {
+/** Drains a worker or tool worker (SIGTERM: its deadline passes mid-task) or pauses a worker past its lease. */
+export function workerFault(worker: Service, kind: WorkerFaultKind): WorkerFault {
   const child = worker.child!;
-  if (kind === 'worker drain') {
+  if (kind !== 'worker pause') {
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill('SIGTERM');
     return { action: 'SIGTERM (drain past its deadline)', done: exited, restart: true };
