@@ -24,10 +24,14 @@ import {
   type ToolRunner,
 } from '@taskline/tools';
 import { checkTools } from './load.js';
+import { listedName, type UpstreamConfig } from './upstreams/config.js';
+import { startGateway, type Gateway } from './upstreams/gateway.js';
 
 export interface ToolWorkerOptions {
   /** The tools to serve (`loadToolModule` reads them from a module). */
   tools: ToolDefinition[];
+  /** Upstream MCP servers whose tools it serves beside `tools` (docs/gateway.md). */
+  upstreams?: UpstreamConfig[];
   /** Settings; `process.env` by default (TASKLINE_TOOL_TENANTS, TASKLINE_TOOL_VERSION, REDIS_URL...). */
   env?: NodeJS.ProcessEnv;
 }
@@ -59,6 +63,26 @@ function keepAnnounced(live: LiveTools, entry: () => LiveWorkerEntry, ttlMs: num
   };
 }
 
+/**
+ * The gateway tools an upstream no longer lists (`notifications/tools/list_changed`): left out of
+ * the announcement from its next refresh. A tool an upstream adds is served after a restart: a
+ * worker's queues are fixed when it starts (docs/gateway.md).
+ */
+function followUpstreamTools(gateway: Gateway | undefined, log: Logger): Set<string> {
+  const withdrawn = new Set<string>();
+  for (const upstream of gateway?.upstreams ?? []) {
+    const mine = [...gateway!.owners].filter(([, u]) => u === upstream).map(([name]) => name);
+    upstream.onToolsChanged = (listed) => {
+      const now = new Set(listed.map((t) => listedName(upstream.config, t.name)));
+      for (const name of mine)
+        if (now.has(name)) withdrawn.delete(name);
+        else withdrawn.add(name);
+      log.info('upstream_tools_changed', { upstream: upstream.config.name, withdrawn: [...withdrawn] });
+    };
+  }
+  return withdrawn;
+}
+
 /** A tool task's attempt: `running` first (a tool has nothing to load), then the tool. */
 const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
   if (ctx.task.status !== 'running') await ctx.store.start(ctx.task.id, ctx.attempt, ctx.task.shownStatus);
@@ -72,11 +96,21 @@ const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
  */
 export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolWorker> {
   const env = loadEnv(options.env);
-  const checked = checkTools(options.tools, env.TASKLINE_TOOL_VERSION);
+  checkTools(options.tools, env.TASKLINE_TOOL_VERSION);
   const id = env.TASKLINE_WORKER_ID || `tool-worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
+  const gateway = options.upstreams?.length
+    ? await startGateway(options.upstreams, {
+        env: options.env ?? process.env,
+        timeoutMs: env.TASKLINE_UPSTREAM_TIMEOUT_MS,
+        maxResultBytes: env.TASKLINE_UPSTREAM_MAX_RESULT_BYTES,
+        log,
+      })
+    : undefined;
+  const tools = [...options.tools, ...(gateway?.tools ?? [])];
+  const checked = checkTools(tools, env.TASKLINE_TOOL_VERSION, gateway?.schemas);
   const redisTarget = redisTargetFromEnv(env);
   const redis = connectRedis(redisTarget, id);
   redis.on('error', (err) => log.warn('redis connection error', { err }));
@@ -94,27 +128,31 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   });
 
   const registry = new ToolRegistry();
-  for (const tool of options.tools) registry.register(tool, { queue: toolQueue(tool.name) });
+  for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
   const runner = createToolRunner(registry, {
     hub,
     served: servedModelsFromEnv(env),
     log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
-  const slots = new Map(options.tools.map((t) => [t.name, t.concurrency ?? 1]));
+  const slots = new Map(tools.map((t) => [t.name, t.concurrency ?? 1]));
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
     worker: id,
     tenants: tenantsOf(env),
     startedAt,
     heartbeatAt: Date.now(),
-    tools: checked.map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! })),
+    tools: checked
+      .filter((t) => !withdrawn.has(t.name))
+      .map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! })),
   });
   const live = new LiveTools(redis, { cacheMs: 0 });
   let announced: ReturnType<typeof keepAnnounced> | null = null;
+  const withdrawn = followUpstreamTools(gateway, log);
 
   const exit = async () => {
     await announced?.stop();
+    await gateway?.close();
     await runner.close();
     await metricsServer.close();
     metrics.close();
@@ -128,7 +166,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     store,
     log,
     metrics,
-    queues: options.tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
+    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
     fetchers: 1,
     run: runTool(runner),
     startsRunning: () => true,
