@@ -41,9 +41,15 @@ export function upstreamFailure(upstream: string, timeoutMs: number, err: unknow
       return new ToolFailure(`upstream ${upstream} closed the connection before answering`);
     return new ToolFailure(`upstream ${upstream} answered JSON-RPC error ${err.code}: ${err.message}`);
   }
+  const issues = (err as { issues?: { path: PropertyKey[]; message: string }[] } | null)?.issues;
+  // The SDK's own zod copy checks the result: its ZodError is not this package's class.
+  if (Array.isArray(issues) && issues[0]) {
+    const where = issues[0].path.map(String).join('.') || '(result)';
+    return new ToolFailure(
+      `upstream ${upstream} answered something that is not a tools/call result: ${where}: ${issues[0].message}`,
+    );
+  }
   const why = err instanceof Error ? err.message : String(err);
-  if (err instanceof z.ZodError || err instanceof SyntaxError)
-    return new ToolFailure(`upstream ${upstream} answered something that is not a tools/call result: ${why}`);
   return new ToolFailure(`upstream ${upstream} is unavailable: ${why}`);
 }
 
