@@ -11,6 +11,7 @@ import {
 } from '@taskline/tool-sdk';
 import { listedName, type UpstreamConfig } from './config.js';
 import { Upstream } from './upstream.js';
+import { runUpstreamTask } from './upstream-task.js';
 
 /** What the gateway hands the tool worker: the definitions, their upstream JSON schemas as listed, and a close. */
 export interface Gateway {
@@ -80,13 +81,19 @@ function progressRelay(ctx: ToolContext) {
   };
 }
 
+/** Whether a call of `tool` runs as an upstream task: the upstream runs tasks and the tool takes them. */
+const asTask = (tool: Tool, upstreamRunsTasks: boolean) =>
+  upstreamRunsTasks &&
+  (tool.execution?.taskSupport === 'required' || tool.execution?.taskSupport === 'optional');
+
 function definitionOf(
   upstream: Upstream,
   tool: Tool,
   listed: string,
-  options: GatewayOptions,
+  options: GatewayOptions & { upstreamRunsTasks: boolean },
 ): ToolDefinition {
   const u = upstream.config;
+  const taskCall = asTask(tool, options.upstreamRunsTasks);
   const settings = u.perTool[tool.name] ?? {};
   return {
     name: listed,
@@ -101,11 +108,14 @@ function definitionOf(
       const meta = u.passTenant ? { 'io.taskline/tenant': ctx.tenant } : undefined;
       const progress = progressRelay(ctx);
       try {
-        const result = await upstream.call(tool.name, args as Record<string, unknown>, {
-          signal: ctx.signal,
-          onProgress: (p) => progress.relay(p),
-          ...(meta && { meta }),
-        });
+        const input = args as Record<string, unknown>;
+        const result = taskCall
+          ? await runUpstreamTask(upstream, tool.name, input, ctx, meta)
+          : await upstream.call(tool.name, input, {
+              signal: ctx.signal,
+              onProgress: (p) => progress.relay(p),
+              ...(meta && { meta }),
+            });
         await progress.written();
         return boundedResult(u.name, result, options.maxResultBytes);
       } catch (err) {
@@ -120,13 +130,18 @@ function definitionOf(
 async function exposed(upstream: Upstream, options: GatewayOptions) {
   const u = upstream.config;
   const out: { definition: ToolDefinition; schema: Record<string, unknown> }[] = [];
-  for (const tool of await upstream.tools()) {
+  const tools = await upstream.tools();
+  const upstreamRunsTasks = await upstream.runsTasks();
+  for (const tool of tools) {
     if (u.tools !== '*' && !u.tools.includes(tool.name)) continue;
     const listed = listedName(u, tool.name);
     try {
       if (!listed)
         throw new Error('its prefixed name breaks the tool-name rules (1-128 of A-Z a-z 0-9 _ - .)');
-      out.push({ definition: definitionOf(upstream, tool, listed, options), schema: tool.inputSchema });
+      out.push({
+        definition: definitionOf(upstream, tool, listed, { ...options, upstreamRunsTasks }),
+        schema: tool.inputSchema,
+      });
     } catch (err) {
       options.log.warn('upstream_tool_skipped', { upstream: u.name, tool: tool.name, error: err });
     }

@@ -4,6 +4,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
+  LATEST_PROTOCOL_VERSION,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
   type CallToolResult,
@@ -60,6 +61,7 @@ function headersOf(u: UpstreamConfig & { transport: { type: 'http' } }, env: Nod
 
 export class Upstream {
   private client: Promise<Client> | null = null;
+  private transportInUse: Transport | null = null;
   /** The connected client, so that a late close of an older one does not drop a newer one. */
   private current: Client | null = null;
   private readonly slots: Slots;
@@ -114,14 +116,16 @@ export class Upstream {
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) =>
       this.log.info('upstream_log', { upstream: this.config.name, level: n.params.level }),
     );
+    const transport = this.transport();
     try {
-      await client.connect(this.transport(), { timeout: this.timeoutMs() });
+      await client.connect(transport, { timeout: this.timeoutMs() });
     } catch (err) {
       this.client = null;
       await client.close().catch(() => undefined);
       throw err;
     }
     this.current = client;
+    this.transportInUse = transport;
     this.log.info('upstream_connected', { upstream: this.config.name });
     return client;
   }
@@ -151,13 +155,22 @@ export class Upstream {
     return tools;
   }
 
+  /** Runs `work` within the upstream's concurrency (`concurrency` calls from this worker at once). */
+  async withSlot<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+    const release = await this.slots.take(signal);
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  }
+
   /**
    * Calls `name` upstream with a progress token, within the upstream's concurrency and timeout.
    * An abort sends `notifications/cancelled` upstream (the SDK does, for a request it aborts).
    */
-  async call(name: string, args: Record<string, unknown>, hooks: CallHooks): Promise<CallToolResult> {
-    const release = await this.slots.take(hooks.signal);
-    try {
+  call(name: string, args: Record<string, unknown>, hooks: CallHooks): Promise<CallToolResult> {
+    return this.withSlot(hooks.signal, async () => {
       const client = await this.connect();
       const timeout = this.timeoutMs();
       return (await client.callTool(
@@ -165,9 +178,40 @@ export class Upstream {
         undefined,
         { signal: hooks.signal, onprogress: hooks.onProgress, timeout, maxTotalTimeout: timeout },
       )) as CallToolResult;
-    } finally {
-      release();
-    }
+    });
+  }
+
+  /** Whether the upstream runs tool calls as tasks (MCP 2025-11-25 `tasks.requests.tools.call`). */
+  async runsTasks(): Promise<boolean> {
+    const capabilities = (await this.connect()).getServerCapabilities();
+    return capabilities?.tasks?.requests?.tools?.call !== undefined;
+  }
+
+  /** The Streamable HTTP session of the open connection (upstream tasks may live in it); none over stdio. */
+  get sessionId(): string | undefined {
+    return this.transportInUse instanceof StreamableHTTPClientTransport
+      ? this.transportInUse.sessionId
+      : undefined;
+  }
+
+  /**
+   * A client in session `session`: the open connection when it is that session (or none is
+   * named), else a connection that rejoins it (Streamable HTTP, no new `initialize`), which the
+   * caller closes. How an attempt after a crash reaches an upstream task that lives in a session.
+   */
+  async inSession(session: string | undefined): Promise<{ client: Client; done(): Promise<void> }> {
+    const t = this.config.transport;
+    if (session === undefined || session === this.sessionId || t.type !== 'http')
+      return { client: await this.connect(), done: async () => undefined };
+    const transport = new StreamableHTTPClientTransport(new URL(t.url), {
+      sessionId: session,
+      requestInit: { headers: headersOf({ ...this.config, transport: t }, this.settings.env) },
+    });
+    transport.setProtocolVersion(LATEST_PROTOCOL_VERSION);
+    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    await client.connect(transport, { timeout: this.timeoutMs() });
+    // Closing the transport only, not the session: a DELETE would end the upstream's tasks.
+    return { client, done: () => client.close() };
   }
 
   async close(): Promise<void> {
