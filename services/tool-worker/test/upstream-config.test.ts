@@ -65,6 +65,12 @@ describe('upstream configuration', () => {
     assert.equal(listedName(u!, 'x'.repeat(126)), null);
   });
 
+  it("accepts the README's example (examples/gateway/everything.json)", () => {
+    const [u] = readUpstreams('examples/gateway/everything.json', {});
+    assert.equal(u?.transport.type, 'stdio');
+    assert.deepEqual(u?.tools, ['trigger-long-running-operation', 'echo', 'get-sum']);
+  });
+
   it('takes --upstreams over TASKLINE_UPSTREAMS, and none when neither is given', () => {
     assert.deepEqual(readUpstreams(undefined, {}), []);
     const env = { TASKLINE_UPSTREAMS: JSON.stringify({ upstreams: [{ name: 'ev', transport: STDIO }] }) };
