@@ -2,7 +2,8 @@
  * Upstreams that misbehave: one that hangs, answers garbage, answers a JSON-RPC error, answers too
  * much, dies, or asks what Taskline cannot relay. Each task ends with a clear error within the
  * configured timeout, the other upstream keeps answering, a cancel reaches the upstream as
- * `notifications/cancelled`, and an upstream down at start serves nothing while the rest run.
+ * `notifications/cancelled`, an upstream down at start serves nothing while the rest run, and a
+ * tool the upstream withdraws (`notifications/tools/list_changed`) leaves the list.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -133,5 +134,16 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
       async () => ((await counted()).includes('cancelled') ? true : undefined),
       5000,
     );
+  });
+
+  it('withdraws a tool the upstream stops listing (notifications/tools/list_changed)', async () => {
+    assert.ok((await list2026(api.url, KEY_A)).includes('bad_hang'));
+    assert.equal((await ended('bad_shrink')).task.status, 'succeeded');
+    await until(
+      'bad_hang withdrawn',
+      async () => ((await list2026(api.url, KEY_A)).includes('bad_hang') ? undefined : true),
+      5000,
+    );
+    assert.ok((await list2026(api.url, KEY_A)).includes('bad_echo'), 'the upstream keeps its other tools');
   });
 });
