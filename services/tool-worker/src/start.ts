@@ -11,7 +11,7 @@ import {
   type RunContext,
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
-import { createMetrics, startMetricsServer } from '@taskline/metrics';
+import { createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
 import { TaskWorker } from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
 import {
@@ -83,6 +83,35 @@ function followUpstreamTools(gateway: Gateway | undefined, log: Logger): Set<str
   return withdrawn;
 }
 
+/** The upstreams' tools, connected and listed (docs/gateway.md); none without upstreams. */
+async function gatewayOf(options: ToolWorkerOptions, env: Env, log: Logger, metrics: TasklineMetrics) {
+  if (!options.upstreams?.length) return undefined;
+  return startGateway(options.upstreams, {
+    env: options.env ?? process.env,
+    timeoutMs: env.TASKLINE_UPSTREAM_TIMEOUT_MS,
+    maxResultBytes: env.TASKLINE_UPSTREAM_MAX_RESULT_BYTES,
+    log,
+    onUpstreamState: (upstream, up) => metrics.upstreamUp.set({ upstream }, up ? 1 : 0),
+  });
+}
+
+/**
+ * Every tool this worker serves: the module's and the upstreams', checked, and `listed()`, the
+ * registry entries of those still offered (an upstream may withdraw a tool).
+ */
+async function servedTools(options: ToolWorkerOptions, env: Env, log: Logger, metrics: TasklineMetrics) {
+  const gateway = await gatewayOf(options, env, log, metrics);
+  const tools = [...options.tools, ...(gateway?.tools ?? [])];
+  const checked = checkTools(tools, env.TASKLINE_TOOL_VERSION, gateway?.schemas);
+  const slots = new Map(tools.map((t) => [t.name, t.concurrency ?? 1]));
+  const withdrawn = followUpstreamTools(gateway, log);
+  const listed = () =>
+    checked
+      .filter((t) => !withdrawn.has(t.name))
+      .map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! }));
+  return { gateway, tools, checked, listed };
+}
+
 /** A tool task's attempt: `running` first (a tool has nothing to load), then the tool. */
 const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
   if (ctx.task.status !== 'running') await ctx.store.start(ctx.task.id, ctx.attempt, ctx.task.shownStatus);
@@ -101,16 +130,6 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
-  const gateway = options.upstreams?.length
-    ? await startGateway(options.upstreams, {
-        env: options.env ?? process.env,
-        timeoutMs: env.TASKLINE_UPSTREAM_TIMEOUT_MS,
-        maxResultBytes: env.TASKLINE_UPSTREAM_MAX_RESULT_BYTES,
-        log,
-      })
-    : undefined;
-  const tools = [...options.tools, ...(gateway?.tools ?? [])];
-  const checked = checkTools(tools, env.TASKLINE_TOOL_VERSION, gateway?.schemas);
   const redisTarget = redisTargetFromEnv(env);
   const redis = connectRedis(redisTarget, id);
   redis.on('error', (err) => log.warn('redis connection error', { err }));
@@ -119,6 +138,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
   });
+  const { gateway, tools, checked, listed } = await servedTools(options, env, log, metrics);
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
   const metricsServer = await startMetricsServer({
@@ -135,20 +155,16 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
-  const slots = new Map(tools.map((t) => [t.name, t.concurrency ?? 1]));
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
     worker: id,
     tenants: tenantsOf(env),
     startedAt,
     heartbeatAt: Date.now(),
-    tools: checked
-      .filter((t) => !withdrawn.has(t.name))
-      .map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! })),
+    tools: listed(),
   });
   const live = new LiveTools(redis, { cacheMs: 0 });
   let announced: ReturnType<typeof keepAnnounced> | null = null;
-  const withdrawn = followUpstreamTools(gateway, log);
 
   const exit = async () => {
     await announced?.stop();
@@ -166,7 +182,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     store,
     log,
     metrics,
-    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
+    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: t.concurrency ?? 1 })),
     fetchers: 1,
     run: runTool(runner),
     startsRunning: () => true,

@@ -66,13 +66,17 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
 
   const echo = async () => textOf((await ended('ev_echo', { message: 'still here' })).task.result);
 
-  it('reports an upstream that is down at start and serves the others', async () => {
+  it('reports an upstream that is down at start (log, metric) and serves the others', async () => {
     const listed = await list2026(api.url, KEY_A);
     assert.ok(listed.includes('bad_hang') && listed.includes('ev_echo'), listed.join());
     assert.ok(!listed.some((n) => n.startsWith('gone_')), listed.join());
     const down = worker.logs.find((l) => l.msg === 'upstream_down' || l.event === 'upstream_down');
     assert.ok(down, 'an upstream_down line');
     assert.equal(down.upstream, 'gone');
+    const ready = worker.logs.find((l) => l.msg === 'ready' || l.event === 'ready');
+    const metrics = await (await fetch(`http://127.0.0.1:${String(ready?.metrics_port)}/metrics`)).text();
+    assert.match(metrics, /^taskline_upstream_up\{[^}]*upstream="gone"[^}]*\} 0$/m);
+    assert.match(metrics, /^taskline_upstream_up\{[^}]*upstream="bad"[^}]*\} 1$/m);
   });
 
   it('fails a call the upstream never answers within its timeout; the other upstream still answers meanwhile', async () => {

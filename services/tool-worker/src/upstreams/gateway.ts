@@ -31,6 +31,8 @@ export interface GatewayOptions {
   /** TASKLINE_UPSTREAM_TIMEOUT_MS: an upstream's `timeoutMs` wins. */
   timeoutMs: number;
   maxResultBytes: number;
+  /** Told each upstream's state as it changes (the `taskline_upstream_up` gauge). */
+  onUpstreamState?: (upstream: string, up: boolean) => void;
 }
 
 /** Why an upstream call failed, in words a caller can act on (never the upstream's credentials). */
@@ -154,9 +156,11 @@ async function exposed(upstream: Upstream, options: GatewayOptions) {
  * (`upstream_down`) and serves nothing until the worker restarts; the others are served.
  */
 export async function startGateway(configs: UpstreamConfig[], options: GatewayOptions): Promise<Gateway> {
-  const upstreams = configs.map(
-    (c) => new Upstream(c, { env: options.env, timeoutMs: options.timeoutMs }, options.log),
-  );
+  const upstreams = configs.map((c) => {
+    const upstream = new Upstream(c, { env: options.env, timeoutMs: options.timeoutMs }, options.log);
+    upstream.onState = (up) => options.onUpstreamState?.(c.name, up);
+    return upstream;
+  });
   const tools: ToolDefinition[] = [];
   const schemas = new Map<string, ToolJsonSchemas>();
   const owners = new Map<string, Upstream>();

@@ -67,6 +67,8 @@ export class Upstream {
   private readonly slots: Slots;
   /** Called with the upstream's tools when it says they changed. */
   onToolsChanged: (tools: Tool[]) => void = () => undefined;
+  /** Called when a connection opens (true), fails to open or closes (false). */
+  onState: (up: boolean) => void = () => undefined;
 
   constructor(
     readonly config: UpstreamConfig,
@@ -110,6 +112,7 @@ export class Upstream {
       if (this.current !== client) return;
       this.current = null;
       this.client = null;
+      this.onState(false);
       this.log.warn('upstream_closed', { upstream: this.config.name });
     };
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refreshTools());
@@ -121,9 +124,11 @@ export class Upstream {
       await client.connect(transport, { timeout: this.timeoutMs() });
     } catch (err) {
       this.client = null;
+      this.onState(false);
       await client.close().catch(() => undefined);
       throw err;
     }
+    this.onState(true);
     this.current = client;
     this.transportInUse = transport;
     this.log.info('upstream_connected', { upstream: this.config.name });
