@@ -142,4 +142,49 @@ describe('the gateway in front of server-everything and server-filesystem', () =
       await v1.close();
     }
   });
+
+  it("relays server-everything's elicitation to the caller as input_required, answered by tasks/update (2026-07-28)", async () => {
+    const call = await rpc(
+      api.url,
+      'tools/call',
+      { name: 'ev_trigger-elicitation-request', arguments: {} },
+      { token: KEY_A },
+    );
+    const taskId = call.message.result?.taskId as string;
+    assert.ok(taskId, JSON.stringify(call.message));
+    const asked = await until(
+      'the upstream question relayed',
+      async () => {
+        const seen = (await rpc(api.url, 'tasks/get', { taskId }, { token: KEY_A })).message.result;
+        return seen?.status === 'input_required' ? seen : undefined;
+      },
+      15_000,
+    );
+    const request = asked.inputRequests['upstream-0'] as { method: string; params: { message: string } };
+    assert.equal(request.method, 'elicitation/create');
+    assert.equal(request.params.message, 'Please provide inputs for the following fields:');
+    const ack = await rpc(
+      api.url,
+      'tasks/update',
+      { taskId, inputResponses: { 'upstream-0': { action: 'accept', content: { name: 'Ada Lovelace' } } } },
+      { token: KEY_A },
+    );
+    assert.ok(!ack.message.error, JSON.stringify(ack.message));
+    const task = await cluster.waitForEnd(taskId, 20_000);
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    const texts = (task.result as { content: { text: string }[] }).content.map((c) => c.text).join('\n');
+    assert.match(texts, /User provided the requested information/);
+    assert.match(texts, /Ada Lovelace/);
+  });
+
+  it('answers an upstream question with a clear error when the caller cannot answer it', async () => {
+    const v1 = await client2025(api.url, KEY_A);
+    try {
+      const result = await v1.callTool({ name: 'ev_trigger-elicitation-request', arguments: {} });
+      // server-everything reports the refused question as its tool error.
+      assert.match(JSON.stringify(result), /cannot answer elicitation/);
+    } finally {
+      await v1.close();
+    }
+  });
 });

@@ -1,5 +1,11 @@
 // The gateway: upstream MCP servers' tools made tool definitions a tool worker serves as durable tasks.
-import { McpError, ErrorCode, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpError,
+  ErrorCode,
+  type ElicitRequest,
+  type ElicitResult,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Logger } from '@taskline/log';
 import {
@@ -88,6 +94,27 @@ const asTask = (tool: Tool, upstreamRunsTasks: boolean) =>
   upstreamRunsTasks &&
   (tool.execution?.taskSupport === 'required' || tool.execution?.taskSupport === 'optional');
 
+/**
+ * Relays the upstream's n-th question of this task as the task's input request `upstream-<n>`
+ * (ctx.ask). Asked the first time, the attempt parks: the upstream call is cancelled, and once the
+ * caller answers, the next attempt calls the upstream again, whose same n-th question then gets
+ * the recorded answer at once (docs/gateway.md, "What the upstream asks").
+ */
+function elicitRelay(ctx: ToolContext, upstream: string) {
+  let asked = 0;
+  return async (params: ElicitRequest['params']): Promise<ElicitResult> => {
+    const key = `upstream-${asked++}`;
+    const answers = await ctx.ask({ [key]: { method: 'elicitation/create', params } });
+    const answer = answers[key];
+    if (answer === undefined)
+      throw new McpError(
+        ErrorCode.InvalidRequest,
+        `taskline: the caller of this task cannot answer elicitation (${upstream} asked)`,
+      );
+    return answer as ElicitResult;
+  };
+}
+
 function definitionOf(
   upstream: Upstream,
   tool: Tool,
@@ -116,6 +143,7 @@ function definitionOf(
           : await upstream.call(tool.name, input, {
               signal: ctx.signal,
               onProgress: (p) => progress.relay(p),
+              onElicit: elicitRelay(ctx, u.name),
               ...(meta && { meta }),
             });
         await progress.written();

@@ -4,7 +4,12 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
+  ElicitRequestSchema,
+  ErrorCode,
   LATEST_PROTOCOL_VERSION,
+  McpError,
+  type ElicitRequest,
+  type ElicitResult,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
   type CallToolResult,
@@ -15,10 +20,12 @@ import type { UpstreamConfig } from './config.js';
 
 const CLIENT_INFO = { name: 'taskline-gateway', version: '0.1.0' };
 
-/** What a call reports while it runs: upstream progress notifications. */
+/** What a call reports while it runs: upstream progress notifications and questions. */
 export interface CallHooks {
   signal: AbortSignal;
   onProgress(progress: { progress: number; total?: number; message?: string }): void;
+  /** An upstream `elicitation/create` while this call runs: its answer is the reply upstream. */
+  onElicit(params: ElicitRequest['params']): Promise<ElicitResult>;
   meta?: Record<string, unknown>;
 }
 
@@ -65,6 +72,8 @@ export class Upstream {
   /** The connected client, so that a late close of an older one does not drop a newer one. */
   private current: Client | null = null;
   private readonly slots: Slots;
+  /** The calls in flight on this connection: an upstream question is relayed when it is the only one. */
+  private readonly inFlight = new Set<CallHooks>();
   /** Called with the upstream's tools when it says they changed. */
   onToolsChanged: (tools: Tool[]) => void = () => undefined;
   /** Called when a connection opens (true), fails to open or closes (false). */
@@ -105,9 +114,10 @@ export class Upstream {
   }
 
   private async open(): Promise<Client> {
-    // No client capabilities: the upstream must not send elicitation or sampling requests, and one
-    // that does gets JSON-RPC -32601 (method not found) at once instead of waiting (docs/gateway.md).
-    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    // Form elicitation only: sampling and roots are not declared, and an upstream that asks anyway
+    // gets JSON-RPC -32601 (method not found) at once instead of waiting (docs/gateway.md).
+    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler(ElicitRequestSchema, (request) => this.elicit(request.params));
     client.onclose = () => {
       if (this.current !== client) return;
       this.current = null;
@@ -160,6 +170,21 @@ export class Upstream {
     return tools;
   }
 
+  /**
+   * Relays an upstream question to the call that asked it. Over one connection a request names no
+   * call it belongs to, so it is relayed only while a single call is in flight; otherwise it is
+   * refused with a JSON-RPC error saying so (set the upstream's `concurrency` to 1 to relay).
+   */
+  private elicit(params: ElicitRequest['params']): Promise<ElicitResult> {
+    const [only, ...more] = this.inFlight;
+    if (!only || more.length > 0)
+      throw new McpError(
+        ErrorCode.InvalidRequest,
+        `taskline: ${this.inFlight.size} calls in flight, so the question cannot be relayed to the one that asked`,
+      );
+    return only.onElicit(params);
+  }
+
   /** Runs `work` within the upstream's concurrency (`concurrency` calls from this worker at once). */
   async withSlot<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
     const release = await this.slots.take(signal);
@@ -178,11 +203,16 @@ export class Upstream {
     return this.withSlot(hooks.signal, async () => {
       const client = await this.connect();
       const timeout = this.timeoutMs();
-      return (await client.callTool(
-        { name, arguments: args, ...(hooks.meta && { _meta: hooks.meta }) },
-        undefined,
-        { signal: hooks.signal, onprogress: hooks.onProgress, timeout, maxTotalTimeout: timeout },
-      )) as CallToolResult;
+      this.inFlight.add(hooks);
+      try {
+        return (await client.callTool(
+          { name, arguments: args, ...(hooks.meta && { _meta: hooks.meta }) },
+          undefined,
+          { signal: hooks.signal, onprogress: hooks.onProgress, timeout, maxTotalTimeout: timeout },
+        )) as CallToolResult;
+      } finally {
+        this.inFlight.delete(hooks);
+      }
     });
   }
 
