@@ -13,6 +13,9 @@ import { join } from 'node:path';
 import type { Cluster } from '@taskline/test-support/cluster';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
+import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { until } from '@taskline/testing';
 import { KEY_A, list2025, list2026, startToolStack } from './helpers.js';
 import {
@@ -45,7 +48,7 @@ describe('the gateway in front of server-everything and server-filesystem', () =
       {
         name: 'evh',
         transport: { type: 'http', url: http.url },
-        tools: ['trigger-long-running-operation', 'echo'],
+        tools: ['trigger-long-running-operation', 'echo', 'trigger-elicitation-request'],
       },
       stdioUpstream('fs', FILESYSTEM, [dir], { tools: ['write_file', 'read_text_file'] }),
     ]);
@@ -185,6 +188,36 @@ describe('the gateway in front of server-everything and server-filesystem', () =
       assert.match(JSON.stringify(result), /cannot answer elicitation/);
     } finally {
       await v1.close();
+    }
+  });
+
+  it("relays server-everything's elicitation through the 2025-11-25 flow (SDK v1 callToolStream, its elicitation handler)", async () => {
+    const client = new V1Client(
+      { name: 'gateway-test', version: '1.0.0' },
+      { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {} } } },
+    );
+    let asked: { params: { message: string } } | undefined;
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked = req as typeof asked;
+      return { action: 'accept', content: { name: 'Grace Hopper' } };
+    });
+    await client.connect(
+      new V1Transport(new URL(api.url), { requestInit: { headers: { authorization: `Bearer ${KEY_A}` } } }),
+    );
+    try {
+      await client.listTools();
+      const seen: { type: string; result?: unknown }[] = [];
+      for await (const message of client.experimental.tasks.callToolStream(
+        { name: 'evh_trigger-elicitation-request', arguments: {} },
+        CallToolResultSchema,
+      ))
+        seen.push(message as { type: string; result?: unknown });
+      assert.equal(asked?.params.message, 'Please provide inputs for the following fields:');
+      const result = seen.find((m) => m.type === 'result');
+      assert.ok(result, JSON.stringify(seen));
+      assert.match(JSON.stringify(result.result), /Grace Hopper/);
+    } finally {
+      await client.close();
     }
   });
 });
