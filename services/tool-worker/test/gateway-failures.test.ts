@@ -1,6 +1,6 @@
 /**
  * Upstreams that misbehave: one that hangs, answers garbage, answers a JSON-RPC error, answers too
- * much, dies, or asks what Taskline cannot relay. Each task ends with a clear error within the
+ * much, dies, or asks what Taskline cannot relay (sampling; a question while other calls are in flight). Each task ends with a clear error within the
  * configured timeout, the other upstream keeps answering, a cancel reaches the upstream as
  * `notifications/cancelled`, an upstream down at start serves nothing while the rest run, and a
  * tool the upstream withdraws (`notifications/tools/list_changed`) leaves the list.
@@ -119,6 +119,19 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
     const answer = JSON.parse(textOf(task.result)) as { error?: { code: number } };
     assert.equal(answer.error?.code, -32601);
     assert.ok(ms < TIMEOUT_MS, `ended after ${ms} ms`);
+  });
+
+  it('refuses to relay a question while other calls to its upstream are in flight (it could not tell whose)', async () => {
+    const calls = async () => (await counted()).split('\n').filter((l) => l === 'call').length;
+    const before = await calls();
+    // Within the upstream's 1.5 s timeout.
+    const slow = ended('bad_slow', { ms: 1200 });
+    await until('bad_slow running', async () => ((await calls()) > before ? true : undefined), 5000);
+    const { task } = await ended('bad_elicits');
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    const answer = JSON.parse(textOf(task.result)) as { error?: { message: string } };
+    assert.match(answer.error?.message ?? '', /2 calls in flight, so the question cannot be relayed/);
+    assert.equal((await slow).task.status, 'succeeded');
   });
 
   it('sends notifications/cancelled upstream when the caller cancels', async () => {
