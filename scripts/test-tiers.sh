@@ -40,6 +40,7 @@ UNIT=(
   services/gpu-worker/test/coalesced-appends.test.ts
   services/gpu-worker/test/flush-clock.test.ts
   services/gpu-worker/test/messages.test.ts
+  services/tool-worker/test/upstream-config.test.ts
 )
 ALONE=(
   # Debian's system chromium, each page load CPU-bound; both write into .screenshots/console.

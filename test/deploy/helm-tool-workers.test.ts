@@ -37,6 +37,25 @@ test('each pool gets its Deployment, Service, PDB and ScaledObject, selecting on
   }
 });
 
+test('a gateway pool gets its upstreams as TASKLINE_UPSTREAMS, credentials only by variable name', () => {
+  const ms = withPools();
+  const gateway = pod(ms, 'Deployment', 'taskline-tool-mcp-gateway').containers[0]!;
+  const upstreams = JSON.parse(env(gateway, 'TASKLINE_UPSTREAMS')?.value ?? '{}') as {
+    upstreams: { name: string; transport: { headers: Record<string, unknown> } }[];
+  };
+  assert.deepEqual(
+    upstreams.upstreams.map((u) => u.name),
+    ['everything'],
+  );
+  assert.deepEqual(upstreams.upstreams[0]!.transport.headers, {
+    authorization: { env: 'EVERYTHING_AUTHORIZATION' },
+  });
+  const envFrom = (gateway as unknown as { envFrom: Record<string, { name: string }>[] }).envFrom;
+  assert.ok(envFrom.some((e) => e.secretRef?.name === 'mcp-everything-token'));
+  const ci = pod(ms, 'Deployment', 'taskline-tool-ci').containers[0]!;
+  assert.equal(env(ci, 'TASKLINE_UPSTREAMS'), undefined);
+});
+
 test('the grace period is the drain deadline plus the margin, and the worker is told the deadline', () => {
   const ms = withPools();
   const ci = pod(ms, 'Deployment', 'taskline-tool-ci');

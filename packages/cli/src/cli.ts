@@ -36,6 +36,7 @@ commands:
                                operator commands on the API keys in Redis
   tool-worker --module PATH    serve the tools a built module exports, as durable tasks
                                (the tool-worker service; settings from TASKLINE_* and REDIS_URL)
+  tool-worker --upstreams FILE serve the tools of upstream MCP servers (docs/gateway.md)
 
 options:
   --url URL          API origin        (TASKLINE_URL, config "url"; default http://127.0.0.1:8080)

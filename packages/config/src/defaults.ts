@@ -194,6 +194,15 @@ export const DEFAULTS = {
   TASKLINE_TOOL_CHECKPOINT_MAX_BYTES: '1048576',
   /** api: how long a replica reuses the live tool registry it read (0: read it on every request). */
   TASKLINE_TOOL_LIST_CACHE_MS: '1000',
+  /**
+   * tool-worker as a gateway: the upstream MCP servers whose tools it serves (JSON, docs/gateway.md);
+   * `--upstreams <file>` wins. Empty: no upstreams.
+   */
+  TASKLINE_UPSTREAMS: '',
+  /** gateway: how long one upstream `tools/call` may take, unless its upstream sets `timeoutMs`. */
+  TASKLINE_UPSTREAM_TIMEOUT_MS: '300000',
+  /** gateway: largest upstream result (its JSON, bytes) a task keeps; a larger one fails the task. */
+  TASKLINE_UPSTREAM_MAX_RESULT_BYTES: '1048576',
   /** Tenants that get their own `tenant` label on metrics; the rest are aggregated as `other`. */
   TASKLINE_METRICS_TENANT_TOP_N: '20',
   /**

@@ -195,6 +195,12 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       help: "Tasks waiting for their caller's input (input_required), parked: holding no worker slot and no lease.",
       registers,
     }),
+    upstreamUp: new Gauge({
+      name: 'taskline_upstream_up',
+      help: "Whether a gateway tool worker's upstream MCP server is connected (1) or down (0), by configured upstream name.",
+      labelNames: ['upstream'] as const,
+      registers,
+    }),
     queueOldestWaitSeconds: new Gauge({
       name: 'taskline_queue_oldest_wait_seconds',
       help: 'How long the oldest task waiting for dispatch has waited, by model and tenant (for autoscaling).',

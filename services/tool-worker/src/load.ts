@@ -2,7 +2,13 @@
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { isToolDefinition, validateTool, InvalidToolError, type ToolDefinition } from '@taskline/tool-sdk';
+import {
+  isToolDefinition,
+  validateTool,
+  InvalidToolError,
+  type ToolDefinition,
+  type ToolJsonSchemas,
+} from '@taskline/tool-sdk';
 import type { LiveToolEntry } from '@taskline/tools';
 
 /**
@@ -28,11 +34,18 @@ export async function loadToolModule(path: string): Promise<ToolDefinition[]> {
  * Checks every tool (validateTool) and that names are unique; a tool worker cannot run a tool
  * inline (`taskSupport: 'forbidden'` runs on the api replica, which does not have its code).
  * Returns the registry entries, `version` given or a hash of each tool's schemas and settings.
+ * `listed` overrides the JSON schemas a tool is listed with (a gateway's upstream schemas, as the
+ * upstream wrote them).
  */
-export function checkTools(tools: ToolDefinition[], version: string): Omit<LiveToolEntry, 'slots'>[] {
+export function checkTools(
+  tools: ToolDefinition[],
+  version: string,
+  listed: ReadonlyMap<string, ToolJsonSchemas> = new Map(),
+): Omit<LiveToolEntry, 'slots'>[] {
   const names = new Set<string>();
   return tools.map((tool) => {
-    const schemas = validateTool(tool);
+    const checked = validateTool(tool);
+    const schemas = listed.get(tool.name) ?? checked;
     if (names.has(tool.name)) throw new InvalidToolError(tool.name, 'defined twice');
     names.add(tool.name);
     if (tool.taskSupport === 'forbidden')

@@ -12,7 +12,7 @@ import {
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
 import { controlSecurityFromEnv } from '@taskline/control';
-import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
+import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
 import { exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
 import {
@@ -25,10 +25,14 @@ import {
   type ToolRunner,
 } from '@taskline/tools';
 import { checkTools } from './load.js';
+import { listedName, type UpstreamConfig } from './upstreams/config.js';
+import { startGateway, type Gateway } from './upstreams/gateway.js';
 
 export interface ToolWorkerOptions {
   /** The tools to serve (`loadToolModule` reads them from a module). */
   tools: ToolDefinition[];
+  /** Upstream MCP servers whose tools it serves beside `tools` (docs/gateway.md). */
+  upstreams?: UpstreamConfig[];
   /** Settings; `process.env` by default (TASKLINE_TOOL_TENANTS, TASKLINE_TOOL_VERSION, REDIS_URL...). */
   env?: NodeJS.ProcessEnv;
 }
@@ -60,6 +64,55 @@ function keepAnnounced(live: LiveTools, entry: () => LiveWorkerEntry, ttlMs: num
   };
 }
 
+/**
+ * The gateway tools an upstream no longer lists (`notifications/tools/list_changed`): left out of
+ * the announcement from its next refresh. A tool an upstream adds is served after a restart: a
+ * worker's queues are fixed when it starts (docs/gateway.md).
+ */
+function followUpstreamTools(gateway: Gateway | undefined, log: Logger): Set<string> {
+  const withdrawn = new Set<string>();
+  for (const upstream of gateway?.upstreams ?? []) {
+    const mine = [...gateway!.owners].filter(([, u]) => u === upstream).map(([name]) => name);
+    upstream.onToolsChanged = (listed) => {
+      const now = new Set(listed.map((t) => listedName(upstream.config, t.name)));
+      for (const name of mine)
+        if (now.has(name)) withdrawn.delete(name);
+        else withdrawn.add(name);
+      log.info('upstream_tools_changed', { upstream: upstream.config.name, withdrawn: [...withdrawn] });
+    };
+  }
+  return withdrawn;
+}
+
+/** The upstreams' tools, connected and listed (docs/gateway.md); none without upstreams. */
+async function gatewayOf(options: ToolWorkerOptions, env: Env, log: Logger, metrics: TasklineMetrics) {
+  if (!options.upstreams?.length) return undefined;
+  return startGateway(options.upstreams, {
+    env: options.env ?? process.env,
+    timeoutMs: env.TASKLINE_UPSTREAM_TIMEOUT_MS,
+    maxResultBytes: env.TASKLINE_UPSTREAM_MAX_RESULT_BYTES,
+    log,
+    onUpstreamState: (upstream, up) => metrics.upstreamUp.set({ upstream }, up ? 1 : 0),
+  });
+}
+
+/**
+ * Every tool this worker serves: the module's and the upstreams', checked, and `listed()`, the
+ * registry entries of those still offered (an upstream may withdraw a tool).
+ */
+async function servedTools(options: ToolWorkerOptions, env: Env, log: Logger, metrics: TasklineMetrics) {
+  const gateway = await gatewayOf(options, env, log, metrics);
+  const tools = [...options.tools, ...(gateway?.tools ?? [])];
+  const checked = checkTools(tools, env.TASKLINE_TOOL_VERSION, gateway?.schemas);
+  const slots = new Map(tools.map((t) => [t.name, t.concurrency ?? 1]));
+  const withdrawn = followUpstreamTools(gateway, log);
+  const listed = () =>
+    checked
+      .filter((t) => !withdrawn.has(t.name))
+      .map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! }));
+  return { gateway, tools, checked, listed };
+}
+
 /** A tool task's attempt: `running` first (a tool has nothing to load), then the tool. */
 const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
   if (ctx.task.status !== 'running') await ctx.store.start(ctx.task.id, ctx.attempt, ctx.task.shownStatus);
@@ -73,7 +126,7 @@ const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
  */
 export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolWorker> {
   const env = loadEnv(options.env);
-  const checked = checkTools(options.tools, env.TASKLINE_TOOL_VERSION);
+  checkTools(options.tools, env.TASKLINE_TOOL_VERSION);
   // Before Redis: a worker with no control-plane credential would only be refused.
   const security = controlSecurityFromEnv(env, 'worker');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
@@ -90,6 +143,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     logLinesDropped: droppedLogLines,
     build,
   });
+  const { gateway, tools, checked, listed } = await servedTools(options, env, log, metrics);
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
   let worker: TaskWorker | null = null;
@@ -101,27 +155,27 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   });
 
   const registry = new ToolRegistry();
-  for (const tool of options.tools) registry.register(tool, { queue: toolQueue(tool.name) });
+  for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
   const runner = createToolRunner(registry, {
     hub,
     served: servedModelsFromEnv(env),
     log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
-  const slots = new Map(options.tools.map((t) => [t.name, t.concurrency ?? 1]));
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
     worker: id,
     tenants: tenantsOf(env),
     startedAt,
     heartbeatAt: Date.now(),
-    tools: checked.map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! })),
+    tools: listed(),
   });
   const live = new LiveTools(redis, { cacheMs: 0 });
   let announced: ReturnType<typeof keepAnnounced> | null = null;
 
   const exit = async () => {
     await announced?.stop();
+    await gateway?.close();
     await runner.close();
     await metricsServer.close();
     metrics.close();
@@ -135,7 +189,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     store,
     log,
     metrics,
-    queues: options.tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
+    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: t.concurrency ?? 1 })),
     fetchers: 1,
     run: runTool(runner),
     startsRunning: () => true,

@@ -54,8 +54,20 @@ describe('tool worker start failures', () => {
 
   it('no module at all is a usage error, not a worker serving nothing', async () => {
     const worker = cluster.stack.toolWorker('', { TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr });
-    await assert.rejects(worker.up, /no tool module given/);
+    await assert.rejects(worker.up, /no tool module or upstreams given/);
     assert.equal(await worker.exited, 1);
+  });
+
+  it('a bad upstream configuration exits 1 naming the field, before anything registers', async () => {
+    const worker = cluster.stack.toolWorker('', {
+      TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
+      TASKLINE_UPSTREAMS: JSON.stringify({
+        upstreams: [{ name: 'ev', transport: { type: 'http', url: 'nope' } }],
+      }),
+    });
+    await assert.rejects(worker.up, /upstream configuration: upstreams\.0\.transport\.url/);
+    assert.equal(await worker.exited, 1);
+    assert.deepEqual(await registryKeys(), []);
   });
 
   it('`taskline tool-worker --module` is the same worker: a module that cannot load exits 1 naming it', () => {

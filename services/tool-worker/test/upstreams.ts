@@ -1,0 +1,75 @@
+// The gateway tests' upstreams: the npm MCP servers (server-everything, server-filesystem) and a misbehaving fixture.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Cluster } from '@taskline/test-support/cluster';
+import { freePort, ROOT, until } from '@taskline/testing';
+import { FIXTURES, toolWorker } from './helpers.js';
+
+const MODULES = join(ROOT, 'services/tool-worker/node_modules/@modelcontextprotocol');
+export const EVERYTHING = join(MODULES, 'server-everything/dist/index.js');
+export const FILESYSTEM = join(MODULES, 'server-filesystem/dist/index.js');
+export const FLAKY = join(ROOT, FIXTURES, 'flaky-upstream.mjs');
+
+/** A stdio upstream running `script` with node. */
+export const stdioUpstream = (name: string, script: string, args: string[] = [], extra: object = {}) => ({
+  name,
+  transport: { type: 'stdio', command: process.execPath, args: [script, ...args] },
+  ...extra,
+});
+
+/** server-everything over Streamable HTTP on a free port, up once it answers. */
+export async function everythingOverHttp(): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: 'ignore',
+  });
+  const url = `http://127.0.0.1:${port}/mcp`;
+  await until(
+    'server-everything listening',
+    async () =>
+      await fetch(url, { method: 'GET' })
+        .then(() => true)
+        .catch(() => undefined),
+    10_000,
+  );
+  return { url, child };
+}
+
+/** A tool worker fronting `upstreams` (TASKLINE_UPSTREAMS), up once its tools are announced. */
+export function gatewayWorker(cluster: Cluster, upstreams: object[], env: Record<string, string> = {}) {
+  return toolWorker(cluster, '', {
+    TASKLINE_TOOL_MODULE: '',
+    TASKLINE_UPSTREAMS: JSON.stringify({ upstreams }),
+    ...env,
+  });
+}
+
+const INFO = { name: 'gateway-test', version: '1.0.0' };
+
+/** An official MCP 2026-07-28 client (SDK v2) of `key`. */
+export async function client2026(url: string, key: string): Promise<Client> {
+  const client = new Client(INFO, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
+    }),
+  );
+  return client;
+}
+
+/** An official MCP 2025-11-25 client (SDK v1) of `key`. */
+export async function client2025(url: string, key: string): Promise<V1Client> {
+  const client = new V1Client(INFO, { capabilities: {} });
+  await client.connect(
+    new V1Transport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }),
+  );
+  return client;
+}
+
+/** The text of a tool result's first block. */
+export const textOf = (result: unknown) =>
+  ((result as { content?: { text?: string }[] }).content?.[0]?.text ?? '') as string;
