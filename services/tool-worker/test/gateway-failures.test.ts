@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
@@ -20,7 +20,7 @@ import { EVERYTHING, FLAKY, gatewayWorker, stdioUpstream, textOf } from './upstr
 const TIMEOUT_MS = 1500;
 
 describe('the gateway with upstreams that hang, die or answer garbage', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: Replica;
   let dir: string;
   let worker: Awaited<ReturnType<typeof gatewayWorker>>;
@@ -29,7 +29,7 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
     ({
       cluster,
       apis: [api],
-    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
     dir = await mkdtemp(join(tmpdir(), 'gateway-flaky-'));
     worker = await gatewayWorker(
       cluster,

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import type { OnRestart } from '@taskline/tool-sdk';
@@ -17,14 +17,14 @@ import { KEY_A, startToolStack } from './helpers.js';
 import { FLAKY, gatewayWorker, textOf } from './upstreams.js';
 
 describe('gateway on_restart policies after a SIGKILL during an upstream call', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: Replica;
   let dir: string;
   before(async () => {
     ({
       cluster,
       apis: [api],
-    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
     dir = await mkdtemp(join(tmpdir(), 'gateway-restart-'));
   });
   after(async () => {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import { KEY_A, startToolStack } from './helpers.js';
@@ -44,7 +44,7 @@ async function countingProxy(target: string): Promise<{ url: string; calls: () =
 }
 
 describe('a task-capable upstream: followed, and re-attached after a crash', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: Replica;
   let http: { url: string; child: ChildProcess };
   let proxy: Awaited<ReturnType<typeof countingProxy>>;
@@ -60,7 +60,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
     ({
       cluster,
       apis: [api],
-    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
     http = await everythingOverHttp();
     proxy = await countingProxy(http.url);
   });

@@ -10,7 +10,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -32,7 +32,7 @@ import {
 const LONG = { duration: 1.5, steps: 3 };
 
 describe('the gateway in front of server-everything and server-filesystem', () => {
-  let cluster: Cluster;
+  let cluster: EngineStack;
   let api: Replica;
   let http: { url: string; child: ChildProcess };
   let dir: string;
@@ -40,7 +40,7 @@ describe('the gateway in front of server-everything and server-filesystem', () =
     ({
       cluster,
       apis: [api],
-    } = (await startToolStack(1)) as { cluster: Cluster; apis: [Replica] });
+    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
     http = await everythingOverHttp();
     dir = await mkdtemp(join(tmpdir(), 'gateway-fs-'));
     await gatewayWorker(cluster, [

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Cluster } from '@taskline/test-support/cluster';
+import type { EngineStack } from '@taskline/test-support/engine-stack';
 import { freePort, ROOT, until } from '@taskline/testing';
 import { FIXTURES, toolWorker } from './helpers.js';
 
@@ -40,7 +40,7 @@ export async function everythingOverHttp(): Promise<{ url: string; child: ChildP
 }
 
 /** A tool worker fronting `upstreams` (TASKLINE_UPSTREAMS), up once its tools are announced. */
-export function gatewayWorker(cluster: Cluster, upstreams: object[], env: Record<string, string> = {}) {
+export function gatewayWorker(cluster: EngineStack, upstreams: object[], env: Record<string, string> = {}) {
   return toolWorker(cluster, '', {
     TASKLINE_TOOL_MODULE: '',
     TASKLINE_UPSTREAMS: JSON.stringify({ upstreams }),
