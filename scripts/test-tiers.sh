@@ -36,6 +36,7 @@ UNIT=(
   services/gpu-worker/test/coalesced-appends.test.ts
   services/gpu-worker/test/flush-clock.test.ts
   services/gpu-worker/test/messages.test.ts
+  services/tool-worker/test/module-copies.test.ts
 )
 ALONE=(
   # Debian's system chromium, each page load CPU-bound; both write into .screenshots/console.

@@ -101,7 +101,10 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
-  const slots = new Map(options.tools.map((t) => [t.name, t.concurrency ?? 1]));
+  // The deployment's TASKLINE_TOOL_CONCURRENCY (a chart pool's `concurrency`), when set, wins.
+  const slots = new Map(
+    options.tools.map((t) => [t.name, env.TASKLINE_TOOL_CONCURRENCY || (t.concurrency ?? 1)]),
+  );
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
     worker: id,

@@ -135,6 +135,19 @@ describe('the live tool registry across api replicas', () => {
     await worker.kill('SIGTERM');
   });
 
+  it("TASKLINE_TOOL_CONCURRENCY (the chart pool's `concurrency`) overrides every tool's own", async () => {
+    const worker = await toolWorker(cluster, 'steps.ts', { TASKLINE_TOOL_CONCURRENCY: '3' });
+    try {
+      const live = await new LiveTools(cluster.store.redis, { cacheMs: 0 }).visible('tenant-a');
+      assert.deepEqual(
+        live.map((t) => `${t.name} ${t.slots}`).sort(),
+        STEPS.map((name) => `${name} 3`),
+      );
+    } finally {
+      await worker.kill('SIGTERM');
+    }
+  });
+
   it('drops a worker that dies without a word once its entry expires', async () => {
     const worker = await toolWorker(cluster, 'private.ts');
     await until(
