@@ -187,6 +187,7 @@ export function adminRouter(deps: ConsoleDeps): Router {
           type: r.kind,
           status: r.status,
           model: r.model,
+          tool: r.tool,
           created_at: r.createdAt,
           updated_at: r.updatedAt,
           error_code: r.errorCode,
@@ -329,6 +330,8 @@ function taskView(t: TaskRecord) {
     type: t.kind,
     status: t.status,
     model: t.model,
+    // A tool task's tool: the built-in tools share the `tools` queue, so the model does not say.
+    tool: t.kind === 'tool' ? ((t.request as { tool?: string } | null)?.tool ?? null) : null,
     attempt: t.attempt,
     seq: t.seq,
     on_restart: t.onRestart,
