@@ -48,7 +48,8 @@ describe('a tool module with its own copies of the SDK and zod', () => {
       type: 'string',
       description: 'Why.',
     });
-    assert.equal((entry?.outputSchema?.properties as Record<string, { type: string }>).never.type, 'boolean');
+    const output = entry?.outputSchema?.properties as Record<string, { type: string }> | undefined;
+    assert.equal(output?.never?.type, 'boolean');
   });
 
   it("its ToolFailure is the runtime's ToolFailure (the task fails, it is no isError result)", async () => {

@@ -1,6 +1,6 @@
 // A plain 2025-era tools/call with a progressToken: its reply becomes an SSE stream of progress, then the result.
 import type { ProgressParams } from '../toolTasks.js';
-import type { LegacyCall } from './tasks.js';
+import type { Response } from 'express';
 
 export interface ProgressReply {
   /** Sends a `notifications/progress` (undefined when the caller gave no progressToken). */
@@ -16,8 +16,7 @@ export interface ProgressReply {
  * SSE response, before the response itself. The reply stays plain JSON until the first
  * notification, so a call whose tool reports no counts answers as before.
  */
-export function progressReply(call: LegacyCall, meta: unknown): ProgressReply {
-  const res = call.res;
+export function progressReply(res: Response, id: unknown, meta: unknown): ProgressReply {
   const token = (meta as { progressToken?: unknown } | undefined)?.progressToken;
   let streaming = false;
   const send = (message: Record<string, unknown>) => {
@@ -36,14 +35,14 @@ export function progressReply(call: LegacyCall, meta: unknown): ProgressReply {
       },
     }),
     reply(result) {
-      if (!streaming) return void res.json({ jsonrpc: '2.0', id: call.id, result });
-      send({ id: call.id, result });
+      if (!streaming) return void res.json({ jsonrpc: '2.0', id: id, result });
+      send({ id: id, result });
       res.end();
     },
     failed(err) {
       if (!streaming) return false;
       const message = err instanceof Error ? err.message : String(err);
-      if (!res.writableEnded) send({ id: call.id, error: { code: -32603, message } });
+      if (!res.writableEnded) send({ id: id, error: { code: -32603, message } });
       res.end();
       return true;
     },

@@ -158,7 +158,7 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
   if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
   // MCP 2025-11-25 Cancellation: the request's `notifications/cancelled`, on any replica, cancels its task.
   const tie = await call.cancels.track(call.session, call.id as RequestId, task.id);
-  const answer = progressReply(call, params._meta);
+  const answer = progressReply(call.res, call.id, params._meta);
   try {
     if (tie.cancelled) await cancelUnlessEnded(call.store, task.id, call.tenant);
     answer.reply(await awaitToolResult(call.admission, task, callerLeft(call.res), answer.notify));
