@@ -41,6 +41,7 @@ UNIT=(
   services/gpu-worker/test/flush-clock.test.ts
   services/gpu-worker/test/messages.test.ts
   services/tool-worker/test/upstream-config.test.ts
+  services/tool-worker/test/module-copies.test.ts
 )
 ALONE=(
   # Debian's system chromium, each page load CPU-bound; both write into .screenshots/console.

@@ -250,6 +250,8 @@ test('the chart README documents every value of values.schema.json', () => {
 
 /** Variables only the pod spec uses: Kubernetes expands them into others, no service reads them. */
 const POD_ONLY = new Set(['POD_IP', 'REDIS_PASSWORD', 'REDISCLI_AUTH']);
+/** A tool pool's own (its image's module, its env's version): one value in the shared ConfigMap would be every pool's. */
+const POOL_OWN = ['TASKLINE_TOOL_MODULE', 'TASKLINE_TOOL_VERSION'];
 
 /**
  * Settings the chart passes from values of its own, in every Redis shape and with a plaintext
@@ -259,14 +261,20 @@ const POD_ONLY = new Set(['POD_IP', 'REDIS_PASSWORD', 'REDISCLI_AUTH']);
 function chartSettings(): Set<string> {
   const values = parse(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { config: object };
   const names = new Set(Object.keys(configMap(render())).filter((k) => !(k in values.config)));
-  const shapes = ['external-managed-redis.yaml', 'redis-cluster-in-chart.yaml'];
+  // tool-workers.yaml: the settings the chart passes only to tool worker pools.
+  const shapes = ['external-managed-redis.yaml', 'redis-cluster-in-chart.yaml', 'tool-workers.yaml'];
+  // What the example's pools pass through their own `env` is theirs, not the chart's.
+  const pools = parse(readFileSync(`${CHART}/examples/tool-workers.yaml`, 'utf8')) as {
+    toolWorkers: { env?: object }[];
+  };
+  const poolEnv = new Set(pools.toolWorkers.flatMap((p) => Object.keys(p.env ?? {})));
   const plaintext = render({ set: { 'controlPlane.tls.enabled': 'false' } });
   for (const m of [render(), plaintext, ...shapes.map(renderExample)].flat()) {
     if (m.kind === 'Secret' && m.metadata.name === 'taskline')
       for (const k of Object.keys((m as { stringData?: object }).stringData ?? {})) names.add(k);
     if (m.kind !== 'Deployment') continue; // Redis's own pods and Job read none of them
     for (const c of (m as Workload).spec.template.spec.containers)
-      for (const e of c.env ?? []) names.add(e.name);
+      for (const e of c.env ?? []) if (!poolEnv.has(e.name)) names.add(e.name);
   }
   for (const name of POD_ONLY) names.delete(name);
   return names;
@@ -285,7 +293,7 @@ test('every setting the chart passes is one the services read (packages/config d
 // would name every worker replica alike: they share the ConfigMap.
 test('config takes every other setting of packages/config, and refuses those the chart sets and unknown names', async () => {
   const { DEFAULTS } = await import('@taskline/config');
-  const own = new Set([...chartSettings(), 'TASKLINE_WORKER_ID']);
+  const own = new Set([...chartSettings(), 'TASKLINE_WORKER_ID', ...POOL_OWN]);
   const open = Object.fromEntries(Object.entries(DEFAULTS).filter(([k]) => !own.has(k)));
   const schema = JSON.parse(readFileSync(`${CHART}/values.schema.json`, 'utf8')) as {
     properties: { config: { propertyNames: { enum?: string[] } } };

@@ -6,6 +6,7 @@ import {
   TasklineError,
   type CallHolds,
   type EventHub,
+  type StoredEvent,
   type Subscription,
   type TaskRecord,
   type TaskStore,
@@ -109,9 +110,13 @@ export class Admission {
   /**
    * Waits for the task's final event, read from the start of its log (an end already written
    * counts), on any replica's writes; returns the task as it ended (null once expired). Rejects
-   * with the signal's reason when the caller leaves first.
+   * with the signal's reason when the caller leaves first. `onEvent` sees every event meanwhile.
    */
-  async awaitEnd(task: TaskRef, signal: AbortSignal): Promise<TaskRecord | null> {
+  async awaitEnd(
+    task: TaskRef,
+    signal: AbortSignal,
+    onEvent?: (event: StoredEvent) => void,
+  ): Promise<TaskRecord | null> {
     signal.throwIfAborted();
     let ended!: () => void;
     let left!: (reason: unknown) => void;
@@ -125,6 +130,7 @@ export class Admission {
     let sub: Subscription | undefined;
     try {
       sub = await this.deps.hub.subscribe(task.id, 0, (event) => {
+        onEvent?.(event);
         if (isFinalEventType(event.type)) ended();
       });
       await end;

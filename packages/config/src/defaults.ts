@@ -185,6 +185,8 @@ export const DEFAULTS = {
   TASKLINE_TOOL_TENANTS: '*',
   /** tool-worker: the version its tools are listed with; empty: a hash of each tool's schemas. */
   TASKLINE_TOOL_VERSION: '',
+  /** tool-worker: tasks of each tool it runs at once, over every tool's own `concurrency`; 0 keeps each tool's. */
+  TASKLINE_TOOL_CONCURRENCY: '0',
   /**
    * tool-worker: how long its registry entry lives without a refresh (it refreshes every third of
    * it): a dead worker's tools leave every api's `tools/list` within this time.

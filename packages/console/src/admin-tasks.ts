@@ -72,6 +72,8 @@ function taskView(t: TaskRecord) {
     type: t.kind,
     status: t.status,
     model: t.model,
+    // A tool task's tool: the built-in tools share the `tools` queue, so the model does not say.
+    tool: t.kind === 'tool' ? ((t.request as { tool?: string } | null)?.tool ?? null) : null,
     attempt: t.attempt,
     seq: t.seq,
     on_restart: t.onRestart,

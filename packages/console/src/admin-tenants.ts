@@ -91,6 +91,7 @@ export function taskQuery(
         type: r.kind,
         status: r.status,
         model: r.model,
+        tool: r.tool,
         created_at: r.createdAt,
         updated_at: r.updatedAt,
         error_code: r.errorCode,

@@ -115,7 +115,7 @@ export function adminOpenApi(): Record<string, unknown> {
             ),
           ],
           responses: {
-            '200': json('A page of tasks and `next_cursor` (null at the end).'),
+            '200': json('A page of tasks (a tool task with its `tool`) and `next_cursor` (null at the end).'),
             '400': problem,
             ...refused,
           },
@@ -129,7 +129,7 @@ export function adminOpenApi(): Record<string, unknown> {
       '/tasks/{id}': {
         get: {
           summary:
-            'A task: record (attempt, lease owner and expiry, on_restart, times, the Idempotency-Key its create carried), timeline of its states, open input requests.',
+            "A task: record (a tool task's `tool`, attempt, lease owner and expiry, on_restart, times, the Idempotency-Key its create carried), timeline of its states, open input requests.",
           parameters: [id],
           responses: { '200': json('The task.'), '400': problem, '404': problem, ...refused },
         },

@@ -63,6 +63,7 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
           'status',
           'tenant',
           'type',
+          'tool',
           'model',
           'attempt',
           'on_restart',

@@ -242,6 +242,8 @@ interface TaskRowJson {
   type: string;
   status: string;
   model: string;
+  /** A tool task's tool; null for a response. */
+  tool: string | null;
   created_at: number;
   error_code: string | null;
 }
@@ -292,11 +294,12 @@ export async function renderTenant(view: HTMLElement, tenant: string, signal: Ab
       h('a', { href: `#/tasks/${t.id}` }, t.id),
       status(t.status),
       t.type,
+      t.tool ?? '',
       t.model,
       time(t.created_at),
       t.error_code ?? '',
     ]);
-    const tbl = table('Newest first', ['Task', 'Status', 'Type', 'Model', 'Created', 'Error'], rows);
+    const tbl = table('Newest first', ['Task', 'Status', 'Type', 'Tool', 'Model', 'Created', 'Error'], rows);
     if (older) list.append(tbl);
     else list.replaceChildren(tbl);
     more.replaceChildren(

@@ -16,6 +16,8 @@ export interface TaskRow {
   kind: TaskKind;
   status: TaskStatus;
   model: string;
+  /** A tool task's tool (its request's); null for a response. */
+  tool: string | null;
   createdAt: number;
   updatedAt: number;
   errorCode: string | null;
@@ -32,6 +34,12 @@ export interface TaskFilter {
 /** How many index entries one page may read at most, whatever its filters: bounded queries. */
 const PAGE_READ_LIMIT = 1000;
 const ROW_FIELDS = ['id', 'kind', 'status', 'model', 'created_at', 'updated_at', 'error'];
+
+/** The tool a tool task's stored request names; null when it names none. */
+function toolOf(request: string | null | undefined): string | null {
+  const tool = request ? (JSON.parse(request) as { tool?: unknown }).tool : undefined;
+  return typeof tool === 'string' ? tool : null;
+}
 
 /** Reads for the operator console: bounded, index-driven, never a SCAN. */
 export class OperatorView {
@@ -207,10 +215,22 @@ export class OperatorView {
     return (await this.store.get(id))!;
   }
 
+  /**
+   * The stored requests of the tool tasks among `replies` (ROW_FIELDS of `ids`), by id: read only
+   * for those, since a response's request holds its whole input. The built-in tools share one
+   * queue, so a tool task's model does not name its tool; its request does.
+   */
+  private async toolRequests(ids: string[], replies: unknown[]): Promise<Map<string, string | null>> {
+    const tools = ids.filter((_, i) => (replies[i] as (string | null)[] | null)?.[1] === 'tool');
+    const requests = await Promise.all(tools.map((id) => this.redis.hget(taskKeys(id).task, 'request')));
+    return new Map(tools.map((id, i) => [id, requests[i] ?? null]));
+  }
+
   private async rowsOf(ids: string[]): Promise<(TaskRow | null)[]> {
     if (ids.length === 0) return [];
     // Each task is its own slot: separate commands (one write all the same, see readyBacklog).
     const replies = await Promise.all(ids.map((id) => this.redis.hmget(taskKeys(id).task, ...ROW_FIELDS)));
+    const requests = await this.toolRequests(ids, replies);
     // A task Redis returns is kept (its expiry is Redis's, by its clock): `expires_at`, a writer's
     // clock, is not compared with ours, or a replica whose clock runs ahead drops kept tasks.
     return replies.map((value) => {
@@ -221,6 +241,7 @@ export class OperatorView {
         kind: kind as TaskKind,
         status,
         model: model ?? '',
+        tool: kind === 'tool' ? toolOf(requests.get(id)) : null,
         createdAt: Number(created),
         updatedAt: Number(updated),
         errorCode: error ? ((JSON.parse(error) as { code?: string }).code ?? null) : null,

@@ -20,7 +20,7 @@ import type { McpExtensions } from './extensions.js';
 import { inlineContext } from './inline.js';
 import { SUPPORTED_VERSIONS } from './ladder.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
-import { awaitToolResult, createToolTask, findToolTask } from './toolTasks.js';
+import { awaitToolResult, createToolTask, findToolTask, type ProgressParams } from './toolTasks.js';
 import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
 
 export const missingTasks = () =>
@@ -165,5 +165,16 @@ async function callTool(
     return { resultType: 'task', ...taskFields(task, poll) };
   }
   // A caller without the extension waits for the task: the work still runs durably on a worker.
-  return awaitToolResult(deps.admission, task, ctx.mcpReq.signal);
+  return awaitToolResult(deps.admission, task, ctx.mcpReq.signal, progressNotifier(ctx));
+}
+
+/** Sends the tool's progress on the call's own stream when the caller gave a progressToken. */
+function progressNotifier(ctx: ServerContext): ((progress: ProgressParams) => void) | undefined {
+  const progressToken = ctx.mcpReq._meta?.progressToken;
+  if (progressToken === undefined) return undefined;
+  return (progress) =>
+    // Best effort: a notification lost with a leaving caller changes nothing of the task.
+    void ctx.mcpReq
+      .notify({ method: 'notifications/progress', params: { progressToken, ...progress } })
+      .catch(() => undefined);
 }

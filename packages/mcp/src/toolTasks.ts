@@ -1,6 +1,12 @@
 // A tenant's MCP tool tasks: lookup by id and the paged `tasks/list` index.
 import type { Admission, TaskReservation } from '@taskline/admission';
-import { indexToolTask, toolTaskIndex, type TaskRecord, type TaskStore } from '@taskline/engine';
+import {
+  indexToolTask,
+  toolTaskIndex,
+  type StoredEvent,
+  type TaskRecord,
+  type TaskStore,
+} from '@taskline/engine';
 import { ANSWER_CAPABILITIES, type ToolPlacement, type ToolResult } from '@taskline/tools';
 import type { McpObserver } from './observe.js';
 
@@ -117,6 +123,32 @@ export async function listToolTasks(
   return more.length > 0 ? { tasks, nextCursor: Buffer.from(lastMember!).toString('base64url') } : { tasks };
 }
 
+/** What a `notifications/progress` says, less its token (MCP 2025-11-25, Progress). */
+export interface ProgressParams {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/**
+ * Turns a task's events into progress: each status event that carries counts (`ctx.progress`
+ * with `progress`), when its progress is above the last one sent, since MCP wants every
+ * notification's progress to increase. Messages without a higher count stay in `statusMessage`.
+ */
+function progressOf(send: (progress: ProgressParams) => void): (event: StoredEvent) => void {
+  let last = -Infinity;
+  return (event) => {
+    const data = JSON.parse(event.data) as { progress?: unknown; total?: unknown; status_message?: unknown };
+    if (typeof data.progress !== 'number' || data.progress <= last) return;
+    last = data.progress;
+    send({
+      progress: data.progress,
+      ...(typeof data.total === 'number' && { total: data.total }),
+      ...(typeof data.status_message === 'string' && { message: data.status_message }),
+    });
+  };
+}
+
 /**
  * Waits for a tool task a caller chose not to hold as a task, and returns its outcome as the
  * tool's result (a failure or cancellation as an `isError` result). The caller going away
@@ -126,11 +158,12 @@ export async function awaitToolResult(
   admission: Admission,
   task: TaskRecord,
   signal: AbortSignal,
+  onProgress?: (progress: ProgressParams) => void,
 ): Promise<ToolResult> {
   const stop = admission.cancelOnLeave(task, signal);
   let done: TaskRecord | null;
   try {
-    done = await admission.awaitEnd(task, signal);
+    done = await admission.awaitEnd(task, signal, onProgress && progressOf(onProgress));
   } finally {
     stop();
   }

@@ -149,10 +149,26 @@ export function defineTool<S extends z.ZodObject, O extends z.ZodObject = z.ZodO
   return tool;
 }
 
+/** Marks a ToolFailure of any copy of this package (a registry-wide symbol, not a class identity). */
+const TOOL_FAILURE = Symbol.for('@taskline/tool-sdk.ToolFailure');
+
 /** Thrown by a tool for a failure the caller should see as the task `failed` (not an `isError` result). */
 export class ToolFailure extends Error {
+  readonly [TOOL_FAILURE] = true;
+
   constructor(message: string) {
     super(message);
     this.name = 'ToolFailure';
+  }
+
+  /**
+   * A team's image holds its own copy of this package beside the tool worker's, so the class a
+   * tool throws is not the class the worker checks: `instanceof ToolFailure` asks for the mark.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== ToolFailure) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return (
+      typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[TOOL_FAILURE] === true
+    );
   }
 }

@@ -104,13 +104,14 @@ async function servedTools(options: ToolWorkerOptions, env: Env, log: Logger, me
   const gateway = await gatewayOf(options, env, log, metrics);
   const tools = [...options.tools, ...(gateway?.tools ?? [])];
   const checked = checkTools(tools, env.TASKLINE_TOOL_VERSION, gateway?.schemas);
-  const slots = new Map(tools.map((t) => [t.name, t.concurrency ?? 1]));
+  // The deployment's TASKLINE_TOOL_CONCURRENCY (a chart pool's `concurrency`), when set, wins.
+  const slots = new Map(tools.map((t) => [t.name, env.TASKLINE_TOOL_CONCURRENCY || (t.concurrency ?? 1)]));
   const withdrawn = followUpstreamTools(gateway, log);
   const listed = () =>
     checked
       .filter((t) => !withdrawn.has(t.name))
       .map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! }));
-  return { gateway, tools, checked, listed };
+  return { gateway, tools, checked, listed, slots };
 }
 
 /** A tool task's attempt: `running` first (a tool has nothing to load), then the tool. */
@@ -143,7 +144,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     logLinesDropped: droppedLogLines,
     build,
   });
-  const { gateway, tools, checked, listed } = await servedTools(options, env, log, metrics);
+  const { gateway, tools, checked, listed, slots } = await servedTools(options, env, log, metrics);
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
   let worker: TaskWorker | null = null;
@@ -189,7 +190,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     store,
     log,
     metrics,
-    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: t.concurrency ?? 1 })),
+    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
     fetchers: 1,
     run: runTool(runner),
     startsRunning: () => true,

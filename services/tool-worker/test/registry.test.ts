@@ -135,6 +135,46 @@ describe('the live tool registry across api replicas', () => {
     await worker.kill('SIGTERM');
   });
 
+  it("TASKLINE_TOOL_CONCURRENCY (the chart pool's `concurrency`) overrides every tool's own", async () => {
+    const worker = await toolWorker(cluster, 'steps.ts', { TASKLINE_TOOL_CONCURRENCY: '3' });
+    try {
+      const live = await new LiveTools(cluster.store.redis, { cacheMs: 0 }).visible('tenant-a');
+      assert.deepEqual(
+        live.map((t) => `${t.name} ${t.slots}`).sort(),
+        STEPS.map((name) => `${name} 3`),
+      );
+    } finally {
+      await worker.kill('SIGTERM');
+    }
+  });
+
+  it("the console names a tool task's tool, in the tenant's task list and on the task", async () => {
+    const worker = await toolWorker(cluster, 'steps.ts');
+    try {
+      const call = await rpc(
+        apis[0]!.url,
+        'tools/call',
+        { name: 'steps_retry', arguments: { count: 1 } },
+        { token: KEY_A },
+      );
+      const id = call.message.result?.taskId as string;
+      assert.ok(id, JSON.stringify(call.message));
+      const admin = (path: string) =>
+        fetch(apis[0]!.url.replace(/\/mcp$/, `/admin/v1${path}`), {
+          headers: { authorization: `Bearer ${ADMIN_KEY}` },
+        }).then((r) => r.json() as Promise<Record<string, unknown>>);
+      const { data } = (await admin('/tenants/tenant-a/tasks?type=tool')) as {
+        data: { id: string; tool: string | null }[];
+      };
+      assert.equal(data.find((t) => t.id === id)?.tool, 'steps_retry');
+      const { task } = (await admin(`/tasks/${id}`)) as { task: { tool: string | null } };
+      assert.equal(task.tool, 'steps_retry');
+      await cluster.waitForEnd(id, 20_000);
+    } finally {
+      await worker.kill('SIGTERM');
+    }
+  });
+
   it('drops a worker that dies without a word once its entry expires', async () => {
     const worker = await toolWorker(cluster, 'private.ts');
     await until(

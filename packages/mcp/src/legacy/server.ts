@@ -15,7 +15,9 @@ export const SERVER_INFO = { name: 'taskline', version: '0.1.0' };
  */
 export function legacyCapabilities(extensions: McpExtensions): ServerCapabilities {
   return {
-    tools: { listChanged: true },
+    // No listChanged: the live tool registry is read again on each tools/list, never pushed
+    // (docs/mcp.md, "The tool list changes").
+    tools: {},
     tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
     ...extensions.legacyCapabilities,
   };

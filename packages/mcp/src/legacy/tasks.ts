@@ -14,6 +14,7 @@ import { callerLeft, type Admission, type StreamSlot, type TaskReservation } fro
 import { canAnswer, type InputRequest, type ToolDefinition, type ToolRegistry } from '@taskline/tools';
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
+import { progressReply } from './progress.js';
 import { rateLimited, rpcError } from '../rpc.js';
 import { openEventStream, streamFailed, type StillAuthorized, type StreamSettings } from '../stream.js';
 import { cancelUnlessEnded, type LegacyCallCancels, type RequestId } from './cancel.js';
@@ -158,9 +159,12 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
   if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
   // MCP 2025-11-25 Cancellation: the request's `notifications/cancelled`, on any replica, cancels its task.
   const tie = await call.cancels.track(call.session, call.id as RequestId, task.id);
+  const answer = progressReply(call.res, call.id, params._meta);
   try {
     if (tie.cancelled) await cancelUnlessEnded(call.store, task.id, call.tenant);
-    reply(call, await awaitToolResult(call.admission, task, callerLeft(call.res)));
+    answer.reply(await awaitToolResult(call.admission, task, callerLeft(call.res), answer.notify));
+  } catch (err) {
+    if (!answer.failed(err)) throw err;
   } finally {
     await tie.release();
   }
