@@ -16,6 +16,11 @@ export const taskKeys = (id: string) =>
     tokens: `tl:{${id}}:tokens`,
     /** Left by an idempotent create, outliving the task: the id's task was made (create.lua). */
     created: `tl:{${id}}:created`,
+    /**
+     * Webhook deliveries still to be queued (stream; entries `seqs` = the event numbers): written
+     * by the script that writes the events (`_emit.lua`), emptied and deleted by the webhook relay.
+     */
+    outbox: `tl:{${id}}:outbox`,
   }) as const;
 
 /**

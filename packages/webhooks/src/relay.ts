@@ -1,0 +1,181 @@
+/**
+ * The webhook relay: moves each hooked task's outbox entries (written by the scripts that wrote
+ * the events) into delivery jobs, one BullMQ queue per endpoint, then deletes them. A crash
+ * between the two queues the same job ids again, which BullMQ ignores: at least once, one id.
+ */
+import type { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
+import {
+  dropOutbox,
+  dropOutboxEntries,
+  isTerminal,
+  readOutboxes,
+  taskStatuses,
+  type OutboxEntry,
+  type TaskStore,
+} from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import type { EndpointRecord, EndpointStore } from './endpoints.js';
+import { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
+import { messageBody, messageId, messageType, wants, type EventMessage } from './messages.js';
+import type { RetrySchedule } from './schedule.js';
+
+/** What a delivery job carries: everything an attempt needs but the endpoint's current secrets. */
+export interface DeliveryJob {
+  tenant: string;
+  endpoint: string;
+  /** The `webhook-id`: the same on every attempt and redelivery. */
+  message: string;
+  body: string;
+  /** The job of this endpoint's previous message about the same task: delivered (or given up) first. */
+  after: string | null;
+}
+
+export interface RelayOptions {
+  redis: Redis;
+  /** A connection for the BullMQ queues (`connectQueueRedis`). */
+  queueRedis: Redis;
+  store: TaskStore;
+  endpoints: EndpointStore;
+  schedule: RetrySchedule;
+  logger: Logger;
+  /** How long a message is kept for redelivery (TASKLINE_WEBHOOK_KEEP_S), ms. */
+  keepMs: number;
+  /** Hooked tasks read per tenant per pass. */
+  batch?: number;
+}
+
+export class Relay {
+  private readonly queues = new Map<string, Queue<DeliveryJob>>();
+
+  constructor(private readonly o: RelayOptions) {}
+
+  /** One pass over every tenant with endpoints; returns the messages queued. */
+  async pass(): Promise<number> {
+    let queued = 0;
+    for (const tenant of await this.o.redis.smembers(hookKeys.tenants))
+      queued += await this.passTenant(tenant);
+    return queued;
+  }
+
+  private async passTenant(tenant: string): Promise<number> {
+    const ids = await this.o.redis.zrange(hookKeys.open(tenant), 0, (this.o.batch ?? 500) - 1);
+    if (ids.length === 0) return 0;
+    // Statuses before outboxes: a task read as ended has written its last entry before the read.
+    const statuses = await taskStatuses(this.o.redis, ids);
+    const outboxes = await readOutboxes(this.o.redis, ids);
+    const endpoints = await this.o.endpoints.list(tenant);
+    let queued = 0;
+    for (const [i, id] of ids.entries()) {
+      const entries = outboxes.get(id);
+      if (entries) queued += await this.relayTask(tenant, id, entries, endpoints);
+      else if (statuses[i] === null || isTerminal(statuses[i]!)) await this.close(tenant, id);
+    }
+    return queued;
+  }
+
+  /** Queues the deliveries of a task's outbox entries, in order, then deletes the entries. */
+  private async relayTask(tenant: string, id: string, entries: OutboxEntry[], endpoints: EndpointRecord[]) {
+    const task = await this.o.store.get(id);
+    if (!task) {
+      await this.close(tenant, id);
+      return 0;
+    }
+    const first = Math.min(...entries.flatMap((e) => e.seqs));
+    const events = await this.o.store.eventsAfter(id, first - 1);
+    let queued = 0;
+    for (const entry of entries) {
+      const at = Number(entry.entry.split('-')[0]);
+      for (const event of events.filter((e) => entry.seqs.includes(e.seq))) {
+        const message: EventMessage = { id: messageId(id, event.seq), type: messageType(event), event, at };
+        for (const endpoint of endpoints.filter((ep) => wants(ep, message.type)))
+          queued += await this.enqueue(endpoint, id, message, messageBody(message, task, endpoint));
+      }
+    }
+    await dropOutboxEntries(
+      this.o.redis,
+      id,
+      entries.map((e) => e.entry),
+    );
+    return queued;
+  }
+
+  /** Queues one message for one endpoint behind its previous one about the task. */
+  private async enqueue(endpoint: EndpointRecord, taskId: string, message: EventMessage, body: string) {
+    const { redis } = this.o;
+    const lastField = `${endpoint.id}/${taskId}`;
+    const last = await redis.hget(hookKeys.last(endpoint.tenant), lastField);
+    if (last === message.id) return 0; // queued by a pass that stopped before deleting its entry
+    const job: DeliveryJob = {
+      tenant: endpoint.tenant,
+      endpoint: endpoint.id,
+      message: message.id,
+      body,
+      after: last,
+    };
+    await this.keep(endpoint, message, body);
+    await this.queue(endpoint.id).add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
+    await redis.hset(hookKeys.last(endpoint.tenant), lastField, message.id);
+    return 1;
+  }
+
+  /** Keeps the message for redelivery (by id or by time) for `keepMs`. */
+  private async keep(endpoint: EndpointRecord, message: EventMessage, body: string): Promise<void> {
+    const { redis, keepMs } = this.o;
+    const key = hookKeys.message(endpoint.tenant, endpoint.id, message.id);
+    const messages = hookKeys.messages(endpoint.tenant, endpoint.id);
+    await Promise.all([
+      redis.set(key, body, 'PX', keepMs),
+      redis.zadd(messages, message.at, message.id),
+      redis.zremrangebyscore(messages, '-inf', message.at - keepMs),
+    ]);
+  }
+
+  /** A task that ended (or is gone) with nothing left to relay leaves the relay's index. */
+  private async close(tenant: string, id: string): Promise<void> {
+    await dropOutbox(this.o.redis, id);
+    const endpoints = await this.o.endpoints.list(tenant);
+    if (endpoints.length > 0)
+      await this.o.redis.hdel(hookKeys.last(tenant), ...endpoints.map((e) => `${e.id}/${id}`));
+    await this.o.redis.zrem(hookKeys.open(tenant), id);
+  }
+
+  /**
+   * Queues a kept message again under a new job (same `webhook-id`), outside the task's order:
+   * an operator's or tenant's manual redelivery. Returns false once the message is no longer kept.
+   */
+  async redeliver(tenant: string, endpoint: string, message: string): Promise<boolean> {
+    const body = await this.o.redis.get(hookKeys.message(tenant, endpoint, message));
+    if (body === null) return false;
+    const job: DeliveryJob = { tenant, endpoint, message, body, after: null };
+    await this.queue(endpoint).add('redeliver', job, {
+      jobId: `${message}_r${Date.now()}`,
+      ...this.o.schedule.jobOptions(),
+    });
+    return true;
+  }
+
+  /** Redelivers every kept message of an endpoint written in [since, until] (ms); returns how many. */
+  async redeliverRange(tenant: string, endpoint: string, since: number, until: number): Promise<number> {
+    const messages = await this.o.redis.zrangebyscore(hookKeys.messages(tenant, endpoint), since, until);
+    let queued = 0;
+    for (const message of messages) if (await this.redeliver(tenant, endpoint, message)) queued++;
+    return queued;
+  }
+
+  queue(endpoint: string): Queue<DeliveryJob> {
+    let queue = this.queues.get(endpoint);
+    if (!queue) {
+      queue = new Queue<DeliveryJob>(endpointQueue(endpoint), {
+        connection: this.o.queueRedis,
+        prefix: endpointQueuePrefix(endpoint),
+      });
+      this.queues.set(endpoint, queue);
+    }
+    return queue;
+  }
+
+  async shutdown(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}
