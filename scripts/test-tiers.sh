@@ -32,6 +32,7 @@ UNIT=(
   packages/metrics/test/metrics.test.ts
   packages/testing/test/ports.test.ts
   packages/tools/test/schema.test.ts
+  packages/webhooks/test/safety.test.ts
   services/gpu-worker/test/flush-clock.test.ts
   services/gpu-worker/test/messages.test.ts
 )

@@ -7,11 +7,20 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
+/** A resolver with `dns.lookup`'s shape (`all: true`): the system's, or a test's. */
+export type Resolve = (
+  hostname: string,
+  options: { all: true; family?: number },
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
+
 export interface Reach {
   /** TASKLINE_WEBHOOK_ALLOW_HTTP: plain http endpoints (tests, a private network). */
   allowHttp: boolean;
   /** TASKLINE_WEBHOOK_ALLOW_PRIVATE: endpoints on private, loopback or link-local addresses. */
   allowPrivate: boolean;
+  /** Name resolution; the system's (`dns.lookup`) unless given. */
+  resolve?: Resolve;
 }
 
 /** A URL or address a delivery may not reach; `code` is the problem's stable code. */
@@ -82,7 +91,8 @@ export function checkUrl(raw: string, reach: Reach): URL {
  */
 export function guardedLookup(reach: Reach): LookupFunction {
   return (hostname, options, callback) => {
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
+    const resolve: Resolve = reach.resolve ?? dnsLookup;
+    resolve(hostname, { all: true, family: options.family as number | undefined }, (err, addresses) => {
       if (err) return callback(err, '', 0);
       const refused = reach.allowPrivate ? undefined : addresses.find((a) => isNonPublic(a.address));
       if (refused)
