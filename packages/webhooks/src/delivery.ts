@@ -9,7 +9,7 @@ import { DelayedError, Job, Queue, Worker } from 'bullmq';
 import type { Logger } from '@taskline/log';
 import type { EndpointRecord, EndpointStore } from './endpoints.js';
 import { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
-import type { DeliveryJob } from './relay.js';
+import type { DeliveryJob } from './queues.js';
 import type { RetrySchedule } from './schedule.js';
 import { send, type AttemptResult, type SendLimits } from './send.js';
 import { webhookHeaders } from './sign.js';

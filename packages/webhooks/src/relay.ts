@@ -4,7 +4,6 @@
  * between the two queues the same job ids again, which BullMQ ignores: at least once, one id.
  */
 import type { Redis } from 'ioredis';
-import { Queue } from 'bullmq';
 import {
   dropOutbox,
   dropOutboxEntries,
@@ -16,20 +15,10 @@ import {
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { EndpointRecord, EndpointStore } from './endpoints.js';
-import { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
+import { hookKeys } from './keys.js';
+import { EndpointQueues, type DeliveryJob } from './queues.js';
 import { messageBody, messageId, messageType, wants, type EventMessage } from './messages.js';
 import type { RetrySchedule } from './schedule.js';
-
-/** What a delivery job carries: everything an attempt needs but the endpoint's current secrets. */
-export interface DeliveryJob {
-  tenant: string;
-  endpoint: string;
-  /** The `webhook-id`: the same on every attempt and redelivery. */
-  message: string;
-  body: string;
-  /** The job of this endpoint's previous message about the same task: delivered (or given up) first. */
-  after: string | null;
-}
 
 export interface RelayOptions {
   redis: Redis;
@@ -46,9 +35,11 @@ export interface RelayOptions {
 }
 
 export class Relay {
-  private readonly queues = new Map<string, Queue<DeliveryJob>>();
+  private readonly queues: EndpointQueues;
 
-  constructor(private readonly o: RelayOptions) {}
+  constructor(private readonly o: RelayOptions) {
+    this.queues = new EndpointQueues(o.queueRedis);
+  }
 
   /** One pass over every tenant with endpoints; returns the messages queued. */
   async pass(): Promise<number> {
@@ -114,7 +105,9 @@ export class Relay {
       after: last,
     };
     await this.keep(endpoint, message, body);
-    await this.queue(endpoint.id).add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
+    await this.queues
+      .of(endpoint.id)
+      .add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
     await redis.hset(hookKeys.last(endpoint.tenant), lastField, message.id);
     return 1;
   }
@@ -140,42 +133,7 @@ export class Relay {
     await this.o.redis.zrem(hookKeys.open(tenant), id);
   }
 
-  /**
-   * Queues a kept message again under a new job (same `webhook-id`), outside the task's order:
-   * an operator's or tenant's manual redelivery. Returns false once the message is no longer kept.
-   */
-  async redeliver(tenant: string, endpoint: string, message: string): Promise<boolean> {
-    const body = await this.o.redis.get(hookKeys.message(tenant, endpoint, message));
-    if (body === null) return false;
-    const job: DeliveryJob = { tenant, endpoint, message, body, after: null };
-    await this.queue(endpoint).add('redeliver', job, {
-      jobId: `${message}_r${Date.now()}`,
-      ...this.o.schedule.jobOptions(),
-    });
-    return true;
-  }
-
-  /** Redelivers every kept message of an endpoint written in [since, until] (ms); returns how many. */
-  async redeliverRange(tenant: string, endpoint: string, since: number, until: number): Promise<number> {
-    const messages = await this.o.redis.zrangebyscore(hookKeys.messages(tenant, endpoint), since, until);
-    let queued = 0;
-    for (const message of messages) if (await this.redeliver(tenant, endpoint, message)) queued++;
-    return queued;
-  }
-
-  queue(endpoint: string): Queue<DeliveryJob> {
-    let queue = this.queues.get(endpoint);
-    if (!queue) {
-      queue = new Queue<DeliveryJob>(endpointQueue(endpoint), {
-        connection: this.o.queueRedis,
-        prefix: endpointQueuePrefix(endpoint),
-      });
-      this.queues.set(endpoint, queue);
-    }
-    return queue;
-  }
-
-  async shutdown(): Promise<void> {
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  shutdown(): Promise<void> {
+    return this.queues.close();
   }
 }

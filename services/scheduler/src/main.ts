@@ -13,6 +13,7 @@ import {
 import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import { createMetrics, startMetricsServer } from '@taskline/metrics';
 import { Scheduler } from './scheduler.js';
+import { startWebhooks } from './webhooks.js';
 
 exitOnStartFailure('scheduler', main);
 
@@ -64,6 +65,9 @@ async function main(): Promise<void> {
     },
   });
   await scheduler.start();
+  const webhooks = env.TASKLINE_WEBHOOKS
+    ? startWebhooks({ env, redis, redisTarget, store, log, metrics })
+    : null;
   log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
 
   let stopping = false;
@@ -72,6 +76,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting_down', { signal });
     await scheduler.stop();
+    await webhooks?.stop();
     await metricsServer.close();
     metrics.close();
     redis.disconnect();

@@ -38,6 +38,7 @@ import {
   taskObject,
 } from './schema.js';
 import { checkResumable, streamOptions, type FollowTask } from './stream.js';
+import { mountWebhookRoutes } from './webhooks.js';
 
 /** LMSP routes that create a task (paths inside the LMSP router). */
 const CREATE_PATHS = new Set(['/tasks', '/responses']);
@@ -347,6 +348,7 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     .post(countCreate, requireJson, postResponse)
     .all(methodNotAllowed(['POST']));
   mountResponseRoutes(router, { store, findTask, followTask });
+  mountWebhookRoutes(router, { redis: core.redis, ...core.webhooks, tenantOf });
   router
     .route('/capabilities')
     .get(capabilities)
