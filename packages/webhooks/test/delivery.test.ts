@@ -176,11 +176,18 @@ test('a redirect is not followed: the attempt fails with its 3xx and the target 
   target.useSecret(ep.secret);
   await new Promise((res) => setTimeout(res, 1100));
   await runTask('tenant-redirect');
-  await until('2 attempts', () => (r.got.length >= 2 ? true : undefined), 10_000);
-  assert.equal(target.got.length, 0);
-  const log = (await redis.lrange(hookKeys.attempts('tenant-redirect', ep.id), 0, -1)).map(
-    (l) => JSON.parse(l) as { status: number; ok: boolean },
+  // The attempt log is written once the response is read: wait on it, not on the receiver.
+  const log = await until(
+    '2 logged attempts',
+    async () => {
+      const lines = await redis.lrange(hookKeys.attempts('tenant-redirect', ep.id), 0, -1);
+      return lines.length >= 2
+        ? lines.map((l) => JSON.parse(l) as { status: number; ok: boolean })
+        : undefined;
+    },
+    10_000,
   );
-  assert.ok(log.length >= 2 && log.every((a) => a.status === 307 && !a.ok));
+  assert.ok(log.every((a) => a.status === 307 && !a.ok));
+  assert.equal(target.got.length, 0, 'the redirect target heard nothing');
   await Promise.all([r.close(), target.close()]);
 });
