@@ -189,6 +189,24 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/lmsp/v1/answer-links/{token}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A page with the link’s one button; changes nothing (link previews and crawlers are harmless). */
+    get: operations['showAnswerLink'];
+    put?: never;
+    /** Answer the question the link names (accept or decline) or cancel its task, without an API key; once. */
+    post: operations['useAnswerLink'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/lmsp/v1/webhooks': {
     parameters: {
       query?: never;
@@ -498,7 +516,9 @@ export interface components {
         | 'task_terminal'
         | 'illegal_transition'
         | 'webhook_not_found'
-        | 'webhook_url_refused';
+        | 'webhook_url_refused'
+        | 'answer_link_refused'
+        | 'answer_link_used';
       /** @description The detail again, where OpenAI's Responses API has an error's text (`response.error.message`). */
       message?: string;
       errors?: {
@@ -736,6 +756,14 @@ export interface components {
         /** @description The response body’s start (512 characters), or why none came. */
         response: string;
       }[];
+    };
+    AnswerLinkResult: {
+      /** @constant */
+      object: 'answer_link_result';
+      task_id: string;
+      /** @enum {unknown} */
+      choice: 'accept' | 'decline' | 'cancel';
+      task_status: string;
     };
     WebhookRedelivery: {
       /** @constant */
@@ -2011,6 +2039,103 @@ export interface operations {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  showAnswerLink: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        token: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description An HTML page. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/html': string;
+        };
+      };
+      /** @description `answer_link_refused`: not a valid link, expired, or its question is no longer open (the task moved on). */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  useAnswerLink: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        token: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description What the link did. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['AnswerLinkResult'];
+        };
+      };
+      /** @description `answer_link_refused`: not a valid link, expired, or its question is no longer open (the task moved on). */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `answer_link_used`: the link worked once already. */
+      410: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {

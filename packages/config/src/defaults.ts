@@ -282,4 +282,13 @@ export const DEFAULTS = {
   TASKLINE_WEBHOOK_KEEP_S: '259200',
   /** How long the old secret of a rotation keeps signing beside the new one, seconds. */
   TASKLINE_WEBHOOK_ROTATION_OVERLAP_S: '86400',
+  /**
+   * Signs answer links (32+ characters; the api and the scheduler need the same). Empty: no
+   * `input_required` delivery carries links.
+   */
+  TASKLINE_WEBHOOK_LINK_SECRET: '',
+  /** Where clients reach the api (e.g. `https://taskline.example.com`): the base of answer links. */
+  TASKLINE_PUBLIC_URL: '',
+  /** How long an answer link works at most, seconds (never past its question's deadline). */
+  TASKLINE_WEBHOOK_LINK_TTL_S: '86400',
 } as const;

@@ -158,6 +158,9 @@ const schema = z.object({
   TASKLINE_WEBHOOK_RELAY_MS: int(10),
   TASKLINE_WEBHOOK_KEEP_S: int(60),
   TASKLINE_WEBHOOK_ROTATION_OVERLAP_S: int(0),
+  TASKLINE_WEBHOOK_LINK_SECRET: z.union([z.literal(''), z.string().min(32)]),
+  TASKLINE_PUBLIC_URL: z.union([z.literal(''), z.string().url()]),
+  TASKLINE_WEBHOOK_LINK_TTL_S: int(60),
 });
 
 export type Env = z.infer<typeof schema>;
@@ -196,6 +199,11 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
   ) {
     throw new ConfigError(
       'invalid configuration: JWT auth (TASKLINE_JWT_PUBLIC_KEY or TASKLINE_JWT_JWKS_URL) needs both TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE, so that a token minted for another audience is refused',
+    );
+  }
+  if (parsed.data.TASKLINE_WEBHOOK_LINK_SECRET && !parsed.data.TASKLINE_PUBLIC_URL) {
+    throw new ConfigError(
+      'invalid configuration: TASKLINE_WEBHOOK_LINK_SECRET needs TASKLINE_PUBLIC_URL, the base of the answer links',
     );
   }
   const shared = sharedKey(parsed.data);

@@ -39,6 +39,10 @@ export const ERROR_CODES = {
    * private, loopback or link-local address (TASKLINE_WEBHOOK_ALLOW_PRIVATE).
    */
   webhook_url_refused: 422,
+  /** An answer link that is not well signed, has expired, or whose question is no longer open. */
+  answer_link_refused: 403,
+  /** An answer link already used: each works once. */
+  answer_link_used: 410,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -23,6 +23,9 @@ export const taskKeys = (id: string) =>
     outbox: `tl:{${id}}:outbox`,
   }) as const;
 
+/** A one-use mark of task `id` (an answer link's nonce, once.ts): in the task's slot, expiring with the link. */
+export const onceKey = (id: string, nonce: string) => `tl:{${id}}:once:${nonce}`;
+
 /**
  * The channel a worker hears cancels of the tasks it holds on (cancel.lua publishes the task id):
  * one subscription per worker, instead of one per task that would echo every event it writes.

@@ -20,3 +20,12 @@ export { hookKeys } from './keys.js';
 export { WebhookRole, type RoleOptions } from './role.js';
 export { webhookSettingsFromEnv, type WebhookEnv, type WebhookSettings } from './options.js';
 export { Redeliveries } from './redeliver.js';
+export {
+  answerLinks,
+  LINK_CHOICES,
+  signLink,
+  verifyLink,
+  type LinkChoice,
+  type LinkClaims,
+  type LinkSettings,
+} from './links.js';

@@ -1,4 +1,5 @@
 /** The webhook settings from the validated environment (`@taskline/config`), for the api and the scheduler. */
+import type { LinkSettings } from './links.js';
 import type { Reach } from './safety.js';
 import { retrySchedule, type RetrySchedule } from './schedule.js';
 import type { SendLimits } from './send.js';
@@ -16,6 +17,9 @@ export interface WebhookEnv {
   TASKLINE_WEBHOOK_RELAY_MS: number;
   TASKLINE_WEBHOOK_KEEP_S: number;
   TASKLINE_WEBHOOK_ROTATION_OVERLAP_S: number;
+  TASKLINE_WEBHOOK_LINK_SECRET: string;
+  TASKLINE_PUBLIC_URL: string;
+  TASKLINE_WEBHOOK_LINK_TTL_S: number;
 }
 
 export interface WebhookSettings {
@@ -27,6 +31,8 @@ export interface WebhookSettings {
   relayMs: number;
   keepMs: number;
   rotationOverlapMs: number;
+  /** Answer links: none without a link secret. */
+  links?: LinkSettings;
 }
 
 export function webhookSettingsFromEnv(env: WebhookEnv): WebhookSettings {
@@ -51,5 +57,12 @@ export function webhookSettingsFromEnv(env: WebhookEnv): WebhookSettings {
     relayMs: env.TASKLINE_WEBHOOK_RELAY_MS,
     keepMs: env.TASKLINE_WEBHOOK_KEEP_S * 1000,
     rotationOverlapMs: env.TASKLINE_WEBHOOK_ROTATION_OVERLAP_S * 1000,
+    ...(env.TASKLINE_WEBHOOK_LINK_SECRET && {
+      links: {
+        secret: env.TASKLINE_WEBHOOK_LINK_SECRET,
+        baseUrl: env.TASKLINE_PUBLIC_URL,
+        ttlMs: env.TASKLINE_WEBHOOK_LINK_TTL_S * 1000,
+      },
+    }),
   };
 }

@@ -11,11 +11,13 @@ import {
   readOutboxes,
   taskStatuses,
   type OutboxEntry,
+  type TaskRecord,
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { EndpointRecord, EndpointStore } from './endpoints.js';
 import { hookKeys } from './keys.js';
+import { answerLinks, type LinkSettings } from './links.js';
 import { EndpointQueues, type DeliveryJob } from './queues.js';
 import { messageBody, messageId, messageType, wants, type EventMessage } from './messages.js';
 import type { RetrySchedule } from './schedule.js';
@@ -32,6 +34,8 @@ export interface RelayOptions {
   keepMs: number;
   /** Hooked tasks read per tenant per pass. */
   batch?: number;
+  /** Answer links in `input_required` messages; none without (TASKLINE_WEBHOOK_LINK_SECRET unset). */
+  links?: LinkSettings;
 }
 
 export class Relay {
@@ -79,8 +83,9 @@ export class Relay {
       const at = Number(entry.entry.split('-')[0]);
       for (const event of events.filter((e) => entry.seqs.includes(e.seq))) {
         const message: EventMessage = { id: messageId(id, event.seq), type: messageType(event), event, at };
+        const extra = this.extraOf(message, task);
         for (const endpoint of endpoints.filter((ep) => wants(ep, message.type)))
-          queued += await this.enqueue(endpoint, id, message, messageBody(message, task, endpoint));
+          queued += await this.enqueue(endpoint, id, message, messageBody(message, task, endpoint, extra));
       }
     }
     await dropOutboxEntries(
@@ -89,6 +94,14 @@ export class Relay {
       entries.map((e) => e.entry),
     );
     return queued;
+  }
+
+  /** An `input_required` message's answer links, one set per question it asks. */
+  private extraOf(message: EventMessage, task: TaskRecord): Record<string, unknown> {
+    if (!this.o.links || message.type !== 'task.input_required') return {};
+    const asked = (JSON.parse(message.event.data) as { input_requests?: Record<string, unknown> })
+      .input_requests;
+    return { answer_links: answerLinks(this.o.links, task, Object.keys(asked ?? {}), message.at) };
   }
 
   /** Queues one message for one endpoint behind its previous one about the task. */

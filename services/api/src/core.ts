@@ -13,7 +13,13 @@ import {
 import type { Logger } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import type { TasklineMetrics } from '@taskline/metrics';
-import { EndpointStore, Redeliveries, webhookSettingsFromEnv, webhookWatch } from '@taskline/webhooks';
+import {
+  EndpointStore,
+  Redeliveries,
+  webhookSettingsFromEnv,
+  webhookWatch,
+  type LinkSettings,
+} from '@taskline/webhooks';
 import { StreamRegistry } from './sse.js';
 
 export interface AppDeps {
@@ -48,7 +54,7 @@ export interface ApiCore extends AppDeps {
    */
   guardAuth: AuthGuard;
   /** Tenants' webhook endpoints and their manual redeliveries (docs/webhooks.md). */
-  webhooks: { endpoints: EndpointStore; redeliveries: Redeliveries };
+  webhooks: { endpoints: EndpointStore; redeliveries: Redeliveries; links: LinkSettings | undefined };
 }
 
 export function createCore(deps: AppDeps): ApiCore {
@@ -103,6 +109,7 @@ export function createCore(deps: AppDeps): ApiCore {
     webhooks: {
       endpoints: new EndpointStore(redis, hooks.reach, hooks.rotationOverlapMs),
       redeliveries: new Redeliveries(redis, hooks.schedule),
+      links: hooks.links,
     },
   };
 }

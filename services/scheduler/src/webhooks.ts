@@ -31,6 +31,7 @@ export function startWebhooks({ env, redis, redisTarget, store, log, metrics }: 
       schedule: settings.schedule,
       logger: log,
       keepMs: settings.keepMs,
+      links: settings.links,
     },
     delivery: {
       redis,

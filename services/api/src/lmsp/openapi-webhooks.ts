@@ -23,8 +23,41 @@ const bodyErrors = {
   ),
 };
 
+const token = { name: 'token', in: 'path', required: true, schema: { type: 'string' } };
+const linkRefused = {
+  '403': problemResponse(
+    '`answer_link_refused`: not a valid link, expired, or its question is no longer open (the task moved on).',
+  ),
+  '405': common['405'],
+};
+
 export function webhookPaths(): Schema {
   return {
+    '/lmsp/v1/answer-links/{token}': {
+      get: {
+        operationId: 'showAnswerLink',
+        security: [],
+        summary:
+          'A page with the link’s one button; changes nothing (link previews and crawlers are harmless).',
+        parameters: [token],
+        responses: {
+          '200': { description: 'An HTML page.', content: { 'text/html': { schema: { type: 'string' } } } },
+          ...linkRefused,
+        },
+      },
+      post: {
+        operationId: 'useAnswerLink',
+        security: [],
+        summary:
+          'Answer the question the link names (accept or decline) or cancel its task, without an API key; once.',
+        parameters: [token],
+        responses: {
+          '200': jsonResponse('What the link did.', ref('AnswerLinkResult')),
+          ...linkRefused,
+          '410': problemResponse('`answer_link_used`: the link worked once already.'),
+        },
+      },
+    },
     '/lmsp/v1/webhooks': {
       get: {
         operationId: 'listWebhooks',
@@ -147,6 +180,12 @@ export function webhookSchemas(): Record<string, Schema> {
     Webhook: webhook,
     WebhookList: obj({ object: { const: 'list' }, data: { type: 'array', items: ref('Webhook') } }),
     WebhookAttemptList: obj({ object: { const: 'list' }, data: { type: 'array', items: attempt } }),
+    AnswerLinkResult: obj({
+      object: { const: 'answer_link_result' },
+      task_id: { type: 'string' },
+      choice: { enum: ['accept', 'decline', 'cancel'] },
+      task_status: { type: 'string' },
+    }),
     WebhookRedelivery: obj({
       object: { const: 'webhook_redelivery' },
       queued: { type: 'integer', minimum: 0 },

@@ -39,6 +39,7 @@ import {
 } from './schema.js';
 import { checkResumable, streamOptions, type FollowTask } from './stream.js';
 import { mountWebhookRoutes } from './webhooks.js';
+import { mountAnswerLinks } from './answer-links.js';
 
 /** LMSP routes that create a task (paths inside the LMSP router). */
 const CREATE_PATHS = new Set(['/tasks', '/responses']);
@@ -321,6 +322,8 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     .route('/openapi.json')
     .get((_req, res) => void res.json(openapi))
     .all(methodNotAllowed(['GET']));
+  // The signed token is the credential: no API key, no tenant limits (docs/webhooks.md).
+  mountAnswerLinks(router, { redis: core.redis, store, links: core.webhooks.links });
   // Authentication, admission and the body, for every method but OPTIONS (`exceptOptions`).
   const gate = express.Router();
   gate.use(core.auth.middleware, admit);
