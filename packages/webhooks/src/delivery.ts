@@ -36,6 +36,8 @@ export interface DeliveryOptions {
 const ATTEMPTS_KEPT = 200;
 /** How soon a message waiting for the one before it about the same task looks again. */
 const ORDER_WAIT_MS = 200;
+/** How soon a job of a disabled endpoint looks again (it is re-enabled by a PATCH). */
+const DISABLED_WAIT_MS = 5000;
 
 export class DeliveryWorkers {
   private readonly workers = new Map<
@@ -92,10 +94,9 @@ export class DeliveryWorkers {
     const d = job.data;
     const endpoint = await this.o.endpoints.get(d.tenant, d.endpoint).catch(() => null);
     if (!endpoint) return; // deleted: nothing to deliver to
-    if (d.after && !(await this.settled(d.endpoint, d.after))) {
-      await job.moveToDelayed(Date.now() + ORDER_WAIT_MS, token);
-      throw new DelayedError();
-    }
+    // Disabled (its worker stops at the next refresh): the job waits, no attempt spent.
+    if (!endpoint.enabled) return this.later(job, DISABLED_WAIT_MS, token);
+    if (d.after && !(await this.settled(d.endpoint, d.after))) return this.later(job, ORDER_WAIT_MS, token);
     const timestampS = Math.floor(Date.now() / 1000);
     const headers = webhookHeaders(this.o.endpoints.signing(endpoint), d.message, timestampS, d.body);
     const result = await send(endpoint.url, headers, d.body, this.o.limits);
@@ -106,6 +107,12 @@ export class DeliveryWorkers {
     }
     await this.failed(endpoint);
     throw new Error(`webhook attempt failed: ${result.status ?? result.response}`);
+  }
+
+  /** Puts the job back for `ms` without counting an attempt. */
+  private async later(job: Job<DeliveryJob>, ms: number, token?: string): Promise<never> {
+    await job.moveToDelayed(Date.now() + ms, token);
+    throw new DelayedError();
   }
 
   /** Whether the job before this one was delivered, given up or is gone (expired): its turn passed. */

@@ -191,3 +191,66 @@ test('a redirect is not followed: the attempt fails with its 3xx and the target 
   assert.equal(target.got.length, 0, 'the redirect target heard nothing');
   await Promise.all([r.close(), target.close()]);
 });
+
+test('an endpoint that keeps failing is disabled and its tenant can see why; enabling resumes its deliveries', async () => {
+  let failing = true;
+  const r = await receiver((_n, _req, res) => {
+    res.statusCode = failing ? 503 : 200;
+    res.end();
+  });
+  const disabling = new WebhookRole({
+    relay: {
+      redis,
+      queueRedis: connectQueueRedis(server.url, 'relay-2'),
+      store,
+      endpoints,
+      schedule,
+      logger,
+      keepMs: 3_600_000,
+    },
+    delivery: {
+      redis,
+      connect: () => connectQueueRedis(server.url, 'worker-2'),
+      endpoints,
+      schedule: retrySchedule(20, 20, 100),
+      limits: { reach, timeoutMs: 2000, maxResponseBytes: 4096 },
+      logger,
+      concurrency: 1,
+      disableAfter: 3,
+    },
+    relayMs: 30,
+    refreshMs: 100,
+    logger,
+  });
+  await role.stop(); // this test's own role, with its low threshold, takes over
+  disabling.start();
+  try {
+    const ep = await endpoints.create('tenant-disable', { url: r.url, events: ['task.ended'] });
+    r.useSecret(ep.secret);
+    await new Promise((res) => setTimeout(res, 1100));
+    await runTask('tenant-disable');
+    const disabled = await until(
+      'the endpoint disabled',
+      async () => {
+        const now = await endpoints.get('tenant-disable', ep.id);
+        return now.enabled ? undefined : now;
+      },
+      10_000,
+    );
+    assert.equal(disabled.disabledReason, 'failing');
+    const attempts = r.got.length;
+    assert.ok(attempts >= 3, `${attempts} attempts before it was disabled`);
+    await new Promise((res) => setTimeout(res, 400));
+    assert.ok(r.got.length <= attempts + 1, 'no more attempts once disabled');
+    failing = false;
+    await endpoints.update('tenant-disable', ep.id, { enabled: true });
+    await until(
+      'delivered after re-enabling',
+      () => (r.got.length > attempts && !failing ? true : undefined),
+      10_000,
+    );
+  } finally {
+    await disabling.stop();
+    await r.close();
+  }
+});
