@@ -7,6 +7,8 @@ export const hookKeys = {
   tenants: 'tl:hooks:tenants',
   /** A tenant's endpoints (hash endpoint id -> JSON record, secrets included). */
   endpoints: (tenant: string) => `tl:hooks:{${tenant}}:endpoints`,
+  /** Held by the one relay passing over a tenant's tasks (string, expiring). */
+  relayLock: (tenant: string) => `tl:hooks:{${tenant}}:relay`,
   /** A tenant's tasks whose outboxes the relay reads (zset id -> created ms), until they end. */
   open: (tenant: string) => `tl:hooks:{${tenant}}:open`,
   /** The last message queued per endpoint and task (hash `<endpoint>/<task>` -> message id): order. */

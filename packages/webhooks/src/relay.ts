@@ -3,6 +3,7 @@
  * the events) into delivery jobs, one BullMQ queue per endpoint, then deletes them. A crash
  * between the two queues the same job ids again, which BullMQ ignores: at least once, one id.
  */
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import {
   dropOutbox,
@@ -38,8 +39,16 @@ export interface RelayOptions {
   links?: LinkSettings;
 }
 
+/** A relay pass holds its tenant's lock at most this long (a crashed relay's lapses). */
+const RELAY_LOCK_MS = 30_000;
+/** Deletes the lock only if this relay still holds it. */
+const RELEASE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
 export class Relay {
   private readonly queues: EndpointQueues;
+  /** This relay's lock value. */
+  private readonly owner = randomUUID();
 
   constructor(private readonly o: RelayOptions) {
     this.queues = new EndpointQueues(o.queueRedis);
@@ -53,13 +62,32 @@ export class Relay {
     return queued;
   }
 
+  /**
+   * A tenant's hooked tasks, page by page, under the tenant's relay lock: one relay at a time
+   * per tenant, so two scheduler replicas never interleave their writes of a task's order chain.
+   */
   private async passTenant(tenant: string): Promise<number> {
-    const ids = await this.o.redis.zrange(hookKeys.open(tenant), 0, (this.o.batch ?? 500) - 1);
+    const lock = hookKeys.relayLock(tenant);
+    if ((await this.o.redis.set(lock, this.owner, 'PX', RELAY_LOCK_MS, 'NX')) !== 'OK') return 0;
+    try {
+      const endpoints = await this.o.endpoints.list(tenant);
+      const page = this.o.batch ?? 500;
+      let queued = 0;
+      for (let start = 0; ; start += page) {
+        const ids = await this.o.redis.zrange(hookKeys.open(tenant), start, start + page - 1);
+        queued += await this.passTasks(tenant, ids, endpoints);
+        if (ids.length < page) return queued;
+      }
+    } finally {
+      await this.o.redis.eval(RELEASE, 1, lock, this.owner).catch(() => undefined);
+    }
+  }
+
+  private async passTasks(tenant: string, ids: string[], endpoints: EndpointRecord[]): Promise<number> {
     if (ids.length === 0) return 0;
     // Statuses before outboxes: a task read as ended has written its last entry before the read.
     const statuses = await taskStatuses(this.o.redis, ids);
     const outboxes = await readOutboxes(this.o.redis, ids);
-    const endpoints = await this.o.endpoints.list(tenant);
     let queued = 0;
     for (const [i, id] of ids.entries()) {
       const entries = outboxes.get(id);
