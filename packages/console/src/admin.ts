@@ -14,6 +14,7 @@ import { FeedPool, serveFeed, SnapshotFeed, type LiveStreams } from './live.js';
 import { adminOpenApi } from './openapi.js';
 import { readOverview, type OverviewDeps } from './overview.js';
 import { burnRates } from './slo.js';
+import { mountWebhookViews, type WebhookViewDeps } from './webhooks.js';
 
 /** What the console reads besides the engine: the api's limits and its event streams. */
 export interface ConsoleDeps extends OverviewDeps {
@@ -36,6 +37,8 @@ export interface ConsoleDeps extends OverviewDeps {
   retentionMs: number;
   /** The api's answer to a known path asked with another method: 405 with `Allow` (OPTIONS 204), as on LMSP. */
   methodNotAllowed(allowed: string[]): RequestHandler;
+  /** Tenants' webhook endpoints (docs/webhooks.md). */
+  webhooks: WebhookViewDeps;
 }
 
 /** Tenants the overview ranks at most (the most recently active): a bounded read however many exist. */
@@ -195,6 +198,7 @@ export function adminRouter(deps: ConsoleDeps): Router {
     };
     return { key, read };
   };
+  mountWebhookViews(router, deps.webhooks, deps.methodNotAllowed);
   router
     .route('/tenants/:tenant/tasks')
     .get(async (req, res) => {
