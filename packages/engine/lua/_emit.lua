@@ -37,6 +37,8 @@ local HOOKED_TYPES = {
 -- event log's with another suffix) naming their sequence numbers; the webhook relay turns each
 -- into delivery jobs and deletes it. So no event is without its deliveries, and none is delivered
 -- that was not written. A script of deltas alone reads nothing more.
+local OUTBOX_TTL_MS = 604800000
+
 local function recordDeliveries(eventsKey, base, list)
   local seqs = {}
   for k = 1, #list / 2 do
@@ -50,6 +52,8 @@ local function recordDeliveries(eventsKey, base, list)
   local stem = string.sub(eventsKey, 1, -#':events' - 1)
   if redis.call('HGET', stem .. ':task', 'hooks') == '1' then
     redis.call('XADD', stem .. ':outbox', '*', 'seqs', table.concat(seqs, ','))
+    -- Bounded should no relay ever run (TASKLINE_WEBHOOKS off everywhere): a week after its last entry.
+    redis.call('PEXPIRE', stem .. ':outbox', OUTBOX_TTL_MS)
   end
 end
 
