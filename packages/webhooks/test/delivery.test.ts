@@ -12,6 +12,7 @@ import { connectQueueRedis, connectRedis, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { EndpointStore, hookKeys, retrySchedule, WebhookRole, webhookWatch } from '../src/index.js';
+import { webhookHeaders } from '../src/sign.js';
 
 interface Received {
   at: number;
@@ -253,4 +254,24 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
     await disabling.stop();
     await r.close();
   }
+});
+
+test('after a rotation both secrets verify during the overlap (two signatures), the new one alone after it', async () => {
+  let now = Date.now();
+  const clocked = new EndpointStore(redis, reach, 60_000, () => now);
+  const created = await clocked.create('tenant-rotate', { url: 'https://hooks.example.com/r' });
+  const rotated = await clocked.rotate('tenant-rotate', created.id);
+  const body = JSON.stringify({ type: 'task.status' });
+  const sign = async () => {
+    const secrets = clocked.signing(await clocked.get('tenant-rotate', created.id));
+    return webhookHeaders(secrets, 'msg_x', Math.floor(Date.now() / 1000), body);
+  };
+  const during = await sign();
+  assert.equal(during['webhook-signature'].split(' ').length, 2);
+  assert.doesNotThrow(() => new Webhook(created.secret).verify(body, during));
+  assert.doesNotThrow(() => new Webhook(rotated.secret).verify(body, during));
+  now += 60_001;
+  const later = await sign();
+  assert.throws(() => new Webhook(created.secret).verify(body, later));
+  assert.doesNotThrow(() => new Webhook(rotated.secret).verify(body, later));
 });
