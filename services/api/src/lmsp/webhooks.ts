@@ -77,83 +77,83 @@ const translated =
     }
   };
 
-export function mountWebhookRoutes(router: Router, deps: WebhookRouteDeps): void {
-  const { endpoints, redeliveries, tenantOf } = deps;
-  const id = (req: Request) => String(req.params.id);
-  const routes = express.Router({ caseSensitive: true });
+type Handler = (req: Request, res: Response) => Promise<void>;
+const endpointId = (req: Request) => String(req.params.id);
 
+/** The handlers of the routes below, each acting on the caller's tenant. */
+function handlers(deps: WebhookRouteDeps): Record<string, Handler> {
+  const { endpoints, redeliveries, tenantOf } = deps;
+  return {
+    async list(req, res) {
+      const all = await endpoints.list(tenantOf(req));
+      res.json({ object: 'list', data: all.map((e) => webhookObject(viewOf(e))) });
+    },
+    async create(req, res) {
+      const body = parseBody(CreateWebhookRequest, req.body);
+      const input = { url: body.url, events: body.events, includeResult: body.include_result };
+      const created = await endpoints.create(tenantOf(req), input);
+      res.status(201).location(`/lmsp/v1/webhooks/${created.id}`).json(webhookObject(created));
+    },
+    async read(req, res) {
+      res.json(webhookObject(viewOf(await endpoints.get(tenantOf(req), endpointId(req)))));
+    },
+    async update(req, res) {
+      const body = parseBody(UpdateWebhookRequest, req.body);
+      const input = {
+        url: body.url,
+        events: body.events,
+        includeResult: body.include_result,
+        enabled: body.enabled,
+      };
+      res.json(webhookObject(await endpoints.update(tenantOf(req), endpointId(req), input)));
+    },
+    async remove(req, res) {
+      await endpoints.delete(tenantOf(req), endpointId(req));
+      res.status(204).end();
+    },
+    async rotate(req, res) {
+      res.json(webhookObject(await endpoints.rotate(tenantOf(req), endpointId(req))));
+    },
+    attempts: (req, res) => attempts(deps, req, res),
+    async redeliver(req, res) {
+      const body = parseBody(RedeliverRequest, req.body);
+      const [tenant, id] = [tenantOf(req), endpointId(req)];
+      await endpoints.get(tenant, id);
+      const queued =
+        'message_id' in body
+          ? Number(await redeliveries.one(tenant, id, body.message_id))
+          : await redeliveries.range(tenant, id, body.since * 1000, body.until * 1000);
+      res.status(202).json({ object: 'webhook_redelivery', queued });
+    },
+  };
+}
+
+export function mountWebhookRoutes(router: Router, deps: WebhookRouteDeps): void {
+  const h = handlers(deps);
+  const t = (name: string) => translated(h[name]!);
+  const routes = express.Router({ caseSensitive: true });
   routes
     .route('/webhooks')
-    .get(
-      translated(async (req, res) => {
-        const all = await endpoints.list(tenantOf(req));
-        res.json({ object: 'list', data: all.map((e) => webhookObject(viewOf(e))) });
-      }),
-    )
-    .post(
-      translated(async (req, res) => {
-        const body = parseBody(CreateWebhookRequest, req.body);
-        const created = await endpoints.create(tenantOf(req), {
-          url: body.url,
-          events: body.events,
-          includeResult: body.include_result,
-        });
-        res.status(201).location(`/lmsp/v1/webhooks/${created.id}`).json(webhookObject(created));
-      }),
-    )
+    .get(t('list'))
+    .post(t('create'))
     .all(methodNotAllowed(['GET', 'POST']));
   routes
     .route('/webhooks/:id')
-    .get(
-      translated(
-        async (req, res) => void res.json(webhookObject(viewOf(await endpoints.get(tenantOf(req), id(req))))),
-      ),
-    )
-    .patch(
-      translated(async (req, res) => {
-        const body = parseBody(UpdateWebhookRequest, req.body);
-        const view = await endpoints.update(tenantOf(req), id(req), {
-          url: body.url,
-          events: body.events,
-          includeResult: body.include_result,
-          enabled: body.enabled,
-        });
-        res.json(webhookObject(view));
-      }),
-    )
-    .delete(
-      translated(async (req, res) => {
-        await endpoints.delete(tenantOf(req), id(req));
-        res.status(204).end();
-      }),
-    )
+    .get(t('read'))
+    .patch(t('update'))
+    .delete(t('remove'))
     .all(methodNotAllowed(['GET', 'PATCH', 'DELETE']));
   routes
     .route('/webhooks/:id/rotate')
-    .post(
-      translated(
-        async (req, res) => void res.json(webhookObject(await endpoints.rotate(tenantOf(req), id(req)))),
-      ),
-    )
+    .post(t('rotate'))
     .all(methodNotAllowed(['POST']));
   routes
     .route('/webhooks/:id/attempts')
-    .get(translated((req, res) => attempts(deps, req, res)))
+    .get(t('attempts'))
     .all(methodNotAllowed(['GET']));
   routes
     .route('/webhooks/:id/redeliver')
-    .post(
-      translated(async (req, res) => {
-        const body = parseBody(RedeliverRequest, req.body);
-        const tenant = tenantOf(req);
-        await endpoints.get(tenant, id(req));
-        const queued =
-          'message_id' in body
-            ? Number(await redeliveries.one(tenant, id(req), body.message_id))
-            : await redeliveries.range(tenant, id(req), body.since * 1000, body.until * 1000);
-        res.status(202).json({ object: 'webhook_redelivery', queued });
-      }),
-    )
+    .post(t('redeliver'))
     .all(methodNotAllowed(['POST']));
   router.use(routes);
 }
