@@ -36,6 +36,9 @@ export interface DeliveryOptions {
 const ATTEMPTS_KEPT = 200;
 /** How soon a message waiting for the one before it about the same task looks again. */
 const ORDER_WAIT_MS = 200;
+/** A running attempt's BullMQ lock (renewed at half of it) and how often stalled jobs are looked for. */
+const LOCK_MS = 10_000;
+const STALLED_CHECK_MS = 5_000;
 /** How soon a job of a disabled endpoint looks again (it is re-enabled by a PATCH). */
 const DISABLED_WAIT_MS = 5000;
 
@@ -67,6 +70,11 @@ export class DeliveryWorkers {
         prefix: endpointQueuePrefix(endpoint),
         concurrency: this.o.concurrency,
         settings: { backoffStrategy: (made: number) => this.o.schedule.delay(made) },
+        // An attempt in flight when its worker dies is taken up again within about 15 s (its lock,
+        // renewed while it runs, lapses; the stalled check finds it), and a crash never fails it.
+        lockDuration: LOCK_MS,
+        stalledInterval: STALLED_CHECK_MS,
+        maxStalledCount: Number.MAX_SAFE_INTEGER,
       },
     );
     worker.on('error', (err) => this.o.logger.warn('webhook_worker_error', { endpoint, err }));

@@ -39,8 +39,12 @@ export interface RelayOptions {
   links?: LinkSettings;
 }
 
-/** A relay pass holds its tenant's lock at most this long (a crashed relay's lapses). */
-const RELAY_LOCK_MS = 30_000;
+/**
+ * A relay pass holds its tenant's lock at most this long: a crashed relay's lapses this soon, and
+ * it is what a restart waits at worst before that tenant's deliveries move again. A pass that runs
+ * longer (a very large backlog) may overlap the next relay's, which costs order, never a delivery.
+ */
+const RELAY_LOCK_MS = 5_000;
 /** Deletes the lock only if this relay still holds it. */
 const RELEASE =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";

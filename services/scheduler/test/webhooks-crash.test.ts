@@ -98,7 +98,8 @@ test('a scheduler SIGKILL and a Redis restart mid-delivery lose no delivery; red
   await until(
     'every event delivered',
     () => (expected.every((id) => delivered.has(id)) ? true : undefined),
-    30_000,
+    // An attempt in flight at the kill waits for its lock to lapse (about 15 s).
+    45_000,
   );
   for (const id of expected) {
     const bodies = delivered.get(id)!;
