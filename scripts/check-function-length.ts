@@ -21,6 +21,10 @@ const ALLOWED = new Map<string, string>([
   ['packages/console/src/openapi.ts:adminOpenApi', 'the OpenAPI document of /admin/v1, as data'],
   ['services/api/src/lmsp/openapi.ts:buildOpenApi', 'the paths of the LMSP OpenAPI document, as data'],
   ['services/api/src/lmsp/openapi-parts.ts:components', 'the LMSP OpenAPI components, as data'],
+  [
+    'services/api/src/lmsp/openapi-webhooks.ts:webhookPaths',
+    'the webhook paths of the LMSP OpenAPI document, as data',
+  ],
 ]);
 
 /** `path:name` -> the work in flight that owns the function; each entry is debt, to be split after. */

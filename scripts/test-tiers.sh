@@ -38,6 +38,7 @@ UNIT=(
   packages/tool-sdk/test/validate.test.ts
   packages/tools/test/schema.test.ts
   services/gpu-worker/test/coalesced-appends.test.ts
+  packages/webhooks/test/safety.test.ts
   services/gpu-worker/test/flush-clock.test.ts
   services/gpu-worker/test/messages.test.ts
   services/tool-worker/test/upstream-config.test.ts

@@ -189,6 +189,109 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/lmsp/v1/answer-links/{token}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A page with the link’s one button; changes nothing (link previews and crawlers are harmless). */
+    get: operations['showAnswerLink'];
+    put?: never;
+    /** Answer the question the link names (accept or decline) or cancel its task, without an API key; once. */
+    post: operations['useAnswerLink'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/lmsp/v1/webhooks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get: operations['listWebhooks'];
+    put?: never;
+    /** Register an endpoint; the reply is the only one that shows its signing secret. */
+    post: operations['createWebhook'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/lmsp/v1/webhooks/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get: operations['getWebhook'];
+    put?: never;
+    post?: never;
+    delete: operations['deleteWebhook'];
+    options?: never;
+    head?: never;
+    /** Change url, events, result inclusion, or enable/disable (enabling clears its failure count). */
+    patch: operations['updateWebhook'];
+    trace?: never;
+  };
+  '/lmsp/v1/webhooks/{id}/rotate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** A new signing secret, shown once; the previous one keeps signing beside it for TASKLINE_WEBHOOK_ROTATION_OVERLAP_S (two signatures in `webhook-signature`). */
+    post: operations['rotateWebhookSecret'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/lmsp/v1/webhooks/{id}/attempts': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The endpoint’s newest delivery attempts (at most 200), newest first. */
+    get: operations['listWebhookAttempts'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/lmsp/v1/webhooks/{id}/redeliver': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Queue again one kept message (`message_id`) or every one written in [`since`, `until`] (Unix seconds), with the same `webhook-id`. */
+    post: operations['redeliverWebhook'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/lmsp/v1/openapi.json': {
     parameters: {
       query?: never;
@@ -364,6 +467,25 @@ export interface components {
       };
       on_restart?: ('fail' | 'retry' | 'resume') | null;
     };
+    CreateWebhookRequest: {
+      url: string;
+      events?: ('task.status' | 'task.input_required' | 'task.ended')[];
+      include_result?: boolean;
+    };
+    UpdateWebhookRequest: {
+      url?: string;
+      events?: ('task.status' | 'task.input_required' | 'task.ended')[];
+      include_result?: boolean;
+      enabled?: boolean;
+    };
+    RedeliverRequest:
+      | {
+          message_id: string;
+        }
+      | {
+          since: number;
+          until: number;
+        };
     Problem: {
       type: string;
       title: string;
@@ -392,7 +514,11 @@ export interface components {
         | 'replication_timeout'
         | 'stale_attempt'
         | 'task_terminal'
-        | 'illegal_transition';
+        | 'illegal_transition'
+        | 'webhook_not_found'
+        | 'webhook_url_refused'
+        | 'answer_link_refused'
+        | 'answer_link_used';
       /** @description The detail again, where OpenAI's Responses API has an error's text (`response.error.message`). */
       message?: string;
       errors?: {
@@ -607,6 +733,53 @@ export interface components {
       revision?: string;
       /** @description The Node.js runtime. */
       node?: string;
+    };
+    Webhook: {
+      /** @constant */
+      object: 'webhook_endpoint';
+      id: string;
+      url: string;
+      events: ('task.status' | 'task.input_required' | 'task.ended')[];
+      include_result: boolean;
+      enabled: boolean;
+      disabled_reason: string | null;
+      created_at: number;
+      /** @description Only in the reply of a create or a rotation. */
+      secret?: string;
+    };
+    WebhookList: {
+      /** @constant */
+      object: 'list';
+      data: components['schemas']['Webhook'][];
+    };
+    WebhookAttemptList: {
+      /** @constant */
+      object: 'list';
+      data: {
+        /** @constant */
+        object: 'webhook_attempt';
+        message_id: string;
+        attempt: number;
+        at: number;
+        ok: boolean;
+        status: number | null;
+        latency_ms: number;
+        /** @description The response body’s start (512 characters), or why none came. */
+        response: string;
+      }[];
+    };
+    AnswerLinkResult: {
+      /** @constant */
+      object: 'answer_link_result';
+      task_id: string;
+      /** @enum {unknown} */
+      choice: 'accept' | 'decline' | 'cancel';
+      task_status: string;
+    };
+    WebhookRedelivery: {
+      /** @constant */
+      object: 'webhook_redelivery';
+      queued: number;
     };
   };
   responses: {
@@ -1845,6 +2018,874 @@ export interface operations {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  showAnswerLink: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        token: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description An HTML page. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/html': string;
+        };
+      };
+      /** @description `answer_link_refused`: not a valid link, expired, or its question is no longer open (the task moved on). */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  useAnswerLink: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        token: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description What the link did. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['AnswerLinkResult'];
+        };
+      };
+      /** @description `answer_link_refused`: not a valid link, expired, or its question is no longer open (the task moved on). */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `answer_link_used`: the link worked once already. */
+      410: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  listWebhooks: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The tenant’s endpoints (no secrets). */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookList'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  createWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CreateWebhookRequest'];
+      };
+    };
+    responses: {
+      /** @description The endpoint, with `secret` (`whsec_…`): keep it, it is never shown again. */
+      201: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Webhook'];
+        };
+      };
+      /** @description `invalid_request`: malformed JSON, wrong types, unknown fields, too many endpoints. */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `payload_too_large`. */
+      413: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_url_refused`: not https (unless TASKLINE_WEBHOOK_ALLOW_HTTP), credentials in the URL, or a private, loopback or link-local address (unless TASKLINE_WEBHOOK_ALLOW_PRIVATE). */
+      422: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  getWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The endpoint (no secret). */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Webhook'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_not_found`: no such endpoint for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  deleteWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted. */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_not_found`: no such endpoint for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  updateWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['UpdateWebhookRequest'];
+      };
+    };
+    responses: {
+      /** @description The endpoint. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Webhook'];
+        };
+      };
+      /** @description `invalid_request`: malformed JSON, wrong types, unknown fields, too many endpoints. */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_not_found`: no such endpoint for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `payload_too_large`. */
+      413: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_url_refused`: not https (unless TASKLINE_WEBHOOK_ALLOW_HTTP), credentials in the URL, or a private, loopback or link-local address (unless TASKLINE_WEBHOOK_ALLOW_PRIVATE). */
+      422: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  rotateWebhookSecret: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The endpoint, with the new `secret`. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Webhook'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_not_found`: no such endpoint for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  listWebhookAttempts: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Attempts. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookAttemptList'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_not_found`: no such endpoint for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `rate_limited`: request rate, unfinished tasks or open streams over the tenant limit. `too_many_auth_failures`: too many failed authentications from the client address (TASKLINE_AUTH_FAILURE_*); every request from it is refused until the window ends, a valid credential too unless this replica had already verified it. Retry after `Retry-After`. */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `internal_error`. */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unavailable`: the task store cannot answer now; `replication_timeout`: a Redis replica did not confirm a create or cancel within TASKLINE_REPLICA_ACK_TIMEOUT_MS (retry with the same Idempotency-Key). Retry after `Retry-After`. For `unavailable`, `reason` says why: `connection` (unreachable), `timeout` (no answer within TASKLINE_REDIS_COMMAND_TIMEOUT_MS), `oom` (Redis memory full), `readonly` (a replica, after a failover), `busy` (a long script), `masterdown`, `loading` (Redis restarting), `noreplicas`, `tryagain`, `clusterdown`, `moved` (a Redis Cluster slot moved under the request). */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  redeliverWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['RedeliverRequest'];
+      };
+    };
+    responses: {
+      /** @description How many messages were queued again. */
+      202: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookRedelivery'];
+        };
+      };
+      /** @description `invalid_request`: malformed JSON, wrong types, unknown fields, too many endpoints. */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `unauthorized`: missing or invalid bearer token. */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'WWW-Authenticate'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_not_found`: no such endpoint for this tenant. */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `payload_too_large`. */
+      413: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `webhook_url_refused`: not https (unless TASKLINE_WEBHOOK_ALLOW_HTTP), credentials in the URL, or a private, loopback or link-local address (unless TASKLINE_WEBHOOK_ALLOW_PRIVATE). */
+      422: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;
         };
         content: {

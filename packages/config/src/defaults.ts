@@ -320,6 +320,43 @@ export const DEFAULTS = {
    * worker slot, no lease) before it fails with `input_timeout`, seconds. A day by default.
    */
   TASKLINE_INPUT_TIMEOUT_S: '86400',
+  /**
+   * Webhooks (docs/webhooks.md). The scheduler runs the relay and the delivery workers unless
+   * this is false (then run them in another scheduler deployment, or nowhere: no delivery).
+   */
+  TASKLINE_WEBHOOKS: 'true',
+  /** Endpoints on plain http (tests, a trusted network); https only otherwise. */
+  TASKLINE_WEBHOOK_ALLOW_HTTP: 'false',
+  /** Endpoints on private, loopback, link-local or other non-public addresses. */
+  TASKLINE_WEBHOOK_ALLOW_PRIVATE: 'false',
+  /** One delivery attempt, connect to the last byte read, ms. */
+  TASKLINE_WEBHOOK_TIMEOUT_MS: '10000',
+  /** Response bytes an attempt reads at most (the log keeps the first 512 characters). */
+  TASKLINE_WEBHOOK_MAX_RESPONSE_BYTES: '65536',
+  /** Retries: attempt n + 1 after min(base * 2^(n-1), cap) ms, jittered by a fifth either way. */
+  TASKLINE_WEBHOOK_RETRY_BASE_MS: '5000',
+  TASKLINE_WEBHOOK_RETRY_CAP_MS: '3600000',
+  /** Attempts of one delivery before it is given up (15: about 5.4 hours of retries). */
+  TASKLINE_WEBHOOK_MAX_ATTEMPTS: '15',
+  /** Failed attempts in a row that disable an endpoint (its tenant is told; re-enable to resume). */
+  TASKLINE_WEBHOOK_DISABLE_AFTER: '100',
+  /** Attempts in flight per endpoint. */
+  TASKLINE_WEBHOOK_CONCURRENCY: '4',
+  /** Between relay passes over the hooked tasks' outboxes, ms. */
+  TASKLINE_WEBHOOK_RELAY_MS: '200',
+  /** How long a message is kept for manual redelivery, seconds (3 days). */
+  TASKLINE_WEBHOOK_KEEP_S: '259200',
+  /** How long the old secret of a rotation keeps signing beside the new one, seconds. */
+  TASKLINE_WEBHOOK_ROTATION_OVERLAP_S: '86400',
+  /**
+   * Signs answer links (32+ characters; the api and the scheduler need the same). Empty: no
+   * `input_required` delivery carries links.
+   */
+  TASKLINE_WEBHOOK_LINK_SECRET: '',
+  /** Where clients reach the api (e.g. `https://taskline.example.com`): the base of answer links. */
+  TASKLINE_PUBLIC_URL: '',
+  /** How long an answer link works at most, seconds (never past its question's deadline). */
+  TASKLINE_WEBHOOK_LINK_TTL_S: '86400',
 } as const;
 
 /**

@@ -173,6 +173,22 @@ const schema = z.object({
   TASKLINE_OPERATOR_INDEX_MAX: int(100),
   TASKLINE_PROMETHEUS_URL: z.union([z.literal(''), z.string().url()]),
   TASKLINE_INPUT_TIMEOUT_S: int(1),
+  TASKLINE_WEBHOOKS: bool,
+  TASKLINE_WEBHOOK_ALLOW_HTTP: bool,
+  TASKLINE_WEBHOOK_ALLOW_PRIVATE: bool,
+  TASKLINE_WEBHOOK_TIMEOUT_MS: int(100),
+  TASKLINE_WEBHOOK_MAX_RESPONSE_BYTES: int(1024),
+  TASKLINE_WEBHOOK_RETRY_BASE_MS: int(10),
+  TASKLINE_WEBHOOK_RETRY_CAP_MS: int(10),
+  TASKLINE_WEBHOOK_MAX_ATTEMPTS: int(1).max(100),
+  TASKLINE_WEBHOOK_DISABLE_AFTER: int(1),
+  TASKLINE_WEBHOOK_CONCURRENCY: int(1).max(100),
+  TASKLINE_WEBHOOK_RELAY_MS: int(10),
+  TASKLINE_WEBHOOK_KEEP_S: int(60),
+  TASKLINE_WEBHOOK_ROTATION_OVERLAP_S: int(0),
+  TASKLINE_WEBHOOK_LINK_SECRET: z.union([z.literal(''), z.string().min(32)]),
+  TASKLINE_PUBLIC_URL: z.union([z.literal(''), z.string().url()]),
+  TASKLINE_WEBHOOK_LINK_TTL_S: int(60),
 });
 
 export type Env = z.infer<typeof schema>;
@@ -222,6 +238,11 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
   ) {
     throw new ConfigError(
       'invalid configuration: JWT auth (TASKLINE_JWT_PUBLIC_KEY or TASKLINE_JWT_JWKS_URL) needs both TASKLINE_JWT_ISSUER and TASKLINE_JWT_AUDIENCE, so that a token minted for another audience is refused',
+    );
+  }
+  if (parsed.data.TASKLINE_WEBHOOK_LINK_SECRET && !parsed.data.TASKLINE_PUBLIC_URL) {
+    throw new ConfigError(
+      'invalid configuration: TASKLINE_WEBHOOK_LINK_SECRET needs TASKLINE_PUBLIC_URL, the base of the answer links',
     );
   }
   const shared = sharedKey(parsed.data);

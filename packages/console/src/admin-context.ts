@@ -5,6 +5,7 @@ import type { OperatorView, TaskRecord } from '@taskline/engine';
 import type { LiveTools } from '@taskline/tools';
 import type { LiveStreams } from './live.js';
 import type { OverviewDeps } from './overview.js';
+import type { WebhookViewDeps } from './webhooks.js';
 
 /** What the console reads besides the engine: the api's limits and its event streams. */
 export interface ConsoleDeps extends OverviewDeps {
@@ -29,6 +30,8 @@ export interface ConsoleDeps extends OverviewDeps {
   retentionMs: number;
   /** The api's answer to a known path asked with another method: 405 with `Allow` (OPTIONS 204), as on LMSP. */
   methodNotAllowed(allowed: string[]): RequestHandler;
+  /** Tenants' webhook endpoints (docs/webhooks.md). */
+  webhooks: WebhookViewDeps;
 }
 
 export interface AdminContext {

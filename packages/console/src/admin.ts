@@ -13,6 +13,7 @@ import { FeedPool, serveFeed, SnapshotFeed } from './live.js';
 import { adminOpenApi } from './openapi.js';
 import { readOverview } from './overview.js';
 import { burnRates } from './slo.js';
+import { mountWebhookViews } from './webhooks.js';
 
 type Handler = (ctx: AdminContext, req: Request, res: Response) => Promise<void>;
 
@@ -50,6 +51,7 @@ export function adminRouter(deps: ConsoleDeps): Router {
   snapshot('/overview', () => readOverview(deps, ctx.view));
   get('/tenants', listTenants);
   get('/tenants/:tenant/tasks', listTenantTasks);
+  mountWebhookViews(router, deps.webhooks, deps.methodNotAllowed);
   // The first page, pushed as it changes: one feed per distinct query, shared by its readers.
   const taskFeeds = new FeedPool('tasks', OVERVIEW_INTERVAL_MS);
   get('/tenants/:tenant/tasks/events', async (ctx, req, res) => {

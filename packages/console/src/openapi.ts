@@ -60,6 +60,7 @@ export function adminOpenApi(): Record<string, unknown> {
     },
   });
   const id = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^task_' } };
+  const hookId = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^ep_' } };
   return {
     openapi: '3.1.0',
     info: {
@@ -161,6 +162,36 @@ export function adminOpenApi(): Record<string, unknown> {
             BODY,
           parameters: [id],
           responses: { '200': json('`outcome` and the task.'), ...actionRefused },
+        },
+      },
+      '/tenants/{tenant}/webhooks': {
+        get: {
+          summary:
+            "A tenant's webhook endpoints (never a secret), each with its failed attempts in a row and its 20 newest attempts.",
+          parameters: [taskParams[0]],
+          responses: { '200': json('Endpoints.'), '400': problem, ...refused },
+        },
+      },
+      '/tenants/{tenant}/webhooks/{id}/enable': {
+        post: {
+          summary:
+            'Enables an endpoint again (one disabled for failing): its waiting deliveries resume. ' + BODY,
+          parameters: [taskParams[0], hookId],
+          responses: { '200': json('The endpoint.'), ...actionRefused },
+        },
+      },
+      '/tenants/{tenant}/webhooks/{id}/redeliver': {
+        post: {
+          summary:
+            'Queues again, with their `webhook-id`, the kept messages of an endpoint written from `since` to `until` (Unix seconds; until: now). ' +
+            BODY,
+          parameters: [
+            taskParams[0],
+            hookId,
+            { name: 'since', in: 'query', required: true, schema: { type: 'integer', minimum: 0 } },
+            q('until', { type: 'integer', minimum: 0 }, 'Unix seconds; now by default.'),
+          ],
+          responses: { '200': json('How many were queued.'), ...actionRefused },
         },
       },
       '/tasks/{id}/requeue': {

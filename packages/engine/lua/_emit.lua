@@ -23,6 +23,40 @@ local function announce(channel, first, list)
   redis.call('SPUBLISH', channel, head .. '\n' .. ARGV[1] .. '\n' .. table.concat(list, '\n'))
 end
 
+-- The event types a webhook can be told of (docs/webhooks.md): the task's status changes, its
+-- questions (an `in_progress` with `task_status: input_required`) and its end; deltas never are.
+local HOOKED_TYPES = {
+  ['response.created'] = true, ['response.in_progress'] = true, ['response.restarted'] = true,
+  ['response.completed'] = true, ['response.incomplete'] = true, ['response.failed'] = true,
+  ['response.cancelled'] = true,
+}
+
+-- A task whose tenant had webhook endpoints when it was created carries `hooks` = '1' in its
+-- record (create.ts). Its events of HOOKED_TYPES are recorded, in the same script that writes
+-- them, as one entry of its outbox `tl:{<id>}:outbox` (in the task's own slot: the key is the
+-- event log's with another suffix) naming their sequence numbers; the webhook relay turns each
+-- into delivery jobs and deletes it. So no event is without its deliveries, and none is delivered
+-- that was not written. A script of deltas alone reads nothing more.
+local OUTBOX_TTL_MS = 604800000
+
+local function recordDeliveries(eventsKey, base, list)
+  local seqs = {}
+  for k = 1, #list / 2 do
+    if HOOKED_TYPES[list[2 * k - 1]] then
+      seqs[#seqs + 1] = base + k
+    end
+  end
+  if #seqs == 0 then
+    return
+  end
+  local stem = string.sub(eventsKey, 1, -#':events' - 1)
+  if redis.call('HGET', stem .. ':task', 'hooks') == '1' then
+    redis.call('XADD', stem .. ':outbox', '*', 'seqs', table.concat(seqs, ','))
+    -- Bounded should no relay ever run (TASKLINE_WEBHOOKS off everywhere): a week after its last entry.
+    redis.call('PEXPIRE', stem .. ':outbox', OUTBOX_TTL_MS)
+  end
+end
+
 -- Appends the events of `list` ({type, data, type, data, ...}) numbered from `base` + 1 and
 -- announces them in one message; returns the last sequence number (`base` when there are none).
 -- The caller has set the task's `seq` to `base` + #list / 2 in its own write of the record.
@@ -38,6 +72,7 @@ local function emitAfter(eventsKey, channel, base, list)
     end
     redis.call('XADD', eventsKey, (base + count) .. '-0', unpack(fields))
     announce(channel, base + 1, list)
+    recordDeliveries(eventsKey, base, list)
   end
   return base + count
 end

@@ -43,6 +43,12 @@ export interface TaskStoreOptions {
   replicaAckTimeoutMs?: number;
   /** Told of every state change this store's process commits, after it committed. */
   onTransition?: (change: TransitionObserved) => void;
+  /**
+   * Asked before a top-level task is created (the api): whether its tenant has webhook endpoints.
+   * It may index the task for the webhook relay first; a task it answers true for carries
+   * `hooks` = '1', and its scripts record its deliveries in its outbox (`_emit.lua`).
+   */
+  watchWebhooks?: (task: { id: string; tenant: string }) => Promise<boolean>;
 }
 
 /** The store's options from the validated environment (`@taskline/config`), the same for every service. */

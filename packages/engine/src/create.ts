@@ -35,6 +35,10 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
     ...(input.parent !== undefined && { parent: input.parent }),
     ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
   };
+  // Asked before the record is written: the relay's index of the task comes first, so a task
+  // whose scripts record deliveries is always one the relay visits.
+  if (input.parent === undefined && (await core.options.watchWebhooks?.({ id, tenant: input.tenant })))
+    fields.hooks = '1';
   const created = statusEvent('queued', {
     response: emptyResponse(
       { responseId, createdAt: now, model: input.model, request: input.request },

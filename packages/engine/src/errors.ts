@@ -32,6 +32,17 @@ export const ERROR_CODES = {
   stale_attempt: 409,
   task_terminal: 409,
   illegal_transition: 409,
+  /** No webhook endpoint with this id for the tenant (docs/webhooks.md). */
+  webhook_not_found: 404,
+  /**
+   * A webhook URL that may not be reached: not https (TASKLINE_WEBHOOK_ALLOW_HTTP), or on a
+   * private, loopback or link-local address (TASKLINE_WEBHOOK_ALLOW_PRIVATE).
+   */
+  webhook_url_refused: 422,
+  /** An answer link that is not well signed, has expired, or whose question is no longer open. */
+  answer_link_refused: 403,
+  /** An answer link already used: each works once. */
+  answer_link_used: 410,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

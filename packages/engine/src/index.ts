@@ -27,6 +27,8 @@ export { taskStatuses, subscribeCancels } from './lookups.js';
 export { toolTaskIndex } from './keys.js';
 export { indexToolTask } from './tool-index.js';
 export { OperatorView, type TaskFilter } from './operator.js';
+export { takeOnce } from './once.js';
+export { readOutboxes, dropOutboxEntries, dropOutbox, type OutboxEntry } from './outbox.js';
 export { readyBacklog } from './sched/views.js';
 export {
   connectRedis,

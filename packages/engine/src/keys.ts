@@ -16,7 +16,15 @@ export const taskKeys = (id: string) =>
     tokens: `tl:{${id}}:tokens`,
     /** Left by an idempotent create, outliving the task: the id's task was made (create.lua). */
     created: `tl:{${id}}:created`,
+    /**
+     * Webhook deliveries still to be queued (stream; entries `seqs` = the event numbers): written
+     * by the script that writes the events (`_emit.lua`), emptied and deleted by the webhook relay.
+     */
+    outbox: `tl:{${id}}:outbox`,
   }) as const;
+
+/** A one-use mark of task `id` (an answer link's nonce, once.ts): in the task's slot, expiring with the link. */
+export const onceKey = (id: string, nonce: string) => `tl:{${id}}:once:${nonce}`;
 
 /**
  * The channel a worker hears cancels of the tasks it holds on (cancel.lua publishes the task id):

@@ -128,8 +128,9 @@ async function sentBy(fn: () => Promise<unknown>): Promise<string[][]> {
 
 test('a delete takes every key of an ended task of its tenant, side keys too; one not ended, or not its own, keeps all', async () => {
   const task = await h.store.create(newTask({ kind: 'tool', model: 'tools', onRestart: 'retry' }));
-  // Not the channel (no key), nor an idempotent create's mark, which outlives its task (create.lua).
-  const { channel: _channel, created: _created, ...written } = taskKeys(task.id);
+  // Not the channel (no key), nor an idempotent create's mark, which outlives its task (create.lua),
+  // nor the webhook outbox: only a hooked task has one, and the relay empties it (docs/webhooks.md).
+  const { channel: _channel, created: _created, outbox: _outbox, ...written } = taskKeys(task.id);
   const keys = Object.values(written);
   const run = await h.store.claim(task.id, 'w1', 60_000, { start: true });
   await h.store.append(task.id, run.attempt, [1, 2], [{ type: 'response.output_text.delta', data: {} }]);

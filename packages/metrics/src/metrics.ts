@@ -78,6 +78,18 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['protocol', 'tenant', 'outcome'] as const,
       registers,
     }),
+    webhookAttemptsTotal: new Counter({
+      name: 'taskline_webhook_attempts_total',
+      help: 'Webhook delivery attempts, by tenant and outcome (ok, failed).',
+      labelNames: ['tenant', 'outcome'] as const,
+      registers,
+    }),
+    webhookEndpointsDisabledTotal: new Counter({
+      name: 'taskline_webhook_endpoints_disabled_total',
+      help: 'Webhook endpoints disabled for failing TASKLINE_WEBHOOK_DISABLE_AFTER attempts in a row, by tenant.',
+      labelNames: ['tenant'] as const,
+      registers,
+    }),
     taskTransitionsTotal: new Counter({
       name: 'taskline_task_transitions_total',
       help: 'Task state transitions, by task kind and the state entered.',

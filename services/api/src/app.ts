@@ -104,6 +104,7 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
     retentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
     // LMSP's own: the console's wrong methods answer as LMSP's do, in the api's problem+json.
     methodNotAllowed,
+    webhooks: { redis: core.redis, ...core.webhooks },
   });
 }
 

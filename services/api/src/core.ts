@@ -14,6 +14,13 @@ import {
 import type { Logger } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import type { BuildInfo, TasklineMetrics } from '@taskline/metrics';
+import {
+  EndpointStore,
+  Redeliveries,
+  webhookSettingsFromEnv,
+  webhookWatch,
+  type LinkSettings,
+} from '@taskline/webhooks';
 import { StreamRegistry } from './sse.js';
 
 export interface AppDeps {
@@ -49,14 +56,18 @@ export interface ApiCore extends AppDeps {
    * guesses nothing and verifies nothing: it is neither refused nor counted.
    */
   guardAuth: AuthGuard;
+  /** Tenants' webhook endpoints and their manual redeliveries (docs/webhooks.md). */
+  webhooks: { endpoints: EndpointStore; redeliveries: Redeliveries; links: LinkSettings | undefined };
 }
 
 export function createCore(deps: AppDeps): ApiCore {
   const { env, redis, logger } = deps;
+  const hooks = webhookSettingsFromEnv(env);
   const store = new TaskStore(redis, {
     ...storeOptionsFromEnv(env),
     replicaAckTimeoutMs: env.TASKLINE_REPLICA_ACK_TIMEOUT_MS,
     onTransition: deps.metrics?.transitioned,
+    watchWebhooks: webhookWatch(redis),
   });
   const hub = new EventHub(store);
   const limits = new TenantLimits(redis, {
@@ -98,5 +109,10 @@ export function createCore(deps: AppDeps): ApiCore {
     streams: new StreamRegistry(),
     served: servedModelsFromEnv(env),
     guardAuth,
+    webhooks: {
+      endpoints: new EndpointStore(redis, hooks.reach, hooks.rotationOverlapMs),
+      redeliveries: new Redeliveries(redis, hooks.schedule),
+      links: hooks.links,
+    },
   };
 }

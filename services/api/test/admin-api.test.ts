@@ -279,3 +279,38 @@ describe('the OpenAPI document', () => {
     assert.ok(op.responses['503'], `${name} does not document 503`);
   });
 });
+
+describe('webhook views', () => {
+  it('an operator sees a tenant’s endpoints without their secrets, with failures and attempts, and enables one again', async () => {
+    const created = await fetch(`${api.base}/lmsp/v1/webhooks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: 'https://hooks.example.com/ops' }),
+    });
+    const hook = (await created.json()) as { id: string; secret: string };
+    await fetch(`${api.base}/lmsp/v1/webhooks/${hook.id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ enabled: false }),
+    });
+    const res = await fetch(`${api.base}/admin/v1/tenants/tenant-a/webhooks`, {
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    assert.ok(!text.includes(hook.secret) && !text.includes('whsec_'), 'no secret');
+    const listed = (JSON.parse(text) as { data: { id: string; enabled: boolean; failures_in_row: number }[] })
+      .data;
+    assert.deepEqual(
+      listed.map((e) => [e.id, e.enabled, e.failures_in_row]),
+      [[hook.id, false, 0]],
+    );
+    const enabled = await admin('POST', `/admin/v1/tenants/tenant-a/webhooks/${hook.id}/enable`);
+    assert.equal(enabled.status, 200);
+    assert.equal((enabled.body as { enabled?: boolean }).enabled, true);
+    const missing = await admin('POST', '/admin/v1/tenants/tenant-b/webhooks/ep_none/enable');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.code, 'webhook_not_found');
+    assert.equal((await admin('GET', '/admin/v1/tenants/tenant-a/webhooks', KEY_A)).status, 403);
+  });
+});

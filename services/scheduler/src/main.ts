@@ -1,7 +1,7 @@
 // The scheduler's entry: connects Redis and metrics, runs one replica.
 import { randomUUID } from 'node:crypto';
-import { loadEnv } from '@taskline/config';
-import { controlSecurityFromEnv } from '@taskline/control';
+import { loadEnv, type Env } from '@taskline/config';
+import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
 import {
   checkDurability,
   durabilityFromEnv,
@@ -16,6 +16,7 @@ import {
 import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
 import { Scheduler } from './scheduler.js';
+import { startWebhooks } from './webhooks.js';
 
 exitOnStartFailure('scheduler', main);
 
@@ -61,9 +62,37 @@ async function main(): Promise<void> {
     store,
     log,
     metrics,
+    ...schedulerSettings(env, security),
+  });
+  await scheduler.start();
+  const webhooks = env.TASKLINE_WEBHOOKS
+    ? startWebhooks({ env, redis, redisTarget, store, log, metrics })
+    : null;
+  started = true;
+  log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting_down', { signal });
+    await scheduler.stop();
+    await webhooks?.stop();
+    await metricsServer.close();
+    metrics.close();
+    redis.disconnect();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+/** The Scheduler's settings from the environment: control plane, loops and fair share. */
+function schedulerSettings(env: Env, security: ControlSecurity) {
+  return {
+    controlSecurity: security,
     controlHost: env.TASKLINE_CONTROL_HOST,
     controlPort: env.TASKLINE_CONTROL_PORT,
-    controlSecurity: security,
     advertise: env.TASKLINE_CONTROL_ADVERTISE,
     leaderLeaseMs: env.TASKLINE_LEADER_LEASE_MS,
     heartbeatMs: env.TASKLINE_HEARTBEAT_MS,
@@ -77,22 +106,5 @@ async function main(): Promise<void> {
       maxRunning: env.TASKLINE_TENANT_MAX_RUNNING,
       weights: parseWeights(env.TASKLINE_TENANT_WEIGHTS),
     },
-  });
-  await scheduler.start();
-  started = true;
-  log.info('ready', { control_port: scheduler.controlPort, metrics_port: metricsServer.port });
-
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info('shutting_down', { signal });
-    await scheduler.stop();
-    await metricsServer.close();
-    metrics.close();
-    redis.disconnect();
-    process.exit(0);
   };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
 }

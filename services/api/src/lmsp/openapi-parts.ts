@@ -13,6 +13,7 @@ import {
 } from '@taskline/engine';
 import { Include } from '../openai/params.js';
 import { CreateTaskRequest, ResponseRequest } from './schema.js';
+import { CreateWebhookRequest, RedeliverRequest, UpdateWebhookRequest } from './webhooks.js';
 
 export type Schema = Record<string, unknown>;
 export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -27,6 +28,9 @@ function requestSchemas(): Record<string, Schema> {
   const registry = z.registry<{ id: string }>();
   registry.add(ResponseRequest, { id: 'ResponseRequest' });
   registry.add(CreateTaskRequest, { id: 'CreateTaskRequest' });
+  registry.add(CreateWebhookRequest, { id: 'CreateWebhookRequest' });
+  registry.add(UpdateWebhookRequest, { id: 'UpdateWebhookRequest' });
+  registry.add(RedeliverRequest, { id: 'RedeliverRequest' });
   const out = z.toJSONSchema(registry, {
     target: 'draft-2020-12',
     io: 'input',

@@ -16,6 +16,7 @@ import {
   sseResponse,
   type Schema,
 } from './openapi-parts.js';
+import { webhookPaths, webhookSchemas } from './openapi-webhooks.js';
 import { LMSP_VERSION } from './schema.js';
 
 /** OpenAI's streaming `error` event, on the OpenAI surface's streams (`openai/events.ts`). */
@@ -223,6 +224,7 @@ export function buildOpenApi(): Schema {
           },
         },
       },
+      ...webhookPaths(),
       '/lmsp/v1/openapi.json': {
         get: {
           operationId: 'getOpenApi',
@@ -251,6 +253,10 @@ export function buildOpenApi(): Schema {
         },
       },
     },
-    components: components(),
+    components: withSchemas(components(), webhookSchemas()),
   };
+}
+
+function withSchemas(all: Schema, more: Record<string, Schema>): Schema {
+  return { ...all, schemas: { ...(all.schemas as Record<string, Schema>), ...more } };
 }

@@ -9,11 +9,13 @@ import type { ApiCore } from '../core.js';
 import { mountResponseRoutes } from '../openai/routes.js';
 import { methodNotAllowed } from '../problem.js';
 import { capabilities, getModel, listModels } from './discovery.js';
-import { countCreate, lmspGate, requireJson, type Reservations } from './gate.js';
+import { countCreate, lmspGate, requireJson, tenantOf, type Reservations } from './gate.js';
 import { buildOpenApi } from './openapi.js';
 import { postResponse } from './responses.js';
 import type { FollowTask } from './stream.js';
 import { cancelTask, findTask, getTask, postTask, taskEvents, type LmspContext } from './tasks.js';
+import { mountWebhookRoutes } from './webhooks.js';
+import { mountAnswerLinks } from './answer-links.js';
 
 export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
   const { store } = core;
@@ -33,6 +35,8 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     .route('/openapi.json')
     .get((_req, res) => void res.json(openapi))
     .all(methodNotAllowed(['GET']));
+  // The signed token is the credential: no API key, no tenant limits (docs/webhooks.md).
+  mountAnswerLinks(router, { redis: core.redis, store, links: core.webhooks.links });
   // Authentication, admission and the body, for every method but OPTIONS (`exceptOptions`).
   router.use(exceptOptions(lmspGate(core, reservations)));
   router
@@ -56,6 +60,7 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     .post(counted, requireJson, withCtx(postResponse))
     .all(methodNotAllowed(['POST']));
   mountResponseRoutes(router, { store, findTask: findTaskOf, followTask });
+  mountWebhookRoutes(router, { redis: core.redis, ...core.webhooks, tenantOf });
   router
     .route('/capabilities')
     .get(withCtx(capabilities))

@@ -1,0 +1,184 @@
+/**
+ * The webhook relay: moves each hooked task's outbox entries (written by the scripts that wrote
+ * the events) into delivery jobs, one BullMQ queue per endpoint, then deletes them. A crash
+ * between the two queues the same job ids again, which BullMQ ignores: at least once, one id.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import {
+  dropOutbox,
+  dropOutboxEntries,
+  isTerminal,
+  readOutboxes,
+  taskStatuses,
+  type OutboxEntry,
+  type TaskRecord,
+  type TaskStore,
+} from '@taskline/engine';
+import type { Logger } from '@taskline/log';
+import type { EndpointRecord, EndpointStore } from './endpoints.js';
+import { hookKeys } from './keys.js';
+import { answerLinks, type LinkSettings } from './links.js';
+import { EndpointQueues, type DeliveryJob } from './queues.js';
+import { messageBody, messageId, messageType, wants, type EventMessage } from './messages.js';
+import type { RetrySchedule } from './schedule.js';
+
+export interface RelayOptions {
+  redis: Redis;
+  /** A connection for the BullMQ queues (`connectQueueRedis`). */
+  queueRedis: Redis;
+  store: TaskStore;
+  endpoints: EndpointStore;
+  schedule: RetrySchedule;
+  logger: Logger;
+  /** How long a message is kept for redelivery (TASKLINE_WEBHOOK_KEEP_S), ms. */
+  keepMs: number;
+  /** Hooked tasks read per tenant per pass. */
+  batch?: number;
+  /** Answer links in `input_required` messages; none without (TASKLINE_WEBHOOK_LINK_SECRET unset). */
+  links?: LinkSettings;
+}
+
+/**
+ * A relay pass holds its tenant's lock at most this long: a crashed relay's lapses this soon, and
+ * it is what a restart waits at worst before that tenant's deliveries move again. A pass that runs
+ * longer (a very large backlog) may overlap the next relay's, which costs order, never a delivery.
+ */
+const RELAY_LOCK_MS = 5_000;
+/** Deletes the lock only if this relay still holds it. */
+const RELEASE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+export class Relay {
+  private readonly queues: EndpointQueues;
+  /** This relay's lock value. */
+  private readonly owner = randomUUID();
+
+  constructor(private readonly o: RelayOptions) {
+    this.queues = new EndpointQueues(o.queueRedis);
+  }
+
+  /** One pass over every tenant with endpoints; returns the messages queued. */
+  async pass(): Promise<number> {
+    let queued = 0;
+    for (const tenant of await this.o.redis.smembers(hookKeys.tenants))
+      queued += await this.passTenant(tenant);
+    return queued;
+  }
+
+  /**
+   * A tenant's hooked tasks, page by page, under the tenant's relay lock: one relay at a time
+   * per tenant, so two scheduler replicas never interleave their writes of a task's order chain.
+   */
+  private async passTenant(tenant: string): Promise<number> {
+    const lock = hookKeys.relayLock(tenant);
+    if ((await this.o.redis.set(lock, this.owner, 'PX', RELAY_LOCK_MS, 'NX')) !== 'OK') return 0;
+    try {
+      const endpoints = await this.o.endpoints.list(tenant);
+      const page = this.o.batch ?? 500;
+      let queued = 0;
+      for (let start = 0; ; start += page) {
+        const ids = await this.o.redis.zrange(hookKeys.open(tenant), start, start + page - 1);
+        queued += await this.passTasks(tenant, ids, endpoints);
+        if (ids.length < page) return queued;
+      }
+    } finally {
+      await this.o.redis.eval(RELEASE, 1, lock, this.owner).catch(() => undefined);
+    }
+  }
+
+  private async passTasks(tenant: string, ids: string[], endpoints: EndpointRecord[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    // Statuses before outboxes: a task read as ended has written its last entry before the read.
+    const statuses = await taskStatuses(this.o.redis, ids);
+    const outboxes = await readOutboxes(this.o.redis, ids);
+    let queued = 0;
+    for (const [i, id] of ids.entries()) {
+      const entries = outboxes.get(id);
+      if (entries) queued += await this.relayTask(tenant, id, entries, endpoints);
+      else if (statuses[i] === null || isTerminal(statuses[i]!)) await this.close(tenant, id);
+    }
+    return queued;
+  }
+
+  /** Queues the deliveries of a task's outbox entries, in order, then deletes the entries. */
+  private async relayTask(tenant: string, id: string, entries: OutboxEntry[], endpoints: EndpointRecord[]) {
+    const task = await this.o.store.get(id);
+    if (!task) {
+      await this.close(tenant, id);
+      return 0;
+    }
+    const first = Math.min(...entries.flatMap((e) => e.seqs));
+    const events = await this.o.store.eventsAfter(id, first - 1);
+    let queued = 0;
+    for (const entry of entries) {
+      const at = Number(entry.entry.split('-')[0]);
+      for (const event of events.filter((e) => entry.seqs.includes(e.seq))) {
+        const message: EventMessage = { id: messageId(id, event.seq), type: messageType(event), event, at };
+        const extra = this.extraOf(message, task);
+        for (const endpoint of endpoints.filter((ep) => wants(ep, message.type)))
+          queued += await this.enqueue(endpoint, id, message, messageBody(message, task, endpoint, extra));
+      }
+    }
+    await dropOutboxEntries(
+      this.o.redis,
+      id,
+      entries.map((e) => e.entry),
+    );
+    return queued;
+  }
+
+  /** An `input_required` message's answer links, one set per question it asks. */
+  private extraOf(message: EventMessage, task: TaskRecord): Record<string, unknown> {
+    if (!this.o.links || message.type !== 'task.input_required') return {};
+    const asked = (JSON.parse(message.event.data) as { input_requests?: Record<string, unknown> })
+      .input_requests;
+    return { answer_links: answerLinks(this.o.links, task, Object.keys(asked ?? {}), message.at) };
+  }
+
+  /** Queues one message for one endpoint behind its previous one about the task. */
+  private async enqueue(endpoint: EndpointRecord, taskId: string, message: EventMessage, body: string) {
+    const { redis } = this.o;
+    const lastField = `${endpoint.id}/${taskId}`;
+    const last = await redis.hget(hookKeys.last(endpoint.tenant), lastField);
+    if (last === message.id) return 0; // queued by a pass that stopped before deleting its entry
+    const job: DeliveryJob = {
+      tenant: endpoint.tenant,
+      endpoint: endpoint.id,
+      message: message.id,
+      body,
+      after: last,
+    };
+    await this.keep(endpoint, message, body);
+    await this.queues
+      .of(endpoint.id)
+      .add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
+    await redis.hset(hookKeys.last(endpoint.tenant), lastField, message.id);
+    return 1;
+  }
+
+  /** Keeps the message for redelivery (by id or by time) for `keepMs`. */
+  private async keep(endpoint: EndpointRecord, message: EventMessage, body: string): Promise<void> {
+    const { redis, keepMs } = this.o;
+    const key = hookKeys.message(endpoint.tenant, endpoint.id, message.id);
+    const messages = hookKeys.messages(endpoint.tenant, endpoint.id);
+    await Promise.all([
+      redis.set(key, body, 'PX', keepMs),
+      redis.zadd(messages, message.at, message.id),
+      redis.zremrangebyscore(messages, '-inf', message.at - keepMs),
+    ]);
+  }
+
+  /** A task that ended (or is gone) with nothing left to relay leaves the relay's index. */
+  private async close(tenant: string, id: string): Promise<void> {
+    await dropOutbox(this.o.redis, id);
+    const endpoints = await this.o.endpoints.list(tenant);
+    if (endpoints.length > 0)
+      await this.o.redis.hdel(hookKeys.last(tenant), ...endpoints.map((e) => `${e.id}/${id}`));
+    await this.o.redis.zrem(hookKeys.open(tenant), id);
+  }
+
+  shutdown(): Promise<void> {
+    return this.queues.close();
+  }
+}

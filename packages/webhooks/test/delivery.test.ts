@@ -1,0 +1,277 @@
+/**
+ * Webhook deliveries end to end on a real Redis and real HTTP receivers that verify signatures
+ * with the `standardwebhooks` package: order, retries on the documented schedule, redirects.
+ */
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import type { Redis } from 'ioredis';
+import { connectQueueRedis, connectRedis, TaskStore } from '@taskline/engine';
+import { createLogger } from '@taskline/log';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { EndpointStore, hookKeys, retrySchedule, WebhookRole, webhookWatch } from '../src/index.js';
+import { webhookHeaders } from '../src/sign.js';
+
+interface Received {
+  at: number;
+  id: string;
+  body: { type: string; data: { task: { id: string; status: string }; event: { sequence_number: number } } };
+}
+
+/** An HTTP receiver: `answer` decides each response; verified deliveries are kept. */
+async function receiver(
+  answer: (n: number, req: IncomingMessage, res: ServerResponse) => void = (_n, _r, res) => res.end('ok'),
+) {
+  const got: Received[] = [];
+  let secret = '';
+  let n = 0;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const body = new Webhook(secret).verify(raw, req.headers as Record<string, string>) as Received['body'];
+      got.push({ at: Date.now(), id: String(req.headers['webhook-id']), body });
+      answer(++n, req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    got,
+    useSecret: (s: string) => (secret = s),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+let server: RedisServer;
+let redis: Redis;
+let store: TaskStore;
+let endpoints: EndpointStore;
+let role: WebhookRole;
+const logger = createLogger({ test: 'webhooks' }, 'warn', () => undefined);
+const schedule = retrySchedule(100, 10_000, 6);
+const reach = { allowHttp: true, allowPrivate: true };
+
+before(async () => {
+  server = await startRedis();
+  redis = connectRedis(server.url, 'test');
+  store = new TaskStore(redis, {
+    taskRetentionMs: 60_000,
+    eventRetentionMs: 60_000,
+    idempotencyTtlS: 600,
+    idempotencyPendingMs: 30_000,
+    watchWebhooks: webhookWatch(redis),
+  });
+  endpoints = new EndpointStore(redis, reach, 60_000);
+  const queueRedis = connectQueueRedis(server.url, 'test-queue');
+  role = new WebhookRole({
+    relay: { redis, queueRedis, store, endpoints, schedule, logger, keepMs: 3_600_000 },
+    delivery: {
+      redis,
+      connect: () => connectQueueRedis(server.url, 'test-worker'),
+      endpoints,
+      schedule,
+      limits: { reach, timeoutMs: 2000, maxResponseBytes: 4096 },
+      logger,
+      concurrency: 4,
+      disableAfter: 50,
+    },
+    relayMs: 30,
+    refreshMs: 100,
+    logger,
+  });
+  role.start();
+});
+
+after(async () => {
+  await role.stop();
+  redis.disconnect();
+  await server.stop();
+});
+
+/** Runs a task through its whole life: queued, loading, running, a delta, succeeded. */
+async function runTask(tenant: string) {
+  const task = await store.create({
+    tenant,
+    kind: 'response',
+    model: 'm',
+    onRestart: 'fail',
+    request: { input: 'hi' },
+  });
+  await store.claim(task.id, 'w1', 10_000);
+  await store.start(task.id, 1);
+  await store.append(task.id, 1, [1], [{ type: 'response.output_text.delta', data: { delta: 'a' } }]);
+  await store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
+  return task;
+}
+
+test('every status change of a task arrives once, signed, in order per task', async () => {
+  const r = await receiver();
+  const ep = await endpoints.create('tenant-order', { url: r.url });
+  r.useSecret(ep.secret);
+  await new Promise((res) => setTimeout(res, 1100)); // the create path's cached answer lapses
+  const tasks = await Promise.all([
+    runTask('tenant-order'),
+    runTask('tenant-order'),
+    runTask('tenant-order'),
+  ]);
+  await until('12 deliveries', () => (r.got.length >= 12 ? true : undefined), 10_000);
+  await new Promise((res) => setTimeout(res, 300));
+  assert.equal(r.got.length, 12, 'four status changes of three tasks, each once');
+  for (const task of tasks) {
+    const mine = r.got.filter((g) => g.body.data.task.id === task.id);
+    assert.deepEqual(
+      mine.map((g) => g.body.type),
+      ['task.status', 'task.status', 'task.status', 'task.ended'],
+    );
+    const seqs = mine.map((g) => g.body.data.event.sequence_number);
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+      'in order',
+    );
+    assert.deepEqual(
+      mine.map((g) => (g.body.data.event as unknown as { task_status: string }).task_status),
+      ['queued', 'loading', 'running', 'succeeded'],
+    );
+    assert.equal(new Set(mine.map((g) => g.id)).size, 4, 'one webhook-id per event');
+  }
+  await r.close();
+});
+
+test('a receiver answering 500 three times then 200 gets the event on the fourth attempt, on schedule', async () => {
+  const r = await receiver((n, _req, res) => {
+    res.statusCode = n <= 3 ? 500 : 200;
+    res.end();
+  });
+  const ep = await endpoints.create('tenant-retry', { url: r.url, events: ['task.ended'] });
+  r.useSecret(ep.secret);
+  await new Promise((res) => setTimeout(res, 1100));
+  await runTask('tenant-retry');
+  await until('4 attempts', () => (r.got.length >= 4 ? true : undefined), 10_000);
+  const gaps = r.got.slice(1).map((g, i) => g.at - r.got[i]!.at);
+  // 100, 200, 400 ms (base 100, doubling), each within a fifth either way plus polling slack.
+  [100, 200, 400].forEach((want, i) => {
+    assert.ok(
+      gaps[i]! >= want * 0.8 - 20 && gaps[i]! <= want * 1.2 + 250,
+      `gap ${i + 1}: ${gaps[i]} ms, want ~${want}`,
+    );
+  });
+  assert.equal(new Set(r.got.map((g) => g.id)).size, 1, 'the same webhook-id on every attempt');
+  await new Promise((res) => setTimeout(res, 500));
+  assert.equal(r.got.length, 4, 'delivered: no fifth attempt');
+  await r.close();
+});
+
+test('a redirect is not followed: the attempt fails with its 3xx and the target hears nothing', async () => {
+  const target = await receiver();
+  const r = await receiver((_n, _req, res) => {
+    res.writeHead(307, { location: target.url });
+    res.end();
+  });
+  const ep = await endpoints.create('tenant-redirect', { url: r.url, events: ['task.ended'] });
+  r.useSecret(ep.secret);
+  target.useSecret(ep.secret);
+  await new Promise((res) => setTimeout(res, 1100));
+  await runTask('tenant-redirect');
+  // The attempt log is written once the response is read: wait on it, not on the receiver.
+  const log = await until(
+    '2 logged attempts',
+    async () => {
+      const lines = await redis.lrange(hookKeys.attempts('tenant-redirect', ep.id), 0, -1);
+      return lines.length >= 2
+        ? lines.map((l) => JSON.parse(l) as { status: number; ok: boolean })
+        : undefined;
+    },
+    10_000,
+  );
+  assert.ok(log.every((a) => a.status === 307 && !a.ok));
+  assert.equal(target.got.length, 0, 'the redirect target heard nothing');
+  await Promise.all([r.close(), target.close()]);
+});
+
+test('an endpoint that keeps failing is disabled and its tenant can see why; enabling resumes its deliveries', async () => {
+  let failing = true;
+  const r = await receiver((_n, _req, res) => {
+    res.statusCode = failing ? 503 : 200;
+    res.end();
+  });
+  const disabling = new WebhookRole({
+    relay: {
+      redis,
+      queueRedis: connectQueueRedis(server.url, 'relay-2'),
+      store,
+      endpoints,
+      schedule,
+      logger,
+      keepMs: 3_600_000,
+    },
+    delivery: {
+      redis,
+      connect: () => connectQueueRedis(server.url, 'worker-2'),
+      endpoints,
+      schedule: retrySchedule(20, 20, 100),
+      limits: { reach, timeoutMs: 2000, maxResponseBytes: 4096 },
+      logger,
+      concurrency: 1,
+      disableAfter: 3,
+    },
+    relayMs: 30,
+    refreshMs: 100,
+    logger,
+  });
+  await role.stop(); // this test's own role, with its low threshold, takes over
+  disabling.start();
+  try {
+    const ep = await endpoints.create('tenant-disable', { url: r.url, events: ['task.ended'] });
+    r.useSecret(ep.secret);
+    await new Promise((res) => setTimeout(res, 1100));
+    await runTask('tenant-disable');
+    const disabled = await until(
+      'the endpoint disabled',
+      async () => {
+        const now = await endpoints.get('tenant-disable', ep.id);
+        return now.enabled ? undefined : now;
+      },
+      10_000,
+    );
+    assert.equal(disabled.disabledReason, 'failing');
+    const attempts = r.got.length;
+    assert.ok(attempts >= 3, `${attempts} attempts before it was disabled`);
+    await new Promise((res) => setTimeout(res, 400));
+    assert.ok(r.got.length <= attempts + 1, 'no more attempts once disabled');
+    failing = false;
+    await endpoints.update('tenant-disable', ep.id, { enabled: true });
+    await until(
+      'delivered after re-enabling',
+      () => (r.got.length > attempts && !failing ? true : undefined),
+      10_000,
+    );
+  } finally {
+    await disabling.stop();
+    await r.close();
+  }
+});
+
+test('after a rotation both secrets verify during the overlap (two signatures), the new one alone after it', async () => {
+  let now = Date.now();
+  const clocked = new EndpointStore(redis, reach, 60_000, () => now);
+  const created = await clocked.create('tenant-rotate', { url: 'https://hooks.example.com/r' });
+  const rotated = await clocked.rotate('tenant-rotate', created.id);
+  const body = JSON.stringify({ type: 'task.status' });
+  const sign = async () => {
+    const secrets = clocked.signing(await clocked.get('tenant-rotate', created.id));
+    return webhookHeaders(secrets, 'msg_x', Math.floor(Date.now() / 1000), body);
+  };
+  const during = await sign();
+  assert.equal(during['webhook-signature'].split(' ').length, 2);
+  assert.doesNotThrow(() => new Webhook(created.secret).verify(body, during));
+  assert.doesNotThrow(() => new Webhook(rotated.secret).verify(body, during));
+  now += 60_001;
+  const later = await sign();
+  assert.throws(() => new Webhook(created.secret).verify(body, later));
+  assert.doesNotThrow(() => new Webhook(rotated.secret).verify(body, later));
+});
