@@ -1,5 +1,6 @@
 // The MCP 2026-07-28 server of one request: the tools and the Tasks extension's methods.
 import { z } from 'zod';
+import type { IncomingTrace } from '@taskline/tracing';
 import {
   inputRequired,
   McpServer,
@@ -21,7 +22,7 @@ import { inlineContext } from './inline.js';
 import { SUPPORTED_VERSIONS } from './ladder.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { awaitToolResult, createToolTask, findToolTask } from './toolTasks.js';
-import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
+import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION, traceMeta } from './view.js';
 
 export const missingTasks = () =>
   new MissingRequiredClientCapabilityError(
@@ -46,6 +47,8 @@ export interface ServerDeps {
   /** What the router's builder added beyond `tools`. */
   extensions: McpExtensions;
   observe?: McpObserver;
+  /** The trace context a task this call creates continues. */
+  trace?: IncomingTrace;
 }
 
 /** The MCP 2026-07-28 server of one request: the tools, and the Tasks extension's methods over the engine's tasks. */
@@ -162,7 +165,7 @@ async function callTool(
   );
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (asTask) {
-    return { resultType: 'task', ...taskFields(task, poll) };
+    return { resultType: 'task', ...taskFields(task, poll), ...traceMeta(task) };
   }
   // A caller without the extension waits for the task: the work still runs durably on a worker.
   return awaitToolResult(deps.admission, task, ctx.mcpReq.signal);

@@ -1,0 +1,20 @@
+// @taskline/tracing: OpenTelemetry traces of a task across the api, scheduler and workers.
+export { startTracing, samplerFromEnv, tracingConfigured, TracingConfigError, type Tracing } from './setup.js';
+export {
+  ATTR,
+  contextOf,
+  inSpan,
+  incomingTrace,
+  linksTo,
+  SpanKind,
+  taskAttributes,
+  traceIdOf,
+  traceparentOf,
+  tracer,
+  tracingOn,
+  type Context,
+  type IncomingTrace,
+  type Link,
+  type Span,
+  type SpanOptions,
+} from './spans.js';
