@@ -33,6 +33,12 @@ export function tracer() {
   return trace.getTracer('taskline');
 }
 
+/** The span active here (undefined when none records): work adds what it learns to it. */
+export function activeSpan(): Span | undefined {
+  const span = trace.getActiveSpan();
+  return span?.isRecording() ? span : undefined;
+}
+
 /** A task's identifying attributes. */
 export function taskAttributes(task: {
   id: string;

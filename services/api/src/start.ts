@@ -1,5 +1,6 @@
 // Starts the api service from the environment.
 import { loadEnv } from '@taskline/config';
+import { startTracing } from '@taskline/tracing';
 import {
   checkDurability,
   connectRedis,
@@ -23,6 +24,7 @@ export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void 
 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const env = loadEnv();
+  const tracing = startTracing('taskline-api');
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
@@ -65,6 +67,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
         metrics.close();
         api.hub.close();
         redis.disconnect();
+        await tracing.shutdown();
         process.exit(0);
       });
   };

@@ -1,5 +1,6 @@
 // Starts the gpu-worker service from the environment; resolves once it is ready.
 import { randomUUID } from 'node:crypto';
+import { startTracing } from '@taskline/tracing';
 import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';
 import {
@@ -36,6 +37,7 @@ export async function startWorker(
   options: { extendTools?: BuiltinToolOptions['extend'] } = {},
 ): Promise<void> {
   const env = loadEnv();
+  const tracing = startTracing('taskline-worker');
   const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -107,6 +109,7 @@ export async function startWorker(
     metrics.close();
     hub.close();
     redis.disconnect();
+    await tracing.shutdown();
     process.exit(0);
   };
 

@@ -1,5 +1,6 @@
 // The scheduler's entry: connects Redis and metrics, runs one replica.
 import { randomUUID } from 'node:crypto';
+import { startTracing } from '@taskline/tracing';
 import { loadEnv } from '@taskline/config';
 import {
   checkDurability,
@@ -19,6 +20,7 @@ exitOnStartFailure('scheduler', main);
 
 async function main(): Promise<void> {
   const env = loadEnv();
+  const tracing = startTracing('taskline-scheduler');
   const id = `sched-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -76,6 +78,7 @@ async function main(): Promise<void> {
     await metricsServer.close();
     metrics.close();
     redis.disconnect();
+    await tracing.shutdown();
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -1,5 +1,6 @@
 // Starts a tool worker: checks its tools, then serves them from their queues and keeps them announced.
 import { randomUUID } from 'node:crypto';
+import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import {
   connectRedis,
@@ -72,6 +73,7 @@ const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
  */
 export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolWorker> {
   const env = loadEnv(options.env);
+  const tracing = startTracing('taskline-tool-worker', options.env);
   const checked = checkTools(options.tools, env.TASKLINE_TOOL_VERSION);
   const id = env.TASKLINE_WORKER_ID || `tool-worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
@@ -120,6 +122,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     metrics.close();
     hub.close();
     redis.disconnect();
+    await tracing.shutdown();
     process.exit(0);
   };
   const worker = new TaskWorker({
