@@ -9,6 +9,7 @@ export {
   linksTo,
   SpanKind,
   taskAttributes,
+  timeGeneration,
   traceIdOf,
   traceparentOf,
   tracer,

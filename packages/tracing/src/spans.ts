@@ -137,3 +137,29 @@ export function incomingTrace(carrier: Record<string, unknown> | undefined | nul
   const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
   return { traceparent: text(carrier?.traceparent), tracestate: text(carrier?.tracestate) };
 }
+
+/**
+ * Times one generation's prefill (start to first token) and decode (first token to end); `end`
+ * records both as spans under the context active at the start, with the token counts known only
+ * then (the usage of the result). Nothing is recorded when tracing is off.
+ */
+export function timeGeneration(): {
+  firstToken(): void;
+  end(usage: { input_tokens?: number; output_tokens?: number } | undefined): void;
+} {
+  const parent = context.active();
+  const startedAt = Date.now();
+  let firstAt: number | undefined;
+  return {
+    firstToken: () => void (firstAt ??= Date.now()),
+    end: (usage) => {
+      if (!on) return;
+      const endAt = Date.now();
+      const decodeFrom = firstAt ?? endAt;
+      const attributes = { [ATTR.inputTokens]: usage?.input_tokens ?? 0 };
+      tracer().startSpan('task.prefill', { startTime: startedAt, attributes }, parent).end(decodeFrom);
+      const produced = { [ATTR.outputTokens]: usage?.output_tokens ?? 0 };
+      tracer().startSpan('task.decode', { startTime: decodeFrom, attributes: produced }, parent).end(endAt);
+    },
+  };
+}
