@@ -34,6 +34,7 @@ UNIT=(
   packages/testing/test/ports.test.ts
   packages/tool-sdk/test/validate.test.ts
   packages/tools/test/schema.test.ts
+  packages/tracing/test/setup.test.ts
   services/gpu-worker/test/coalesced-appends.test.ts
   services/gpu-worker/test/flush-clock.test.ts
   services/gpu-worker/test/messages.test.ts
