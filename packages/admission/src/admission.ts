@@ -87,11 +87,20 @@ export class Admission {
     // The task's trace starts here (under the caller's, when it sent one); its traceparent is
     // stored on the record so every later span of the task joins this trace.
     const parent = contextOf(incoming.traceparent, incoming.tracestate);
-    return inSpan('task.create', { parent, kind: SpanKind.SERVER, attributes: { [ATTR.tenant]: tenant } }, async (span) => {
-      const created = await this.admitAndWrite(tenant, reservation, (id) => write(id, traceparentOf(span)), replay);
-      span.setAttributes({ [ATTR.taskId]: created.task.id, [ATTR.model]: created.task.model });
-      return created;
-    });
+    return inSpan(
+      'task.create',
+      { parent, kind: SpanKind.SERVER, attributes: { [ATTR.tenant]: tenant } },
+      async (span) => {
+        const created = await this.admitAndWrite(
+          tenant,
+          reservation,
+          (id) => write(id, traceparentOf(span)),
+          replay,
+        );
+        span.setAttributes({ [ATTR.taskId]: created.task.id, [ATTR.model]: created.task.model });
+        return created;
+      },
+    );
   }
 
   private async admitAndWrite(

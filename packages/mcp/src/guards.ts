@@ -80,7 +80,14 @@ export function admitRequest(routing: McpRouting) {
         token: '',
         clientId: tenant,
         scopes: [],
-        extra: { outcome, stillAuthorized, expiresAt, tools, trace: callTrace(req), ...(reservation && { reservation }) },
+        extra: {
+          outcome,
+          stillAuthorized,
+          expiresAt,
+          tools,
+          trace: callTrace(req),
+          ...(reservation && { reservation }),
+        },
       };
       next();
     } catch (err) {

@@ -22,7 +22,14 @@ import { inlineContext } from './inline.js';
 import { SUPPORTED_VERSIONS } from './ladder.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { awaitToolResult, createToolTask, findToolTask } from './toolTasks.js';
-import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION, traceMeta } from './view.js';
+import {
+  CLIENT_CAPABILITIES_KEY,
+  declaresTasks,
+  detailedTask,
+  taskFields,
+  TASKS_EXTENSION,
+  traceMeta,
+} from './view.js';
 
 export const missingTasks = () =>
   new MissingRequiredClientCapabilityError(

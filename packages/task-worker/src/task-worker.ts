@@ -46,7 +46,11 @@ import { whenRedisAnswers } from './redis-retry.js';
 function traceAttempt(job: DispatchJob, model: string, work: () => Promise<void>): Promise<void> {
   if (!job.traceparent) return work();
   const attributes = taskAttributes({ id: job.taskId, tenant: job.tenant, model });
-  return inSpan('task.attempt', { parent: contextOf(job.traceparent), kind: SpanKind.CONSUMER, attributes }, work);
+  return inSpan(
+    'task.attempt',
+    { parent: contextOf(job.traceparent), kind: SpanKind.CONSUMER, attributes },
+    work,
+  );
 }
 
 /** A queue (a model id: `tiny-chat`, `tools`, `tool:<name>`) and the tasks of it one worker runs at once. */
@@ -271,7 +275,9 @@ export class TaskWorker {
       // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
       const nonce = randomUUID();
       task = await inSpan('task.claim', {}, () =>
-        whenRedisAnswers(this.o.leaseMs, () => store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce })),
+        whenRedisAnswers(this.o.leaseMs, () =>
+          store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce }),
+        ),
       );
       settle(true);
     } catch (err) {

@@ -52,7 +52,9 @@ export function samplerFromEnv(env: Env): Sampler {
   const ratio = () => {
     const arg = Number(env.OTEL_TRACES_SAMPLER_ARG ?? '1');
     if (!(arg >= 0 && arg <= 1))
-      throw new TracingConfigError(`OTEL_TRACES_SAMPLER_ARG=${env.OTEL_TRACES_SAMPLER_ARG}: a ratio in [0, 1]`);
+      throw new TracingConfigError(
+        `OTEL_TRACES_SAMPLER_ARG=${env.OTEL_TRACES_SAMPLER_ARG}: a ratio in [0, 1]`,
+      );
     return new TraceIdRatioBasedSampler(arg);
   };
   switch (name) {
@@ -99,7 +101,11 @@ export function startTracing(serviceName: string, env: Env = process.env): Traci
     maxExportBatchSize: bspNumber(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
     exportTimeoutMillis: bspNumber(env, 'OTEL_BSP_EXPORT_TIMEOUT'),
   });
-  const provider = new TracerProvider({ resource, sampler: samplerFromEnv(env), spanProcessors: [processor] });
+  const provider = new TracerProvider({
+    resource,
+    sampler: samplerFromEnv(env),
+    spanProcessors: [processor],
+  });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);

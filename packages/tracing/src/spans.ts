@@ -105,7 +105,11 @@ export interface SpanOptions {
  * Runs `work` in a new span made active for it, and ends the span when `work` settles; a failure
  * is recorded as the span's error status (its code, no message: messages may quote input).
  */
-export async function inSpan<T>(name: string, options: SpanOptions, work: (span: Span) => Promise<T>): Promise<T> {
+export async function inSpan<T>(
+  name: string,
+  options: SpanOptions,
+  work: (span: Span) => Promise<T>,
+): Promise<T> {
   const parent = options.parent ?? context.active();
   const span = tracer().startSpan(
     name,

@@ -39,7 +39,8 @@ interface OtlpRequest {
 
 const plain = (v: OtlpValue): unknown =>
   v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue ?? v.boolValue));
-const attributes = (list: OtlpAttribute[] = []) => Object.fromEntries(list.map((a) => [a.key, plain(a.value)]));
+const attributes = (list: OtlpAttribute[] = []) =>
+  Object.fromEntries(list.map((a) => [a.key, plain(a.value)]));
 
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];

@@ -61,7 +61,9 @@ async function lmspEnded(id: string): Promise<void> {
   await until(
     `task ${id} to end`,
     async () => {
-      const res = await fetch(`${api.base}/lmsp/v1/tasks/${id}`, { headers: { authorization: `Bearer ${KEY}` } });
+      const res = await fetch(`${api.base}/lmsp/v1/tasks/${id}`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
       const task = (await res.json()) as { status: string };
       return ['succeeded', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
     },
@@ -95,10 +97,12 @@ const named = (spans: ReceivedSpan[], name: string, where: (s: ReceivedSpan) => 
   assert.ok(found.length > 0, `a ${name} span`);
   return found;
 };
-const parentOf = (spans: ReceivedSpan[], span: ReceivedSpan) => spans.find((s) => s.spanId === span.parentSpanId);
+const parentOf = (spans: ReceivedSpan[], span: ReceivedSpan) =>
+  spans.find((s) => s.spanId === span.parentSpanId);
 
 function assertNoPromptText(): void {
-  for (const body of receiver.bodies) assert.ok(!body.includes(SECRET), 'no prompt text in any exported span');
+  for (const body of receiver.bodies)
+    assert.ok(!body.includes(SECRET), 'no prompt text in any exported span');
 }
 
 /** The chain from the api's create through the scheduler's hand-off to one worker attempt. */
@@ -147,7 +151,10 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   assert.ok(Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0);
   named(spans, 'task.model_load', (s) => s.parentSpanId === run.spanId);
   named(spans, 'task.admission');
-  assert.deepEqual(new Set(spans.map((s) => s.service)), new Set(['taskline-api', 'taskline-scheduler', 'taskline-worker']));
+  assert.deepEqual(
+    new Set(spans.map((s) => s.service)),
+    new Set(['taskline-api', 'taskline-scheduler', 'taskline-worker']),
+  );
   assertNoPromptText();
 });
 
@@ -207,6 +214,9 @@ test('a task restarted after its worker is SIGKILLed stays one trace, the restar
   assert.equal(restart!.parentSpanId, create.spanId, 'the restart sits under the task');
   assert.ok(named(spans, 'task.dispatch').length >= 2, 'dispatched again after the restart');
   const attempts = assertTaskChain(spans, task.id, caller.spanId);
-  assert.ok(attempts.some((a) => Number(a.attributes['taskline.attempt']) >= 2), 'a later attempt finished it');
+  assert.ok(
+    attempts.some((a) => Number(a.attributes['taskline.attempt']) >= 2),
+    'a later attempt finished it',
+  );
   assertNoPromptText();
 });

@@ -119,7 +119,10 @@ export class GpuWorker {
         // A retried attempt observes its first token again, from creation: what its client waited.
         onFirstToken: () => {
           timed.firstToken();
-          metrics.timeToFirstTokenSeconds.observe({ model }, Math.max(0, (Date.now() - task.createdAt) / 1000));
+          metrics.timeToFirstTokenSeconds.observe(
+            { model },
+            Math.max(0, (Date.now() - task.createdAt) / 1000),
+          );
         },
         // Counted as made, not at the attempt's end: a long generation shows as a steady rate.
         onTokens: (count) =>
@@ -129,7 +132,9 @@ export class GpuWorker {
             metrics.outputTokensPerSecond.observe({ model }, (tokens - 1) / secondsAfterFirst);
         },
       }).run(ctx);
-      timed.end('result' in outcome ? (outcome.result as { usage?: TokenUsage } | undefined)?.usage : undefined);
+      timed.end(
+        'result' in outcome ? (outcome.result as { usage?: TokenUsage } | undefined)?.usage : undefined,
+      );
       return outcome;
     } finally {
       await lease.release();

@@ -1,6 +1,15 @@
 // One scheduler replica: leadership, dispatch and the sweeps, each a loop.
 import { Queue } from 'bullmq';
-import { ATTR, contextOf, inSpan, SpanKind, taskAttributes, traceparentOf, tracer, tracingOn } from '@taskline/tracing';
+import {
+  ATTR,
+  contextOf,
+  inSpan,
+  SpanKind,
+  taskAttributes,
+  traceparentOf,
+  tracer,
+  tracingOn,
+} from '@taskline/tracing';
 import type { Redis } from 'ioredis';
 import {
   startControlServer,
@@ -325,7 +334,12 @@ export class Scheduler {
     const state = pick.state;
     if (!state) return false;
     if (!traceparent) return this.addJob(model, pick, state);
-    const attributes = taskAttributes({ id: pick.id, tenant: pick.tenant, model, attempt: state.attempt + 1 });
+    const attributes = taskAttributes({
+      id: pick.id,
+      tenant: pick.tenant,
+      model,
+      attempt: state.attempt + 1,
+    });
     return inSpan('task.dispatch', { parent: contextOf(traceparent), attributes }, () =>
       inSpan('task.handoff', { kind: SpanKind.PRODUCER, attributes }, (span) =>
         this.addJob(model, pick, state, traceparentOf(span)),
@@ -334,7 +348,12 @@ export class Scheduler {
   }
 
   /** The BullMQ job of a pick (its hand-off to the workers), carrying the hand-off span's context. */
-  private async addJob(model: string, pick: Pick, state: NonNullable<Pick['state']>, traceparent?: string): Promise<boolean> {
+  private async addJob(
+    model: string,
+    pick: Pick,
+    state: NonNullable<Pick['state']>,
+    traceparent?: string,
+  ): Promise<boolean> {
     const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt, traceparent };
     await this.queue(model).add('run', job, {
       jobId: dispatchJobId({ id: pick.id, ...state }),

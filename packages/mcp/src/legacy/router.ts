@@ -15,7 +15,15 @@ import { rpcError } from '../rpc.js';
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
 export interface LegacyDeps extends Omit<
   LegacyCall,
-  'tenant' | 'session' | 'clientCapabilities' | 'res' | 'id' | 'reservation' | 'stillAuthorized' | 'expiresAt' | 'trace'
+  | 'tenant'
+  | 'session'
+  | 'clientCapabilities'
+  | 'res'
+  | 'id'
+  | 'reservation'
+  | 'stillAuthorized'
+  | 'expiresAt'
+  | 'trace'
 > {
   sessions: LegacySessions;
   relay: LegacyRelay;
