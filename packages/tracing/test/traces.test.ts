@@ -11,6 +11,7 @@ import { pollTask, rpc } from '@taskline/test-support/mcp';
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
 const KEY = 'trace-key-0123456789';
+const ADMIN_KEY = 'trace-admin-key-0123456789';
 /** Text that must appear in no span: each prompt is marked with it. */
 const SECRET = 'zebra-marmalade';
 
@@ -26,6 +27,8 @@ before(async () => {
       OTEL_BSP_SCHEDULE_DELAY: '50',
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test',
       TASKLINE_API_KEYS: `tenant-t:${KEY}`,
+      TASKLINE_ADMIN_KEYS: ADMIN_KEY,
+      TASKLINE_TRACE_URL_TEMPLATE: 'https://traces.example/trace/{trace_id}',
       TASKLINE_LOG_LEVEL: 'info',
       TASKLINE_LEASE_MS: '1500',
       TASKLINE_RECOVERY_INTERVAL_MS: '200',
@@ -142,6 +145,13 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   });
   assert.equal(traceresponse?.split('-')[1], caller.traceId, 'the api returns the trace id');
   await lmspEnded(task.id);
+  // The console's task page shows it, linked through TASKLINE_TRACE_URL_TEMPLATE.
+  const admin = await fetch(`${api.base}/admin/v1/tasks/${task.id}`, {
+    headers: { authorization: `Bearer ${ADMIN_KEY}` },
+  });
+  const view = ((await admin.json()) as { task: Record<string, unknown> }).task;
+  assert.equal(view.trace_id, caller.traceId);
+  assert.equal(view.trace_url, `https://traces.example/trace/${caller.traceId}`);
   const spans = await spansOf(caller.traceId, ['task.create', 'task.attempt', 'task.decode']);
   const [attempt] = assertTaskChain(spans, task.id, caller.spanId);
   const run = spans.find((s) => s.name === 'task.run' && s.parentSpanId === attempt!.spanId)!;
