@@ -12,7 +12,6 @@ export {
   contextOf,
   inSpan,
   incomingTrace,
-  linksTo,
   SpanKind,
   taskAttributes,
   timeGeneration,
@@ -22,7 +21,6 @@ export {
   tracingOn,
   type Context,
   type IncomingTrace,
-  type Link,
   type Span,
   type SpanOptions,
 } from './spans.js';

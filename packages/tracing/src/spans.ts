@@ -8,11 +8,10 @@ import {
   trace,
   type Attributes,
   type Context,
-  type Link,
   type Span,
 } from '@opentelemetry/api';
 
-export { SpanKind, type Span, type Context, type Link } from '@opentelemetry/api';
+export { SpanKind, type Span, type Context } from '@opentelemetry/api';
 
 /** Attribute names of a task's spans; values are ids and counts, never prompt or output text. */
 export const ATTR = {
@@ -20,8 +19,6 @@ export const ATTR = {
   tenant: 'taskline.tenant',
   model: 'taskline.model',
   attempt: 'taskline.attempt',
-  kind: 'taskline.task.kind',
-  parent: 'taskline.task.parent',
   inputTokens: 'gen_ai.usage.input_tokens',
   outputTokens: 'gen_ai.usage.output_tokens',
   outcome: 'taskline.outcome',
@@ -75,12 +72,6 @@ export function traceIdOf(traceparent: string | null | undefined): string | null
   return traceparent ? (traceparent.split('-')[1] ?? null) : null;
 }
 
-/** A link to the span a `traceparent` names, for a span whose parent would mislead. */
-export function linksTo(traceparent: string | null | undefined): Link[] {
-  const spanContext = trace.getSpanContext(contextOf(traceparent));
-  return spanContext ? [{ context: spanContext }] : [];
-}
-
 let on = false;
 
 /** Whether `startTracing` turned tracing on: callers skip work only tracing needs (a Redis read). */
@@ -96,7 +87,6 @@ export function markTracingOn(): void {
 export interface SpanOptions {
   /** The parent; the active context when left out. */
   parent?: Context;
-  links?: Link[];
   attributes?: Attributes;
   kind?: SpanKind;
 }
@@ -113,7 +103,7 @@ export async function inSpan<T>(
   const parent = options.parent ?? context.active();
   const span = tracer().startSpan(
     name,
-    { links: options.links, attributes: options.attributes, kind: options.kind },
+    { attributes: options.attributes, kind: options.kind },
     parent,
   );
   try {
