@@ -168,6 +168,32 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   assertNoPromptText();
 });
 
+test('the OpenAI route continues the caller’s trace and returns its id', async () => {
+  const caller = callerContext();
+  const res = await fetch(`${api.base}/lmsp/v1/responses`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${KEY}`,
+      traceparent: caller.traceparent,
+    },
+    body: JSON.stringify({
+      model: 'tiny-chat',
+      input: `Hi. ${SECRET}`,
+      max_output_tokens: 4,
+      background: true,
+    }),
+  });
+  assert.equal(res.status, 202, 'a background response is accepted');
+  const { id } = (await res.json()) as { id: string };
+  assert.equal(res.headers.get('traceresponse')?.split('-')[1], caller.traceId);
+  const taskId = `task_${id.slice('resp_'.length)}`;
+  await lmspEnded(taskId);
+  const spans = await spansOf(caller.traceId, ['task.create', 'task.attempt']);
+  assertTaskChain(spans, taskId, caller.spanId);
+  assertNoPromptText();
+});
+
 test('an MCP tool task and its child generation are one trace (_meta.traceparent)', async () => {
   const caller = callerContext();
   const reply = await rpc(
