@@ -1,6 +1,6 @@
 // The MCP 2026-07-28 server of one request: the tools and the Tasks extension's methods.
 import { z } from 'zod';
-import type { IncomingTrace } from '@taskline/tracing';
+import { recordSpan, taskAttributes, type IncomingTrace } from '@taskline/tracing';
 import {
   inputRequired,
   McpServer,
@@ -115,10 +115,13 @@ export function buildServer(deps: ServerDeps): McpServer {
   );
   const updateTask = async (taskId: string, ctx: ServerContext) => {
     requireTasks(ctx);
-    await find(taskId);
+    const task = await find(taskId);
     const answers = ctx.mcpReq.inputResponses ?? {};
     try {
-      await store.provideInput(taskId, tenant, answers);
+      const { status } = await store.provideInput(taskId, tenant, answers);
+      // The last answer ends the wait: a span of the task's trace from the park (its last update).
+      if (task.status === 'input_required' && status !== 'input_required')
+        recordSpan('task.input_wait', task.traceparent, taskAttributes(task), task.updatedAt);
     } catch (err) {
       if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
       throw err;

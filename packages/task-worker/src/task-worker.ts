@@ -304,8 +304,10 @@ export class TaskWorker {
     }
     const { finish, interrupted } = outcome;
     // Parked for its caller's input: the task is no longer this attempt's to write.
-    if (finish.status === 'parked') tlog.info('attempt_parked');
-    else
+    if (finish.status === 'parked') {
+      activeSpan()?.setAttribute(ATTR.outcome, 'parked');
+      tlog.info('attempt_parked');
+    } else
       await inSpan('task.finish', { attributes: { [ATTR.outcome]: finish.status } }, () =>
         this.commit(task, attempt, finish, reason, tlog, interrupted),
       );

@@ -12,6 +12,7 @@ export {
   contextOf,
   inSpan,
   incomingTrace,
+  recordSpan,
   SpanKind,
   taskAttributes,
   timeGeneration,

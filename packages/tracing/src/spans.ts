@@ -72,6 +72,20 @@ export function traceIdOf(traceparent: string | null | undefined): string | null
   return traceparent ? (traceparent.split('-')[1] ?? null) : null;
 }
 
+/**
+ * A span recorded once its work is over (its start known only then: a restart, an input wait),
+ * under a task's stored context; nothing when the task has none.
+ */
+export function recordSpan(
+  name: string,
+  traceparent: string | null | undefined,
+  attributes: Attributes,
+  startTime: number = Date.now(),
+): void {
+  if (!traceparent) return;
+  tracer().startSpan(name, { startTime, attributes }, contextOf(traceparent)).end();
+}
+
 let on = false;
 
 /** Whether `startTracing` turned tracing on: callers skip work only tracing needs (a Redis read). */
@@ -101,11 +115,7 @@ export async function inSpan<T>(
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
   const parent = options.parent ?? context.active();
-  const span = tracer().startSpan(
-    name,
-    { attributes: options.attributes, kind: options.kind },
-    parent,
-  );
+  const span = tracer().startSpan(name, { attributes: options.attributes, kind: options.kind }, parent);
   try {
     return await context.with(trace.setSpan(parent, span), () => work(span));
   } catch (err) {

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { Stack, until, type ApiService } from '@taskline/testing';
+import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
@@ -35,6 +36,8 @@ before(async () => {
     },
     workers: 1,
     apis: 1,
+    // The conformance fixtures beside the built-in tools: `confirm_delete` asks for input.
+    entries: FIXTURE_ENTRIES,
   });
   api = stack.apis[0]!;
 });
@@ -128,7 +131,12 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
     assert.ok(dispatches.some((d) => d.spanId === handoff.parentSpanId));
     assert.equal(typeof a.attributes['taskline.attempt'], 'number');
     assert.equal(a.attributes['taskline.model'], create!.attributes['taskline.model']);
-    for (const step of ['task.claim', 'task.run', 'task.finish'])
+    // An attempt that parked for its caller's input ends without a finish: the task is not its to end.
+    const steps =
+      a.attributes['taskline.outcome'] === 'parked'
+        ? ['task.claim', 'task.run']
+        : ['task.claim', 'task.run', 'task.finish'];
+    for (const step of steps)
       assert.ok(
         spans.some((s) => s.name === step && s.parentSpanId === a.spanId),
         `${step} under the attempt`,
@@ -222,6 +230,33 @@ test('an MCP tool task and its child generation are one trace (_meta.traceparent
   assert.equal(childAttempts[0]!.service, 'taskline-worker');
   named(spans, 'task.decode');
   assertNoPromptText();
+});
+
+test('an input-required wait is a span of the task’s trace, from the park to the answer', async () => {
+  const caller = callerContext();
+  const url = `${api.base}/mcp`;
+  const created = await rpc(
+    url,
+    'tools/call',
+    { name: 'confirm_delete', arguments: { path: '/x' } },
+    { token: KEY, meta: { traceparent: caller.traceparent } },
+  );
+  const taskId = (created.message.result as { taskId: string }).taskId;
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'input_required', { token: KEY });
+  await rpc(
+    url,
+    'tasks/update',
+    { taskId, inputResponses: { confirm: { action: 'accept', content: { confirm: 'yes' } } } },
+    { token: KEY },
+  );
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'completed', { token: KEY });
+  const spans = await spansOf(caller.traceId, ['task.input_wait', 'task.attempt', 'task.attempt']);
+  const [wait] = named(spans, 'task.input_wait');
+  assert.equal(wait!.service, 'taskline-api');
+  assert.equal(wait!.attributes['taskline.task.id'], taskId);
+  assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
+  // The attempt that parked and the one the answer queued, both in the trace.
+  assert.ok(assertTaskChain(spans, taskId, caller.spanId).length >= 2);
 });
 
 test('a task restarted after its worker is SIGKILLed stays one trace, the restart in it', async () => {

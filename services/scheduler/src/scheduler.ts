@@ -7,7 +7,7 @@ import {
   SpanKind,
   taskAttributes,
   traceparentOf,
-  tracer,
+  recordSpan,
   tracingOn,
 } from '@taskline/tracing';
 import type { Redis } from 'ioredis';
@@ -368,16 +368,13 @@ export class Scheduler {
   /** Each restart as a span of its task's trace (its outcome and policy; the lapsed attempt ended). */
   private async traceRestarts(recovered: Recovered[]): Promise<void> {
     const traces = await this.o.store.traceparents(recovered.map((r) => r.id));
-    recovered.forEach((r, i) => {
-      if (!traces[i]) return;
-      tracer()
-        .startSpan(
-          'task.restart',
-          { attributes: { [ATTR.taskId]: r.id, [ATTR.policy]: r.policy, [ATTR.outcome]: r.status } },
-          contextOf(traces[i]),
-        )
-        .end();
-    });
+    recovered.forEach((r, i) =>
+      recordSpan('task.restart', traces[i], {
+        [ATTR.taskId]: r.id,
+        [ATTR.policy]: r.policy,
+        [ATTR.outcome]: r.status,
+      }),
+    );
   }
 
   /** How a sweep reports a task it skipped (its step failed): logged; the next round tries again. */
