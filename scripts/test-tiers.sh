@@ -37,6 +37,7 @@ UNIT=(
   packages/testing/test/ports.test.ts
   packages/tool-sdk/test/validate.test.ts
   packages/tools/test/schema.test.ts
+  packages/tracing/test/setup.test.ts
   services/gpu-worker/test/coalesced-appends.test.ts
   packages/webhooks/test/safety.test.ts
   services/gpu-worker/test/flush-clock.test.ts

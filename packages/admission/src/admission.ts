@@ -12,6 +12,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
+import { ATTR, contextOf, inSpan, SpanKind, traceparentOf, type IncomingTrace } from '@taskline/tracing';
 import type { TaskReservation, TenantLimits } from './limits.js';
 
 export interface AdmissionDeps {
@@ -80,12 +81,38 @@ export class Admission {
   async create(
     tenant: string,
     reservation: TaskReservation | null,
+    write: (id: string, traceparent: string | undefined) => Promise<Created>,
+    replay?: () => Promise<TaskRecord | null>,
+    incoming: IncomingTrace = {},
+  ): Promise<Created> {
+    // The task's trace starts here (under the caller's, when it sent one); its traceparent is
+    // stored on the record so every later span of the task joins this trace.
+    const parent = contextOf(incoming.traceparent, incoming.tracestate);
+    return inSpan(
+      'task.create',
+      { parent, kind: SpanKind.SERVER, attributes: { [ATTR.tenant]: tenant } },
+      async (span) => {
+        const created = await this.admitAndWrite(
+          tenant,
+          reservation,
+          (id) => write(id, traceparentOf(span)),
+          replay,
+        );
+        span.setAttributes({ [ATTR.taskId]: created.task.id, [ATTR.model]: created.task.model });
+        return created;
+      },
+    );
+  }
+
+  private async admitAndWrite(
+    tenant: string,
+    reservation: TaskReservation | null,
     write: (id: string) => Promise<Created>,
     replay?: () => Promise<TaskRecord | null>,
   ): Promise<Created> {
     const slot = reservation ?? (await this.limits.reserveTask(tenant));
     try {
-      await slot.admit();
+      await inSpan('task.admission', {}, () => slot.admit());
     } catch (err) {
       const found = replay && err instanceof TasklineError ? await replay() : null;
       if (!found) throw err;

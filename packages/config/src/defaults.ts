@@ -316,6 +316,12 @@ export const DEFAULTS = {
   /** Prometheus the console reads SLO burn rates from (e.g. `http://prometheus:9090`); empty: "not configured". */
   TASKLINE_PROMETHEUS_URL: '',
   /**
+   * The console's link to a task's trace in the tracing UI the operators use: `{trace_id}` is
+   * replaced by the task's trace id (e.g. `https://tempo.example/explore?traceId={trace_id}`).
+   * Empty: the trace id is shown as text. Tracing itself is configured by OTEL_* (docs/tracing.md).
+   */
+  TASKLINE_TRACE_URL_TEMPLATE: '',
+  /**
    * MCP tool tasks: how long a task waits for its caller's answers (`input_required`, parked: no
    * worker slot, no lease) before it fails with `input_timeout`, seconds. A day by default.
    */

@@ -172,6 +172,10 @@ const schema = z.object({
   TASKLINE_JWT_ROLE_CLAIM: z.string().min(1),
   TASKLINE_OPERATOR_INDEX_MAX: int(100),
   TASKLINE_PROMETHEUS_URL: z.union([z.literal(''), z.string().url()]),
+  TASKLINE_TRACE_URL_TEMPLATE: z.union([
+    z.literal(''),
+    z.string().url().includes('{trace_id}', { message: 'must contain {trace_id}' }),
+  ]),
   TASKLINE_INPUT_TIMEOUT_S: int(1),
   TASKLINE_WEBHOOKS: bool,
   TASKLINE_WEBHOOK_ALLOW_HTTP: bool,

@@ -1,6 +1,7 @@
 /** The admin API's task views and actions: any tenant's task, its timeline and events, cancel, requeue. */
 import type { Request, Response } from 'express';
 import { isWellFormedId, notFound, type TaskRecord } from '@taskline/engine';
+import { traceIdOf } from '@taskline/tracing';
 import { operatorOf, streamsOf, type AdminContext } from './admin-context.js';
 
 /** Events a task page's timeline reads at most. */
@@ -37,7 +38,7 @@ export async function getTask(ctx: AdminContext, req: Request, res: Response): P
     ];
   });
   res.json({
-    task: taskView(task),
+    task: taskView(task, ctx.deps.traceUrlTemplate),
     timeline,
     timeline_truncated: task.seq > TIMELINE_READ,
     input_requests: inputs,
@@ -56,16 +57,21 @@ export async function followTask(ctx: AdminContext, req: Request, res: Response)
 export async function cancelTask(ctx: AdminContext, req: Request, res: Response): Promise<void> {
   const task = await loadTask(ctx, req);
   const { outcome, task: after } = await ctx.deps.store.cancel(task.id, null, operatorOf(req));
-  res.json({ outcome, task: taskView(after) });
+  res.json({ outcome, task: taskView(after, ctx.deps.traceUrlTemplate) });
 }
 
 export async function requeueTask(ctx: AdminContext, req: Request, res: Response): Promise<void> {
   const task = await loadTask(ctx, req);
-  res.json({ task: taskView(await ctx.view.requeue(task.id, operatorOf(req))) });
+  const requeued = await ctx.view.requeue(task.id, operatorOf(req));
+  res.json({ task: taskView(requeued, ctx.deps.traceUrlTemplate) });
 }
 
-/** A task as operators see it: the record, with lease and retry details tenants are not shown. */
-function taskView(t: TaskRecord) {
+/**
+ * A task as operators see it: the record, with lease and retry details tenants are not shown, and
+ * its trace id (with a link to it when TASKLINE_TRACE_URL_TEMPLATE names the tracing UI).
+ */
+function taskView(t: TaskRecord, traceUrlTemplate = '') {
+  const traceId = traceIdOf(t.traceparent);
   return {
     id: t.id,
     tenant: t.tenant,
@@ -88,6 +94,8 @@ function taskView(t: TaskRecord) {
     status_message: t.statusMessage,
     error: t.error,
     request: t.request,
+    trace_id: traceId,
+    trace_url: traceId && traceUrlTemplate ? traceUrlTemplate.replaceAll('{trace_id}', traceId) : null,
   };
 }
 

@@ -8,6 +8,8 @@ export interface OverviewDeps {
   /** Served model ids: each gets a row even while idle. */
   models: string[];
   prometheusUrl: string;
+  /** TASKLINE_TRACE_URL_TEMPLATE: a task's trace link, `{trace_id}` in it; empty for none. */
+  traceUrlTemplate?: string;
 }
 
 /**

@@ -75,6 +75,7 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
           'ended_at',
           'expires_at',
           'status_message',
+          'trace_id',
         ].flatMap((k) => [
           h('dt', {}, k.replace(/_/g, ' ')),
           h(
@@ -84,7 +85,9 @@ export async function renderTask(view: HTMLElement, id: string, signal: AbortSig
               ? time(t[k] as number | null)
               : k === 'tenant'
                 ? h('a', { href: `#/tenants/${encodeURIComponent(t.tenant)}` }, t.tenant)
-                : String(t[k] ?? '—'),
+                : k === 'trace_id' && t.trace_url
+                  ? h('a', { href: String(t.trace_url), rel: 'noopener' }, String(t.trace_id))
+                  : String(t[k] ?? '—'),
           ),
         ]),
       ),

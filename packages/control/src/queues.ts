@@ -21,6 +21,8 @@ export interface DispatchJob {
   tenant: string;
   /** The task's attempt when dispatched: the next claim makes attempt + 1. */
   attempt: number;
+  /** The W3C traceparent of the scheduler's hand-off span, when traced: the claim continues it. */
+  traceparent?: string;
 }
 
 /**

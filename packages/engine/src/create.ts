@@ -34,6 +34,7 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
     request: JSON.stringify(input.request),
     ...(input.parent !== undefined && { parent: input.parent }),
     ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
+    ...(input.traceparent !== undefined && { traceparent: input.traceparent }),
   };
   // Asked before the record is written: the relay's index of the task comes first, so a task
   // whose scripts record deliveries is always one the relay visits.

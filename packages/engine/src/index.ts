@@ -12,7 +12,7 @@ export {
   type ResponseStatus,
   type EventInput,
 } from './response.js';
-export { RESTART_EVENT_TYPE, type RestartReason } from './restart.js';
+export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
 export { EventHub, type Subscription } from './hub.js';
 export { CallHolds } from './held.js';
 export {

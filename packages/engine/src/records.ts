@@ -59,6 +59,8 @@ export interface TaskRecord {
    * to operators only. The idempotency record itself keeps only the key's hash.
    */
   idempotencyKey: string | null;
+  /** The W3C traceparent of the span that created the task: every process's spans join its trace. */
+  traceparent: string | null;
 }
 
 export interface NewTask {
@@ -78,6 +80,8 @@ export interface NewTask {
   parent?: string;
   /** Set by `createIdempotent`: the key is kept on the record for operators (TaskRecord.idempotencyKey). */
   idempotencyKey?: string;
+  /** The W3C traceparent of the create's span, when traced (TaskRecord.traceparent). */
+  traceparent?: string;
 }
 
 export interface StoredEvent {
@@ -179,6 +183,7 @@ export function parseTask(raw: Record<string, string>): TaskRecord {
     inputDeadline: num(raw.input_deadline),
     parent: raw.parent ?? null,
     idempotencyKey: raw.idempotency_key ?? null,
+    traceparent: raw.traceparent ?? null,
   };
 }
 

@@ -402,6 +402,14 @@ export class TaskStore {
     return count ? events.slice(0, count) : events;
   }
 
+  /**
+   * The stored trace context of each task (null where none, or the task is gone), in one round
+   * trip: the scheduler joins its dispatch spans to the tasks' traces (only when tracing is on).
+   */
+  async traceparents(ids: string[]): Promise<(string | null)[]> {
+    return Promise.all(ids.map((id) => this.redis.hget(taskKeys(id).task, 'traceparent')));
+  }
+
   private async historyGone(id: string, after: number): Promise<boolean> {
     const seq = await this.redis.hget(taskKeys(id).task, 'seq');
     return seq !== null && Number(seq) > after && (await this.redis.exists(taskKeys(id).events)) === 0;

@@ -1,4 +1,5 @@
 // JSON logs, one event a line, with credentials redacted.
+import { trace } from '@opentelemetry/api';
 import { pino, type DestinationStream, type Logger as Pino } from 'pino';
 import { StdoutLines } from './stdout.js';
 
@@ -101,10 +102,22 @@ export function createLogger(
       formatters: { level: (label) => ({ level: label }) },
       // Errors are already plain objects (`scrub`); pino's own `err` serializer would drop `code`.
       serializers: { err: (err: unknown) => err },
+      mixin: traceFields,
     },
     destination,
   );
   return wrap(root);
+}
+
+/**
+ * `trace_id` and `span_id` of the span active where a line is logged (OpenTelemetry, when a
+ * service started tracing); nothing otherwise, at the cost of one lookup.
+ */
+function traceFields(): { trace_id?: string; span_id?: string } {
+  const span = trace.getActiveSpan();
+  if (!span?.isRecording()) return {};
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
 }
 
 let shared: StdoutLines | undefined;

@@ -3,6 +3,7 @@
  * tenant and its admission; and the error handler behind them all.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { incomingTrace, type IncomingTrace } from '@taskline/tracing';
 import { redisUnavailableReason, TasklineError } from '@taskline/engine';
 import type { ToolRegistry } from '@taskline/tools';
 import type { RequestOutcome } from './observe.js';
@@ -79,13 +80,30 @@ export function admitRequest(routing: McpRouting) {
         token: '',
         clientId: tenant,
         scopes: [],
-        extra: { outcome, stillAuthorized, expiresAt, tools, ...(reservation && { reservation }) },
+        extra: {
+          outcome,
+          stillAuthorized,
+          expiresAt,
+          tools,
+          trace: callTrace(req),
+          ...(reservation && { reservation }),
+        },
       };
       next();
     } catch (err) {
       refuseAdmission(err, req, res, next);
     }
   };
+}
+
+/**
+ * The trace context of a call: `params._meta.traceparent` where MCP carries it, else the W3C
+ * `traceparent`/`tracestate` headers of the HTTP request.
+ */
+function callTrace(req: Request): IncomingTrace {
+  const meta = (req.body as { params?: { _meta?: Record<string, unknown> } } | undefined)?.params?._meta;
+  const fromMeta = incomingTrace(meta);
+  return fromMeta.traceparent ? fromMeta : incomingTrace(req.headers);
 }
 
 function refuseAdmission(err: unknown, req: Request, res: Response, next: NextFunction) {

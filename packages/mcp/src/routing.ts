@@ -1,5 +1,6 @@
 /** What the `/mcp` router's parts share: its dependencies, settings and the state built once per router. */
 import type { Request, Response } from 'express';
+import type { IncomingTrace } from '@taskline/tracing';
 import type { Admission, TaskReservation } from '@taskline/admission';
 import type { Env } from '@taskline/config';
 import type { EventHub, ServedModels, TaskStore } from '@taskline/engine';
@@ -94,5 +95,7 @@ export interface RequestAuth {
     expiresAt?: number;
     /** The tools this request's tenant sees (built-in and live), read once by the admission step. */
     tools?: ToolRegistry;
+    /** The trace context a task this request creates continues (see callTrace). */
+    trace?: IncomingTrace;
   };
 }

@@ -3,6 +3,7 @@ import { createMcpHandler } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { TaskReservation } from '@taskline/admission';
 import type { ToolRegistry } from '@taskline/tools';
+import type { IncomingTrace } from '@taskline/tracing';
 import type { RequestOutcome } from './observe.js';
 import type { McpRouting } from './routing.js';
 import { buildServer } from './server.js';
@@ -21,6 +22,7 @@ export function sdkHandler(routing: Omit<McpRouting, 'sdk' | 'legacy' | 'polls'>
         tenant: ctx.authInfo?.clientId ?? '',
         reservation: ctx.authInfo?.extra?.reservation as TaskReservation | undefined,
         outcome: ctx.authInfo?.extra?.outcome as RequestOutcome | undefined,
+        trace: ctx.authInfo?.extra?.trace as IncomingTrace | undefined,
         served,
         extensions,
         observe: deps.observe,

@@ -1,5 +1,6 @@
 // The MCP 2026-07-28 server of one request: the tools and the Tasks extension's methods.
 import { z } from 'zod';
+import { recordSpan, taskAttributes, type IncomingTrace } from '@taskline/tracing';
 import {
   inputRequired,
   McpServer,
@@ -21,7 +22,14 @@ import { inlineContext } from './inline.js';
 import { SUPPORTED_VERSIONS } from './ladder.js';
 import type { McpObserver, RequestOutcome } from './observe.js';
 import { awaitToolResult, createToolTask, findToolTask, type ProgressParams } from './toolTasks.js';
-import { CLIENT_CAPABILITIES_KEY, declaresTasks, detailedTask, taskFields, TASKS_EXTENSION } from './view.js';
+import {
+  CLIENT_CAPABILITIES_KEY,
+  declaresTasks,
+  detailedTask,
+  taskFields,
+  TASKS_EXTENSION,
+  traceMeta,
+} from './view.js';
 
 export const missingTasks = () =>
   new MissingRequiredClientCapabilityError(
@@ -46,6 +54,8 @@ export interface ServerDeps {
   /** What the router's builder added beyond `tools`. */
   extensions: McpExtensions;
   observe?: McpObserver;
+  /** The trace context a task this call creates continues. */
+  trace?: IncomingTrace;
 }
 
 /** The MCP 2026-07-28 server of one request: the tools, and the Tasks extension's methods over the engine's tasks. */
@@ -105,10 +115,13 @@ export function buildServer(deps: ServerDeps): McpServer {
   );
   const updateTask = async (taskId: string, ctx: ServerContext) => {
     requireTasks(ctx);
-    await find(taskId);
+    const task = await find(taskId);
     const answers = ctx.mcpReq.inputResponses ?? {};
     try {
-      await store.provideInput(taskId, tenant, answers);
+      const { status } = await store.provideInput(taskId, tenant, answers);
+      // The last answer ends the wait: a span of the task's trace from the park (its last update).
+      if (task.status === 'input_required' && status !== 'input_required')
+        recordSpan('task.input_wait', task.traceparent, taskAttributes(task), task.updatedAt);
     } catch (err) {
       if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
       throw err;
@@ -162,7 +175,7 @@ async function callTool(
   );
   // `create` returns once the task is in Redis: any replica's tasks/get resolves it from now on.
   if (asTask) {
-    return { resultType: 'task', ...taskFields(task, poll) };
+    return { resultType: 'task', ...taskFields(task, poll), ...traceMeta(task) };
   }
   // A caller without the extension waits for the task: the work still runs durably on a worker.
   return awaitToolResult(deps.admission, task, ctx.mcpReq.signal, progressNotifier(ctx));

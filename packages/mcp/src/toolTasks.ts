@@ -8,6 +8,7 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import { ANSWER_CAPABILITIES, type ToolPlacement, type ToolResult } from '@taskline/tools';
+import type { IncomingTrace } from '@taskline/tracing';
 import type { McpObserver } from './observe.js';
 
 /** Index entries one page reads at most, live or dead: its cost is bounded whatever lies ahead. */
@@ -41,6 +42,8 @@ export interface ToolTaskAdmission {
   /** This call's place under the tenant's unfinished-task cap, taken by the router's admission step. */
   reservation?: TaskReservation;
   observe?: McpObserver;
+  /** The trace context the call carried (`_meta.traceparent`, else the HTTP headers). */
+  trace?: IncomingTrace;
 }
 
 /**
@@ -61,26 +64,33 @@ export async function createToolTask(
   deps: ToolTaskAdmission,
   capabilities: unknown,
 ): Promise<TaskRecord> {
-  const { task } = await deps.admission.create(tenant, deps.reservation ?? null, async (id) => {
-    await indexToolTask(store.redis, tenant, member(Date.now(), id));
-    const created = await store.create({
-      id,
-      fresh: true,
-      tenant,
-      kind: 'tool',
-      // The tool's own queue and restart policy (ToolPlacement); a tool worker's tasks keep the
-      // schema version they were validated against.
-      model: placement.queue,
-      onRestart: placement.onRestart,
-      request: {
-        tool,
-        arguments: args,
-        capabilities: answerCapabilities(capabilities),
-        ...(placement.version !== undefined && { version: placement.version }),
-      },
-    });
-    return { task: created, replayed: false };
-  });
+  const { task } = await deps.admission.create(
+    tenant,
+    deps.reservation ?? null,
+    async (id, traceparent) => {
+      await indexToolTask(store.redis, tenant, member(Date.now(), id));
+      const created = await store.create({
+        id,
+        fresh: true,
+        tenant,
+        kind: 'tool',
+        traceparent,
+        // The tool's own queue and restart policy (ToolPlacement); a tool worker's tasks keep the
+        // schema version they were validated against.
+        model: placement.queue,
+        onRestart: placement.onRestart,
+        request: {
+          tool,
+          arguments: args,
+          capabilities: answerCapabilities(capabilities),
+          ...(placement.version !== undefined && { version: placement.version }),
+        },
+      });
+      return { task: created, replayed: false };
+    },
+    undefined,
+    deps.trace,
+  );
   deps.observe?.taskCreated(tenant);
   return task;
 }

@@ -1,5 +1,6 @@
 // How an engine task looks on MCP: the Tasks extension's fields and capabilities.
 import type { TaskRecord, TaskStatus, TaskStore } from '@taskline/engine';
+import { traceIdOf } from '@taskline/tracing';
 
 /** MCP Tasks extension statuses (SEP-2663). */
 export type McpTaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
@@ -69,6 +70,15 @@ export const pollMs = (pollIntervalMs: number) => Math.max(1, Math.floor(pollInt
 /** The Task fields of SEP-2663, projected from the engine's record. */
 export function taskFields(task: TaskRecord, pollIntervalMs: number): Record<string, unknown> {
   return { ...taskBase(task), ttlMs: ttlMs(task), pollIntervalMs: pollMs(pollIntervalMs) };
+}
+
+/** The `_meta` key of a created task's trace id. */
+export const TRACE_ID_META = 'io.taskline/trace-id';
+
+/** The `_meta` that names a created task's trace (when traced): `io.taskline/trace-id`. */
+export function traceMeta(task: TaskRecord): Record<string, unknown> {
+  const traceId = traceIdOf(task.traceparent);
+  return traceId ? { _meta: { [TRACE_ID_META]: traceId } } : {};
 }
 
 /**

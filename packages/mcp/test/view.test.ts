@@ -32,6 +32,7 @@ const restarted = (status: 'queued' | 'loading'): TaskRecord => ({
   inputDeadline: null,
   parent: null,
   idempotencyKey: null,
+  traceparent: null,
 });
 
 test('the MCP view shows what LMSP shows: a restarted running task stays working (running)', () => {

@@ -5,6 +5,7 @@
  * What an attempt does is the service's (`run`).
  */
 import { randomUUID } from 'node:crypto';
+import { activeSpan, ATTR, contextOf, inSpan, SpanKind, taskAttributes } from '@taskline/tracing';
 import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
@@ -37,6 +38,21 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import { whenRedisAnswers } from './redis-retry.js';
+
+/**
+ * One job's attempt as a span of its task's trace: a consumer span under the scheduler's hand-off
+ * (the context the job carries). A job without one (tracing off where it was dispatched) runs
+ * untraced rather than starting a trace of its own.
+ */
+function traceAttempt(job: DispatchJob, model: string, work: () => Promise<void>): Promise<void> {
+  if (!job.traceparent) return work();
+  const attributes = taskAttributes({ id: job.taskId, tenant: job.tenant, model });
+  return inSpan(
+    'task.attempt',
+    { parent: contextOf(job.traceparent), kind: SpanKind.CONSUMER, attributes },
+    work,
+  );
+}
 
 /** A queue (a model id: `tiny-chat`, `tools`, `tool:<name>`) and the tasks of it one worker runs at once. */
 export interface QueueSlots {
@@ -232,7 +248,7 @@ export class TaskWorker {
     this.busy.set(model, (this.busy.get(model) ?? 0) + 1);
     this.reportSlots();
     try {
-      await this.execute(model, job.data);
+      await traceAttempt(job.data, model, () => this.execute(model, job.data));
     } finally {
       this.busy.set(model, (this.busy.get(model) ?? 1) - 1);
       this.reportSlots();
@@ -269,8 +285,10 @@ export class TaskWorker {
       // Made again with the same nonce while Redis is unavailable: a claim that ran though its
       // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
       const nonce = randomUUID();
-      task = await whenRedisAnswers(this.o.leaseMs, () =>
-        store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce }),
+      task = await inSpan('task.claim', {}, () =>
+        whenRedisAnswers(this.o.leaseMs, () =>
+          store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce }),
+        ),
       );
       settle(true);
     } catch (err) {
@@ -281,6 +299,7 @@ export class TaskWorker {
       return;
     }
     const attempt = task.attempt;
+    activeSpan()?.setAttribute(ATTR.attempt, attempt);
     tlog = log.child({ task: taskId, attempt });
     this.o.metrics.queueWaitSeconds.observe(
       { kind: task.kind, model },
@@ -296,8 +315,13 @@ export class TaskWorker {
     }
     const { finish, interrupted } = outcome;
     // Parked for its caller's input: the task is no longer this attempt's to write.
-    if (finish.status === 'parked') tlog.info('attempt_parked');
-    else await this.commit(task, attempt, finish, reason, tlog, interrupted);
+    if (finish.status === 'parked') {
+      activeSpan()?.setAttribute(ATTR.outcome, 'parked');
+      tlog.info('attempt_parked');
+    } else
+      await inSpan('task.finish', { attributes: { [ATTR.outcome]: finish.status } }, () =>
+        this.commit(task, attempt, finish, reason, tlog, interrupted),
+      );
   }
 
   /** Renews the attempt's lease every third of it; a cancel or a lost lease seen there stops it. */
@@ -336,7 +360,9 @@ export class TaskWorker {
     tlog: Logger,
   ): Promise<{ finish: RunOutcome; interrupted: boolean }> {
     try {
-      const finish = await this.o.run({ task, attempt: task.attempt, signal, store: this.o.store }, model);
+      const finish = await inSpan('task.run', { attributes: { [ATTR.attempt]: task.attempt } }, () =>
+        this.o.run({ task, attempt: task.attempt, signal, store: this.o.store }, model),
+      );
       return { finish, interrupted: false };
     } catch (err) {
       const workerFault = this.o.workerFault?.(err, model) ?? false;

@@ -96,6 +96,8 @@ export async function rpc(
     name?: string;
     token?: string;
     headers?: Record<string, string>;
+    /** More `_meta` entries (say `traceparent`). */
+    meta?: Record<string, unknown>;
   } = {},
 ): Promise<RpcReply> {
   const id = nextId++;
@@ -110,6 +112,7 @@ export async function rpc(
         'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
         'io.modelcontextprotocol/clientCapabilities':
           opts.capabilities ?? (opts.tasks === false ? {} : { elicitation: {}, extensions: { [TASKS]: {} } }),
+        ...opts.meta,
       },
     },
   };

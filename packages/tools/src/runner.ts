@@ -14,6 +14,7 @@ import {
   type TaskRunner,
   type TaskStore,
 } from '@taskline/engine';
+import { activeSpan, traceparentOf } from '@taskline/tracing';
 import {
   ToolFailure,
   type GenerateOutcome,
@@ -280,6 +281,8 @@ async function generateChild(
       onRestart: 'retry',
       request: body,
       parent: parent.id,
+      // A child of the tool task's trace: its spans sit under the attempt that asked for it.
+      traceparent: traceparentOf(activeSpan()),
     },
     `tool:${parent.id}:${n}`,
     JSON.stringify(body),

@@ -101,6 +101,7 @@ function mountOperatorConsole(app: Express, core: ApiCore, followTask: FollowTas
       requestBurst: env.TASKLINE_RATE_LIMIT_BURST,
     },
     prometheusUrl: env.TASKLINE_PROMETHEUS_URL,
+    traceUrlTemplate: env.TASKLINE_TRACE_URL_TEMPLATE,
     retentionMs: env.TASKLINE_TASK_RETENTION_S * 1000,
     // LMSP's own: the console's wrong methods answer as LMSP's do, in the api's problem+json.
     methodNotAllowed,

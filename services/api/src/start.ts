@@ -1,5 +1,6 @@
 // Starts the api service from the environment.
 import { loadEnv } from '@taskline/config';
+import { startTracing } from '@taskline/tracing';
 import {
   checkDurability,
   connectRedis,
@@ -24,6 +25,7 @@ export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const env = loadEnv();
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
+  const tracing = startTracing('taskline-api');
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
@@ -67,6 +69,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
         metrics.close();
         api.hub.close();
         redis.disconnect();
+        await tracing.shutdown();
         process.exit(0);
       });
   };

@@ -1,5 +1,6 @@
 // Starts the gpu-worker service from the environment; resolves once it is ready.
 import { randomUUID } from 'node:crypto';
+import { startTracing } from '@taskline/tracing';
 import { join } from 'node:path';
 import { loadEnv } from '@taskline/config';
 import { controlSecurityFromEnv } from '@taskline/control';
@@ -41,6 +42,7 @@ export async function startWorker(
   // Before Redis: a worker with no control-plane credential would only be refused.
   const security = controlSecurityFromEnv(env, 'worker');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
+  const tracing = startTracing('taskline-worker');
   const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -119,6 +121,7 @@ export async function startWorker(
     metrics.close();
     hub.close();
     redis.disconnect();
+    await tracing.shutdown();
     process.exit(0);
   };
 

@@ -13,9 +13,13 @@ import { ModelThreadDiedError, type ModelBackend, type ModelLease } from '@taskl
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import { TaskWorker } from '@taskline/task-worker';
+import { inSpan, timeGeneration } from '@taskline/tracing';
 import { createResponseRunner, FlushClock } from './response.js';
 
 export { shareSlots } from '@taskline/task-worker';
+
+/** The token counts of a response's `usage`: what its prefill and decode spans carry. */
+type TokenUsage = { input_tokens?: number; output_tokens?: number };
 
 export interface GpuWorkerOptions {
   id: string;
@@ -107,22 +111,27 @@ export class GpuWorker {
       if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
       return this.o.toolRunner.run(ctx);
     }
-    const lease = await this.o.acquire(task.model).catch((err: unknown) => {
-      throw new ModelLoadError(err instanceof Error ? err.message : String(err), { cause: err });
-    });
+    const lease = await inSpan('task.model_load', {}, () =>
+      this.o.acquire(task.model).catch((err: unknown) => {
+        throw new ModelLoadError(err instanceof Error ? err.message : String(err), { cause: err });
+      }),
+    );
     try {
       if (signal.aborted) return { status: 'cancelled', result: emptyResponse(task, 'cancelled') };
       if (task.status !== 'running') await store.start(task.id, attempt, task.shownStatus);
       const { metrics } = this.o;
-      return await createResponseRunner(lease.model, {
+      const timed = timeGeneration();
+      const outcome = await createResponseRunner(lease.model, {
         clock: this.flushClock,
         retryUnavailableMs: this.o.leaseMs,
         // A retried attempt observes its first token again, from creation: what its client waited.
-        onFirstToken: () =>
+        onFirstToken: () => {
+          timed.firstToken();
           metrics.timeToFirstTokenSeconds.observe(
             { model },
             Math.max(0, (Date.now() - task.createdAt) / 1000),
-          ),
+          );
+        },
         // Counted as made, not at the attempt's end: a long generation shows as a steady rate.
         onTokens: (count) =>
           metrics.outputTokensTotal.inc({ model, tenant: metrics.tenant(task.tenant) }, count),
@@ -131,6 +140,10 @@ export class GpuWorker {
             metrics.outputTokensPerSecond.observe({ model }, (tokens - 1) / secondsAfterFirst);
         },
       }).run(ctx);
+      timed.end(
+        'result' in outcome ? (outcome.result as { usage?: TokenUsage } | undefined)?.usage : undefined,
+      );
+      return outcome;
     } finally {
       await lease.release();
     }

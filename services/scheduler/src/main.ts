@@ -1,5 +1,6 @@
 // The scheduler's entry: connects Redis and metrics, runs one replica.
 import { randomUUID } from 'node:crypto';
+import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
 import {
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
   // Before Redis: a control plane open to any caller is refused at once.
   const security = controlSecurityFromEnv(env, 'scheduler');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
+  const tracing = startTracing('taskline-scheduler');
   const id = `sched-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -81,6 +83,7 @@ async function main(): Promise<void> {
     await metricsServer.close();
     metrics.close();
     redis.disconnect();
+    await tracing.shutdown();
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

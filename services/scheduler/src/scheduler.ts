@@ -1,5 +1,15 @@
 // One scheduler replica: leadership, dispatch and the sweeps, each a loop.
 import { Queue } from 'bullmq';
+import {
+  ATTR,
+  contextOf,
+  inSpan,
+  SpanKind,
+  taskAttributes,
+  traceparentOf,
+  recordSpan,
+  tracingOn,
+} from '@taskline/tracing';
 import type { Redis } from 'ioredis';
 import {
   startControlServer,
@@ -25,6 +35,7 @@ import {
   writeWorkerSnapshot,
   type FairShareOptions,
   type Pick,
+  type Recovered,
   type RedisTarget,
   type SweepFailed,
   type SweptTask,
@@ -307,7 +318,9 @@ export class Scheduler {
     if (!picks?.length) return 0;
     // Every pick's writes go out together (one round trip each step, not one per pick), and the
     // queued ones leave the in-flight index in one command.
-    const queued = await Promise.all(picks.map((pick) => this.queuePick(model, pick)));
+    // Traced, each pick's spans join its task's trace (its stored context: one read, picks alike).
+    const traces = tracingOn() ? await this.o.store.traceparents(picks.map((pick) => pick.id)) : [];
+    const queued = await Promise.all(picks.map((pick, i) => this.queuePick(model, pick, traces[i])));
     const handed = picks.filter((_, i) => queued[i]).map((pick) => pick.id);
     await handedOver(this.o.redis, handed);
     const count = handed.length;
@@ -321,10 +334,31 @@ export class Scheduler {
    * the running set itself). A pick without a state stays in flight for the reconciler to offer
    * again with one (see pickFair).
    */
-  private async queuePick(model: string, pick: Pick): Promise<boolean> {
+  private async queuePick(model: string, pick: Pick, traceparent?: string | null): Promise<boolean> {
     const state = pick.state;
     if (!state) return false;
-    const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt };
+    if (!traceparent) return this.addJob(model, pick, state);
+    const attributes = taskAttributes({
+      id: pick.id,
+      tenant: pick.tenant,
+      model,
+      attempt: state.attempt + 1,
+    });
+    return inSpan('task.dispatch', { parent: contextOf(traceparent), attributes }, () =>
+      inSpan('task.handoff', { kind: SpanKind.PRODUCER, attributes }, (span) =>
+        this.addJob(model, pick, state, traceparentOf(span)),
+      ),
+    );
+  }
+
+  /** The BullMQ job of a pick (its hand-off to the workers), carrying the hand-off span's context. */
+  private async addJob(
+    model: string,
+    pick: Pick,
+    state: NonNullable<Pick['state']>,
+    traceparent?: string,
+  ): Promise<boolean> {
+    const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt, traceparent };
     await this.queue(model).add('run', job, {
       jobId: dispatchJobId({ id: pick.id, ...state }),
       removeOnComplete: true,
@@ -333,6 +367,18 @@ export class Scheduler {
     const bound = this.waitingBound.get(model);
     if (bound !== undefined) this.waitingBound.set(model, bound + 1);
     return true;
+  }
+
+  /** Each restart as a span of its task's trace (its outcome and policy; the lapsed attempt ended). */
+  private async traceRestarts(recovered: Recovered[]): Promise<void> {
+    const traces = await this.o.store.traceparents(recovered.map((r) => r.id));
+    recovered.forEach((r, i) =>
+      recordSpan('task.restart', traces[i], {
+        [ATTR.taskId]: r.id,
+        [ATTR.policy]: r.policy,
+        [ATTR.outcome]: r.status,
+      }),
+    );
   }
 
   /** How a sweep reports a task it skipped (its step failed): logged; the next round tries again. */
@@ -344,6 +390,7 @@ export class Scheduler {
     const timedOut = await this.o.store.sweepInputDeadlines(undefined, this.skipped('input_deadlines'));
     if (timedOut.length) this.o.log.info('input_timed_out', { tasks: timedOut });
     const recovered = await this.o.store.sweepLeases(undefined, this.skipped('leases'));
+    if (tracingOn()) await this.traceRestarts(recovered);
     for (const r of recovered) {
       this.o.metrics.leasesExpiredTotal.inc();
       this.o.metrics.restartPoliciesAppliedTotal.inc({ kind: r.kind, policy: r.policy });

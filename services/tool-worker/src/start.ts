@@ -1,5 +1,6 @@
 // Starts a tool worker: checks its tools, then serves them from their queues and keeps them announced.
 import { randomUUID } from 'node:crypto';
+import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import {
   connectRedis,
@@ -131,6 +132,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   // Before Redis: a worker with no control-plane credential would only be refused.
   const security = controlSecurityFromEnv(env, 'worker');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
+  const tracing = startTracing('taskline-tool-worker', options.env);
   const id = env.TASKLINE_WORKER_ID || `tool-worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
@@ -182,6 +184,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     metrics.close();
     hub.close();
     redis.disconnect();
+    await tracing.shutdown();
     process.exit(0);
   };
   worker = new TaskWorker({

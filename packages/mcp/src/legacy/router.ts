@@ -15,7 +15,15 @@ import { rpcError } from '../rpc.js';
 /** What every 2025-era request runs with: a call's engine and admission, and the sessions. */
 export interface LegacyDeps extends Omit<
   LegacyCall,
-  'tenant' | 'session' | 'clientCapabilities' | 'res' | 'id' | 'reservation' | 'stillAuthorized' | 'expiresAt'
+  | 'tenant'
+  | 'session'
+  | 'clientCapabilities'
+  | 'res'
+  | 'id'
+  | 'reservation'
+  | 'stillAuthorized'
+  | 'expiresAt'
+  | 'trace'
 > {
   sessions: LegacySessions;
   relay: LegacyRelay;
@@ -52,7 +60,7 @@ export async function serveLegacy(
   req: Request,
   res: Response,
   tenant: string,
-  request: Pick<LegacyCall, 'reservation' | 'stillAuthorized' | 'expiresAt'> = {},
+  request: Pick<LegacyCall, 'reservation' | 'stillAuthorized' | 'expiresAt' | 'trace'> = {},
 ): Promise<void> {
   const body = req.body as Message | Message[] | undefined;
   if (req.method === 'POST' && refusedMediaTypes(req, res)) return;
@@ -92,7 +100,7 @@ export async function serveLegacy(
     res.status(202).end(); // Other notifications (initialized...) need nothing from this server.
     return;
   }
-  const { reservation, stillAuthorized, expiresAt } = request;
+  const { reservation, stillAuthorized, expiresAt, trace } = request;
   const call = {
     ...deps,
     tenant,
@@ -103,6 +111,7 @@ export async function serveLegacy(
     reservation,
     stillAuthorized,
     expiresAt,
+    trace,
   };
   if (typeof body.method === 'string' && (await serveLegacyTaskMethod(call, body.method, body.params ?? {})))
     return;

@@ -1,5 +1,6 @@
 // The 2025-11-25 experimental tasks over the engine's tasks: get, result, list, cancel.
 import { randomBytes } from 'node:crypto';
+import type { IncomingTrace } from '@taskline/tracing';
 import type { Response } from 'express';
 import {
   isTerminal,
@@ -17,6 +18,7 @@ import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '..
 import { progressReply } from './progress.js';
 import { rateLimited, rpcError } from '../rpc.js';
 import { openEventStream, streamFailed, type StillAuthorized, type StreamSettings } from '../stream.js';
+import { traceMeta } from '../view.js';
 import { cancelUnlessEnded, type LegacyCallCancels, type RequestId } from './cancel.js';
 import { legacyTask, RELATED_TASK } from './wire.js';
 
@@ -45,6 +47,8 @@ export interface LegacyCall {
   /** When the request's JWT stops being accepted: a `tasks/result` stream is closed then (see openEventStream). */
   expiresAt?: number;
   observe?: McpObserver;
+  /** The trace context a task this call creates continues. */
+  trace?: IncomingTrace;
 }
 
 /** Page size of `tasks/list`. */
@@ -156,7 +160,7 @@ async function callTool(call: LegacyCall, tool: ToolDefinition, params: Record<s
     call,
     augmented ? call.clientCapabilities : undefined,
   );
-  if (augmented) return reply(call, { task: legacyTask(task, call.poll) });
+  if (augmented) return reply(call, { task: legacyTask(task, call.poll), ...traceMeta(task) });
   // MCP 2025-11-25 Cancellation: the request's `notifications/cancelled`, on any replica, cancels its task.
   const tie = await call.cancels.track(call.session, call.id as RequestId, task.id);
   const answer = progressReply(call.res, call.id, params._meta);

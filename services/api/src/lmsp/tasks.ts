@@ -12,6 +12,7 @@ import {
   type OnRestart,
   type TaskRecord,
 } from '@taskline/engine';
+import { incomingTrace } from '@taskline/tracing';
 import type { ApiCore } from '../core.js';
 import { tenantOf, type Reservations } from './gate.js';
 import {
@@ -78,12 +79,15 @@ export async function createTask(
   const { task } = await admission.create(
     tenant,
     reservations.get(req) ?? null,
-    async (id) =>
+    async (id, traceparent) =>
       key
-        ? store.createIdempotent({ ...input, id, fresh: true }, key, print)
-        : { task: await store.create({ ...input, id, fresh: true }), replayed: false },
+        ? store.createIdempotent({ ...input, id, fresh: true, traceparent }, key, print)
+        : { task: await store.create({ ...input, id, fresh: true, traceparent }), replayed: false },
     key ? () => store.findIdempotent(tenant, key, print) : undefined,
+    incomingTrace(req.headers),
   );
+  // The task's trace id goes back as W3C Trace Context Level 2's `traceresponse` header.
+  if (task.traceparent) req.res?.setHeader('traceresponse', task.traceparent);
   return task;
 }
 

@@ -1,0 +1,169 @@
+// A task's spans: its stored trace context, the attributes every span carries, spans run around work.
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+} from '@opentelemetry/api';
+
+export { SpanKind, type Span, type Context } from '@opentelemetry/api';
+
+/** Attribute names of a task's spans; values are ids and counts, never prompt or output text. */
+export const ATTR = {
+  taskId: 'taskline.task.id',
+  tenant: 'taskline.tenant',
+  model: 'taskline.model',
+  attempt: 'taskline.attempt',
+  inputTokens: 'gen_ai.usage.input_tokens',
+  outputTokens: 'gen_ai.usage.output_tokens',
+  outcome: 'taskline.outcome',
+  policy: 'taskline.restart.policy',
+} as const;
+
+/** The one tracer of the process: the no-op one until `startTracing` registers a provider. */
+export function tracer() {
+  return trace.getTracer('taskline');
+}
+
+/** The span active here (undefined when none records): work adds what it learns to it. */
+export function activeSpan(): Span | undefined {
+  const span = trace.getActiveSpan();
+  return span?.isRecording() ? span : undefined;
+}
+
+/** A task's identifying attributes. */
+export function taskAttributes(task: {
+  id: string;
+  tenant: string;
+  model: string;
+  attempt?: number;
+}): Attributes {
+  return {
+    [ATTR.taskId]: task.id,
+    [ATTR.tenant]: task.tenant,
+    [ATTR.model]: task.model,
+    ...(task.attempt !== undefined && { [ATTR.attempt]: task.attempt }),
+  };
+}
+
+/** The context a W3C `traceparent` (and `tracestate`) names, over the root context. */
+export function contextOf(traceparent: string | null | undefined, tracestate?: string | null): Context {
+  if (!traceparent) return ROOT_CONTEXT;
+  const carrier: Record<string, string> = { traceparent };
+  if (tracestate) carrier.tracestate = tracestate;
+  return propagation.extract(ROOT_CONTEXT, carrier);
+}
+
+/** The W3C `traceparent` of a recording span, to store or send on; undefined when not traced. */
+export function traceparentOf(span: Span | undefined): string | undefined {
+  if (!span?.isRecording()) return undefined;
+  const carrier: Record<string, string> = {};
+  propagation.inject(trace.setSpan(ROOT_CONTEXT, span), carrier);
+  return carrier.traceparent;
+}
+
+/** The trace id a `traceparent` names (its second field). */
+export function traceIdOf(traceparent: string | null | undefined): string | null {
+  return traceparent ? (traceparent.split('-')[1] ?? null) : null;
+}
+
+/**
+ * A span recorded once its work is over (its start known only then: a restart, an input wait),
+ * under a task's stored context; nothing when the task has none.
+ */
+export function recordSpan(
+  name: string,
+  traceparent: string | null | undefined,
+  attributes: Attributes,
+  startTime: number = Date.now(),
+): void {
+  if (!traceparent) return;
+  tracer().startSpan(name, { startTime, attributes }, contextOf(traceparent)).end();
+}
+
+let on = false;
+
+/** Whether `startTracing` turned tracing on: callers skip work only tracing needs (a Redis read). */
+export function tracingOn(): boolean {
+  return on;
+}
+
+/** Set by `startTracing` alone. */
+export function markTracingOn(): void {
+  on = true;
+}
+
+export interface SpanOptions {
+  /** The parent; the active context when left out. */
+  parent?: Context;
+  attributes?: Attributes;
+  kind?: SpanKind;
+}
+
+/**
+ * Runs `work` in a new span made active for it, and ends the span when `work` settles; a failure
+ * is recorded as the span's error status (its code, no message: messages may quote input).
+ */
+export async function inSpan<T>(
+  name: string,
+  options: SpanOptions,
+  work: (span: Span) => Promise<T>,
+): Promise<T> {
+  const parent = options.parent ?? context.active();
+  const span = tracer().startSpan(name, { attributes: options.attributes, kind: options.kind }, parent);
+  try {
+    return await context.with(trace.setSpan(parent, span), () => work(span));
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : 'error' });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/** The W3C trace context a caller sent (HTTP headers, or MCP's `_meta`). */
+export interface IncomingTrace {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+/**
+ * The trace context in `traceparent`/`tracestate` fields of headers or an MCP `_meta` object; a
+ * field that is not one string is ignored (W3C Trace Context: a malformed one starts a new trace).
+ */
+export function incomingTrace(carrier: Record<string, unknown> | undefined | null): IncomingTrace {
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  return { traceparent: text(carrier?.traceparent), tracestate: text(carrier?.tracestate) };
+}
+
+/**
+ * Times one generation's prefill (start to first token) and decode (first token to end); `end`
+ * records both as spans under the context active at the start, with the token counts known only
+ * then (the usage of the result). Nothing is recorded when tracing is off.
+ */
+export function timeGeneration(): {
+  firstToken(): void;
+  end(usage: { input_tokens?: number; output_tokens?: number } | undefined): void;
+} {
+  const parent = context.active();
+  const startedAt = Date.now();
+  let firstAt: number | undefined;
+  return {
+    firstToken: () => void (firstAt ??= Date.now()),
+    end: (usage) => {
+      if (!on) return;
+      const endAt = Date.now();
+      const decodeFrom = firstAt ?? endAt;
+      const attributes = { [ATTR.inputTokens]: usage?.input_tokens ?? 0 };
+      tracer().startSpan('task.prefill', { startTime: startedAt, attributes }, parent).end(decodeFrom);
+      const produced = { [ATTR.outputTokens]: usage?.output_tokens ?? 0 };
+      tracer().startSpan('task.decode', { startTime: decodeFrom, attributes: produced }, parent).end(endAt);
+    },
+  };
+}

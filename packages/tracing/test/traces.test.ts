@@ -1,0 +1,293 @@
+/**
+ * One trace per task across real processes: an api, a scheduler and gpu-workers export to an
+ * OTLP/HTTP receiver in this test (the real exporter's JSON), and each task's spans come from all
+ * three with the right parents, carry the task's attributes, and never its prompt text.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { Stack, until, type ApiService } from '@taskline/testing';
+import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
+import { pollTask, rpc } from '@taskline/test-support/mcp';
+import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
+
+const KEY = 'trace-key-0123456789';
+const ADMIN_KEY = 'trace-admin-key-0123456789';
+/** Text that must appear in no span: each prompt is marked with it. */
+const SECRET = 'zebra-marmalade';
+
+let receiver: OtlpReceiver;
+let stack: Stack;
+let api: ApiService;
+
+before(async () => {
+  receiver = await OtlpReceiver.start();
+  stack = await Stack.start({
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test',
+      TASKLINE_API_KEYS: `tenant-t:${KEY}`,
+      TASKLINE_ADMIN_KEYS: ADMIN_KEY,
+      TASKLINE_TRACE_URL_TEMPLATE: 'https://traces.example/trace/{trace_id}',
+      TASKLINE_LOG_LEVEL: 'info',
+      TASKLINE_LEASE_MS: '1500',
+      TASKLINE_RECOVERY_INTERVAL_MS: '200',
+    },
+    workers: 1,
+    apis: 1,
+    // The conformance fixtures beside the built-in tools: `confirm_delete` asks for input.
+    entries: FIXTURE_ENTRIES,
+  });
+  api = stack.apis[0]!;
+});
+after(async () => {
+  await stack.stop();
+  await receiver.close();
+});
+
+/** A caller's own trace context: the task's trace continues it. */
+function callerContext() {
+  const traceId = randomBytes(16).toString('hex');
+  const spanId = randomBytes(8).toString('hex');
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+async function createLmsp(traceparent: string, input: Record<string, unknown>) {
+  const res = await fetch(`${api.base}/lmsp/v1/tasks`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, traceparent },
+    body: JSON.stringify({ type: 'response', input: { model: 'tiny-chat', ...input }, on_restart: 'retry' }),
+  });
+  assert.equal(res.status, 202);
+  return { task: (await res.json()) as { id: string }, traceresponse: res.headers.get('traceresponse') };
+}
+
+async function lmspEnded(id: string): Promise<void> {
+  await until(
+    `task ${id} to end`,
+    async () => {
+      const res = await fetch(`${api.base}/lmsp/v1/tasks/${id}`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+      const task = (await res.json()) as { status: string };
+      return ['succeeded', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
+    },
+    90_000,
+  );
+}
+
+/**
+ * Waits for spans named `names` in the trace (a name twice: two such spans), then returns the
+ * trace. Spans leave each process as they end, a parent after its children.
+ */
+async function spansOf(traceId: string, names: string[]): Promise<ReceivedSpan[]> {
+  const wanted = new Map<string, number>();
+  for (const n of names) wanted.set(n, (wanted.get(n) ?? 0) + 1);
+  return until(
+    `spans ${names.join(', ')} in trace ${traceId}`,
+    () => {
+      const spans = receiver.trace(traceId);
+      const enough = [...wanted].every(([n, count]) => spans.filter((s) => s.name === n).length >= count);
+      return enough ? spans : undefined;
+    },
+    30_000,
+  ).catch((err: unknown) => {
+    const seen = receiver.trace(traceId).map((s) => `${s.service}:${s.name}`);
+    throw new Error(`${String(err)}; seen ${seen.join(' ')}`);
+  });
+}
+
+const named = (spans: ReceivedSpan[], name: string, where: (s: ReceivedSpan) => boolean = () => true) => {
+  const found = spans.filter((s) => s.name === name && where(s));
+  assert.ok(found.length > 0, `a ${name} span`);
+  return found;
+};
+const parentOf = (spans: ReceivedSpan[], span: ReceivedSpan) =>
+  spans.find((s) => s.spanId === span.parentSpanId);
+
+function assertNoPromptText(): void {
+  for (const body of receiver.bodies)
+    assert.ok(!body.includes(SECRET), 'no prompt text in any exported span');
+}
+
+/** The chain from the api's create through the scheduler's hand-off to one worker attempt. */
+function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: string): ReceivedSpan[] {
+  const [create] = named(spans, 'task.create', (s) => s.attributes['taskline.task.id'] === taskId);
+  assert.equal(create!.service, 'taskline-api');
+  if (callerSpanId) assert.equal(create!.parentSpanId, callerSpanId, 'the create continues the caller');
+  assert.equal(create!.attributes['taskline.tenant'], 'tenant-t');
+  const dispatches = named(spans, 'task.dispatch', (s) => s.attributes['taskline.task.id'] === taskId);
+  for (const d of dispatches) {
+    assert.equal(d.service, 'taskline-scheduler');
+    assert.equal(d.parentSpanId, create!.spanId, 'each dispatch sits under the create');
+  }
+  const attempts = named(spans, 'task.attempt', (s) => s.attributes['taskline.task.id'] === taskId);
+  for (const a of attempts) {
+    assert.equal(a.service, 'taskline-worker');
+    const handoff = parentOf(spans, a)!;
+    assert.equal(handoff.name, 'task.handoff', 'an attempt continues the hand-off of its job');
+    assert.equal(handoff.service, 'taskline-scheduler');
+    assert.ok(dispatches.some((d) => d.spanId === handoff.parentSpanId));
+    assert.equal(typeof a.attributes['taskline.attempt'], 'number');
+    assert.equal(a.attributes['taskline.model'], create!.attributes['taskline.model']);
+    // An attempt that parked for its caller's input ends without a finish: the task is not its to end.
+    const steps =
+      a.attributes['taskline.outcome'] === 'parked'
+        ? ['task.claim', 'task.run']
+        : ['task.claim', 'task.run', 'task.finish'];
+    for (const step of steps)
+      assert.ok(
+        spans.some((s) => s.name === step && s.parentSpanId === a.spanId),
+        `${step} under the attempt`,
+      );
+  }
+  return attempts;
+}
+
+test('an LMSP task is one trace from the caller through the api, the scheduler and the worker', async () => {
+  const caller = callerContext();
+  const { task, traceresponse } = await createLmsp(caller.traceparent, {
+    input: `Say hello. ${SECRET}`,
+    max_output_tokens: 8,
+  });
+  assert.equal(traceresponse?.split('-')[1], caller.traceId, 'the api returns the trace id');
+  await lmspEnded(task.id);
+  // The console's task page shows it, linked through TASKLINE_TRACE_URL_TEMPLATE.
+  const admin = await fetch(`${api.base}/admin/v1/tasks/${task.id}`, {
+    headers: { authorization: `Bearer ${ADMIN_KEY}` },
+  });
+  const view = ((await admin.json()) as { task: Record<string, unknown> }).task;
+  assert.equal(view.trace_id, caller.traceId);
+  assert.equal(view.trace_url, `https://traces.example/trace/${caller.traceId}`);
+  const spans = await spansOf(caller.traceId, ['task.create', 'task.attempt', 'task.decode']);
+  const [attempt] = assertTaskChain(spans, task.id, caller.spanId);
+  const run = spans.find((s) => s.name === 'task.run' && s.parentSpanId === attempt!.spanId)!;
+  const [prefill] = named(spans, 'task.prefill', (s) => s.parentSpanId === run.spanId);
+  const [decode] = named(spans, 'task.decode', (s) => s.parentSpanId === run.spanId);
+  assert.ok(Number(prefill!.attributes['gen_ai.usage.input_tokens']) > 0);
+  assert.ok(Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0);
+  named(spans, 'task.model_load', (s) => s.parentSpanId === run.spanId);
+  named(spans, 'task.admission');
+  assert.deepEqual(
+    new Set(spans.map((s) => s.service)),
+    new Set(['taskline-api', 'taskline-scheduler', 'taskline-worker']),
+  );
+  assertNoPromptText();
+});
+
+test('the OpenAI route continues the caller’s trace and returns its id', async () => {
+  const caller = callerContext();
+  const res = await fetch(`${api.base}/lmsp/v1/responses`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${KEY}`,
+      traceparent: caller.traceparent,
+    },
+    body: JSON.stringify({
+      model: 'tiny-chat',
+      input: `Hi. ${SECRET}`,
+      max_output_tokens: 4,
+      background: true,
+    }),
+  });
+  assert.equal(res.status, 202, 'a background response is accepted');
+  const { id } = (await res.json()) as { id: string };
+  assert.equal(res.headers.get('traceresponse')?.split('-')[1], caller.traceId);
+  const taskId = `task_${id.slice('resp_'.length)}`;
+  await lmspEnded(taskId);
+  const spans = await spansOf(caller.traceId, ['task.create', 'task.attempt']);
+  assertTaskChain(spans, taskId, caller.spanId);
+  assertNoPromptText();
+});
+
+test('an MCP tool task and its child generation are one trace (_meta.traceparent)', async () => {
+  const caller = callerContext();
+  const reply = await rpc(
+    `${api.base}/mcp`,
+    'tools/call',
+    { name: 'generate', arguments: { model: 'tiny-chat', input: `Say hi. ${SECRET}`, max_output_tokens: 6 } },
+    { token: KEY, meta: { traceparent: caller.traceparent } },
+  );
+  const created = reply.message.result as { taskId: string; _meta?: Record<string, unknown> };
+  assert.ok(created?.taskId, JSON.stringify(reply.message));
+  assert.equal(created._meta?.['io.taskline/trace-id'], caller.traceId);
+  await pollTask(`${api.base}/mcp`, created.taskId, (t: { status: string }) => t.status === 'completed', {
+    token: KEY,
+    timeoutMs: 90_000,
+  });
+  // Two of each: the tool task's and its child's.
+  const both = ['task.create', 'task.attempt', 'task.attempt', 'task.finish', 'task.finish', 'task.prefill'];
+  const spans = await spansOf(caller.traceId, both);
+  const [toolAttempt] = assertTaskChain(spans, created.taskId, caller.spanId);
+  const toolRun = spans.find((s) => s.name === 'task.run' && s.parentSpanId === toolAttempt!.spanId)!;
+  // The child's trace context is the tool task's run: its dispatch sits under it.
+  const childDispatch = named(spans, 'task.dispatch', (s) => s.parentSpanId === toolRun.spanId);
+  const childId = String(childDispatch[0]!.attributes['taskline.task.id']);
+  assert.notEqual(childId, created.taskId);
+  const childAttempts = named(spans, 'task.attempt', (s) => s.attributes['taskline.task.id'] === childId);
+  assert.equal(childAttempts[0]!.service, 'taskline-worker');
+  named(spans, 'task.decode');
+  assertNoPromptText();
+});
+
+test('an input-required wait is a span of the task’s trace, from the park to the answer', async () => {
+  const caller = callerContext();
+  const url = `${api.base}/mcp`;
+  const created = await rpc(
+    url,
+    'tools/call',
+    { name: 'confirm_delete', arguments: { path: '/x' } },
+    { token: KEY, meta: { traceparent: caller.traceparent } },
+  );
+  const taskId = (created.message.result as { taskId: string }).taskId;
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'input_required', { token: KEY });
+  await rpc(
+    url,
+    'tasks/update',
+    { taskId, inputResponses: { confirm: { action: 'accept', content: { confirm: 'yes' } } } },
+    { token: KEY },
+  );
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'completed', { token: KEY });
+  const spans = await spansOf(caller.traceId, ['task.input_wait', 'task.attempt', 'task.attempt']);
+  const [wait] = named(spans, 'task.input_wait');
+  assert.equal(wait!.service, 'taskline-api');
+  assert.equal(wait!.attributes['taskline.task.id'], taskId);
+  assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
+  // The attempt that parked and the one the answer queued, both in the trace.
+  assert.ok(assertTaskChain(spans, taskId, caller.spanId).length >= 2);
+});
+
+test('a task restarted after its worker is SIGKILLed stays one trace, the restart in it', async () => {
+  const caller = callerContext();
+  const slow = stack.worker({ TASKLINE_WORKER_MIN_STEP_MS: '200' });
+  await slow.up;
+  // The first worker stops taking work: the slow one runs the task, then dies.
+  await stack.workers[0]!.stop();
+  const { task } = await createLmsp(caller.traceparent, {
+    input: `Tell me a long story about the sea. ${SECRET}`,
+    seed: 22,
+    temperature: 2,
+    max_output_tokens: 40,
+  });
+  await spansOf(caller.traceId, ['task.claim']);
+  await slow.kill('SIGKILL');
+  const fresh = stack.worker();
+  await fresh.up;
+  await lmspEnded(task.id);
+  const spans = await spansOf(caller.traceId, ['task.restart', 'task.attempt']);
+  const [restart] = named(spans, 'task.restart');
+  assert.equal(restart!.service, 'taskline-scheduler');
+  assert.equal(restart!.attributes['taskline.task.id'], task.id);
+  assert.equal(restart!.attributes['taskline.restart.policy'], 'retry');
+  const create = spans.find((s) => s.name === 'task.create')!;
+  assert.equal(restart!.parentSpanId, create.spanId, 'the restart sits under the task');
+  assert.ok(named(spans, 'task.dispatch').length >= 2, 'dispatched again after the restart');
+  const attempts = assertTaskChain(spans, task.id, caller.spanId);
+  assert.ok(
+    attempts.some((a) => Number(a.attributes['taskline.attempt']) >= 2),
+    'a later attempt finished it',
+  );
+  assertNoPromptText();
+});
