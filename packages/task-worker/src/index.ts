@@ -7,4 +7,4 @@ export {
   type AttemptRunner,
 } from './task-worker.js';
 export { whenRedisAnswers } from './redis-retry.js';
-export { exitRefused, workerReadiness } from './process.js';
+export { closeAndExit, exitRefused, workerReadiness, type WorkerResources } from './process.js';

@@ -23,3 +23,22 @@ export function workerReadiness(worker: () => { registered: boolean } | null, re
     return (await redisAnswers(redis)) ? null : 'Redis is unreachable';
   };
 }
+
+/** What a worker process holds open besides its queues: closed in this order once it has drained. */
+export interface WorkerResources {
+  metricsServer: { close(): Promise<void> };
+  metrics: { close(): void };
+  hub: { close(): void };
+  redis: Redis;
+  tracing: { shutdown(): Promise<void> };
+}
+
+/** Closes a drained worker's metrics listener, hub, Redis and tracing (its spans flushed), then exits 0. */
+export async function closeAndExit(r: WorkerResources): Promise<void> {
+  await r.metricsServer.close();
+  r.metrics.close();
+  r.hub.close();
+  r.redis.disconnect();
+  await r.tracing.shutdown();
+  process.exit(0);
+}

@@ -25,7 +25,7 @@ import {
 import { createLogger, droppedLogLines } from '@taskline/log';
 import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
 import { builtinTools, createToolRunner, modelChoice, type BuiltinToolOptions } from '@taskline/tools';
-import { exitRefused, workerReadiness } from '@taskline/task-worker';
+import { closeAndExit, exitRefused, workerReadiness } from '@taskline/task-worker';
 import { GpuWorker } from './worker.js';
 
 /** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
@@ -117,12 +117,7 @@ export async function startWorker(
     exiting = true;
     await toolRunner.close();
     await cache.clear();
-    await metricsServer.close();
-    metrics.close();
-    hub.close();
-    redis.disconnect();
-    await tracing.shutdown();
-    process.exit(0);
+    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
   };
 
   worker = new GpuWorker({

@@ -14,7 +14,7 @@ import {
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
 import { controlSecurityFromEnv } from '@taskline/control';
 import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
-import { exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
+import { closeAndExit, exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
 import {
   createToolRunner,
@@ -180,12 +180,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     await announced?.stop();
     await gateway?.close();
     await runner.close();
-    await metricsServer.close();
-    metrics.close();
-    hub.close();
-    redis.disconnect();
-    await tracing.shutdown();
-    process.exit(0);
+    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
   };
   worker = new TaskWorker({
     id,
