@@ -117,10 +117,11 @@ describe('examples/ci-pipeline on a real tool worker, called by an MCP SDK v1 cl
 
   it('a SIGKILL mid-build resumes after the last checkpoint; the approval answered deploys', async () => {
     const marker = join(root, 'resume.marks');
-    // The build takes a while, so the worker dies in it (after clone, install and test were checkpointed).
+    // The build takes seconds, so the worker dies in it (after clone, install and test were checkpointed)
+    // even when the throttled "build:" progress that the test waits for arrives late on a busy host.
     const repository = fixtureRepo(root, 'resume', marker, {
       'build.js':
-        "const fs = require('fs');\nsetTimeout(() => {\n  fs.mkdirSync('dist', { recursive: true });\n  fs.writeFileSync('dist/app.txt', 'built');\n}, 1500);\n",
+        "const fs = require('fs');\nsetTimeout(() => {\n  fs.mkdirSync('dist', { recursive: true });\n  fs.writeFileSync('dist/app.txt', 'built');\n}, 6000);\n",
     });
     const deployTo = join(root, 'releases');
     const first = await worker();
