@@ -74,6 +74,10 @@ ALONE=(
   packages/cli/test/cli.test.ts
   packages/mcp/test/hosts.test.ts
   services/scheduler/test/fairness-e2e.test.ts
+  # A SIGKILL timed into a step (the example's build) or into a delivery's retry: beside neighbours
+  # the step or the retry had already moved on when the kill landed.
+  services/tool-worker/test/ci-pipeline.test.ts
+  services/scheduler/test/webhooks-crash.test.ts
 )
 
 for file in "${UNIT[@]}" "${ALONE[@]}"; do
