@@ -17,7 +17,7 @@ import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { until } from '@taskline/testing';
-import { KEY_A, startToolStack } from './helpers.js';
+import { KEY_A, startOneApiToolStack } from './helpers.js';
 
 const MODULE = 'examples/ci-pipeline/dist/index.js';
 
@@ -99,10 +99,7 @@ describe('examples/ci-pipeline on a real tool worker, called by an MCP SDK v1 cl
   let root: string;
   before(async () => {
     root = mkdtempSync(join(tmpdir(), 'ci-pipeline-e2e-'));
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
   });
   after(async () => {
     await cluster.stop();

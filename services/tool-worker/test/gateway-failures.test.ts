@@ -14,7 +14,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
-import { KEY_A, list2026, startToolStack } from './helpers.js';
+import { KEY_A, list2026, startOneApiToolStack } from './helpers.js';
 import { EVERYTHING, FLAKY, gatewayWorker, stdioUpstream, textOf } from './upstreams.js';
 
 const TIMEOUT_MS = 1500;
@@ -26,10 +26,7 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
   let worker: Awaited<ReturnType<typeof gatewayWorker>>;
   const counted = () => readFile(join(dir, 'calls'), 'utf8').catch(() => '');
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
     dir = await mkdtemp(join(tmpdir(), 'gateway-flaky-'));
     worker = await gatewayWorker(
       cluster,

@@ -13,7 +13,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import type { OnRestart } from '@taskline/tool-sdk';
-import { KEY_A, startToolStack } from './helpers.js';
+import { KEY_A, startOneApiToolStack } from './helpers.js';
 import { FLAKY, gatewayWorker, textOf } from './upstreams.js';
 
 describe('gateway on_restart policies after a SIGKILL during an upstream call', () => {
@@ -21,10 +21,7 @@ describe('gateway on_restart policies after a SIGKILL during an upstream call', 
   let api: Replica;
   let dir: string;
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
     dir = await mkdtemp(join(tmpdir(), 'gateway-restart-'));
   });
   after(async () => {

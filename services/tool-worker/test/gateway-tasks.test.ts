@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
-import { KEY_A, startToolStack } from './helpers.js';
+import { KEY_A, startOneApiToolStack } from './helpers.js';
 import { everythingOverHttp, gatewayWorker, textOf } from './upstreams.js';
 
 /** A proxy to `target` that counts the `tools/call` requests passing through. */
@@ -57,10 +57,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
     },
   ];
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
     http = await everythingOverHttp();
     proxy = await countingProxy(http.url);
   });

@@ -17,7 +17,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { until } from '@taskline/testing';
-import { KEY_A, list2025, list2026, startToolStack } from './helpers.js';
+import { KEY_A, list2025, list2026, startOneApiToolStack } from './helpers.js';
 import {
   client2025,
   client2026,
@@ -37,10 +37,7 @@ describe('the gateway in front of server-everything and server-filesystem', () =
   let http: { url: string; child: ChildProcess };
   let dir: string;
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
     http = await everythingOverHttp();
     dir = await mkdtemp(join(tmpdir(), 'gateway-fs-'));
     await gatewayWorker(cluster, [

@@ -30,6 +30,12 @@ export async function startToolStack(replicas: number): Promise<{ cluster: Engin
   return { cluster, apis };
 }
 
+/** The stack with one api replica: what most tool-worker tests run against. */
+export async function startOneApiToolStack(): Promise<{ cluster: EngineStack; api: Replica }> {
+  const { cluster, apis } = await startToolStack(1);
+  return { cluster, api: apis[0]! };
+}
+
 /** Starts a tool worker serving `fixture` (a file of FIXTURES) and waits until it is up. */
 export async function toolWorker(cluster: EngineStack, fixture: string, env: Record<string, string> = {}) {
   const worker = cluster.stack.toolWorker(`${FIXTURES}/${fixture}`, {

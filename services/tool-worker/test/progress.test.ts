@@ -11,7 +11,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
-import { KEY_A, startToolStack, toolWorker } from './helpers.js';
+import { KEY_A, startOneApiToolStack, toolWorker } from './helpers.js';
 
 const INFO = { name: 'progress-test', version: '1.0.0' };
 const auth = { requestInit: { headers: { authorization: `Bearer ${KEY_A}` } } };
@@ -30,10 +30,7 @@ describe('MCP progress notifications from ctx.progress', () => {
   let cluster: EngineStack;
   let api: Replica;
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
     await toolWorker(cluster, 'steps.ts', { STEPS_STEP_MS: '200' });
   });
   after(() => cluster.stop());

@@ -10,7 +10,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import type { OnRestart } from '@taskline/tool-sdk';
-import { KEY_A, startToolStack, toolWorker } from './helpers.js';
+import { KEY_A, startOneApiToolStack, toolWorker } from './helpers.js';
 
 const COUNT = 6;
 
@@ -30,10 +30,7 @@ describe('tool on_restart policies after a crash and a drain past its deadline',
   let cluster: EngineStack;
   let api: Replica;
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
   });
   after(() => cluster.stop());
 

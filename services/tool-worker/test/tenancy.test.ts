@@ -9,7 +9,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { initializeRequest, post2025, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
-import { KEY_A, KEY_B, list2025, list2026, startToolStack, toolWorker } from './helpers.js';
+import { KEY_A, KEY_B, list2025, list2026, startOneApiToolStack, toolWorker } from './helpers.js';
 
 const CALL = { name: 'private_echo', arguments: { text: 'hello' } };
 
@@ -52,10 +52,7 @@ describe('a private tool and another tenant', () => {
   let cluster: EngineStack;
   let api: Replica;
   before(async () => {
-    ({
-      cluster,
-      apis: [api],
-    } = (await startToolStack(1)) as { cluster: EngineStack; apis: [Replica] });
+    ({ cluster, api } = await startOneApiToolStack());
   });
   after(() => cluster.stop());
 
