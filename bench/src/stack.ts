@@ -168,7 +168,6 @@ export async function startBenchStack<R extends StackRedis = RedisServer>(
     redis: options.redis ?? own,
     env: { ...BENCH_ENV, ...options.env },
     schedulers: 0,
-    built: true,
     drainWhenUp: true,
     nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
   });
@@ -194,7 +193,7 @@ export async function startBenchStack<R extends StackRedis = RedisServer>(
       apiUrl: api.base,
       services,
       async addToolWorker(module) {
-        const worker = stack.toolWorker(module, {}, { name: 'tool-worker', built: false });
+        const worker = stack.toolWorker(module, {}, { name: 'tool-worker' });
         started.push(worker);
         await worker.up;
         services.push(metered(worker));

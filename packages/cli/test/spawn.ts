@@ -1,8 +1,8 @@
-/** `taskline` as a child process (`src/main.ts` through tsx), as a user runs it. */
+/** `taskline` as a child process (its built `bin`), as a user runs it. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const BIN = fileURLToPath(new URL('../bin/taskline.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 export interface Cli {
@@ -15,7 +15,7 @@ export interface Cli {
 /** Runners of the CLI with `base()`'s environment (read at each run), `env` on top. */
 export function cliRunner(base: () => Record<string, string>) {
   function cli(args: string[], env: Record<string, string> = {}): Cli {
-    const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+    const child = spawn(process.execPath, [BIN, ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH, ...base(), ...env },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -88,9 +88,7 @@ export async function startClientStack(
     });
   let worker = startWorker();
   const port = await freePort();
-  // Built, as deployed: the tests restart it, and tsx would add seconds to every start (an entry
-  // of `fixtures` runs through tsx all the same).
-  const api = cluster.api(port, { ...API_ENV, ...env }, { name: 'api', built: true });
+  const api = cluster.api(port, { ...API_ENV, ...env }, { name: 'api' });
   await api.up;
   const replace = async (signal: NodeJS.Signals, extra?: Record<string, string>) => {
     await worker.kill(signal);

@@ -34,12 +34,10 @@ export interface ServiceOptions {
   name?: string;
   /** On top of this process's environment. */
   env?: Record<string, string>;
-  /** `dist/main.js`, as deployed (and faster to start), instead of the sources through tsx. */
-  built?: boolean;
   /**
-   * A script (from the repository root, through tsx) run instead of the service's `main`: a test's
-   * entry that starts the same service with test-only extensions (e.g. `test/conformance/serve-api.ts`).
-   * It takes the place of `built` too.
+   * A script (from the repository root, through tsx) run instead of the service's built
+   * `dist/main.js`: a test's entry that starts the same service with test-only extensions (e.g.
+   * `test/conformance/serve-api.ts`).
    */
   entry?: string;
   /** More `node` arguments, e.g. `--cpu-prof`. */
@@ -77,12 +75,12 @@ export class Service {
 
   /** Starts a new process; resolves once it is up (the same as `up`). */
   start(): Promise<void> {
-    const { kind, built, nodeArgs = [], env = {} } = this.options;
+    const { kind, nodeArgs = [], env = {} } = this.options;
+    // The build, as deployed: a start through tsx costs most of a second more CPU, and the suite
+    // starts hundreds of processes (`pnpm test` builds first; after an edit, `pnpm build`).
     const entry = this.options.entry
       ? ['--import', 'tsx', this.options.entry]
-      : built
-        ? [`services/${kind}/dist/main.js`]
-        : ['--import', 'tsx', `services/${kind}/src/main.ts`];
+      : [`services/${kind}/dist/main.js`];
     // The ready lines are info logs: a quieter level would hide them.
     const level = env.TASKLINE_LOG_LEVEL === 'debug' ? 'debug' : 'info';
     const child = spawn(process.execPath, [...nodeArgs, ...entry], {

@@ -60,8 +60,6 @@ export interface StackOptions<R extends StackRedis = RedisServer> {
   schedulerEnv?: Record<string, string>;
   workerEnv?: Record<string, string>;
   apiEnv?: Record<string, string>;
-  /** Run `dist/main.js` (as deployed) instead of the sources through tsx. */
-  built?: boolean;
   /** Per kind, a script run instead of the service's `main` (see `ServiceOptions.entry`). */
   entries?: Partial<Record<ServiceKind, string>>;
   nodeArgs?: string[];
@@ -71,10 +69,9 @@ export interface StackOptions<R extends StackRedis = RedisServer> {
   drainWhenUp?: boolean;
 }
 
-/** One process's own settings: its name (for errors and its log file), `built` against the stack's. */
+/** One process's own settings: its name (for errors and its log file). */
 export interface StartOptions {
   name?: string;
-  built?: boolean;
 }
 
 /**
@@ -128,13 +125,23 @@ export class Stack<R extends StackRedis = RedisServer> {
     return s;
   }
 
-  /** Starts a tool worker serving the tools of `module` (TASKLINE_TOOL_MODULE), reporting to every scheduler so far. */
+  /**
+   * Starts a tool worker serving the tools of `module` (TASKLINE_TOOL_MODULE), reporting to every
+   * scheduler so far; a TypeScript module (a test's fixture) is loaded through tsx.
+   */
   toolWorker(module: string, env: Record<string, string> = {}, opts: StartOptions = {}): Service {
-    const s = this.service('tool-worker', this.toolWorkers, opts, {
-      TASKLINE_SCHEDULER_ADDR: this.schedulerAddr,
-      TASKLINE_TOOL_MODULE: module,
-      ...env,
-    });
+    const loader = module.endsWith('.ts') ? ['--import', 'tsx'] : [];
+    const s = this.service(
+      'tool-worker',
+      this.toolWorkers,
+      opts,
+      {
+        TASKLINE_SCHEDULER_ADDR: this.schedulerAddr,
+        TASKLINE_TOOL_MODULE: module,
+        ...env,
+      },
+      loader,
+    );
     void s.start();
     return s;
   }
@@ -142,15 +149,22 @@ export class Stack<R extends StackRedis = RedisServer> {
   /** Starts an api process on `port`. */
   api(port: number, env: Record<string, string> = {}, opts: StartOptions = {}): ApiService {
     const name = opts.name ?? `api-${this.apis.length + 1}`;
-    const s = new ApiService(port, this.serviceOptions('api', name, env, opts));
+    const s = new ApiService(port, this.serviceOptions('api', name, env));
     this.apis.push(s);
     void s.start();
     return s;
   }
 
-  private service(kind: ServiceKind, list: Service[], opts: StartOptions, env: Record<string, string>) {
+  private service(
+    kind: ServiceKind,
+    list: Service[],
+    opts: StartOptions,
+    env: Record<string, string>,
+    loader: string[] = [],
+  ) {
     const name = opts.name ?? `${kind === 'gpu-worker' ? 'worker' : kind}-${list.length + 1}`;
-    const s = new Service({ kind, ...this.serviceOptions(kind, name, env, opts) });
+    const options = this.serviceOptions(kind, name, env);
+    const s = new Service({ kind, ...options, nodeArgs: [...loader, ...(options.nodeArgs ?? [])] });
     list.push(s);
     return s;
   }
@@ -159,14 +173,12 @@ export class Stack<R extends StackRedis = RedisServer> {
     kind: ServiceKind,
     name: string,
     env: Record<string, string>,
-    opts: StartOptions,
   ): Omit<ServiceOptions, 'kind'> {
     const { nodeArgs, logDir, drainWhenUp } = this.options;
     return {
       name,
       drainWhenUp,
       env: { ...this.env, ...env },
-      built: opts.built ?? this.options.built,
       entry: this.options.entries?.[kind],
       nodeArgs,
       logFile: logDir ? join(logDir, `${name}.log`) : undefined,

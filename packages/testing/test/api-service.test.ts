@@ -7,10 +7,7 @@ test('two api processes started without a metrics port both come up, each on a m
   const redis = await startRedis();
   const env = { REDIS_URL: redis.url, TASKLINE_API_KEYS: 'tenant-a:key-a-0123456789' };
   // Built, as the api tests start it: tsx would add seconds to each start.
-  const apis = [
-    new ApiService(await freePort(), { env, built: true }),
-    new ApiService(await freePort(), { env, built: true }),
-  ];
+  const apis = [new ApiService(await freePort(), { env }), new ApiService(await freePort(), { env })];
   try {
     for (const api of apis) await api.start();
     assert.notEqual(apis[0]!.metricsBase, apis[1]!.metricsBase);

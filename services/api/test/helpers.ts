@@ -115,7 +115,7 @@ export interface ApiProcess {
 export async function spawnApi(redisUrl: string, env: Record<string, string> = {}): Promise<ApiProcess> {
   const port = env.TASKLINE_PORT && env.TASKLINE_PORT !== '0' ? Number(env.TASKLINE_PORT) : await freePort();
   // Built: `npx tsc -b` runs before the tests, and tsx would add seconds per start.
-  const api = new ApiService(port, { env: { ...BASE_ENV, REDIS_URL: redisUrl, ...env }, built: true });
+  const api = new ApiService(port, { env: { ...BASE_ENV, REDIS_URL: redisUrl, ...env } });
   await api.start();
   return {
     child: api.child!,

@@ -8,7 +8,7 @@ import { startServices, type Service, type Stack } from '@taskline/testing';
 
 let stack: Stack;
 before(async () => {
-  stack = await startServices({ built: true, workerEnv: { TASKLINE_WORKER_MODELS: 'instant' } });
+  stack = await startServices({ workerEnv: { TASKLINE_WORKER_MODELS: 'instant' } });
 });
 after(() => stack.stop());
 

@@ -12,7 +12,6 @@ const REVISION = 'abc1234';
 let stack: Stack;
 before(async () => {
   stack = await startServices({
-    built: true,
     workers: 1,
     apis: 1,
     env: { TASKLINE_BUILD_REVISION: REVISION },

@@ -114,8 +114,8 @@ describe('examples/ci-pipeline on a real tool worker, called by an MCP SDK v1 cl
 
   it('a SIGKILL mid-build resumes after the last checkpoint; the approval answered deploys', async () => {
     const marker = join(root, 'resume.marks');
-    // The build takes seconds, so the worker dies in it (after clone, install and test were checkpointed)
-    // even when the throttled "build:" progress that the test waits for arrives late on a busy host.
+    // The build takes seconds, so the worker dies in it (after clone, install and test were
+    // checkpointed) once the build script has left its mark.
     const repository = fixtureRepo(root, 'resume', marker, {
       'build.js':
         "const fs = require('fs');\nsetTimeout(() => {\n  fs.mkdirSync('dist', { recursive: true });\n  fs.writeFileSync('dist/app.txt', 'built');\n}, 6000);\n",
@@ -137,7 +137,10 @@ describe('examples/ci-pipeline on a real tool worker, called by an MCP SDK v1 cl
         seen.push(m as never);
     })();
     const id = await until('the task is created', async () => seen.find((m) => m.task)?.task?.taskId);
-    await cluster.waitFor(id, 'the build started', (t) => /^build: /.test(t.statusMessage ?? ''), 60_000);
+    // The build's own mark, not the "build:" status: that status is set before npm has started the
+    // script, and a kill between the two left one build run on CI.
+    await cluster.waitFor(id, 'the build is reported', (t) => /^build: /.test(t.statusMessage ?? ''), 60_000);
+    await until('the build script runs', async () => marks(marker).build === 1 || undefined, 30_000);
     await first.kill('SIGKILL');
     const second = await worker();
     try {
