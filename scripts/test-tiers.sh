@@ -92,7 +92,18 @@ run_tests() {
   local flags=()
   while [ "$1" != -- ]; do flags+=("$1"); shift; done
   shift
-  [ $# = 0 ] || node --import tsx --test --test-force-exit "${flags[@]}" "$@"
+  [ $# = 0 ] && return
+  # TAP for the log, and each file's time (scripts/test-times.mjs) once the tier ends.
+  local times
+  times=$(mktemp)
+  local rc=0
+  TASKLINE_TEST_TIMES=$times node --import tsx --test --test-force-exit "${flags[@]}" \
+    --test-reporter=tap --test-reporter-destination=stdout \
+    --test-reporter=./scripts/test-times.mjs --test-reporter-destination=/dev/null "$@" || rc=$?
+  echo "# file times (s), the 20 slowest of $# files"
+  awk -F'\t' '{ s[$2] += $1 } END { for (f in s) printf "%7.1f  %s\n", s[f] / 1000, f }' "$times" | sort -rn | head -n 20
+  rm -f "$times"
+  return "$rc"
 }
 
 # Prints the test files of one tier (unit, parallel or alone), one a line, sorted.
