@@ -6,15 +6,13 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { pollTask, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
 import { LiveTools } from '@taskline/tools';
-import { KEY_A, list2025, list2026, startOneApiToolStack, toolWorker } from './helpers.js';
+import { KEY_A, list2025, list2026, startOneApiToolStack, toolWorker, v1Client } from './helpers.js';
 
 const LISTED = ['batch_generate', 'generate', 'steps_fail', 'steps_resume', 'steps_retry'];
 
@@ -30,22 +28,6 @@ async function queueDepth(cluster: EngineStack, name: string): Promise<number> {
         total += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return total;
-}
-
-/** An official SDK v1 client (MCP 2025-11-25) of tenant A that holds tasks. */
-async function v1Client(url: string): Promise<Client> {
-  const client = new Client(
-    { name: 'scale-from-zero-test', version: '1.0.0' },
-    { capabilities: { tasks: { list: {}, cancel: {} } } },
-  );
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), {
-      requestInit: { headers: { authorization: `Bearer ${KEY_A}` } },
-    }),
-  );
-  // As hosts do: the listing tells `callToolStream` that the tool runs as a task.
-  await client.listTools();
-  return client;
 }
 
 describe('a tool pool scaled to zero', () => {
@@ -91,7 +73,9 @@ describe('a tool pool scaled to zero', () => {
     assert.equal(stored?.model, 'tool:steps_retry');
 
     // A 2025-11-25 SDK client's task call: its CreateTaskResult now, its result once a worker runs it.
-    const client = await v1Client(api.url);
+    const client = await v1Client(api.url, KEY_A, { tasks: { list: {}, cancel: {} } });
+    // As hosts do: the listing tells `callToolStream` that the tool runs as a task.
+    await client.listTools();
     const seen: { type: string; task?: { taskId: string }; result?: Record<string, unknown> }[] = [];
     const stream = (async () => {
       for await (const m of client.experimental.tasks.callToolStream(
