@@ -108,11 +108,42 @@ test("a pool's keys replace the defaults one by one; false and 0 are kept, not t
   assert.ok(!ms.some((m) => m.kind === 'ScaledObject' && m.metadata.name === 'taskline-tool-imports'));
   const so = find<Manifest & { spec: Record<string, number> }>(ms, 'ScaledObject', 'taskline-tool-ci');
   // maxReplicas from the pool, the rest from toolWorkerDefaults.autoscaling.
-  assert.deepEqual([so.spec.minReplicaCount, so.spec.maxReplicaCount, so.spec.cooldownPeriod], [1, 4, 300]);
+  assert.deepEqual([so.spec.minReplicaCount, so.spec.maxReplicaCount, so.spec.cooldownPeriod], [0, 4, 300]);
   // Without KEDA's CRD, a fixed count.
   const noKeda = render({ files: [EXAMPLE], apiVersions: [] });
   assert.equal(find<Workload>(noKeda, 'Deployment', 'taskline-tool-ci').spec.replicas, 1);
   assert.ok(!noKeda.some((m) => m.kind === 'ScaledObject'));
+});
+
+test("KEDA scales each pool from zero by default, on its own tools' queues alone", () => {
+  type Scaled = Manifest & {
+    spec: {
+      scaleTargetRef: { name: string };
+      minReplicaCount: number;
+      triggers: { type: string; metadata: Record<string, string> }[];
+    };
+  };
+  const ms = withPools();
+  // Each pool's tool names as regular expressions (`.` quoted).
+  const expected = { ci: 'run_ci_pipeline', imports: 'import_dataset|import\\.status' };
+  for (const [pool, tools] of Object.entries(expected)) {
+    const so = find<Scaled>(ms, 'ScaledObject', `taskline-tool-${pool}`);
+    assert.equal(so.spec.scaleTargetRef.name, `taskline-tool-${pool}`);
+    const [trigger, ...more] = so.spec.triggers;
+    assert.equal(more.length, 0);
+    assert.equal(trigger!.type, 'prometheus');
+    assert.equal(trigger!.metadata.activationThreshold, '0');
+    // Its queues, matched exactly: waiting tasks (the leader's gauge) and busy slots.
+    const query = trigger!.metadata.query!;
+    const matcher = `model=~\`tool:(${tools})\``;
+    for (const metric of ['taskline_queue_depth', 'taskline_worker_slots'])
+      assert.ok(query.includes(`${metric}{namespace="taskline", ${matcher}`), query);
+    // No other model: each `model` matcher of the query is this pool's.
+    assert.equal(query.split('model').length - 1, 2, query);
+  }
+  // The imports pool keeps two warm (its own minReplicas); the ci pool takes the default, 0.
+  assert.equal(find<Scaled>(ms, 'ScaledObject', 'taskline-tool-ci').spec.minReplicaCount, 0);
+  assert.equal(find<Scaled>(ms, 'ScaledObject', 'taskline-tool-imports').spec.minReplicaCount, 2);
 });
 
 test('tool workers reach the scheduler and Redis, and only the scraper reaches their metrics', () => {

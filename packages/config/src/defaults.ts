@@ -192,6 +192,12 @@ export const DEFAULTS = {
    * it): a dead worker's tools leave every api's `tools/list` within this time.
    */
   TASKLINE_TOOL_REGISTRY_TTL_MS: '6000',
+  /**
+   * tool-worker: how long its tools stay deployed (listed and callable, calls queued) after the
+   * last worker serving them announced them, so a pool scaled to zero gets a backlog to scale on;
+   * 0: a tool leaves every list with its last worker. 7 days.
+   */
+  TASKLINE_TOOL_DEPLOYED_RETENTION_MS: '604800000',
   /** Largest `ctx.checkpoint` state a tool may store (its JSON, bytes); a larger one fails the call. */
   TASKLINE_TOOL_CHECKPOINT_MAX_BYTES: '1048576',
   /** api: how long a replica reuses the live tool registry it read (0: read it on every request). */

@@ -111,6 +111,7 @@ const schema = z.object({
   TASKLINE_TOOL_VERSION: z.string().regex(/^[A-Za-z0-9._+-]{0,64}$/, 'letters, digits, . _ + - (64 at most)'),
   TASKLINE_TOOL_CONCURRENCY: int(0).max(1024),
   TASKLINE_TOOL_REGISTRY_TTL_MS: int(300),
+  TASKLINE_TOOL_DEPLOYED_RETENTION_MS: int(0),
   TASKLINE_TOOL_CHECKPOINT_MAX_BYTES: int(2).max(64 * 1024 * 1024),
   TASKLINE_UPSTREAMS: z.string(),
   TASKLINE_UPSTREAM_TIMEOUT_MS: int(1),

@@ -1,12 +1,13 @@
 /**
  * The live tool registry on a real Redis: what a tenant sees (public and its own private tools),
  * which version is listed while two are live (the worker that started last), the slots of all
- * workers summed, and a worker gone once Redis expires its entry or it withdraws.
+ * workers summed, and a worker gone once Redis expires its entry or it withdraws; a tool's
+ * deployment (its last announcement, retained) listed while no worker serves it, to its tenants only.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startRedis, type RedisServer } from '@taskline/testing';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { connectRedis } from '@taskline/engine';
 import { builtinTools, LiveTools, type LiveToolEntry, type LiveWorkerEntry } from '../src/index.js';
 
@@ -100,5 +101,61 @@ describe('LiveTools', () => {
     await live.announce(worker('later', 1000, '*', [tool('late', 'v1')]), 10_000);
     assert.deepEqual(await cached.visible('x'), []);
     assert.equal((await live.visible('x')).length, 1);
+    await live.withdraw('later');
+  });
+
+  it('keeps a retained tool listed, with 0 slots, after its last worker left, to its tenants only', async () => {
+    const base = builtinTools({ batchConfirmAboveTokens: 1 });
+    await live.announce(worker('pool-1', 1000, ['tenant-a'], [tool('nightly', 'v1', 2)]), 10_000, 60_000);
+    await live.withdraw('pool-1');
+    assert.deepEqual(await live.workers(), []);
+    const [nightly] = await live.visible('tenant-a');
+    assert.deepEqual(nightly, tool('nightly', 'v1', 0));
+    assert.deepEqual(await live.visible('tenant-b'), []);
+    assert.equal((await live.registryFor('tenant-a', base)).placement('nightly')?.queue, 'tool:nightly');
+    assert.equal(await live.registryFor('tenant-b', base), base);
+    // Another worker starts: the live entry is listed again, with its slots.
+    await live.announce(worker('pool-2', 2000, ['tenant-a'], [tool('nightly', 'v2', 3)]), 10_000, 60_000);
+    assert.deepEqual(await live.visible('tenant-a'), [tool('nightly', 'v2', 3)]);
+    await live.withdraw('pool-2');
+    assert.deepEqual(await live.visible('tenant-a'), [tool('nightly', 'v2', 0)]);
+    await redis().del('tl:{tools}:deployed:nightly');
+  });
+
+  it('never lists a deployment while a live worker serves the name, whatever its tenants', async () => {
+    await live.announce(worker('wide', 1000, '*', [tool('narrowed', 'v1')]), 10_000, 60_000);
+    await live.withdraw('wide');
+    await live.announce(worker('narrow', 2000, ['tenant-a'], [tool('narrowed', 'v2')]), 10_000);
+    assert.deepEqual(await live.visible('tenant-b'), []);
+    assert.deepEqual(
+      (await live.visible('tenant-a')).map((t) => t.version),
+      ['v2'],
+    );
+    await live.withdraw('narrow');
+    await redis().del('tl:{tools}:deployed:narrowed');
+  });
+
+  it('ends the deployment of a withdrawn tool at once, and of any tool once its retention passes', async () => {
+    await live.announce(worker('gw', 1000, '*', [tool('up_a', 'v1'), tool('up_b', 'v1')]), 10_000, 300);
+    await live.announce(
+      { ...worker('gw', 1000, '*', [tool('up_a', 'v1')]), withdrawn: ['up_b'] },
+      10_000,
+      300,
+    );
+    await live.withdraw('gw');
+    assert.deepEqual(
+      (await live.visible('x')).map((t) => t.name),
+      ['up_a'],
+    );
+    await until('the retention passed', async () =>
+      (await live.visible('x')).length === 0 ? true : undefined,
+    );
+    assert.deepEqual(await redis().smembers('tl:{tools}:deployed'), []);
+  });
+
+  it('keeps no deployment with a retention of 0: the tool leaves with its last worker', async () => {
+    await live.announce(worker('plain', 1000, '*', [tool('plain', 'v1')]), 10_000, 0);
+    await live.withdraw('plain');
+    assert.deepEqual(await live.visible('x'), []);
   });
 });

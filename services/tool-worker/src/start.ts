@@ -49,15 +49,20 @@ const tenantsOf = (env: Env): LiveWorkerEntry['tenants'] =>
   env.TASKLINE_TOOL_TENANTS === '*' ? '*' : env.TASKLINE_TOOL_TENANTS.split(',');
 
 /**
- * Keeps this worker's registry entry alive (every third of its TTL) until `stop`; a failed refresh
- * is logged and retried at the next tick: the TTL leaves two of them before the entry lapses.
+ * Keeps this worker's registry entry alive (every third of its TTL) until `stop`, and its tools
+ * deployed for `retainMs` past each refresh; a failed refresh is logged and retried at the next
+ * tick: the TTL leaves two of them before the entry lapses. `stop` leaves the deployment.
  */
-function keepAnnounced(live: LiveTools, entry: () => LiveWorkerEntry, ttlMs: number, log: Logger) {
+function keepAnnounced(live: LiveTools, entry: () => LiveWorkerEntry, env: Env, log: Logger) {
+  const ttlMs = env.TASKLINE_TOOL_REGISTRY_TTL_MS;
+  const retainMs = env.TASKLINE_TOOL_DEPLOYED_RETENTION_MS;
   const announce = () =>
-    live.announce(entry(), ttlMs).catch((err: unknown) => log.warn('announce_failed', { error: err }));
+    live
+      .announce(entry(), ttlMs, retainMs)
+      .catch((err: unknown) => log.warn('announce_failed', { error: err }));
   const timer = setInterval(announce, Math.max(100, Math.floor(ttlMs / 3)));
   return {
-    first: live.announce(entry(), ttlMs),
+    first: live.announce(entry(), ttlMs, retainMs),
     stop: async () => {
       clearInterval(timer);
       await live.withdraw(entry().worker).catch(() => undefined);
@@ -112,7 +117,7 @@ async function servedTools(options: ToolWorkerOptions, env: Env, log: Logger, me
     checked
       .filter((t) => !withdrawn.has(t.name))
       .map((t): LiveToolEntry => ({ ...t, slots: slots.get(t.name)! }));
-  return { gateway, tools, checked, listed, slots };
+  return { gateway, tools, checked, listed, withdrawn, slots };
 }
 
 /** A tool task's attempt: `running` first (a tool has nothing to load), then the tool. */
@@ -146,7 +151,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     logLinesDropped: droppedLogLines,
     build,
   });
-  const { gateway, tools, checked, listed, slots } = await servedTools(options, env, log, metrics);
+  const { gateway, tools, checked, listed, withdrawn, slots } = await servedTools(options, env, log, metrics);
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);
   let worker: TaskWorker | null = null;
@@ -172,6 +177,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     startedAt,
     heartbeatAt: Date.now(),
     tools: listed(),
+    withdrawn: [...withdrawn],
   });
   const live = new LiveTools(redis, { cacheMs: 0 });
   let announced: ReturnType<typeof keepAnnounced> | null = null;
@@ -201,10 +207,10 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   const running = worker;
   await running.start();
   // Listed once it takes work: a call accepted on its word is never left without a taker.
-  announced = keepAnnounced(live, entry, env.TASKLINE_TOOL_REGISTRY_TTL_MS, log);
+  announced = keepAnnounced(live, entry, env, log);
   await announced.first;
   const drain = (deadlineMs: number) => {
-    // Out of every list at once: new calls are refused as unknown while running ones finish.
+    // Out of the live workers at once; its tools stay deployed, so new calls queue for the next.
     void announced?.stop();
     return running.drain(deadlineMs);
   };

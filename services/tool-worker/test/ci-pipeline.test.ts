@@ -11,13 +11,12 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { until } from '@taskline/testing';
-import { KEY_A, startOneApiToolStack } from './helpers.js';
+import { KEY_A, startOneApiToolStack, v1Client } from './helpers.js';
 
 const MODULE = 'examples/ci-pipeline/dist/index.js';
 
@@ -77,17 +76,10 @@ function marks(marker: string): Record<string, number> {
 }
 
 /** An official SDK v1 client of tenant A that answers elicitations with `onElicit`. */
-async function v1Client(url: string, onElicit: () => Promise<unknown>): Promise<Client> {
-  const client = new Client(
-    { name: 'ci-pipeline-test', version: '1.0.0' },
-    { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {} } } },
-  );
+async function elicitingClient(url: string, onElicit: () => Promise<unknown>): Promise<Client> {
+  const client = await v1Client(url, KEY_A, { elicitation: {}, tasks: { list: {}, cancel: {} } });
+  // Nothing asks before the call below, so the handler set after the connect is in time.
   client.setRequestHandler(ElicitRequestSchema, onElicit as never);
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), {
-      requestInit: { headers: { authorization: `Bearer ${KEY_A}` } },
-    }),
-  );
   // As hosts do: the listing tells `callToolStream` that run_ci_pipeline runs as a task.
   await client.listTools();
   return client;
@@ -123,7 +115,7 @@ describe('examples/ci-pipeline on a real tool worker, called by an MCP SDK v1 cl
     const deployTo = join(root, 'releases');
     const first = await worker();
     let asked: { message?: string } | undefined;
-    const client = await v1Client(api.url, async (req?: unknown) => {
+    const client = await elicitingClient(api.url, async (req?: unknown) => {
       asked = (req as { params: { message?: string } }).params;
       return { action: 'accept', content: { approve: true } };
     });
@@ -177,7 +169,7 @@ describe('examples/ci-pipeline on a real tool worker, called by an MCP SDK v1 cl
         'setInterval(() => {}, 1000);\n',
     });
     const w = await worker();
-    const client = await v1Client(api.url, async () => ({ action: 'decline' }));
+    const client = await elicitingClient(api.url, async () => ({ action: 'decline' }));
     try {
       const created = (await client.request(
         {

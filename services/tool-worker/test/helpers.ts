@@ -2,6 +2,7 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { ClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import { EngineStack } from '@taskline/test-support/engine-stack';
 import { startApi, type Replica } from '@taskline/test-support/mcp-stack';
 
@@ -64,12 +65,22 @@ export async function list2026(url: string, key: string): Promise<string[]> {
   }
 }
 
-/** The tool names an official SDK v1 client (MCP 2025-11-25) of `key` lists. */
-export async function list2025(url: string, key: string): Promise<string[]> {
-  const client = new V1Client(INFO, { capabilities: {} });
+/** An official SDK v1 client (MCP 2025-11-25) of `key`, connected, declaring `capabilities`. */
+export async function v1Client(
+  url: string,
+  key: string,
+  capabilities: ClientCapabilities = {},
+): Promise<V1Client> {
+  const client = new V1Client(INFO, { capabilities });
   await client.connect(
     new V1Transport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }),
   );
+  return client;
+}
+
+/** The tool names an official SDK v1 client (MCP 2025-11-25) of `key` lists. */
+export async function list2025(url: string, key: string): Promise<string[]> {
+  const client = await v1Client(url, key);
   try {
     return (await client.listTools()).tools.map((t) => t.name).sort();
   } finally {

@@ -1,7 +1,9 @@
 /**
  * The live registry: a tool appears in `tools/list` on two api replicas, both MCP eras, within
- * seconds of its worker starting, without restarting them; it leaves once its last worker is
- * gone, and a call to it is then the unknown-tool error. Real processes throughout.
+ * seconds of its worker starting, without restarting them; with no deployment retained
+ * (TASKLINE_TOOL_DEPLOYED_RETENTION_MS 0) it leaves once its last worker is gone, and a call to it
+ * is then the unknown-tool error (scale-from-zero.test.ts: what a retained one does). Real
+ * processes throughout.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,12 +24,12 @@ describe('the live tool registry across api replicas', () => {
   });
   after(() => cluster.stop());
 
-  it('lists a worker tool on both replicas and both eras once its worker starts, and not after it is gone', async () => {
+  it('lists a worker tool on both replicas and both eras once its worker starts, and, unretained, not after it is gone', async () => {
     for (const api of apis) {
       assert.deepEqual(await list2026(api.url, KEY_A), ['batch_generate', 'generate']);
       assert.deepEqual(await list2025(api.url, KEY_A), ['batch_generate', 'generate']);
     }
-    const worker = await toolWorker(cluster, 'steps.ts');
+    const worker = await toolWorker(cluster, 'steps.ts', { TASKLINE_TOOL_DEPLOYED_RETENTION_MS: '0' });
     const expected = ['batch_generate', 'generate', ...STEPS];
     for (const api of apis) {
       await until(
@@ -176,7 +178,7 @@ describe('the live tool registry across api replicas', () => {
   });
 
   it('drops a worker that dies without a word once its entry expires', async () => {
-    const worker = await toolWorker(cluster, 'private.ts');
+    const worker = await toolWorker(cluster, 'private.ts', { TASKLINE_TOOL_DEPLOYED_RETENTION_MS: '0' });
     await until(
       'private_echo listed',
       async () => ((await list2026(apis[1]!.url, KEY_A)).includes('private_echo') ? true : undefined),

@@ -1,7 +1,8 @@
 /**
  * A tool served to named tenants only (TASKLINE_TOOL_TENANTS): its tenant lists and calls it;
  * another tenant neither sees it nor reaches it, and gets byte for byte the answer it gets for the
- * same name once no worker serves it at all (the unknown-tool error), on both MCP eras.
+ * same name before any worker served it (the unknown-tool error), on both MCP eras; so too once
+ * its pool is at zero, while its own tenant still lists it and its calls queue.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,6 +10,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { initializeRequest, post2025, rpc } from '@taskline/test-support/mcp';
 import { until } from '@taskline/testing';
+import { LiveTools } from '@taskline/tools';
 import { KEY_A, KEY_B, list2025, list2026, startOneApiToolStack, toolWorker } from './helpers.js';
 
 const CALL = { name: 'private_echo', arguments: { text: 'hello' } };
@@ -81,5 +83,19 @@ describe('a private tool and another tenant', () => {
     assert.equal(await call2026(api.url, KEY_B), before2026);
     assert.equal(await call2025(api.url, KEY_B, session), before2025);
     await worker.kill('SIGTERM');
+
+    // Its pool at zero: still its tenant's (listed, a call queues), still nobody else's.
+    await until('no live worker left', async () =>
+      (await new LiveTools(cluster.store.redis, { cacheMs: 0 }).workers()).length === 0 ? true : undefined,
+    );
+    assert.ok((await list2026(api.url, KEY_A)).includes('private_echo'));
+    assert.ok((await list2025(api.url, KEY_A)).includes('private_echo'));
+    const queued = await rpc(api.url, 'tools/call', CALL, { token: KEY_A });
+    const id = queued.message.result?.taskId as string;
+    assert.equal((await cluster.store.get(id))?.status, 'queued', JSON.stringify(queued.message));
+    assert.ok(!(await list2026(api.url, KEY_B)).includes('private_echo'));
+    assert.ok(!(await list2025(api.url, KEY_B)).includes('private_echo'));
+    assert.equal(await call2026(api.url, KEY_B), before2026);
+    assert.equal(await call2025(api.url, KEY_B, session), before2025);
   });
 });
