@@ -2,8 +2,8 @@
 import { randomUUID } from 'node:crypto';
 import { startTracing } from '@taskline/tracing';
 import { join } from 'node:path';
-import { loadEnv } from '@taskline/config';
-import { controlSecurityFromEnv } from '@taskline/control';
+import { loadEnv, type Env } from '@taskline/config';
+import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
 import {
   checkDurability,
   durabilityFromEnv,
@@ -14,6 +14,7 @@ import {
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
+  type RedisTarget,
 } from '@taskline/engine';
 import {
   createInstantBackend,
@@ -22,9 +23,15 @@ import {
   ModelCache,
   type ModelBackend,
 } from '@taskline/inference';
-import { createLogger, droppedLogLines } from '@taskline/log';
-import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
-import { builtinTools, createToolRunner, modelChoice, type BuiltinToolOptions } from '@taskline/tools';
+import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
+import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
+import {
+  builtinTools,
+  createToolRunner,
+  modelChoice,
+  type BuiltinToolOptions,
+  type ToolRunner,
+} from '@taskline/tools';
 import { closeAndExit, exitRefused, workerReadiness } from '@taskline/task-worker';
 import { GpuWorker } from './worker.js';
 
@@ -72,10 +79,36 @@ export async function startWorker(
       notReady: workerReadiness(() => worker, redis),
     },
   });
+  const cache = modelCache(env, metrics);
+  const toolRunner = toolRunnerOf(env, { hub, log, extendTools: options.extendTools });
 
+  let exiting = false;
+  const exit = async () => {
+    if (exiting) return;
+    exiting = true;
+    await toolRunner.close();
+    await cache.clear();
+    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
+  };
+
+  worker = gpuWorker(env, { id, redisTarget, store, log, metrics, cache, toolRunner, security, exit });
+  await worker.start();
+  log.info('ready', {
+    models: env.TASKLINE_WORKER_MODELS,
+    slots: env.TASKLINE_WORKER_SLOTS,
+    metrics_port: metricsServer.port,
+  });
+
+  const running = worker;
+  process.on('SIGTERM', () => void running.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
+  process.on('SIGINT', () => void running.drain(0));
+}
+
+/** The models this worker loads, within its memory budget; each real load is timed. */
+function modelCache(env: Env, metrics: TasklineMetrics): ModelCache<ModelBackend> {
   const providers =
     env.TASKLINE_EXECUTION_PROVIDER === 'cuda' ? (['cuda', 'cpu'] as const) : (['cpu'] as const);
-  const cache = new ModelCache<ModelBackend>({
+  return new ModelCache<ModelBackend>({
     budgetBytes: env.TASKLINE_MODEL_MEMORY_MB * 1024 * 1024,
     estimateBytes: (model) =>
       model === INSTANT_MODEL ? 0 : estimateOnnxModelBytes(join(env.TASKLINE_MODELS_DIR, model)),
@@ -97,56 +130,59 @@ export async function startWorker(
       return backend;
     },
   });
+}
 
-  // The same registry the api lists: the api accepts a call, a worker runs it.
+/** Runs built-in tool calls: the same registry the api lists (the api accepts a call, a worker runs it). */
+function toolRunnerOf(
+  env: Env,
+  deps: { hub: EventHub; log: Logger; extendTools: BuiltinToolOptions['extend'] },
+): ToolRunner {
   const tools = builtinTools({
-    extend: options.extendTools,
+    extend: deps.extendTools,
     batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
     models: modelChoice(env),
   });
-  const toolRunner = createToolRunner(tools, {
-    hub,
+  return createToolRunner(tools, {
+    hub: deps.hub,
     served: servedModelsFromEnv(env),
-    log,
+    log: deps.log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
+}
 
-  let exiting = false;
-  const exit = async () => {
-    if (exiting) return;
-    exiting = true;
-    await toolRunner.close();
-    await cache.clear();
-    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
-  };
-
-  worker = new GpuWorker({
+/** The worker itself, configured from the environment; `exit` runs once it has drained. */
+function gpuWorker(
+  env: Env,
+  deps: {
+    id: string;
+    redisTarget: RedisTarget;
+    store: TaskStore;
+    log: Logger;
+    metrics: TasklineMetrics;
+    cache: ModelCache<ModelBackend>;
+    toolRunner: ToolRunner;
+    security: ControlSecurity;
+    exit: () => Promise<void>;
+  },
+): GpuWorker {
+  const { id, cache } = deps;
+  return new GpuWorker({
     id,
-    redisTarget,
-    store,
-    log,
-    metrics,
+    redisTarget: deps.redisTarget,
+    store: deps.store,
+    log: deps.log,
+    metrics: deps.metrics,
     models: env.TASKLINE_WORKER_MODELS.split(','),
     slots: env.TASKLINE_WORKER_SLOTS,
     fetchers: env.TASKLINE_WORKER_FETCHERS,
     acquire: (model) => cache.acquire(model),
     isLoaded: (model) => cache.isLoaded(model),
-    toolRunner,
+    toolRunner: deps.toolRunner,
     leaseMs: env.TASKLINE_LEASE_MS,
     flushMs: env.TASKLINE_STREAM_FLUSH_MS,
     schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
-    controlSecurity: security,
+    controlSecurity: deps.security,
     onControlRefused: (message) => exitRefused('gpu-worker', id, message),
-    onDrained: () => void exit(),
+    onDrained: () => void deps.exit(),
   });
-  await worker.start();
-  log.info('ready', {
-    models: env.TASKLINE_WORKER_MODELS,
-    slots: env.TASKLINE_WORKER_SLOTS,
-    metrics_port: metricsServer.port,
-  });
-
-  const running = worker;
-  process.on('SIGTERM', () => void running.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
-  process.on('SIGINT', () => void running.drain(0));
 }
