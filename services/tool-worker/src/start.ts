@@ -9,10 +9,11 @@ import {
   servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
+  type RedisTarget,
   type RunContext,
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
-import { controlSecurityFromEnv } from '@taskline/control';
+import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
 import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
 import { closeAndExit, exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
@@ -121,6 +122,53 @@ const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
   return runner.run(ctx);
 };
 
+/** Runs the calls of every tool served, each tool from its own queue. */
+function toolRunnerOf(tools: ToolDefinition[], env: Env, deps: { hub: EventHub; log: Logger }): ToolRunner {
+  const registry = new ToolRegistry();
+  for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
+  return createToolRunner(registry, {
+    hub: deps.hub,
+    served: servedModelsFromEnv(env),
+    log: deps.log,
+    checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
+  });
+}
+
+/** The worker taking the tools' queues, each with its slots; `exit` runs once it has drained. */
+function toolTaskWorker(
+  env: Env,
+  deps: {
+    id: string;
+    redisTarget: RedisTarget;
+    store: TaskStore;
+    log: Logger;
+    metrics: TasklineMetrics;
+    tools: ToolDefinition[];
+    slots: Map<string, number>;
+    runner: ToolRunner;
+    security: ControlSecurity;
+    exit: () => Promise<void>;
+  },
+): TaskWorker {
+  const { id, slots } = deps;
+  return new TaskWorker({
+    id,
+    redisTarget: deps.redisTarget,
+    store: deps.store,
+    log: deps.log,
+    metrics: deps.metrics,
+    queues: deps.tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
+    fetchers: 1,
+    run: runTool(deps.runner),
+    startsRunning: () => true,
+    leaseMs: env.TASKLINE_LEASE_MS,
+    schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
+    controlSecurity: deps.security,
+    onControlRefused: (message) => exitRefused('tool-worker', id, message),
+    onDrained: () => void deps.exit(),
+  });
+}
+
 /**
  * Starts a tool worker in this process; resolves once it takes work. Every tool is checked before
  * anything connects: an invalid one throws (InvalidToolError), and nothing is registered or claimed.
@@ -157,14 +205,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     probes: { build, notReady: workerReadiness(() => worker, redis) },
   });
 
-  const registry = new ToolRegistry();
-  for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
-  const runner = createToolRunner(registry, {
-    hub,
-    served: servedModelsFromEnv(env),
-    log,
-    checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
-  });
+  const runner = toolRunnerOf(tools, env, { hub, log });
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
     worker: id,
@@ -182,21 +223,17 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     await runner.close();
     await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
   };
-  worker = new TaskWorker({
+  worker = toolTaskWorker(env, {
     id,
     redisTarget,
     store,
     log,
     metrics,
-    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
-    fetchers: 1,
-    run: runTool(runner),
-    startsRunning: () => true,
-    leaseMs: env.TASKLINE_LEASE_MS,
-    schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
-    controlSecurity: security,
-    onControlRefused: (message) => exitRefused('tool-worker', id, message),
-    onDrained: () => void exit(),
+    tools,
+    slots,
+    runner,
+    security,
+    exit,
   });
   const running = worker;
   await running.start();
