@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { startTracing } from '@taskline/tracing';
 import { join } from 'node:path';
 import { loadEnv, type Env } from '@taskline/config';
-import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
+import { controlSecurityFromEnv } from '@taskline/control';
 import {
   checkDurability,
   durabilityFromEnv,
@@ -14,7 +14,6 @@ import {
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
-  type RedisTarget,
 } from '@taskline/engine';
 import {
   createInstantBackend,
@@ -33,7 +32,7 @@ import {
   type ToolRunner,
 } from '@taskline/tools';
 import { closeAndExit, exitRefused, workerReadiness } from '@taskline/task-worker';
-import { GpuWorker } from './worker.js';
+import { GpuWorker, type GpuWorkerOptions } from './worker.js';
 
 /** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
 const INSTANT_MODEL = 'instant';
@@ -80,7 +79,7 @@ export async function startWorker(
     },
   });
   const cache = modelCache(env, metrics);
-  const toolRunner = toolRunnerOf(env, { hub, log, extendTools: options.extendTools });
+  const toolRunner = toolRunnerOf(env, options.extendTools, { hub, log });
 
   let exiting = false;
   const exit = async () => {
@@ -91,7 +90,8 @@ export async function startWorker(
     await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
   };
 
-  worker = gpuWorker(env, { id, redisTarget, store, log, metrics, cache, toolRunner, security, exit });
+  const deps = { id, redisTarget, store, log, metrics, cache, toolRunner, exit };
+  worker = gpuWorker(env, { ...deps, controlSecurity: security });
   await worker.start();
   log.info('ready', {
     models: env.TASKLINE_WORKER_MODELS,
@@ -135,54 +135,40 @@ function modelCache(env: Env, metrics: TasklineMetrics): ModelCache<ModelBackend
 /** Runs built-in tool calls: the same registry the api lists (the api accepts a call, a worker runs it). */
 function toolRunnerOf(
   env: Env,
-  deps: { hub: EventHub; log: Logger; extendTools: BuiltinToolOptions['extend'] },
+  extendTools: BuiltinToolOptions['extend'],
+  deps: { hub: EventHub; log: Logger },
 ): ToolRunner {
   const tools = builtinTools({
-    extend: deps.extendTools,
+    extend: extendTools,
     batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
     models: modelChoice(env),
   });
   return createToolRunner(tools, {
-    hub: deps.hub,
+    ...deps,
     served: servedModelsFromEnv(env),
-    log: deps.log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
 }
 
-/** The worker itself, configured from the environment; `exit` runs once it has drained. */
-function gpuWorker(
-  env: Env,
-  deps: {
-    id: string;
-    redisTarget: RedisTarget;
-    store: TaskStore;
-    log: Logger;
-    metrics: TasklineMetrics;
-    cache: ModelCache<ModelBackend>;
-    toolRunner: ToolRunner;
-    security: ControlSecurity;
-    exit: () => Promise<void>;
-  },
-): GpuWorker {
-  const { id, cache } = deps;
+/** What the worker takes from start-up rather than from the environment; `exit` runs once it has drained. */
+type WorkerDeps = Pick<
+  GpuWorkerOptions,
+  'id' | 'redisTarget' | 'store' | 'log' | 'metrics' | 'toolRunner' | 'controlSecurity'
+> & { cache: ModelCache<ModelBackend>; exit: () => Promise<void> };
+
+/** The worker itself, configured from the environment. */
+function gpuWorker(env: Env, { cache, exit, ...deps }: WorkerDeps): GpuWorker {
   return new GpuWorker({
-    id,
-    redisTarget: deps.redisTarget,
-    store: deps.store,
-    log: deps.log,
-    metrics: deps.metrics,
+    ...deps,
     models: env.TASKLINE_WORKER_MODELS.split(','),
     slots: env.TASKLINE_WORKER_SLOTS,
     fetchers: env.TASKLINE_WORKER_FETCHERS,
     acquire: (model) => cache.acquire(model),
     isLoaded: (model) => cache.isLoaded(model),
-    toolRunner: deps.toolRunner,
     leaseMs: env.TASKLINE_LEASE_MS,
     flushMs: env.TASKLINE_STREAM_FLUSH_MS,
     schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
-    controlSecurity: deps.security,
-    onControlRefused: (message) => exitRefused('gpu-worker', id, message),
-    onDrained: () => void deps.exit(),
+    onControlRefused: (message) => exitRefused('gpu-worker', deps.id, message),
+    onDrained: () => void exit(),
   });
 }

@@ -9,13 +9,18 @@ import {
   servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
-  type RedisTarget,
   type RunContext,
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
-import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
+import { controlSecurityFromEnv } from '@taskline/control';
 import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
-import { closeAndExit, exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
+import {
+  closeAndExit,
+  exitRefused,
+  TaskWorker,
+  workerReadiness,
+  type TaskWorkerOptions,
+} from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
 import {
   createToolRunner,
@@ -127,45 +132,35 @@ function toolRunnerOf(tools: ToolDefinition[], env: Env, deps: { hub: EventHub; 
   const registry = new ToolRegistry();
   for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
   return createToolRunner(registry, {
-    hub: deps.hub,
+    ...deps,
     served: servedModelsFromEnv(env),
-    log: deps.log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
 }
 
-/** The worker taking the tools' queues, each with its slots; `exit` runs once it has drained. */
-function toolTaskWorker(
-  env: Env,
-  deps: {
-    id: string;
-    redisTarget: RedisTarget;
-    store: TaskStore;
-    log: Logger;
-    metrics: TasklineMetrics;
-    tools: ToolDefinition[];
-    slots: Map<string, number>;
-    runner: ToolRunner;
-    security: ControlSecurity;
-    exit: () => Promise<void>;
-  },
-): TaskWorker {
-  const { id, slots } = deps;
+/** What the worker takes from start-up rather than from the environment; `exit` runs once it has drained. */
+type WorkerDeps = Pick<
+  TaskWorkerOptions,
+  'id' | 'redisTarget' | 'store' | 'log' | 'metrics' | 'controlSecurity'
+> & {
+  tools: ToolDefinition[];
+  slots: Map<string, number>;
+  runner: ToolRunner;
+  exit: () => Promise<void>;
+};
+
+/** The worker taking the tools' queues, each with its slots. */
+function toolTaskWorker(env: Env, { tools, slots, runner, exit, ...deps }: WorkerDeps): TaskWorker {
   return new TaskWorker({
-    id,
-    redisTarget: deps.redisTarget,
-    store: deps.store,
-    log: deps.log,
-    metrics: deps.metrics,
-    queues: deps.tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
+    ...deps,
+    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
     fetchers: 1,
-    run: runTool(deps.runner),
+    run: runTool(runner),
     startsRunning: () => true,
     leaseMs: env.TASKLINE_LEASE_MS,
     schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
-    controlSecurity: deps.security,
-    onControlRefused: (message) => exitRefused('tool-worker', id, message),
-    onDrained: () => void deps.exit(),
+    onControlRefused: (message) => exitRefused('tool-worker', deps.id, message),
+    onDrained: () => void exit(),
   });
 }
 
@@ -223,18 +218,8 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     await runner.close();
     await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
   };
-  worker = toolTaskWorker(env, {
-    id,
-    redisTarget,
-    store,
-    log,
-    metrics,
-    tools,
-    slots,
-    runner,
-    security,
-    exit,
-  });
+  const deps = { id, redisTarget, store, log, metrics, tools, slots, runner, exit };
+  worker = toolTaskWorker(env, { ...deps, controlSecurity: security });
   const running = worker;
   await running.start();
   // Listed once it takes work: a call accepted on its word is never left without a taker.
