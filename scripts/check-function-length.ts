@@ -1,6 +1,6 @@
 // Fails (exit 1) on a production function (the src/ of every package and service, generated code
 // and the test harness packages aside) longer than 80 lines, unless ALLOWED names it with the reason
-// it is a table, not logic, or PENDING names it with the change it waits for.
+// it is a table, not logic.
 // A function's length is its whole span, nested functions included: a router closure is as long as
 // the handlers written inside it. Run by `pnpm lint`; `--all` lists every one, allowed or not.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -25,18 +25,6 @@ const ALLOWED = new Map<string, string>([
     'services/api/src/lmsp/openapi-webhooks.ts:webhookPaths',
     'the webhook paths of the LMSP OpenAPI document, as data',
   ],
-]);
-
-/** `path:name` -> the work in flight that owns the function; each entry is debt, to be split after. */
-const PENDING = new Map<string, string>([
-  ['packages/engine/src/create.ts:persist', 'the engine is being reworked by its owner'],
-  ['packages/control/src/client.ts:connectControl', 'control-plane auth is being added to it'],
-  ['packages/control/src/server.ts:startControlServer', 'control-plane auth is being added to it'],
-  ['services/gpu-worker/src/start.ts:startWorker', 'health endpoints are being added to it'],
-  ['packages/mcp/src/server.ts:buildServer', 'tool progress notifications are being added to it'],
-  ['services/tool-worker/src/start.ts:startToolWorker', 'the MCP gateway is being added to it'],
-  ['services/gpu-worker/src/response.ts:createResponseRunner', 'response streaming is being changed in it'],
-  ['services/gpu-worker/src/response.ts:run', 'response streaming is being changed in it'],
 ]);
 
 interface LongFunction {
@@ -105,23 +93,20 @@ function main(): void {
   const all = process.argv.includes('--all');
   const found = longFunctions();
   const key = (f: LongFunction) => `${f.where}:${f.name}`;
-  const excused = (f: LongFunction) => ALLOWED.get(key(f)) ?? PENDING.get(key(f));
+  const excused = (f: LongFunction) => ALLOWED.get(key(f));
   const refused = found.filter((f) => excused(f) === undefined);
   for (const f of all ? found : refused) {
     const why = excused(f);
     console.error(`${f.where}:${f.line} ${f.name} is ${f.lines} lines${why ? ` (${why})` : ''}`);
   }
   const seen = new Set(found.map(key));
-  const stale = [...ALLOWED.keys(), ...PENDING.keys()].filter((k) => !seen.has(k));
+  const stale = [...ALLOWED.keys()].filter((k) => !seen.has(k));
   for (const k of stale) console.error(`${k} is listed as long but is not: drop its entry`);
   if (refused.length > 0 || stale.length > 0) {
     console.error(`check-function-length: split each function over ${LIMIT} lines into named ones`);
     process.exit(1);
   }
-  console.log(
-    `check-function-length: no production function over ${LIMIT} lines but ${ALLOWED.size} tables` +
-      ` and ${PENDING.size} pending`,
-  );
+  console.log(`check-function-length: no production function over ${LIMIT} lines but ${ALLOWED.size} tables`);
 }
 
 main();

@@ -53,123 +53,169 @@ export interface ControlClient {
   close(): void;
 }
 
+/** One client's connection state, shared by the steps below. */
+interface ClientState {
+  readonly options: ControlClientOptions;
+  readonly Control: ReturnType<typeof controlService>;
+  readonly emit: NonNullable<ControlClientOptions['onEvent']>;
+  readonly credentials: grpc.ChannelCredentials;
+  readonly channelOptions: grpc.ChannelOptions;
+  /** This process's registrations, told apart from another process's under the same id. */
+  readonly instance: string;
+  readonly retryMs: number;
+  readonly addresses: string[];
+  closed: boolean;
+  index: number;
+  redirect: string | null;
+  /** The address whose stream broke last: the next attempt goes elsewhere when it can. */
+  failed: string | null;
+  call: ControlCall | null;
+  client: grpc.Client | null;
+  connectedTo: string | null;
+  timer: NodeJS.Timeout | undefined;
+  retry: NodeJS.Timeout | undefined;
+}
+
 /**
  * Keeps a worker registered with the scheduler leader: connects to the first address that
  * accepts, follows a standby's redirect, heartbeats at the interval the leader asks for, and
  * moves on to the next address whenever the stream breaks (e.g. the leader died).
  */
 export function connectControl(options: ControlClientOptions): ControlClient {
-  const Control = controlService();
-  const emit = options.onEvent ?? (() => undefined);
   const { credentials, options: channelOptions } = clientCredentials(options.security);
-  /** This process's registrations, told apart from another process's under the same id. */
-  const instance = randomUUID();
-  const retryMs = options.retryMs ?? 250;
-  let closed = false;
-  let index = 0;
-  let redirect: string | null = null;
-  /** The address whose stream broke last: the next attempt goes elsewhere when it can. */
-  let failed: string | null = null;
-  let call: ControlCall | null = null;
-  let client: grpc.Client | null = null;
-  let connectedTo: string | null = null;
-  let timer: NodeJS.Timeout | undefined;
-  let retry: NodeJS.Timeout | undefined;
-
-  const heartbeat = () =>
-    call?.write({
-      body: 'heartbeat',
-      heartbeat: {
-        models: options.slots(),
-        draining: options.draining(),
-        lease_renewals: options.leaseRenewals?.() ?? 0,
-      },
-    });
-
-  const next = (delay: number) => {
-    clearInterval(timer);
-    connectedTo = null;
-    call = null;
-    client?.close();
-    client = null;
-    if (closed) return;
-    retry = setTimeout(attempt, delay);
+  const state: ClientState = {
+    options,
+    Control: controlService(),
+    emit: options.onEvent ?? (() => undefined),
+    credentials,
+    channelOptions,
+    instance: randomUUID(),
+    retryMs: options.retryMs ?? 250,
+    addresses: options.addresses.map(normaliseControlAddress),
+    closed: false,
+    index: 0,
+    redirect: null,
+    failed: null,
+    call: null,
+    client: null,
+    connectedTo: null,
+    timer: undefined,
+    retry: undefined,
   };
-
-  const addresses = options.addresses.map(normaliseControlAddress);
-
-  function attempt() {
-    if (!redirect && addresses.length > 1 && addresses[index % addresses.length] === failed) index++;
-    const address = redirect ?? addresses[index % addresses.length]!;
-    if (!redirect) index++;
-    redirect = null;
-    const c = new Control(address, credentials, { ...KEEPALIVE, ...channelOptions });
-    const stream = c.Connect(tokenMetadata(options.security));
-    client = c;
-    call = stream;
-    let ended = false;
-    const end = (delay: number) => {
-      clearTimeout(unanswered);
-      if (ended || call !== stream) return;
-      ended = true;
-      failed = address;
-      stream.cancel();
-      next(delay);
-    };
-    const unanswered = setTimeout(() => end(0), WELCOME_TIMEOUT_MS).unref();
-    stream.on('data', ({ welcome, redirect: to, drain }: SchedulerMessage__Output) => {
-      clearTimeout(unanswered);
-      if (welcome) {
-        failed = null;
-        connectedTo = address;
-        emit('control_connected', { address, scheduler: welcome.scheduler_id });
-        clearInterval(timer);
-        timer = setInterval(heartbeat, Math.max(50, welcome.heartbeat_ms));
-        heartbeat();
-      } else if (to) {
-        // An older leader may advertise an unbracketed IPv6 address.
-        const leader = to.leader_addr && normaliseControlAddress(to.leader_addr);
-        emit('control_redirect', { address, leader });
-        redirect = leader && leader !== address ? leader : null;
-        end(redirect ? 0 : retryMs);
-      } else if (drain) {
-        options.onDrain(drain.deadline_ms);
-      }
-    });
-    stream.on('error', (err: grpc.ServiceError) => {
-      emit('control_error', { address, error: err.message });
-      if (FINAL.has(err.code)) {
-        clearTimeout(unanswered);
-        return refused(`scheduler ${address} refused this worker: ${err.details}`);
-      }
-      end(retryMs);
-    });
-    stream.on('end', () => end(retryMs));
-    stream.write({
-      body: 'register',
-      register: { worker_id: options.workerId, models: options.slots(), instance },
-    });
-  }
-
-  function refused(message: string) {
-    stop();
-    options.onRefused(message);
-  }
-
-  function stop() {
-    closed = true;
-    clearTimeout(retry);
-    clearInterval(timer);
-    call?.cancel();
-    client?.close();
-  }
-
-  attempt();
+  attempt(state);
   return {
     get connectedTo() {
-      return connectedTo;
+      return state.connectedTo;
     },
-    report: heartbeat,
-    close: stop,
+    report: () => heartbeat(state),
+    close: () => stop(state),
   };
+}
+
+/** Reports this worker's slots on the open stream, if there is one. */
+function heartbeat(state: ClientState) {
+  return state.call?.write({
+    body: 'heartbeat',
+    heartbeat: {
+      models: state.options.slots(),
+      draining: state.options.draining(),
+      lease_renewals: state.options.leaseRenewals?.() ?? 0,
+    },
+  });
+}
+
+/** Drops the current stream and, unless closed, tries again after `delay`. */
+function next(state: ClientState, delay: number) {
+  clearInterval(state.timer);
+  state.connectedTo = null;
+  state.call = null;
+  state.client?.close();
+  state.client = null;
+  if (state.closed) return;
+  state.retry = setTimeout(() => attempt(state), delay);
+}
+
+/** A redirect's target, else the next address in turn, skipping the one that broke last. */
+function nextAddress(state: ClientState): string {
+  const { addresses } = state;
+  if (!state.redirect && addresses.length > 1 && addresses[state.index % addresses.length] === state.failed)
+    state.index++;
+  const address = state.redirect ?? addresses[state.index % addresses.length]!;
+  if (!state.redirect) state.index++;
+  state.redirect = null;
+  return address;
+}
+
+/** Opens a stream to the next scheduler and registers on it; `end` moves on from it once. */
+function attempt(state: ClientState) {
+  const address = nextAddress(state);
+  const c = new state.Control(address, state.credentials, { ...KEEPALIVE, ...state.channelOptions });
+  const stream = c.Connect(tokenMetadata(state.options.security));
+  state.client = c;
+  state.call = stream;
+  let ended = false;
+  const end = (delay: number) => {
+    clearTimeout(unanswered);
+    if (ended || state.call !== stream) return;
+    ended = true;
+    state.failed = address;
+    stream.cancel();
+    next(state, delay);
+  };
+  const unanswered = setTimeout(() => end(0), WELCOME_TIMEOUT_MS).unref();
+  stream.on('data', (message: SchedulerMessage__Output) => {
+    clearTimeout(unanswered);
+    onMessage(state, address, message, end);
+  });
+  stream.on('error', (err: grpc.ServiceError) => {
+    state.emit('control_error', { address, error: err.message });
+    if (FINAL.has(err.code)) {
+      clearTimeout(unanswered);
+      return refused(state, `scheduler ${address} refused this worker: ${err.details}`);
+    }
+    end(state.retryMs);
+  });
+  stream.on('end', () => end(state.retryMs));
+  stream.write({
+    body: 'register',
+    register: { worker_id: state.options.workerId, models: state.options.slots(), instance: state.instance },
+  });
+}
+
+/** A scheduler's welcome starts the heartbeat; a redirect moves on; a drain is passed to the worker. */
+function onMessage(
+  state: ClientState,
+  address: string,
+  { welcome, redirect: to, drain }: SchedulerMessage__Output,
+  end: (delay: number) => void,
+) {
+  if (welcome) {
+    state.failed = null;
+    state.connectedTo = address;
+    state.emit('control_connected', { address, scheduler: welcome.scheduler_id });
+    clearInterval(state.timer);
+    state.timer = setInterval(() => heartbeat(state), Math.max(50, welcome.heartbeat_ms));
+    heartbeat(state);
+  } else if (to) {
+    // An older leader may advertise an unbracketed IPv6 address.
+    const leader = to.leader_addr && normaliseControlAddress(to.leader_addr);
+    state.emit('control_redirect', { address, leader });
+    state.redirect = leader && leader !== address ? leader : null;
+    end(state.redirect ? 0 : state.retryMs);
+  } else if (drain) {
+    state.options.onDrain(drain.deadline_ms);
+  }
+}
+
+function refused(state: ClientState, message: string) {
+  stop(state);
+  state.options.onRefused(message);
+}
+
+function stop(state: ClientState) {
+  state.closed = true;
+  clearTimeout(state.retry);
+  clearInterval(state.timer);
+  state.call?.cancel();
+  state.client?.close();
 }

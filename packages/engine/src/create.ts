@@ -9,6 +9,7 @@ import { taskKeys } from './keys.js';
 import { indexCreated } from './operator-index.js';
 import { createdFields, parseTask, type NewTask, type TaskRecord } from './records.js';
 import { emptyResponse, statusEvent } from './response.js';
+import type { ScriptReply } from './scripts.js';
 
 /**
  * Persists a task in `queued` with its `response.created` event, then queues it for dispatch.
@@ -22,15 +23,41 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   // round trip sooner. (It is still checked: see create.lua.)
   const fresh = input.id === undefined || input.fresh === true;
   const now = core.now();
-  const responseId = `resp_${id.slice('task_'.length)}`;
-  const keys = taskKeys(id);
+  const fields = await recordFields(core, input, id);
+  // On one Redis, journal and record in one round trip: both are sent before either reply is
+  // read, and Redis runs (and, with appendfsync always, logs) them in the order sent, so no
+  // record is on disk without its journal entry before it.
+  const journalled = core.sched.journal(id, now);
+  // On a Redis Cluster the two are on different nodes: the record waits for the journal entry, so
+  // no failover there leaves a record nothing would offer (two more round trips, there only).
+  await core.indexFirst(journalled);
+  const written = writeRecord(core, input, fields, now, fresh);
+  // The journal entry stays until the record is known written: were the record late (its
+  // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
+  // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
+  // The operator index (another slot) rides in the same round trip, and is waited for with the
+  // rest, so a listing right after the create shows it (on a cluster it is on a node of its own);
+  // a lost entry costs only the listing.
+  const indexed = indexCreated(core.redis, core.scripts, { id, tenant: input.tenant, createdAt: now }).catch(
+    () => undefined,
+  );
+  const queued = fresh ? enqueueFresh(core, input, id, now) : null;
+  const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued, indexed]);
+  if (reply.status === 'rejected') throw reply.reason;
+  const task = await createdTask(core, input, fields, now, reply.value);
+  await settleQueue(core, task, fresh && enqueued.status === 'fulfilled', journal.status === 'rejected');
+  return task;
+}
+
+/** The record's fields as create.lua writes them. */
+async function recordFields(core: StoreCore, input: NewTask, id: string): Promise<Record<string, string>> {
   const fields: Record<string, string> = {
     id,
     tenant: input.tenant,
     kind: input.kind,
     model: input.model,
     on_restart: input.onRestart,
-    response_id: responseId,
+    response_id: `resp_${id.slice('task_'.length)}`,
     request: JSON.stringify(input.request),
     ...(input.parent !== undefined && { parent: input.parent }),
     ...(input.idempotencyKey !== undefined && { idempotency_key: input.idempotencyKey }),
@@ -40,20 +67,25 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   // whose scripts record deliveries is always one the relay visits.
   if (input.parent === undefined && (await core.options.watchWebhooks?.({ id, tenant: input.tenant })))
     fields.hooks = '1';
+  return fields;
+}
+
+/** Runs create.lua: the record and its `response.created` event, unless the id is taken or gone. */
+function writeRecord(
+  core: StoreCore,
+  input: NewTask,
+  fields: Record<string, string>,
+  now: number,
+  fresh: boolean,
+): Promise<ScriptReply> {
+  const keys = taskKeys(fields.id!);
   const created = statusEvent('queued', {
     response: emptyResponse(
-      { responseId, createdAt: now, model: input.model, request: input.request },
+      { responseId: fields.response_id!, createdAt: now, model: input.model, request: input.request },
       'queued',
     ),
   });
-  // On one Redis, journal and record in one round trip: both are sent before either reply is
-  // read, and Redis runs (and, with appendfsync always, logs) them in the order sent, so no
-  // record is on disk without its journal entry before it.
-  const journalled = core.sched.journal(id, now);
-  // On a Redis Cluster the two are on different nodes: the record waits for the journal entry, so
-  // no failover there leaves a record nothing would offer (two more round trips, there only).
-  await core.indexFirst(journalled);
-  const written = core.scripts.create(
+  return core.scripts.create(
     keys.task,
     keys.events,
     keys.channel,
@@ -71,57 +103,70 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
     'response.created',
     JSON.stringify(created.data),
   );
-  // A fresh id's queued state is known: attempt 0, and the one event above is number 1.
-  // The journal entry stays until the record is known written: were the record late (its
-  // script retried after a Redis restart emptied the script cache) or failed, the worker's claim
-  // refuses the job of a task not there yet, and the reconciler queues it again from the journal.
-  // The operator index (another slot) rides in the same round trip, and is waited for with the
-  // rest, so a listing right after the create shows it (on a cluster it is on a node of its own);
-  // a lost entry costs only the listing.
-  const indexed = indexCreated(core.redis, core.scripts, { id, tenant: input.tenant, createdAt: now }).catch(
-    () => undefined,
+}
+
+/**
+ * Offers a fresh id's task to the scheduler in the create's round trip. Its queued state is
+ * known: attempt 0, and its one event, `response.created`, is number 1.
+ */
+function enqueueFresh(core: StoreCore, input: NewTask, id: string, now: number) {
+  return core.enqueue(
+    {
+      id,
+      tenant: input.tenant,
+      createdAt: now,
+      model: input.model,
+      attempt: 0,
+      seq: 1,
+      parent: input.parent ?? null,
+    },
+    true,
   );
-  const queued = fresh
-    ? core.enqueue(
-        {
-          id,
-          tenant: input.tenant,
-          createdAt: now,
-          model: input.model,
-          attempt: 0,
-          seq: 1,
-          parent: input.parent ?? null,
-        },
-        true,
-      )
-    : null;
-  const [journal, reply, enqueued] = await Promise.allSettled([journalled, written, queued, indexed]);
-  if (reply.status === 'rejected') throw reply.reason;
-  if (reply.value[0] === 'gone') {
+}
+
+/** The task create.lua answered for: the one it wrote, or the one already under a retried id. */
+async function createdTask(
+  core: StoreCore,
+  input: NewTask,
+  fields: Record<string, string>,
+  now: number,
+  reply: ScriptReply,
+): Promise<TaskRecord> {
+  const id = fields.id!;
+  if (reply[0] === 'gone') {
     // Nothing was written under the id; a ready entry sent with it is refused by the claim.
     await core.sched.unjournal(id);
     throw new TasklineError('task_not_found', `task ${id} was created and has expired: its id is not reused`);
   }
   // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
   const task =
-    reply.value[0] === 'ok'
-      ? parseTask({ ...fields, ...createdFields(now, Number(reply.value[1])) })
+    reply[0] === 'ok'
+      ? parseTask({ ...fields, ...createdFields(now, Number(reply[1])) })
       : await core.get(id);
-  if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply.value[0]}`);
+  if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply[0]}`);
   if (task.tenant !== input.tenant)
     throw new TasklineError('internal_error', 'task id collision across tenants');
-  if (reply.value[0] === 'ok') core.observe(task.kind, 'queued', task.createdAt);
-  // A fresh id's enqueue went with the record. Otherwise it is not awaited: the record and its
-  // journal entry are on disk, which is what the caller may acknowledge; a lost enqueue leaves
-  // the journal entry the reconciler queues from. It is sent before this returns, so this
-  // connection's later commands see the task queued. Without a journal entry (its write
-  // failed) nothing would repair a lost enqueue: wait for it.
-  if (task.status !== 'queued') await core.sched.unjournal(id);
-  else if (fresh && enqueued.status === 'fulfilled') {
-    // Not awaited: a journal entry left behind only makes the reconciler look at a dispatched task.
-    core.sched.unjournal(id).catch(() => undefined);
-    return task;
-  } else if (journal.status === 'rejected') await core.enqueue(task);
-  else core.enqueue(task).catch(() => undefined);
+  if (reply[0] === 'ok') core.observe(task.kind, 'queued', task.createdAt);
   return task;
+}
+
+/**
+ * A fresh id's enqueue went with the record. Otherwise it is not awaited: the record and its
+ * journal entry are on disk, which is what the caller may acknowledge; a lost enqueue leaves
+ * the journal entry the reconciler queues from. It is sent before this returns, so this
+ * connection's later commands see the task queued. Without a journal entry (its write
+ * failed) nothing would repair a lost enqueue: wait for it.
+ */
+async function settleQueue(
+  core: StoreCore,
+  task: TaskRecord,
+  enqueuedWithRecord: boolean,
+  journalFailed: boolean,
+): Promise<void> {
+  if (task.status !== 'queued') await core.sched.unjournal(task.id);
+  else if (enqueuedWithRecord) {
+    // Not awaited: a journal entry left behind only makes the reconciler look at a dispatched task.
+    core.sched.unjournal(task.id).catch(() => undefined);
+  } else if (journalFailed) await core.enqueue(task);
+  else core.enqueue(task).catch(() => undefined);
 }

@@ -60,17 +60,6 @@ export interface ServerDeps {
 
 /** The MCP 2026-07-28 server of one request: the tools, and the Tasks extension's methods over the engine's tasks. */
 export function buildServer(deps: ServerDeps): McpServer {
-  const { store, tools, poll, tenant } = deps;
-  /** Runs a handler, noting a Redis "try again" it fails with before the SDK reshapes the error. */
-  const noting = async <T>(work: () => Promise<T>): Promise<T> => {
-    try {
-      return await work();
-    } catch (err) {
-      const reason = redisUnavailableReason(err);
-      if (reason && deps.outcome) deps.outcome.unavailable = reason;
-      throw err;
-    }
-  };
   const server = new McpServer(
     { name: 'taskline', version: '0.1.0' },
     {
@@ -78,14 +67,45 @@ export function buildServer(deps: ServerDeps): McpServer {
       ...(deps.extensions.requestState && { requestState: deps.extensions.requestState }),
     },
   );
-  // server/discover lists every revision /mcp serves, as -32022 does (MCP 2026-07-28, Versioning;
-  // the official conformance suite checks that the two agree). The SDK's discover lists only its
-  // modern revisions and has no option for more, so its answer is widened here.
+  widenDiscover(server);
+  deps.extensions.register?.(server);
+  registerTools(server, deps);
+  const taskParams = { params: z.looseObject({ taskId: z.string() }) };
+  server.server.setRequestHandler('tasks/get', taskParams, ({ taskId }, ctx) => getTask(deps, taskId, ctx));
+  server.server.setRequestHandler('tasks/update', taskParams, ({ taskId }, ctx) =>
+    noting(deps, () => updateTask(deps, taskId, ctx)),
+  );
+  server.server.setRequestHandler('tasks/cancel', taskParams, ({ taskId }, ctx) =>
+    noting(deps, () => cancelTask(deps, taskId, ctx)),
+  );
+  return server;
+}
+
+/** Runs a handler, noting a Redis "try again" it fails with before the SDK reshapes the error. */
+async function noting<T>(deps: ServerDeps, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    const reason = redisUnavailableReason(err);
+    if (reason && deps.outcome) deps.outcome.unavailable = reason;
+    throw err;
+  }
+}
+
+/**
+ * server/discover lists every revision /mcp serves, as -32022 does (MCP 2026-07-28, Versioning;
+ * the official conformance suite checks that the two agree). The SDK's discover lists only its
+ * modern revisions and has no option for more, so its answer is widened here.
+ */
+function widenDiscover(server: McpServer): void {
   const sdk = server.server as unknown as { _ondiscover(): Record<string, unknown> };
   const discover = sdk._ondiscover.bind(sdk);
   sdk._ondiscover = () => ({ ...discover(), supportedVersions: SUPPORTED_VERSIONS });
-  deps.extensions.register?.(server);
-  for (const tool of tools.list()) {
+}
+
+/** Every tool of the registry, each call run by `callTool`. */
+function registerTools(server: McpServer, deps: ServerDeps): void {
+  for (const tool of deps.tools.list()) {
     server.registerTool(
       tool.name,
       {
@@ -94,57 +114,61 @@ export function buildServer(deps: ServerDeps): McpServer {
         inputSchema: tool.inputSchema,
       },
       (args: Record<string, unknown>, ctx: ServerContext) =>
-        noting(() => callTool(deps, tool, args, ctx)) as never,
+        noting(deps, () => callTool(deps, tool, args, ctx)) as never,
     );
   }
-  const requireTasks = (ctx: ServerContext) => {
-    if (!declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) throw missingTasks();
-  };
-  const find = async (taskId: string): Promise<TaskRecord> => {
-    const task = await findToolTask(store, taskId, tenant);
-    if (!task) throw unknownTask();
-    return task;
-  };
-  const taskParams = { params: z.looseObject({ taskId: z.string() }) };
-  server.server.setRequestHandler('tasks/get', taskParams, async ({ taskId }, ctx) => {
-    requireTasks(ctx);
-    return (await noting(async () => detailedTask(store, await find(taskId), poll))) as never;
-  });
-  server.server.setRequestHandler('tasks/update', taskParams, ({ taskId }, ctx) =>
-    noting(() => updateTask(taskId, ctx)),
-  );
-  const updateTask = async (taskId: string, ctx: ServerContext) => {
-    requireTasks(ctx);
-    const task = await find(taskId);
-    const answers = ctx.mcpReq.inputResponses ?? {};
-    try {
-      const { status } = await store.provideInput(taskId, tenant, answers);
-      // The last answer ends the wait: a span of the task's trace from the park (its last update).
-      if (task.status === 'input_required' && status !== 'input_required')
-        recordSpan('task.input_wait', task.traceparent, taskAttributes(task), task.updatedAt);
-    } catch (err) {
-      if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
-      throw err;
-    }
-    return {} as never;
-  };
-  server.server.setRequestHandler('tasks/cancel', taskParams, ({ taskId }, ctx) =>
-    noting(() => cancelTask(taskId, ctx)),
-  );
-  const cancelTask = async (taskId: string, ctx: ServerContext) => {
-    requireTasks(ctx);
-    await find(taskId);
-    try {
-      await store.cancel(taskId, tenant);
-    } catch (err) {
-      if (!(err instanceof TasklineError)) throw err;
-      if (err.code === 'task_not_found') throw unknownTask();
-      // Cancelling a finished task is acknowledged all the same: the ack promises nothing more.
-      if (err.code !== 'task_not_cancelable') throw err;
-    }
-    return {} as never;
-  };
-  return server;
+}
+
+/** The Tasks methods answer only a client that declared the extension. */
+function requireTasks(ctx: ServerContext): void {
+  if (!declaresTasks(ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_KEY as never])) throw missingTasks();
+}
+
+/** The caller's tool task, or the one error every unknown, expired or other tenant's task reads as. */
+async function find(deps: ServerDeps, taskId: string): Promise<TaskRecord> {
+  const task = await findToolTask(deps.store, taskId, deps.tenant);
+  if (!task) throw unknownTask();
+  return task;
+}
+
+/** `tasks/get`: the task, as the Tasks extension shows it. */
+async function getTask(deps: ServerDeps, taskId: string, ctx: ServerContext) {
+  requireTasks(ctx);
+  return (await noting(deps, async () =>
+    detailedTask(deps.store, await find(deps, taskId), deps.poll),
+  )) as never;
+}
+
+/** `tasks/update`: the client's answers to the task's input requests. */
+async function updateTask(deps: ServerDeps, taskId: string, ctx: ServerContext) {
+  requireTasks(ctx);
+  const task = await find(deps, taskId);
+  const answers = ctx.mcpReq.inputResponses ?? {};
+  try {
+    const { status } = await deps.store.provideInput(taskId, deps.tenant, answers);
+    // The last answer ends the wait: a span of the task's trace from the park (its last update).
+    if (task.status === 'input_required' && status !== 'input_required')
+      recordSpan('task.input_wait', task.traceparent, taskAttributes(task), task.updatedAt);
+  } catch (err) {
+    if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
+    throw err;
+  }
+  return {} as never;
+}
+
+/** `tasks/cancel`: acknowledged once asked, a finished task's included. */
+async function cancelTask(deps: ServerDeps, taskId: string, ctx: ServerContext) {
+  requireTasks(ctx);
+  await find(deps, taskId);
+  try {
+    await deps.store.cancel(taskId, deps.tenant);
+  } catch (err) {
+    if (!(err instanceof TasklineError)) throw err;
+    if (err.code === 'task_not_found') throw unknownTask();
+    // Cancelling a finished task is acknowledged all the same: the ack promises nothing more.
+    if (err.code !== 'task_not_cancelable') throw err;
+  }
+  return {} as never;
 }
 
 async function callTool(

@@ -5,10 +5,17 @@ import {
   type EventInput,
   type Finish,
   type RunContext,
+  type TaskRecord,
   type TaskRunner,
 } from '@taskline/engine';
 import { randomUUID } from 'node:crypto';
-import { InvalidRequestError, type ChatMessage, type ModelBackend } from '@taskline/inference';
+import {
+  InvalidRequestError,
+  type ChatMessage,
+  type GenerateResult,
+  type GenerateStep,
+  type ModelBackend,
+} from '@taskline/inference';
 import { whenRedisAnswers } from '@taskline/task-worker';
 
 /** The LMSP response request a `response` task holds (LMSP 1.0 section 6). */
@@ -243,133 +250,166 @@ export interface ResponseRunnerOptions {
  * (output and usage). `max_output_tokens` ends the response `incomplete` (the task succeeds).
  */
 export function createResponseRunner(backend: ModelBackend, options: ResponseRunnerOptions = {}): TaskRunner {
-  return {
-    async run(ctx: RunContext): Promise<Finish> {
-      const { task, store, signal } = ctx;
-      const request = task.request as ResponseRequest;
-      const messages = toMessages(request);
-      // Tokens a previous attempt stored (resume policy, after a crash or a drain): continue after them.
-      // The first attempt has none (only a running attempt stores tokens): no read on its way to the first token.
-      const resumeTokens = backend.canSnapshot && ctx.attempt > 1 ? await store.snapshot(task.id) : [];
-      const itemId = `msg_${task.id.slice(task.id.indexOf('_') + 1)}`;
-      const running = { task_status: 'running', output_index: 0 };
-      const part = (text: string) => ({ type: 'output_text', text, annotations: [] });
-      const item = (status: string, content: unknown[]) => ({
-        id: itemId,
-        type: 'message',
-        status,
-        role: 'assistant',
-        content,
-      });
-      const prologue: EventInput[] =
-        resumeTokens.length > 0
-          ? []
-          : [
-              { type: 'response.output_item.added', data: { ...running, item: item('in_progress', []) } },
-              {
-                type: 'response.content_part.added',
-                data: { ...running, item_id: itemId, content_index: 0, part: part('') },
-              },
-            ];
-      const local = new AbortController();
-      const onAbort = () => local.abort(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      const stream = new DeltaStream(
-        ctx,
-        itemId,
-        prologue,
-        options.clock ?? new FlushClock(0),
-        () => local.abort('append_failed'),
-        options.retryUnavailableMs ?? 0,
-      );
-      let generated = 0;
-      let firstTokenAt = 0n;
-      const onStep = (step: { text: string; tokens: number[] }) => {
-        if (generated === 0 && step.tokens.length > 0) {
-          firstTokenAt = process.hrtime.bigint();
-          options.onFirstToken?.();
-        }
-        generated += step.tokens.length;
-        if (step.tokens.length > 0) options.onTokens?.(step.tokens.length);
-        stream.push(step.text, step.tokens);
-      };
-      try {
-        const result = await backend
-          .generate(
-            {
-              messages,
-              maxOutputTokens: request.max_output_tokens,
-              temperature: request.temperature,
-              topP: request.top_p,
-              seed: request.seed,
-              resumeTokens,
-            },
-            { signal: local.signal, onStep },
-          )
-          .catch((err: unknown) => {
-            // The caller's request (too long for the context, refused by the chat template), not the
-            // worker: the task fails with a 4xx code the caller can act on.
-            throw err instanceof InvalidRequestError
-              ? new TasklineError('invalid_request', err.message)
-              : err;
-          });
-        const pending = await stream.flush().catch((err: unknown) => {
-          // A cancel makes the store refuse appends (the task is `cancelling`), which also stops the
-          // model at once; the refused text goes with the cancelled end, as the held-back text does.
-          const refusedByCancel =
-            err instanceof TasklineError &&
-            err.code === 'illegal_transition' &&
-            err.details.status === 'cancelling';
-          if (result.finishReason === 'cancelled' && refusedByCancel) return stream.unsent();
-          throw err;
-        });
-        const usage = {
-          input_tokens: result.inputTokens,
-          output_tokens: result.outputTokens,
-          total_tokens: result.inputTokens + result.outputTokens,
-        };
-        if (result.finishReason === 'cancelled') {
-          const response = {
-            ...emptyResponse(task, 'cancelled'),
-            output: [item('incomplete', [part(result.text)])],
-            usage,
-          };
-          // The deltas still to come: the stream's deltas add up to the cancelled response's text.
-          return { status: 'cancelled', result: response, events: pending.events };
-        }
-        const incomplete = result.finishReason === 'max_output_tokens';
-        const status = incomplete ? 'incomplete' : 'completed';
-        const done = item(status, [part(result.text)]);
-        const response = {
-          ...emptyResponse(task, status),
-          output: [done],
-          usage,
-          incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
-        };
-        // The held-back text and the closing events land with the end itself. Their token ids are
-        // not stored: a finished task is never resumed, and its result holds the whole text.
-        return {
-          status: 'succeeded',
-          result: response,
-          events: [
-            ...pending.events,
-            {
-              type: 'response.output_text.done',
-              data: { ...running, item_id: itemId, content_index: 0, text: result.text },
-            },
-            {
-              type: 'response.content_part.done',
-              data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
-            },
-            { type: 'response.output_item.done', data: { ...running, item: done } },
-          ],
-        };
-      } finally {
-        stream.close();
-        signal.removeEventListener('abort', onAbort);
-        if (generated > 0)
-          options.onGenerated?.(generated, Number(process.hrtime.bigint() - firstTokenAt) / 1e9);
-      }
+  return { run: (ctx: RunContext) => run(backend, options, ctx) };
+}
+
+/** The fields every event of the output item carries while the task runs. */
+const running = { task_status: 'running', output_index: 0 };
+const part = (text: string) => ({ type: 'output_text', text, annotations: [] });
+/** The output message item of the response, by its id. */
+const itemOf = (itemId: string) => (status: string, content: unknown[]) => ({
+  id: itemId,
+  type: 'message',
+  status,
+  role: 'assistant',
+  content,
+});
+type Item = ReturnType<typeof itemOf>;
+type Pending = { events: EventInput[]; tokens: number[] };
+
+/** One attempt of a `response` task: generates, streams its deltas, and ends it. */
+async function run(backend: ModelBackend, options: ResponseRunnerOptions, ctx: RunContext): Promise<Finish> {
+  const { task, store, signal } = ctx;
+  const request = task.request as ResponseRequest;
+  const messages = toMessages(request);
+  // Tokens a previous attempt stored (resume policy, after a crash or a drain): continue after them.
+  // The first attempt has none (only a running attempt stores tokens): no read on its way to the first token.
+  const resumeTokens = backend.canSnapshot && ctx.attempt > 1 ? await store.snapshot(task.id) : [];
+  const itemId = `msg_${task.id.slice(task.id.indexOf('_') + 1)}`;
+  const item = itemOf(itemId);
+  const prologue: EventInput[] = resumeTokens.length > 0 ? [] : opening(itemId, item);
+  const local = new AbortController();
+  const onAbort = () => local.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  const stream = new DeltaStream(
+    ctx,
+    itemId,
+    prologue,
+    options.clock ?? new FlushClock(0),
+    () => local.abort('append_failed'),
+    options.retryUnavailableMs ?? 0,
+  );
+  let generated = 0;
+  let firstTokenAt = 0n;
+  const onStep = (step: { text: string; tokens: number[] }) => {
+    if (generated === 0 && step.tokens.length > 0) {
+      firstTokenAt = process.hrtime.bigint();
+      options.onFirstToken?.();
+    }
+    generated += step.tokens.length;
+    if (step.tokens.length > 0) options.onTokens?.(step.tokens.length);
+    stream.push(step.text, step.tokens);
+  };
+  try {
+    const result = await generate(backend, request, { messages, resumeTokens }, local.signal, onStep);
+    const pending = await flushed(stream, result);
+    return ended(task, itemId, item, result, pending);
+  } finally {
+    stream.close();
+    signal.removeEventListener('abort', onAbort);
+    if (generated > 0) options.onGenerated?.(generated, Number(process.hrtime.bigint() - firstTokenAt) / 1e9);
+  }
+}
+
+/** The events that open the output item, sent before the first delta of a first attempt. */
+function opening(itemId: string, item: Item): EventInput[] {
+  return [
+    { type: 'response.output_item.added', data: { ...running, item: item('in_progress', []) } },
+    {
+      type: 'response.content_part.added',
+      data: { ...running, item_id: itemId, content_index: 0, part: part('') },
     },
+  ];
+}
+
+/** Generates the response; a request the model refuses fails the task as the caller's error. */
+function generate(
+  backend: ModelBackend,
+  request: ResponseRequest,
+  { messages, resumeTokens }: { messages: ChatMessage[]; resumeTokens: number[] },
+  signal: AbortSignal,
+  onStep: (step: GenerateStep) => void,
+): Promise<GenerateResult> {
+  return backend
+    .generate(
+      {
+        messages,
+        maxOutputTokens: request.max_output_tokens,
+        temperature: request.temperature,
+        topP: request.top_p,
+        seed: request.seed,
+        resumeTokens,
+      },
+      { signal, onStep },
+    )
+    .catch((err: unknown) => {
+      // The caller's request (too long for the context, refused by the chat template), not the
+      // worker: the task fails with a 4xx code the caller can act on.
+      throw err instanceof InvalidRequestError ? new TasklineError('invalid_request', err.message) : err;
+    });
+}
+
+/** The deltas still held back once generation ended, which go with the end. */
+function flushed(stream: DeltaStream, result: GenerateResult): Promise<Pending> {
+  return stream.flush().catch((err: unknown) => {
+    // A cancel makes the store refuse appends (the task is `cancelling`), which also stops the
+    // model at once; the refused text goes with the cancelled end, as the held-back text does.
+    const refusedByCancel =
+      err instanceof TasklineError &&
+      err.code === 'illegal_transition' &&
+      err.details.status === 'cancelling';
+    if (result.finishReason === 'cancelled' && refusedByCancel) return stream.unsent();
+    throw err;
+  });
+}
+
+/** The attempt's end: cancelled, or succeeded (`incomplete` at max_output_tokens) with its closing events. */
+function ended(
+  task: TaskRecord,
+  itemId: string,
+  item: Item,
+  result: GenerateResult,
+  pending: Pending,
+): Finish {
+  const usage = {
+    input_tokens: result.inputTokens,
+    output_tokens: result.outputTokens,
+    total_tokens: result.inputTokens + result.outputTokens,
+  };
+  if (result.finishReason === 'cancelled') {
+    const response = {
+      ...emptyResponse(task, 'cancelled'),
+      output: [item('incomplete', [part(result.text)])],
+      usage,
+    };
+    // The deltas still to come: the stream's deltas add up to the cancelled response's text.
+    return { status: 'cancelled', result: response, events: pending.events };
+  }
+  const incomplete = result.finishReason === 'max_output_tokens';
+  const status = incomplete ? 'incomplete' : 'completed';
+  const done = item(status, [part(result.text)]);
+  const response = {
+    ...emptyResponse(task, status),
+    output: [done],
+    usage,
+    incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+  };
+  // The held-back text and the closing events land with the end itself. Their token ids are
+  // not stored: a finished task is never resumed, and its result holds the whole text.
+  return {
+    status: 'succeeded',
+    result: response,
+    events: [
+      ...pending.events,
+      {
+        type: 'response.output_text.done',
+        data: { ...running, item_id: itemId, content_index: 0, text: result.text },
+      },
+      {
+        type: 'response.content_part.done',
+        data: { ...running, item_id: itemId, content_index: 0, part: part(result.text) },
+      },
+      { type: 'response.output_item.done', data: { ...running, item: done } },
+    ],
   };
 }

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { startTracing } from '@taskline/tracing';
 import { join } from 'node:path';
-import { loadEnv } from '@taskline/config';
+import { loadEnv, type Env } from '@taskline/config';
 import { controlSecurityFromEnv } from '@taskline/control';
 import {
   checkDurability,
@@ -22,11 +22,17 @@ import {
   ModelCache,
   type ModelBackend,
 } from '@taskline/inference';
-import { createLogger, droppedLogLines } from '@taskline/log';
-import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
-import { builtinTools, createToolRunner, modelChoice, type BuiltinToolOptions } from '@taskline/tools';
+import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
+import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
+import {
+  builtinTools,
+  createToolRunner,
+  modelChoice,
+  type BuiltinToolOptions,
+  type ToolRunner,
+} from '@taskline/tools';
 import { closeAndExit, exitRefused, workerReadiness } from '@taskline/task-worker';
-import { GpuWorker } from './worker.js';
+import { GpuWorker, type GpuWorkerOptions } from './worker.js';
 
 /** Benchmark-only model id: no weights, fixed output as fast as the pipeline allows. */
 const INSTANT_MODEL = 'instant';
@@ -72,10 +78,37 @@ export async function startWorker(
       notReady: workerReadiness(() => worker, redis),
     },
   });
+  const cache = modelCache(env, metrics);
+  const toolRunner = toolRunnerOf(env, options.extendTools, { hub, log });
 
+  let exiting = false;
+  const exit = async () => {
+    if (exiting) return;
+    exiting = true;
+    await toolRunner.close();
+    await cache.clear();
+    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
+  };
+
+  const deps = { id, redisTarget, store, log, metrics, cache, toolRunner, exit };
+  worker = gpuWorker(env, { ...deps, controlSecurity: security });
+  await worker.start();
+  log.info('ready', {
+    models: env.TASKLINE_WORKER_MODELS,
+    slots: env.TASKLINE_WORKER_SLOTS,
+    metrics_port: metricsServer.port,
+  });
+
+  const running = worker;
+  process.on('SIGTERM', () => void running.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
+  process.on('SIGINT', () => void running.drain(0));
+}
+
+/** The models this worker loads, within its memory budget; each real load is timed. */
+function modelCache(env: Env, metrics: TasklineMetrics): ModelCache<ModelBackend> {
   const providers =
     env.TASKLINE_EXECUTION_PROVIDER === 'cuda' ? (['cuda', 'cpu'] as const) : (['cpu'] as const);
-  const cache = new ModelCache<ModelBackend>({
+  return new ModelCache<ModelBackend>({
     budgetBytes: env.TASKLINE_MODEL_MEMORY_MB * 1024 * 1024,
     estimateBytes: (model) =>
       model === INSTANT_MODEL ? 0 : estimateOnnxModelBytes(join(env.TASKLINE_MODELS_DIR, model)),
@@ -97,56 +130,45 @@ export async function startWorker(
       return backend;
     },
   });
+}
 
-  // The same registry the api lists: the api accepts a call, a worker runs it.
+/** Runs built-in tool calls: the same registry the api lists (the api accepts a call, a worker runs it). */
+function toolRunnerOf(
+  env: Env,
+  extendTools: BuiltinToolOptions['extend'],
+  deps: { hub: EventHub; log: Logger },
+): ToolRunner {
   const tools = builtinTools({
-    extend: options.extendTools,
+    extend: extendTools,
     batchConfirmAboveTokens: env.TASKLINE_BATCH_CONFIRM_ABOVE_TOKENS,
     models: modelChoice(env),
   });
-  const toolRunner = createToolRunner(tools, {
-    hub,
+  return createToolRunner(tools, {
+    ...deps,
     served: servedModelsFromEnv(env),
-    log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
   });
+}
 
-  let exiting = false;
-  const exit = async () => {
-    if (exiting) return;
-    exiting = true;
-    await toolRunner.close();
-    await cache.clear();
-    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
-  };
+/** What the worker takes from start-up rather than from the environment; `exit` runs once it has drained. */
+type WorkerDeps = Pick<
+  GpuWorkerOptions,
+  'id' | 'redisTarget' | 'store' | 'log' | 'metrics' | 'toolRunner' | 'controlSecurity'
+> & { cache: ModelCache<ModelBackend>; exit: () => Promise<void> };
 
-  worker = new GpuWorker({
-    id,
-    redisTarget,
-    store,
-    log,
-    metrics,
+/** The worker itself, configured from the environment. */
+function gpuWorker(env: Env, { cache, exit, ...deps }: WorkerDeps): GpuWorker {
+  return new GpuWorker({
+    ...deps,
     models: env.TASKLINE_WORKER_MODELS.split(','),
     slots: env.TASKLINE_WORKER_SLOTS,
     fetchers: env.TASKLINE_WORKER_FETCHERS,
     acquire: (model) => cache.acquire(model),
     isLoaded: (model) => cache.isLoaded(model),
-    toolRunner,
     leaseMs: env.TASKLINE_LEASE_MS,
     flushMs: env.TASKLINE_STREAM_FLUSH_MS,
     schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
-    controlSecurity: security,
-    onControlRefused: (message) => exitRefused('gpu-worker', id, message),
+    onControlRefused: (message) => exitRefused('gpu-worker', deps.id, message),
     onDrained: () => void exit(),
   });
-  await worker.start();
-  log.info('ready', {
-    models: env.TASKLINE_WORKER_MODELS,
-    slots: env.TASKLINE_WORKER_SLOTS,
-    metrics_port: metricsServer.port,
-  });
-
-  const running = worker;
-  process.on('SIGTERM', () => void running.drain(env.TASKLINE_DRAIN_DEADLINE_MS));
-  process.on('SIGINT', () => void running.drain(0));
 }

@@ -14,7 +14,13 @@ import {
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
 import { controlSecurityFromEnv } from '@taskline/control';
 import { buildInfo, createMetrics, startMetricsServer, type TasklineMetrics } from '@taskline/metrics';
-import { closeAndExit, exitRefused, TaskWorker, workerReadiness } from '@taskline/task-worker';
+import {
+  closeAndExit,
+  exitRefused,
+  TaskWorker,
+  workerReadiness,
+  type TaskWorkerOptions,
+} from '@taskline/task-worker';
 import type { ToolDefinition } from '@taskline/tool-sdk';
 import {
   createToolRunner,
@@ -126,6 +132,43 @@ const runTool = (runner: ToolRunner) => async (ctx: RunContext) => {
   return runner.run(ctx);
 };
 
+/** Runs the calls of every tool served, each tool from its own queue. */
+function toolRunnerOf(tools: ToolDefinition[], env: Env, deps: { hub: EventHub; log: Logger }): ToolRunner {
+  const registry = new ToolRegistry();
+  for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
+  return createToolRunner(registry, {
+    ...deps,
+    served: servedModelsFromEnv(env),
+    checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
+  });
+}
+
+/** What the worker takes from start-up rather than from the environment; `exit` runs once it has drained. */
+type WorkerDeps = Pick<
+  TaskWorkerOptions,
+  'id' | 'redisTarget' | 'store' | 'log' | 'metrics' | 'controlSecurity'
+> & {
+  tools: ToolDefinition[];
+  slots: Map<string, number>;
+  runner: ToolRunner;
+  exit: () => Promise<void>;
+};
+
+/** The worker taking the tools' queues, each with its slots. */
+function toolTaskWorker(env: Env, { tools, slots, runner, exit, ...deps }: WorkerDeps): TaskWorker {
+  return new TaskWorker({
+    ...deps,
+    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
+    fetchers: 1,
+    run: runTool(runner),
+    startsRunning: () => true,
+    leaseMs: env.TASKLINE_LEASE_MS,
+    schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
+    onControlRefused: (message) => exitRefused('tool-worker', deps.id, message),
+    onDrained: () => void exit(),
+  });
+}
+
 /**
  * Starts a tool worker in this process; resolves once it takes work. Every tool is checked before
  * anything connects: an invalid one throws (InvalidToolError), and nothing is registered or claimed.
@@ -162,14 +205,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     probes: { build, notReady: workerReadiness(() => worker, redis) },
   });
 
-  const registry = new ToolRegistry();
-  for (const tool of tools) registry.register(tool, { queue: toolQueue(tool.name) });
-  const runner = createToolRunner(registry, {
-    hub,
-    served: servedModelsFromEnv(env),
-    log,
-    checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
-  });
+  const runner = toolRunnerOf(tools, env, { hub, log });
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
     worker: id,
@@ -188,22 +224,8 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     await runner.close();
     await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
   };
-  worker = new TaskWorker({
-    id,
-    redisTarget,
-    store,
-    log,
-    metrics,
-    queues: tools.map((t) => ({ model: toolQueue(t.name), slots: slots.get(t.name)! })),
-    fetchers: 1,
-    run: runTool(runner),
-    startsRunning: () => true,
-    leaseMs: env.TASKLINE_LEASE_MS,
-    schedulerAddrs: env.TASKLINE_SCHEDULER_ADDR.split(','),
-    controlSecurity: security,
-    onControlRefused: (message) => exitRefused('tool-worker', id, message),
-    onDrained: () => void exit(),
-  });
+  const deps = { id, redisTarget, store, log, metrics, tools, slots, runner, exit };
+  worker = toolTaskWorker(env, { ...deps, controlSecurity: security });
   const running = worker;
   await running.start();
   // Listed once it takes work: a call accepted on its word is never left without a taker.
