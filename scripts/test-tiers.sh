@@ -31,6 +31,7 @@ UNIT=(
   packages/inference/test/onnx-model.test.ts
   packages/inference/test/prefill.test.ts
   packages/inference/test/units.test.ts
+  packages/lmsp/test/status.test.ts
   packages/log/test/event-names.test.ts
   packages/mcp/test/view.test.ts
   packages/metrics/test/metrics.test.ts
