@@ -31,7 +31,9 @@ UNIT=(
   packages/inference/test/onnx-model.test.ts
   packages/inference/test/prefill.test.ts
   packages/inference/test/units.test.ts
+  packages/lmsp/test/status.test.ts
   packages/log/test/event-names.test.ts
+  packages/mcp/test/error-codes.test.ts
   packages/mcp/test/view.test.ts
   packages/metrics/test/metrics.test.ts
   packages/testing/test/ports.test.ts

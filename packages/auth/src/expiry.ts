@@ -1,5 +1,6 @@
 // Timers that fire when a credential (a JWT's `exp`) stops being accepted.
 import { problem } from '@taskline/engine/core';
+import { HTTP_STATUS } from '@taskline/lmsp';
 
 /** setTimeout's longest delay (2^31-1 ms, about 24.8 days): a longer one would fire at once. */
 const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -34,6 +35,6 @@ export const EXPIRED_EVENT = `event: error\ndata: ${JSON.stringify(
   problem(
     'unauthorized',
     'The bearer token that opened this stream has expired; reconnect with a fresh one (Last-Event-ID resumes it).',
-    401,
+    HTTP_STATUS.unauthorized,
   ),
 )}\n\n`;

@@ -2,6 +2,7 @@
 import { ApiKeyStore, TENANT_PATTERN } from '@taskline/auth';
 import { connectRedis, TasklineError } from '@taskline/engine';
 import { TasklineClientError } from '@taskline/client';
+import { HTTP_STATUS } from '@taskline/lmsp';
 import { keysRedisUrl, UsageError, type CliConfig } from './config.js';
 import { EXIT } from './exit.js';
 import type { CliIo } from './io.js';
@@ -69,7 +70,8 @@ export async function runKeys(
     }
     throw new TasklineClientError('key_not_found', `No API key ${rest[0]}.`);
   } catch (err) {
-    if (err instanceof TasklineError) throw new TasklineClientError(err.code, err.message, err.status);
+    if (err instanceof TasklineError)
+      throw new TasklineClientError(err.code, err.message, HTTP_STATUS[err.code]);
     if (err instanceof TasklineClientError || err instanceof UsageError) throw err;
     throw new TasklineClientError(
       'network_error',

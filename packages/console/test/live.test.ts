@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import express, { type ErrorRequestHandler } from 'express';
 import { TasklineError } from '@taskline/engine';
+import { HTTP_STATUS } from '@taskline/lmsp';
 import { FeedPool, type LiveStreams } from '../src/live.js';
 
 let base = '';
@@ -36,7 +37,7 @@ before(async () => {
     ),
   );
   const errors: ErrorRequestHandler = (err, _req, res, _next) => {
-    res.status(err instanceof TasklineError ? err.status : 500).end();
+    res.status(err instanceof TasklineError ? HTTP_STATUS[err.code] : 500).end();
   };
   app.use(errors);
   const server = app.listen(0, '127.0.0.1');

@@ -1,52 +1,54 @@
 /**
- * Stable error codes (LMSP 1.0 section 9.3; docs/lmsp.md). Every layer throws TasklineError with one of these; the
- * HTTP layer maps it to problem+json, the MCP layer to a JSON-RPC error.
+ * Stable error codes (LMSP 1.0 section 9.3; docs/lmsp.md). Every layer throws TasklineError with one of these, as
+ * data: what a code answers on a protocol lives with that protocol (the HTTP status of each in
+ * `@taskline/lmsp`, the JSON-RPC error of each in `packages/mcp/src/errors.ts`).
  */
-export const ERROR_CODES = {
-  invalid_request: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  task_not_found: 404,
-  model_not_found: 404,
-  task_not_cancelable: 409,
+export const ERROR_CODES = [
+  'invalid_request',
+  'unauthorized',
+  'forbidden',
+  'task_not_found',
+  'model_not_found',
+  'task_not_cancelable',
   /** A delete (OpenAI's `DELETE /responses/{id}`) of a task that has not ended: cancel it first. */
-  task_not_deletable: 409,
-  idempotency_key_in_use: 409,
-  event_history_expired: 410,
-  payload_too_large: 413,
-  idempotency_key_reused: 422,
-  unsupported_capability: 400,
-  rate_limited: 429,
+  'task_not_deletable',
+  'idempotency_key_in_use',
+  'event_history_expired',
+  'payload_too_large',
+  'idempotency_key_reused',
+  'unsupported_capability',
+  'rate_limited',
   /**
    * Too many failed authentications from the client's address (TASKLINE_AUTH_FAILURE_*): every
    * request from it is refused, whatever its credential, until the window passes.
    */
-  too_many_auth_failures: 429,
-  server_restarted: 500,
+  'too_many_auth_failures',
+  'server_restarted',
   /** A task's caller never answered its input requests (TASKLINE_INPUT_TIMEOUT_S). */
-  input_timeout: 408,
-  internal_error: 500,
-  unavailable: 503,
+  'input_timeout',
+  'internal_error',
+  'unavailable',
   /** Redis replicas did not confirm an acknowledged write in time (TASKLINE_REPLICA_ACK_TIMEOUT_MS). */
-  replication_timeout: 503,
-  stale_attempt: 409,
-  task_terminal: 409,
-  illegal_transition: 409,
+  'replication_timeout',
+  'stale_attempt',
+  'task_terminal',
+  'illegal_transition',
   /** No webhook endpoint with this id for the tenant (docs/webhooks.md). */
-  webhook_not_found: 404,
+  'webhook_not_found',
   /**
    * A webhook URL that may not be reached: not https (TASKLINE_WEBHOOK_ALLOW_HTTP), or on a
    * private, loopback or link-local address (TASKLINE_WEBHOOK_ALLOW_PRIVATE).
    */
-  webhook_url_refused: 422,
+  'webhook_url_refused',
   /** An answer link that is not well signed, has expired, or whose question is no longer open. */
-  answer_link_refused: 403,
+  'answer_link_refused',
   /** An answer link already used: each works once. */
-  answer_link_used: 410,
-} as const;
+  'answer_link_used',
+] as const;
 
-export type ErrorCode = keyof typeof ERROR_CODES;
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
+/** An engine refusal: a stable `code`, a detail for people, and `details` as data for the protocol layers. */
 export class TasklineError extends Error {
   constructor(
     readonly code: ErrorCode,
@@ -56,16 +58,13 @@ export class TasklineError extends Error {
     super(message);
     this.name = 'TasklineError';
   }
-
-  get status(): number {
-    return ERROR_CODES[this.code];
-  }
 }
 
 /**
  * RFC 9457 problem details with the stable `code` of LMSP 1.0 section 9.3, and `message`: the
  * detail again, where OpenAI's Responses API has an error's text (a failed response's
- * `error.message`, which the OpenAI SDKs read and show).
+ * `error.message`, which the OpenAI SDKs read and show). It stays here because a failed task keeps
+ * one, status included, in its record and its final event: stored data every surface shows as is.
  */
 export interface Problem {
   type: string;

@@ -7,6 +7,7 @@ import { incomingTrace, type IncomingTrace } from '@taskline/tracing';
 import { redisUnavailableReason, TasklineError } from '@taskline/engine';
 import type { ToolRegistry } from '@taskline/tools';
 import type { RequestOutcome } from './observe.js';
+import { MCP_ERRORS } from './errors.js';
 import { rateLimited, rpcError } from './rpc.js';
 import { LOCAL_TENANT, type McpRouting } from './routing.js';
 import { RETRY_UNAVAILABLE_S, unavailableError } from './unavailable.js';
@@ -108,8 +109,9 @@ function callTrace(req: Request): IncomingTrace {
 
 function refuseAdmission(err: unknown, req: Request, res: Response, next: NextFunction) {
   if (err instanceof TasklineError && err.code === 'unauthorized') {
+    const { http, rpc } = MCP_ERRORS.unauthorized;
     res.setHeader('WWW-Authenticate', 'Bearer');
-    return rpcError(res, 401, req.body?.id, -32001, 'Unauthorized');
+    return rpcError(res, http, req.body?.id, rpc, 'Unauthorized');
   }
   if (err instanceof TasklineError && (err.code === 'rate_limited' || err.code === 'too_many_auth_failures'))
     return rateLimited(res, req.body?.id, err);
@@ -130,6 +132,7 @@ export function errorHandler({ deps }: McpRouting) {
       res.setHeader('Retry-After', String(RETRY_UNAVAILABLE_S));
       return res.status(503).json(unavailableError(req.body?.id, reason));
     }
-    rpcError(res, 500, req.body?.id, -32603, 'Internal error');
+    const { http, rpc } = MCP_ERRORS.internal_error;
+    rpcError(res, http, req.body?.id, rpc, 'Internal error');
   };
 }

@@ -9,4 +9,4 @@ export {
 export type { McpObserver } from './observe.js';
 export type { McpExtensions } from './extensions.js';
 export { TASKS_EXTENSION, taskFields, detailedTask, declaresTasks } from './view.js';
-export { RATE_LIMITED_CODE } from './rpc.js';
+export { RATE_LIMITED_CODE } from './errors.js';

@@ -12,7 +12,7 @@ import type { McpRouterDeps, McpRouting } from './routing.js';
 import { sdkHandler } from './sdk.js';
 import { streamSettings } from './stream.js';
 
-export { UNAVAILABLE_CODE } from './rpc.js';
+export { UNAVAILABLE_CODE } from './errors.js';
 export { LOCAL_TENANT, type McpEnv, type McpRouterDeps } from './routing.js';
 
 /**

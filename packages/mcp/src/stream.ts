@@ -3,7 +3,7 @@ import type { Response } from 'express';
 import type { StreamSlot } from '@taskline/admission';
 import type { Env } from '@taskline/config';
 import { SseStream } from '@taskline/sse';
-import { UNAVAILABLE_CODE } from './rpc.js';
+import { UNAVAILABLE_CODE } from './errors.js';
 
 /** Asked on each heartbeat of a stream, never rejects: false ends it (the key that opened it was revoked). */
 export type StillAuthorized = () => Promise<boolean>;

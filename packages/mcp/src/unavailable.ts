@@ -1,6 +1,6 @@
 /** The JSON-RPC answer of a request Redis could not serve: retryable, with `Retry-After`, as on LMSP. */
 import type { RedisUnavailableReason } from '@taskline/engine';
-import { UNAVAILABLE_CODE } from './rpc.js';
+import { UNAVAILABLE_CODE } from './errors.js';
 
 export const RETRY_UNAVAILABLE_S = 1;
 

@@ -35,6 +35,7 @@ import {
   taskStatuses,
 } from '@taskline/engine';
 import type { Redis } from 'ioredis';
+import { HTTP_STATUS, isCallersFault } from '@taskline/lmsp';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
 import { whenRedisAnswers } from './redis-retry.js';
@@ -371,13 +372,13 @@ export class TaskWorker {
         stop('lost');
       else if (err instanceof TasklineError && err.code === 'illegal_transition') stop('cancel');
       // A request the model cannot run is the caller's to fix: a warning, not an error.
-      const callers = err instanceof TasklineError && err.status < 500;
+      const callers = err instanceof TasklineError && isCallersFault(err.code);
       if (redisDown) tlog.warn('attempt_interrupted', { error: err });
       else if (!stopped()) tlog[callers ? 'warn' : 'error']('attempt_failed', { error: err });
       // A request the model cannot run keeps its own code (say invalid_request); the rest is ours.
       const error =
         err instanceof TasklineError
-          ? problem(err.code, err.message, err.status)
+          ? problem(err.code, err.message, HTTP_STATUS[err.code])
           : problem('internal_error', err instanceof Error ? err.message : String(err));
       return { finish: { status: 'failed', error }, interrupted: workerFault || redisDown };
     }

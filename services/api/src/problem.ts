@@ -9,6 +9,7 @@ import {
   type Problem,
   type RedisUnavailableReason,
 } from '@taskline/engine';
+import { HTTP_STATUS, isCallersFault } from '@taskline/lmsp';
 import type { Logger } from '@taskline/log';
 import { NOT_RETRYABLE, openAiError } from './openai/errors.js';
 
@@ -25,7 +26,7 @@ export function sendProblem(
   extra: Record<string, unknown> = {},
   status?: number,
 ): void {
-  const base = problem(code, detail, status ?? new TasklineError(code, '').status);
+  const base = problem(code, detail, status ?? HTTP_STATUS[code]);
   const error = openAiError(base, extra);
   // OpenAI's form of the path is told in its member only; the problem's `param` keeps LMSP's.
   const { openai_param: _openAiParam, ...shown } = extra;
@@ -114,8 +115,7 @@ export function errorHandler(
       if (err.code === 'rate_limited' || err.code === 'too_many_auth_failures')
         res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
       if (err.code === 'unavailable' || err.code === 'replication_timeout') res.setHeader('Retry-After', '1');
-      const status = err.status >= 500 ? err.status : undefined;
-      if (status) logger.error('request failed', { request_id: req.id, err });
+      if (!isCallersFault(err.code)) logger.error('request failed', { request_id: req.id, err });
       sendProblem(res, err.code, mayHaveCreated(err, err.message), { ...extensions(err), ...createdAs(err) });
       return;
     }

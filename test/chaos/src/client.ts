@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { ERROR_CODES } from '@taskline/engine';
+import { HTTP_STATUS } from '@taskline/lmsp';
 
 export const TASKS_EXT = 'io.modelcontextprotocol/tasks';
 export const TENANTS = { a: 'tenant-a', b: 'tenant-b' } as const;
@@ -156,7 +156,7 @@ export async function mcp(
 export function isDocumentedProblem(reply: Reply): boolean {
   const body = reply.body as { code?: unknown; status?: unknown } | null;
   if (!(reply.headers['content-type'] ?? '').startsWith('application/problem+json')) return false;
-  if (!body || typeof body.code !== 'string' || !(body.code in ERROR_CODES)) return false;
-  const own = ERROR_CODES[body.code as keyof typeof ERROR_CODES];
+  if (!body || typeof body.code !== 'string' || !(body.code in HTTP_STATUS)) return false;
+  const own = HTTP_STATUS[body.code as keyof typeof HTTP_STATUS];
   return body.status === reply.status && (own === reply.status || [404, 405].includes(reply.status));
 }

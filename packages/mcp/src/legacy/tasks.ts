@@ -16,6 +16,7 @@ import { canAnswer, type InputRequest, type ToolDefinition, type ToolRegistry } 
 import type { McpObserver } from '../observe.js';
 import { awaitToolResult, createToolTask, findToolTask, listToolTasks } from '../toolTasks.js';
 import { progressReply } from './progress.js';
+import { MCP_ERRORS } from '../errors.js';
 import { rateLimited, rpcError } from '../rpc.js';
 import { openEventStream, streamFailed, type StillAuthorized, type StreamSettings } from '../stream.js';
 import { traceMeta } from '../view.js';
@@ -66,7 +67,7 @@ class RpcError extends Error {
   }
 }
 /** Unknown, expired and other tenants' tasks all read the same. */
-const unknownTask = () => new RpcError(-32602, 'Unknown or expired taskId');
+const unknownTask = () => new RpcError(MCP_ERRORS.task_not_found.rpc, 'Unknown or expired taskId');
 
 const reply = (call: LegacyCall, result: unknown) => call.res.json({ jsonrpc: '2.0', id: call.id, result });
 
@@ -196,7 +197,7 @@ async function cancelTask(call: LegacyCall, taskId: unknown) {
   // A `cancelling` task already reads `cancelled` here (see legacyTask).
   if (isTerminal(task.status) || task.status === 'cancelling') {
     throw new RpcError(
-      -32602,
+      MCP_ERRORS.task_not_cancelable.rpc,
       `Cannot cancel task in terminal status: ${legacyTask(task, call.poll).status}`,
     );
   }
@@ -207,7 +208,7 @@ async function cancelTask(call: LegacyCall, taskId: unknown) {
     if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
     if (err instanceof TasklineError && err.code === 'task_not_cancelable') {
       // It ended meanwhile: the first commit won.
-      throw new RpcError(-32602, 'Cannot cancel task in terminal status');
+      throw new RpcError(MCP_ERRORS.task_not_cancelable.rpc, 'Cannot cancel task in terminal status');
     }
     throw err;
   }

@@ -198,7 +198,7 @@ export function components(): Schema {
           title: { type: 'string' },
           status: { type: 'integer', minimum: 400, maximum: 599 },
           detail: { type: 'string' },
-          code: { type: 'string', enum: Object.keys(ERROR_CODES) },
+          code: { type: 'string', enum: [...ERROR_CODES] },
           message: {
             type: 'string',
             description:
