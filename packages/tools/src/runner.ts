@@ -73,12 +73,12 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
     async run(ctx: RunContext): Promise<RunOutcome> {
       const request = ctx.task.request as ToolTaskRequest;
       const tool = registry.get(request.tool);
-      if (!tool) return failed('invalid_request', `unknown tool ${request.tool}`);
+      if (!tool) return refused(`unknown tool ${request.tool}`);
       const parsed = tool.inputSchema.safeParse(request.arguments);
       if (!parsed.success) {
         // During a rolling deploy: the task was validated against an older schema (docs/tools.md).
         const created = request.version ? ` (the task was created against version ${request.version})` : '';
-        return failed('invalid_request', `invalid arguments${created}: ${parsed.error.message}`);
+        return refused(`invalid arguments${created}: ${parsed.error.message}`);
       }
       // Aborted when the task parks: whatever the tool still does, this attempt holds the task no more.
       const parking = new AbortController();
@@ -118,6 +118,11 @@ export function createToolRunner(registry: ToolRegistry, options: ToolRunnerOpti
 
 function failed(code: string, detail: string): Finish {
   return { status: 'failed', error: problem(code, detail) };
+}
+
+/** The task's request no longer fits its tool (a rolling deploy): the caller's fault, as LMSP answers a bad create. */
+function refused(detail: string): Finish {
+  return { status: 'failed', error: problem('invalid_request', detail, 400) };
 }
 
 /**

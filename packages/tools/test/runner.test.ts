@@ -102,6 +102,29 @@ describe('tool runner: generations outside the served models and output cap', ()
     assert.equal(child, null);
   });
 
+  it('a task whose tool or arguments no longer fit fails as a request of its caller, 400, not 500', async () => {
+    const fail = async (request: Record<string, unknown>) => {
+      const task = await store.create({
+        tenant: TENANT,
+        kind: 'tool',
+        model: TOOLS_MODEL,
+        onRestart: 'retry',
+        request,
+      });
+      return runner.run({ task, attempt: 1, signal: new AbortController().signal, store });
+    };
+    for (const finish of [
+      await fail({ tool: 'no_such_tool', arguments: {} }),
+      await fail({ tool: 'generate', arguments: { input: 42 } }),
+    ]) {
+      assert.equal(finish.status, 'failed', JSON.stringify(finish));
+      assert.deepEqual(finish.status === 'failed' && [finish.error.code, finish.error.status], [
+        'invalid_request',
+        400,
+      ]);
+    }
+  });
+
   it('a served model without max_output_tokens gets the cap stored, as an LMSP create does', async () => {
     const { child } = await runGenerate({ model: 'tiny-chat', input: 'Hello' });
     assert.ok(child, 'the child generation was created');
