@@ -261,3 +261,22 @@ test('interruptions past TASKLINE_MAX_ATTEMPTS end a task failed with server_res
   assert.equal(ended.error?.code, 'server_restarted');
   assert.match(ended.error!.detail, /\binterrupted 2 times\b/);
 });
+
+test('a claim keeps its attempt’s trace context for the next attempt; an untraced one leaves none', async () => {
+  const created = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  const first = '00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01';
+  const task = await h.store.create(newTask({ onRestart: 'retry', traceparent: created }));
+  assert.deepEqual(await h.store.traceContexts([task.id]), [{ task: created, attempt: null }]);
+  await h.store.claim(task.id, 'w1', 60_000, { start: true, traceparent: first });
+  assert.equal((await h.store.get(task.id))!.status, 'running', 'the running start still goes with it');
+  assert.equal((await h.store.restart(task.id, 1))?.status, 'queued');
+  // What the next dispatch reads: the create's context, and the attempt the restart ended.
+  assert.deepEqual(await h.store.traceContexts([task.id, 'task_gone']), [
+    { task: created, attempt: first },
+    { task: null, attempt: null },
+  ]);
+  // An attempt that is not traced: nothing to link to, not the one before it either.
+  await h.store.claim(task.id, 'w2', 60_000);
+  assert.equal((await h.store.restart(task.id, 2))?.status, 'queued');
+  assert.deepEqual(await h.store.traceContexts([task.id]), [{ task: created, attempt: null }]);
+});

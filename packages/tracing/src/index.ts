@@ -12,6 +12,9 @@ export {
   contextOf,
   inSpan,
   incomingTrace,
+  LINK,
+  linkTo,
+  recordInputWait,
   recordSpan,
   SpanKind,
   taskAttributes,
@@ -22,6 +25,8 @@ export {
   tracingOn,
   type Context,
   type IncomingTrace,
+  type Link,
   type Span,
   type SpanOptions,
+  type WaitingTask,
 } from './spans.js';

@@ -1,14 +1,15 @@
 /**
  * One trace per task across real processes: an api, a scheduler and gpu-workers export to an
  * OTLP/HTTP receiver in this test (the real exporter's JSON), and each task's spans come from all
- * three with the right parents, carry the task's attributes, and never its prompt text.
+ * three with the right parents and links, carry the task's attributes, and never its prompt text;
+ * a worker's latency histograms carry the task's trace as exemplars (OpenMetrics scrape).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { Stack, until, type ApiService } from '@taskline/testing';
 import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
-import { pollTask, rpc } from '@taskline/test-support/mcp';
+import { pollTask, post2025, rpc } from '@taskline/test-support/mcp';
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
 const KEY = 'trace-key-0123456789';
@@ -106,6 +107,17 @@ const named = (spans: ReceivedSpan[], name: string, where: (s: ReceivedSpan) => 
 const parentOf = (spans: ReceivedSpan[], span: ReceivedSpan) =>
   spans.find((s) => s.spanId === span.parentSpanId);
 
+/** The one link of `span`, to a span of the same trace, and what it says that span is. */
+function linkOf(span: ReceivedSpan, kind: string): string {
+  assert.equal(span.links.length, 1, `${span.name} has one link`);
+  const [link] = span.links;
+  assert.equal(link!.traceId, span.traceId, 'the link stays in the task’s trace');
+  assert.equal(link!.attributes['taskline.link'], kind);
+  return link!.spanId;
+}
+
+const attemptNo = (span: ReceivedSpan) => Number(span.attributes['taskline.attempt']);
+
 function assertNoPromptText(): void {
   for (const body of receiver.bodies)
     assert.ok(!body.includes(SECRET), 'no prompt text in any exported span');
@@ -145,6 +157,35 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
   return attempts;
 }
 
+/** What Prometheus sends when it stores exemplars: OpenMetrics first, the text format after. */
+const OPENMETRICS_FIRST =
+  'application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2';
+
+/**
+ * Scrapes a worker's /metrics as Prometheus does: its queue-wait histogram carries the attempt's
+ * trace and span ids as an exemplar (observed at the claim, in the attempt's span); a scrape that
+ * does not ask for OpenMetrics gets the Prometheus text, without exemplars.
+ */
+async function assertExemplar(
+  worker: { readyLine: Record<string, unknown> | null },
+  traceId: string,
+  spanId: string,
+): Promise<void> {
+  const url = `http://127.0.0.1:${String(worker.readyLine?.metrics_port)}/metrics`;
+  const om = await fetch(url, { headers: { accept: OPENMETRICS_FIRST } });
+  assert.match(om.headers.get('content-type') ?? '', /^application\/openmetrics-text; version=1\.0\.0/);
+  const exemplar = new RegExp(
+    `^taskline_task_queue_wait_seconds_bucket\\{.*\\} \\d+ # \\{trace_id="${traceId}",span_id="${spanId}"\\} `,
+    'm',
+  );
+  assert.match(await om.text(), exemplar);
+  const plain = await fetch(url);
+  assert.match(plain.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  const text = await plain.text();
+  assert.match(text, /^taskline_task_queue_wait_seconds_bucket\{/m);
+  assert.doesNotMatch(text, /trace_id=/);
+}
+
 test('an LMSP task is one trace from the caller through the api, the scheduler and the worker', async () => {
   const caller = callerContext();
   const { task, traceresponse } = await createLmsp(caller.traceparent, {
@@ -169,6 +210,8 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   assert.ok(Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0);
   named(spans, 'task.model_load', (s) => s.parentSpanId === run.spanId);
   named(spans, 'task.admission');
+  assert.equal(attempt!.links.length, 0, 'a first attempt links to nothing');
+  await assertExemplar(stack.workers[0]!, caller.traceId, attempt!.spanId);
   assert.deepEqual(
     new Set(spans.map((s) => s.service)),
     new Set(['taskline-api', 'taskline-scheduler', 'taskline-worker']),
@@ -255,7 +298,90 @@ test('an input-required wait is a span of the task’s trace, from the park to t
   assert.equal(wait!.service, 'taskline-api');
   assert.equal(wait!.attributes['taskline.task.id'], taskId);
   assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
-  // The attempt that parked and the one the answer queued, both in the trace.
+  // The attempt that parked and the one the answer queued, both in the trace: the second links to
+  // the first.
+  const attempts = assertTaskChain(spans, taskId, caller.spanId);
+  const parked = attempts.find((a) => a.attributes['taskline.outcome'] === 'parked')!;
+  const resumed = attempts.find((a) => attemptNo(a) === attemptNo(parked) + 1)!;
+  assert.ok(resumed, 'the attempt after the answer');
+  assert.equal(linkOf(resumed, 'previous_attempt'), parked.spanId);
+});
+
+/** The first server request a 2025-11-25 `tasks/result` stream puts to `session`, read off the SSE. */
+async function firstQuestion(session: string, taskId: string): Promise<string> {
+  const abort = new AbortController();
+  const res = await post2025(
+    `${api.base}/mcp`,
+    KEY,
+    { id: 7, method: 'tasks/result', params: { taskId } },
+    session,
+    abort.signal,
+  );
+  assert.equal(res.status, 200);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended before a question: ${buffered}`);
+      buffered += value;
+      for (const line of buffered.split('\n')) {
+        if (!line.startsWith('data: ')) continue;
+        const message = JSON.parse(line.slice(6)) as { id?: unknown; method?: string };
+        if (message.method === 'elicitation/create') return String(message.id);
+      }
+    }
+  } finally {
+    abort.abort();
+  }
+}
+
+test('an input wait answered over the MCP 2025-11-25 wire is a span of the task’s trace', async () => {
+  const caller = callerContext();
+  const url = `${api.base}/mcp`;
+  const init = await post2025(url, KEY, {
+    method: 'initialize',
+    params: {
+      protocolVersion: '2025-11-25',
+      capabilities: { elicitation: {} },
+      clientInfo: { name: 't', version: '1' },
+    },
+  });
+  assert.equal(init.status, 200);
+  const session = init.headers.get('mcp-session-id')!;
+  const call = await post2025(
+    url,
+    KEY,
+    {
+      method: 'tools/call',
+      params: {
+        name: 'confirm_delete',
+        arguments: { path: '/y' },
+        task: { ttl: 60_000 },
+        _meta: { traceparent: caller.traceparent },
+      },
+    },
+    session,
+  );
+  const created = /"taskId":"([^"]+)"/.exec(await call.text());
+  assert.ok(created, 'a task was created');
+  const taskId = created[1]!;
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'input_required', { token: KEY });
+  const question = await firstQuestion(session, taskId);
+  const answered = await post2025(
+    url,
+    KEY,
+    { id: question, result: { action: 'accept', content: { confirm: 'yes' } } },
+    session,
+  );
+  assert.ok(answered.status < 300, String(answered.status));
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'completed', { token: KEY });
+  const spans = await spansOf(caller.traceId, ['task.input_wait', 'task.attempt', 'task.attempt']);
+  const [wait] = named(spans, 'task.input_wait');
+  assert.equal(wait!.service, 'taskline-api');
+  assert.equal(wait!.attributes['taskline.task.id'], taskId);
+  assert.equal(wait!.attributes['taskline.tenant'], 'tenant-t');
+  assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
   assert.ok(assertTaskChain(spans, taskId, caller.spanId).length >= 2);
 });
 
@@ -285,9 +411,13 @@ test('a task restarted after its worker is SIGKILLed stays one trace, the restar
   assert.equal(restart!.parentSpanId, create.spanId, 'the restart sits under the task');
   assert.ok(named(spans, 'task.dispatch').length >= 2, 'dispatched again after the restart');
   const attempts = assertTaskChain(spans, task.id, caller.spanId);
-  assert.ok(
-    attempts.some((a) => Number(a.attributes['taskline.attempt']) >= 2),
-    'a later attempt finished it',
-  );
+  const later = attempts.filter((a) => attemptNo(a) >= 2).sort((a, b) => attemptNo(a) - attemptNo(b))[0];
+  assert.ok(later, 'a later attempt finished it');
+  // The killed attempt never ended, so its span never left the worker; its claim did, under it.
+  // The restart and the next attempt both link to it.
+  const lapsed = linkOf(later, 'previous_attempt');
+  assert.ok(!attempts.some((a) => a.spanId === lapsed), 'the killed attempt’s span was lost with it');
+  named(spans, 'task.claim', (s) => s.parentSpanId === lapsed);
+  assert.equal(linkOf(restart!, 'lapsed_attempt'), lapsed);
   assertNoPromptText();
 });
