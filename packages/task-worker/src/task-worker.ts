@@ -10,8 +10,7 @@ import {
   ATTR,
   contextOf,
   inSpan,
-  LINK,
-  linkTo,
+  previousAttemptLink,
   SpanKind,
   taskAttributes,
   traceparentOf,
@@ -57,7 +56,7 @@ import { whenRedisAnswers } from './redis-retry.js';
 function traceAttempt(job: DispatchJob, model: string, work: () => Promise<void>): Promise<void> {
   if (!job.traceparent) return work();
   const attributes = taskAttributes({ id: job.taskId, tenant: job.tenant, model });
-  const links = linkTo(job.previous, LINK.previousAttempt);
+  const links = previousAttemptLink(job.previous);
   return inSpan(
     'task.attempt',
     { parent: contextOf(job.traceparent), kind: SpanKind.CONSUMER, attributes, links },

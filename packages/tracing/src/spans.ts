@@ -24,16 +24,8 @@ export const ATTR = {
   outputTokens: 'gen_ai.usage.output_tokens',
   outcome: 'taskline.outcome',
   policy: 'taskline.restart.policy',
-  /** On a link: what the linked span is to this one (`LINK`). */
+  /** On a link: what the linked span is to this one (`previous_attempt`, `lapsed_attempt`). */
   link: 'taskline.link',
-} as const;
-
-/** What a linked span is to the span that links it. */
-export const LINK = {
-  /** The attempt of the task before this one (a new attempt after a restart or an answer). */
-  previousAttempt: 'previous_attempt',
-  /** The attempt whose lapsed lease a restart ended. */
-  lapsedAttempt: 'lapsed_attempt',
 } as const;
 
 /** The one tracer of the process: the no-op one until `startTracing` registers a provider. */
@@ -84,14 +76,22 @@ export function traceIdOf(traceparent: string | null | undefined): string | null
 }
 
 /**
- * A link to the span a stored `traceparent` names, saying what it is (`LINK`); none when there is
- * no context (that span was not traced). A link, not a parent: the span it names is in the same
- * trace but did not cause this one (an earlier attempt of the task, say).
+ * A link to the span a stored `traceparent` names, saying what it is; none when there is no
+ * context (that span was not traced). A link, not a parent: the span it names is in the same
+ * trace but did not cause this one.
  */
-export function linkTo(traceparent: string | null | undefined, kind: string): Link[] {
+function linkTo(traceparent: string | null | undefined, kind: string): Link[] {
   const spanContext = traceparent ? trace.getSpanContext(contextOf(traceparent)) : undefined;
   return spanContext ? [{ context: spanContext, attributes: { [ATTR.link]: kind } }] : [];
 }
+
+/** A new attempt's link to the task's attempt before it (a restart's, or the one that parked). */
+export const previousAttemptLink = (traceparent: string | null | undefined) =>
+  linkTo(traceparent, 'previous_attempt');
+
+/** A restart's link to the attempt whose lease lapsed. */
+export const lapsedAttemptLink = (traceparent: string | null | undefined) =>
+  linkTo(traceparent, 'lapsed_attempt');
 
 /**
  * A span recorded once its work is over (its start known only then: a restart, an input wait),
@@ -157,7 +157,7 @@ export interface SpanOptions {
   parent?: Context;
   attributes?: Attributes;
   kind?: SpanKind;
-  /** Spans this one follows without being their child (`linkTo`). */
+  /** Spans this one follows without being their child (`previousAttemptLink`, say). */
   links?: Link[];
 }
 

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { Stack, until, type ApiService } from '@taskline/testing';
 import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
-import { pollTask, post2025, rpc } from '@taskline/test-support/mcp';
+import { initializeRequest, pollTask, post2025, rpc } from '@taskline/test-support/mcp';
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
 const KEY = 'trace-key-0123456789';
@@ -339,14 +339,8 @@ async function firstQuestion(session: string, taskId: string): Promise<string> {
 test('an input wait answered over the MCP 2025-11-25 wire is a span of the task’s trace', async () => {
   const caller = callerContext();
   const url = `${api.base}/mcp`;
-  const init = await post2025(url, KEY, {
-    method: 'initialize',
-    params: {
-      protocolVersion: '2025-11-25',
-      capabilities: { elicitation: {} },
-      clientInfo: { name: 't', version: '1' },
-    },
-  });
+  // A session that declares elicitation: questions are put only to callers that can answer.
+  const init = await post2025(url, KEY, initializeRequest('2025-11-25', { elicitation: {} }));
   assert.equal(init.status, 200);
   const session = init.headers.get('mcp-session-id')!;
   const call = await post2025(

@@ -4,8 +4,7 @@ import {
   ATTR,
   contextOf,
   inSpan,
-  LINK,
-  linkTo,
+  lapsedAttemptLink,
   SpanKind,
   taskAttributes,
   traceparentOf,
@@ -381,7 +380,7 @@ export class Scheduler {
     const traces = await this.o.store.traceContexts(recovered.map((r) => r.id));
     recovered.forEach((r, i) => {
       const attributes = { [ATTR.taskId]: r.id, [ATTR.policy]: r.policy, [ATTR.outcome]: r.status };
-      const links = linkTo(traces[i]!.attempt, LINK.lapsedAttempt);
+      const links = lapsedAttemptLink(traces[i]!.attempt);
       recordSpan('task.restart', traces[i]!.task, attributes, { links });
     });
   }
