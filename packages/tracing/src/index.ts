@@ -25,8 +25,6 @@ export {
   tracingOn,
   type Context,
   type IncomingTrace,
-  type Link,
   type Span,
   type SpanOptions,
-  type WaitingTask,
 } from './spans.js';
