@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Stack, until, type ApiService } from '@taskline/testing';
 import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
@@ -13,6 +15,8 @@ import { initializeRequest, pollTask, post2025, rpc } from '@taskline/test-suppo
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
 const KEY = 'trace-key-0123456789';
+/** A tenant of its own for the webhook test: its first create finds its endpoint (no cached answer). */
+const HOOK_KEY = 'trace-hook-key-0123456789';
 const ADMIN_KEY = 'trace-admin-key-0123456789';
 /** Text that must appear in no span: each prompt is marked with it. */
 const SECRET = 'zebra-marmalade';
@@ -28,7 +32,12 @@ before(async () => {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
       OTEL_BSP_SCHEDULE_DELAY: '50',
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test',
-      TASKLINE_API_KEYS: `tenant-t:${KEY}`,
+      TASKLINE_API_KEYS: `tenant-t:${KEY},tenant-w:${HOOK_KEY}`,
+      TASKLINE_WEBHOOK_ALLOW_HTTP: 'true',
+      TASKLINE_WEBHOOK_ALLOW_PRIVATE: 'true',
+      TASKLINE_WEBHOOK_RELAY_MS: '50',
+      TASKLINE_WEBHOOK_RETRY_BASE_MS: '100',
+      TASKLINE_WEBHOOK_RETRY_CAP_MS: '500',
       TASKLINE_ADMIN_KEYS: ADMIN_KEY,
       TASKLINE_TRACE_URL_TEMPLATE: 'https://traces.example/trace/{trace_id}',
       TASKLINE_LOG_LEVEL: 'info',
@@ -54,22 +63,22 @@ function callerContext() {
   return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
 }
 
-async function createLmsp(traceparent: string, input: Record<string, unknown>) {
+async function createLmsp(traceparent: string, input: Record<string, unknown>, key = KEY) {
   const res = await fetch(`${api.base}/lmsp/v1/tasks`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, traceparent },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, traceparent },
     body: JSON.stringify({ type: 'response', input: { model: 'tiny-chat', ...input }, on_restart: 'retry' }),
   });
   assert.equal(res.status, 202);
   return { task: (await res.json()) as { id: string }, traceresponse: res.headers.get('traceresponse') };
 }
 
-async function lmspEnded(id: string): Promise<void> {
+async function lmspEnded(id: string, key = KEY): Promise<void> {
   await until(
     `task ${id} to end`,
     async () => {
       const res = await fetch(`${api.base}/lmsp/v1/tasks/${id}`, {
-        headers: { authorization: `Bearer ${KEY}` },
+        headers: { authorization: `Bearer ${key}` },
       });
       const task = (await res.json()) as { status: string };
       return ['succeeded', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
@@ -414,4 +423,66 @@ test('a task restarted after its worker is SIGKILLed stays one trace, the restar
   named(spans, 'task.claim', (s) => s.parentSpanId === lapsed);
   assert.equal(linkOf(restart!, 'lapsed_attempt'), lapsed);
   assertNoPromptText();
+});
+
+test('each webhook delivery attempt is a client span of its task’s trace, under the create', async () => {
+  // The endpoint fails its first POST: the retry is a second attempt, a second span.
+  const statuses: number[] = [];
+  const receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.statusCode = statuses.length === 0 ? 500 : 200;
+      statuses.push(res.statusCode);
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  try {
+    const hook = await fetch(`${api.base}/lmsp/v1/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${HOOK_KEY}` },
+      body: JSON.stringify({
+        url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
+        events: ['task.ended'],
+      }),
+    });
+    assert.equal(hook.status, 201, await hook.clone().text());
+    const caller = callerContext();
+    const { task } = await createLmsp(
+      caller.traceparent,
+      { input: `Hi. ${SECRET}`, max_output_tokens: 2 },
+      HOOK_KEY,
+    );
+    await lmspEnded(task.id, HOOK_KEY);
+    await until('the delivery to succeed after a failed attempt', () =>
+      statuses.includes(200) ? true : undefined,
+    );
+    const spans = await spansOf(caller.traceId, ['webhook.delivery', 'webhook.delivery']);
+    const create = spans.find((s) => s.name === 'task.create')!;
+    const deliveries = named(spans, 'webhook.delivery').sort(
+      (a, b) =>
+        Number(a.attributes['taskline.webhook.attempt']) - Number(b.attributes['taskline.webhook.attempt']),
+    );
+    assert.deepEqual(
+      deliveries.map((d) => [
+        d.attributes['taskline.webhook.attempt'],
+        d.attributes['http.response.status_code'],
+        d.attributes['taskline.outcome'],
+      ]),
+      [
+        [1, 500, 'failed'],
+        [2, 200, 'ok'],
+      ],
+    );
+    for (const d of deliveries) {
+      assert.equal(d.service, 'taskline-scheduler');
+      assert.equal(d.kind, 3, 'a client span');
+      assert.equal(d.parentSpanId, create.spanId, 'under the task’s create');
+      assert.equal(d.attributes['taskline.tenant'], 'tenant-w');
+      assert.ok(String(d.attributes['taskline.webhook.message']).includes(task.id));
+    }
+    assertNoPromptText();
+  } finally {
+    await new Promise((resolve) => receiver.close(resolve));
+  }
 });
