@@ -2,15 +2,8 @@
 // services/, test/ and bench/ before adding a name). Engine tests import its modules directly.
 // The dependency-light part (ids, states, errors) is also `@taskline/engine/core` (core-face.ts).
 export * from './core-face.js';
-export {
-  TaskStore,
-  storeOptionsFromEnv,
-  type SweepFailed,
-  type SweptTask,
-  type Finish,
-  type TraceContexts,
-} from './store.js';
-export { eventJson, type TaskRecord, type NewTask, type StoredEvent } from './records.js';
+export { TaskStore, storeOptionsFromEnv, type SweepFailed, type SweptTask, type Finish } from './store.js';
+export { eventJson, type TaskRecord, type NewTask, type StoredEvent, type TraceContexts } from './records.js';
 export {
   emptyResponse,
   isFinalEventType,

@@ -19,7 +19,15 @@ import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
 import { taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
 import { countEnded, operatorIndexClock, sweepOperatorIndex } from './operator-index.js';
-import { check, parseEntry, type NewTask, type Offer, type StoredEvent, type TaskRecord } from './records.js';
+import {
+  check,
+  parseEntry,
+  type NewTask,
+  type Offer,
+  type StoredEvent,
+  type TaskRecord,
+  type TraceContexts,
+} from './records.js';
 import * as recovery from './recovery.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import type { Recovered, RestartReason } from './restart.js';
@@ -28,14 +36,6 @@ import { CANCEL_OUTCOME, isLeased, shownAfterRestart, TASK_STATUSES, type TaskSt
 export { storeOptionsFromEnv, type SweepFailed, type SweptTask, type TaskStoreOptions } from './core.js';
 
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
-
-/** A task's stored W3C trace contexts (TaskStore.traceContexts); null where not traced. */
-export interface TraceContexts {
-  /** The create's span: every process's spans of the task join its trace under it. */
-  task: string | null;
-  /** The last attempt's span (claim.lua keeps it): the next attempt and a restart link to it. */
-  attempt: string | null;
-}
 
 /** An operator's action, recorded in the events it writes. */
 export interface OperatorAction {

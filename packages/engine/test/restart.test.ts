@@ -48,10 +48,18 @@ async function running(onRestart: OnRestart, leaseMs = 60_000) {
 
 const lapse = () => new Promise((r) => setTimeout(r, 5));
 
+/** What a restart that failed an untraced task reports, but its policy. */
+const failed = (id: string) => ({
+  id,
+  kind: 'response',
+  status: 'failed',
+  traces: { task: null, attempt: null },
+});
+
 test('restart at a drain deadline under fail: failed with server_restarted, as after a crash', async () => {
   const task = await running('fail');
   const done = await h.store.restart(task.id, 1);
-  assert.deepEqual(done, { id: task.id, kind: 'response', status: 'failed', policy: 'fail' });
+  assert.deepEqual(done, { ...failed(task.id), policy: 'fail' });
   const after = (await h.store.get(task.id))!;
   assert.equal(after.status, 'failed');
   assert.equal(after.error?.code, 'server_restarted');
@@ -205,7 +213,7 @@ test('a drain restart of a resume task at TASKLINE_MAX_ATTEMPTS fails it too; be
   assert.equal((await store.restart(task.id, 1))?.status, 'queued');
   await store.claim(task.id, 'w2', 60_000, { start: true });
   const done = await store.restart(task.id, 2);
-  assert.deepEqual(done, { id: task.id, kind: 'response', status: 'failed', policy: 'resume' });
+  assert.deepEqual(done, { ...failed(task.id), policy: 'resume' });
   await assertRetryLimit(task.id, 2);
 });
 
@@ -269,7 +277,8 @@ test('a claim keeps its attempt’s trace context for the next attempt; an untra
   assert.deepEqual(await h.store.traceContexts([task.id]), [{ task: created, attempt: null }]);
   await h.store.claim(task.id, 'w1', 60_000, { start: true, traceparent: first });
   assert.equal((await h.store.get(task.id))!.status, 'running', 'the running start still goes with it');
-  assert.equal((await h.store.restart(task.id, 1))?.status, 'queued');
+  // The restart reports the contexts it found: the attempt it ended is the one a restart links to.
+  assert.deepEqual((await h.store.restart(task.id, 1))?.traces, { task: created, attempt: first });
   // What the next dispatch reads: the create's context, and the attempt the restart ended.
   assert.deepEqual(await h.store.traceContexts([task.id, 'task_gone']), [
     { task: created, attempt: first },

@@ -375,14 +375,15 @@ export class Scheduler {
     return true;
   }
 
-  /** Each restart as a span of its task's trace (its outcome and policy; the lapsed attempt ended). */
-  private async traceRestarts(recovered: Recovered[]): Promise<void> {
-    const traces = await this.o.store.traceContexts(recovered.map((r) => r.id));
-    recovered.forEach((r, i) => {
+  /**
+   * Each restart as a span of its task's trace (its outcome and policy), linked to the attempt
+   * whose lease lapsed: both contexts as the sweep read them before the restart.
+   */
+  private traceRestarts(recovered: Recovered[]): void {
+    for (const r of recovered) {
       const attributes = { [ATTR.taskId]: r.id, [ATTR.policy]: r.policy, [ATTR.outcome]: r.status };
-      const links = lapsedAttemptLink(traces[i]!.attempt);
-      recordSpan('task.restart', traces[i]!.task, attributes, { links });
-    });
+      recordSpan('task.restart', r.traces.task, attributes, { links: lapsedAttemptLink(r.traces.attempt) });
+    }
   }
 
   /** How a sweep reports a task it skipped (its step failed): logged; the next round tries again. */
@@ -394,7 +395,7 @@ export class Scheduler {
     const timedOut = await this.o.store.sweepInputDeadlines(undefined, this.skipped('input_deadlines'));
     if (timedOut.length) this.o.log.info('input_timed_out', { tasks: timedOut });
     const recovered = await this.o.store.sweepLeases(undefined, this.skipped('leases'));
-    if (tracingOn()) await this.traceRestarts(recovered);
+    if (tracingOn()) this.traceRestarts(recovered);
     for (const r of recovered) {
       this.o.metrics.leasesExpiredTotal.inc();
       this.o.metrics.restartPoliciesAppliedTotal.inc({ kind: r.kind, policy: r.policy });
