@@ -24,7 +24,7 @@ export const ATTR = {
   outputTokens: 'gen_ai.usage.output_tokens',
   outcome: 'taskline.outcome',
   policy: 'taskline.restart.policy',
-  /** On a link: what the linked span is to this one (`previous_attempt`, `lapsed_attempt`). */
+  /** On a link: what the linked span is to this one (`previous_attempt`, `lapsed_attempt`, `parked_attempt`). */
   link: 'taskline.link',
 } as const;
 
@@ -93,6 +93,9 @@ export const previousAttemptLink = (traceparent: string | null | undefined) =>
 export const lapsedAttemptLink = (traceparent: string | null | undefined) =>
   linkTo(traceparent, 'lapsed_attempt');
 
+/** An input wait's link to the attempt that parked for the input. */
+const parkedAttemptLink = (traceparent: string | null | undefined) => linkTo(traceparent, 'parked_attempt');
+
 /**
  * A span recorded once its work is over (its start known only then: a restart, an input wait),
  * under a task's stored context; nothing when the task has none.
@@ -116,17 +119,24 @@ export interface WaitingTask {
   attempt: number;
   status: string;
   traceparent: string | null;
+  /** The attempt that parked (its claim's context). */
+  attemptTraceparent: string | null;
   /** When the record last changed: the park, while the task waits for input. */
   updatedAt: number;
 }
 
 /**
  * The wait for a caller's input that an answer ended, as a `task.input_wait` span from the park to
- * now; nothing when the task did not wait (`before`) or still does (`after`, an answer of several).
+ * now, linked to the attempt that parked; nothing when the task did not wait (`before`) or still
+ * does (`after`, an answer of several).
  */
 export function recordInputWait(before: WaitingTask, after: string): void {
   if (before.status !== 'input_required' || after === 'input_required') return;
-  recordSpan('task.input_wait', before.traceparent, taskAttributes(before), { startTime: before.updatedAt });
+  const links = parkedAttemptLink(before.attemptTraceparent);
+  recordSpan('task.input_wait', before.traceparent, taskAttributes(before), {
+    startTime: before.updatedAt,
+    links,
+  });
 }
 
 /**

@@ -314,6 +314,7 @@ test('an input-required wait is a span of the taskâ€™s trace, from the park to t
   const resumed = attempts.find((a) => attemptNo(a) === attemptNo(parked) + 1)!;
   assert.ok(resumed, 'the attempt after the answer');
   assert.equal(linkOf(resumed, 'previous_attempt'), parked.spanId);
+  assert.equal(linkOf(wait!, 'parked_attempt'), parked.spanId, 'the wait links to the attempt that parked');
 });
 
 /** The first server request a 2025-11-25 `tasks/result` stream puts to `session`, read off the SSE. */
@@ -385,7 +386,10 @@ test('an input wait answered over the MCP 2025-11-25 wire is a span of the taskâ
   assert.equal(wait!.attributes['taskline.task.id'], taskId);
   assert.equal(wait!.attributes['taskline.tenant'], 'tenant-t');
   assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
-  assert.ok(assertTaskChain(spans, taskId, caller.spanId).length >= 2);
+  const parked = assertTaskChain(spans, taskId, caller.spanId).find(
+    (a) => a.attributes['taskline.outcome'] === 'parked',
+  );
+  assert.equal(linkOf(wait!, 'parked_attempt'), parked!.spanId);
 });
 
 test('a task restarted after its worker is SIGKILLed stays one trace, the restart in it', async () => {
