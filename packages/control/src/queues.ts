@@ -23,6 +23,8 @@ export interface DispatchJob {
   attempt: number;
   /** The W3C traceparent of the scheduler's hand-off span, when traced: the claim continues it. */
   traceparent?: string;
+  /** The W3C traceparent of the task's previous attempt, when traced: the new attempt links to it. */
+  previous?: string;
 }
 
 /**

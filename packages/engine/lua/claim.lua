@@ -9,7 +9,9 @@
   ARGV[4] event type  ARGV[5] event data (JSON)
   ARGV[6] the task's attempt the job was dispatched for (DispatchJob.attempt), '' for none
   ARGV[7] this call's nonce, kept in the record as `step`
-  ARGV[8] event type, ARGV[9] event data (JSON) of `running`: optional, only to start at once
+  ARGV[8] the W3C traceparent of the new attempt's span, '' when untraced: kept as
+          `attempt_traceparent` for the next attempt and a restart to link to (docs/tracing.md)
+  ARGV[9] event type, ARGV[10] event data (JSON) of `running`: optional, only to start at once
 
   Safe to run twice: a call whose nonce is the record's `step` is this very claim sent again (its
   reply was lost): it is answered as the claim was, with the record as it is now, instead of being
@@ -69,13 +71,13 @@ attempt = attempt + 1
 local events = {}
 if shown ~= 'running' then
   events = { ARGV[4], ARGV[5] }
-  if ARGV[8] then
-    events[3], events[4] = ARGV[8], ARGV[9]
+  if ARGV[9] then
+    events[3], events[4] = ARGV[9], ARGV[10]
   end
 end
 local base = tonumber(fields['seq'] or '0')
 local changed = {
-  status = ARGV[8] and 'running' or 'loading',
+  status = ARGV[9] and 'running' or 'loading',
   attempt = attempt,
   seq = base + #events / 2,
   updated_at = now,
@@ -83,6 +85,13 @@ local changed = {
   lease_until = serverMs() + tonumber(ARGV[3]),
   step = ARGV[7],
 }
+if ARGV[8] ~= '' then
+  changed.attempt_traceparent = ARGV[8]
+elseif fields['attempt_traceparent'] then
+  -- An untraced attempt leaves nothing to link to: not the one before it either.
+  redis.call('HDEL', task, 'attempt_traceparent')
+  fields['attempt_traceparent'] = nil
+end
 local write = {}
 for field, value in pairs(changed) do
   write[#write + 1] = field

@@ -15,14 +15,15 @@ import { statusEvent } from './response.js';
  * the attempt its job was dispatched for (`DispatchJob.attempt`): a job of an older offer is
  * refused (`stale_attempt`, see claim.lua). `nonce` names the claim: a caller that makes it again
  * after a failure of unknown outcome (an `AbortError`, the reply lost) passes the same one, and gets
- * the claim that ran, if it ran.
+ * the claim that ran, if it ran. `traceparent` is the new attempt's span, kept for the next attempt
+ * to link to.
  */
 export async function claimTask(
   core: StoreCore,
   id: string,
   workerId: string,
   leaseMs: number,
-  opts: { start?: boolean; offered?: number; nonce?: string } = {},
+  opts: { start?: boolean; offered?: number; nonce?: string; traceparent?: string } = {},
 ): Promise<TaskRecord> {
   const keys = taskKeys(id);
   const event = statusEvent('loading', { worker: workerId });
@@ -46,6 +47,7 @@ export async function claimTask(
     opts.offered ?? '',
     // Its nonce: this claim re-sent (its reply lost) is answered as it was, not refused (claim.lua).
     opts.nonce ?? newId('step'),
+    opts.traceparent ?? '',
     ...(running ? [running.type, JSON.stringify(running.data)] : []),
   );
   const [index, reply] = await Promise.allSettled([indexed, claimed]);

@@ -61,6 +61,16 @@ export interface TaskRecord {
   idempotencyKey: string | null;
   /** The W3C traceparent of the span that created the task: every process's spans join its trace. */
   traceparent: string | null;
+  /** The W3C traceparent of its last attempt's span (claim.lua): the next attempt and a restart link to it. */
+  attemptTraceparent: string | null;
+}
+
+/** A task's stored W3C trace contexts (TaskStore.traceContexts); null where not traced. */
+export interface TraceContexts {
+  /** The create's span: every process's spans of the task join its trace under it. */
+  task: string | null;
+  /** The last attempt's span (claim.lua keeps it): the next attempt and a restart link to it. */
+  attempt: string | null;
 }
 
 export interface NewTask {
@@ -184,6 +194,7 @@ export function parseTask(raw: Record<string, string>): TaskRecord {
     parent: raw.parent ?? null,
     idempotencyKey: raw.idempotency_key ?? null,
     traceparent: raw.traceparent ?? null,
+    attemptTraceparent: raw.attempt_traceparent ?? null,
   };
 }
 

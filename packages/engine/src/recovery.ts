@@ -64,7 +64,8 @@ async function restartTask(
       await core.released(task, {
         failure: plan.fields.error ? (JSON.parse(plan.fields.error) as Problem).code : undefined,
       });
-    return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy };
+    const traces = { task: task.traceparent, attempt: task.attemptTraceparent };
+    return { id: task.id, kind: task.kind, status: plan.to, policy: plan.policy, traces };
   } catch (err) {
     // A live lease is refused as `illegal_transition` too (renewed since the index was read).
     if (

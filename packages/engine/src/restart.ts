@@ -6,7 +6,7 @@
  */
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import { recoveryTarget, shownAfterRestart, type OnRestart, type TaskStatus } from './states.js';
-import type { TaskKind, TaskRecord } from './records.js';
+import type { TaskKind, TaskRecord, TraceContexts } from './records.js';
 
 export type RestartReason = 'worker_lost' | 'worker_draining';
 
@@ -26,6 +26,8 @@ export interface Recovered {
   status: TaskStatus;
   /** The `on_restart` policy applied, or `cancelling` for a task that was being cancelled. */
   policy: OnRestart | 'cancelling';
+  /** Its trace contexts as the restart found them: the attempt's is the one it ended. */
+  traces: TraceContexts;
 }
 
 /** The transition a restart writes: target, fields and events (see TaskStore.restartTask). */

@@ -19,7 +19,15 @@ import * as idempotency from './idempotency.js';
 import * as inputs from './inputs.js';
 import { taskKeys, WORKER_CANCEL_PREFIX } from './keys.js';
 import { countEnded, operatorIndexClock, sweepOperatorIndex } from './operator-index.js';
-import { check, parseEntry, type NewTask, type Offer, type StoredEvent, type TaskRecord } from './records.js';
+import {
+  check,
+  parseEntry,
+  type NewTask,
+  type Offer,
+  type StoredEvent,
+  type TaskRecord,
+  type TraceContexts,
+} from './records.js';
 import * as recovery from './recovery.js';
 import { emptyResponse, finalEvent, statusEvent, type EventInput } from './response.js';
 import type { Recovered, RestartReason } from './restart.js';
@@ -159,7 +167,7 @@ export class TaskStore {
     id: string,
     workerId: string,
     leaseMs: number,
-    opts: { start?: boolean; offered?: number; nonce?: string } = {},
+    opts: { start?: boolean; offered?: number; nonce?: string; traceparent?: string } = {},
   ): Promise<TaskRecord> {
     return claimTask(this.core, id, workerId, leaseMs, opts);
   }
@@ -403,11 +411,14 @@ export class TaskStore {
   }
 
   /**
-   * The stored trace context of each task (null where none, or the task is gone), in one round
-   * trip: the scheduler joins its dispatch spans to the tasks' traces (only when tracing is on).
+   * The stored trace contexts of each task (null where none, or the task is gone), in one round
+   * trip: its create's (`traceparent`), which the scheduler's dispatch spans join, and its last
+   * attempt's, which the next attempt and a restart link to (only read when tracing is on).
    */
-  async traceparents(ids: string[]): Promise<(string | null)[]> {
-    return Promise.all(ids.map((id) => this.redis.hget(taskKeys(id).task, 'traceparent')));
+  async traceContexts(ids: string[]): Promise<TraceContexts[]> {
+    const read = (id: string) => this.redis.hmget(taskKeys(id).task, 'traceparent', 'attempt_traceparent');
+    const replies = await Promise.all(ids.map(read));
+    return replies.map(([task, attempt]) => ({ task: task ?? null, attempt: attempt ?? null }));
   }
 
   private async historyGone(id: string, after: number): Promise<boolean> {

@@ -48,10 +48,18 @@ async function running(onRestart: OnRestart, leaseMs = 60_000) {
 
 const lapse = () => new Promise((r) => setTimeout(r, 5));
 
+/** What a restart that failed an untraced task reports, but its policy. */
+const failed = (id: string) => ({
+  id,
+  kind: 'response',
+  status: 'failed',
+  traces: { task: null, attempt: null },
+});
+
 test('restart at a drain deadline under fail: failed with server_restarted, as after a crash', async () => {
   const task = await running('fail');
   const done = await h.store.restart(task.id, 1);
-  assert.deepEqual(done, { id: task.id, kind: 'response', status: 'failed', policy: 'fail' });
+  assert.deepEqual(done, { ...failed(task.id), policy: 'fail' });
   const after = (await h.store.get(task.id))!;
   assert.equal(after.status, 'failed');
   assert.equal(after.error?.code, 'server_restarted');
@@ -205,7 +213,7 @@ test('a drain restart of a resume task at TASKLINE_MAX_ATTEMPTS fails it too; be
   assert.equal((await store.restart(task.id, 1))?.status, 'queued');
   await store.claim(task.id, 'w2', 60_000, { start: true });
   const done = await store.restart(task.id, 2);
-  assert.deepEqual(done, { id: task.id, kind: 'response', status: 'failed', policy: 'resume' });
+  assert.deepEqual(done, { ...failed(task.id), policy: 'resume' });
   await assertRetryLimit(task.id, 2);
 });
 
@@ -260,4 +268,24 @@ test('interruptions past TASKLINE_MAX_ATTEMPTS end a task failed with server_res
   const ended = (await store.get(task.id))!;
   assert.equal(ended.error?.code, 'server_restarted');
   assert.match(ended.error!.detail, /\binterrupted 2 times\b/);
+});
+
+test('a claim keeps its attempt’s trace context for the next attempt; an untraced one leaves none', async () => {
+  const created = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  const first = '00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01';
+  const task = await h.store.create(newTask({ onRestart: 'retry', traceparent: created }));
+  assert.deepEqual(await h.store.traceContexts([task.id]), [{ task: created, attempt: null }]);
+  await h.store.claim(task.id, 'w1', 60_000, { start: true, traceparent: first });
+  assert.equal((await h.store.get(task.id))!.status, 'running', 'the running start still goes with it');
+  // The restart reports the contexts it found: the attempt it ended is the one a restart links to.
+  assert.deepEqual((await h.store.restart(task.id, 1))?.traces, { task: created, attempt: first });
+  // What the next dispatch reads: the create's context, and the attempt the restart ended.
+  assert.deepEqual(await h.store.traceContexts([task.id, 'task_gone']), [
+    { task: created, attempt: first },
+    { task: null, attempt: null },
+  ]);
+  // An attempt that is not traced: nothing to link to, not the one before it either.
+  await h.store.claim(task.id, 'w2', 60_000);
+  assert.equal((await h.store.restart(task.id, 2))?.status, 'queued');
+  assert.deepEqual(await h.store.traceContexts([task.id]), [{ task: created, attempt: null }]);
 });

@@ -1,6 +1,6 @@
 // The MCP 2026-07-28 server of one request: the tools and the Tasks extension's methods.
 import { z } from 'zod';
-import { recordSpan, taskAttributes, type IncomingTrace } from '@taskline/tracing';
+import { recordInputWait, type IncomingTrace } from '@taskline/tracing';
 import {
   inputRequired,
   McpServer,
@@ -146,9 +146,7 @@ async function updateTask(deps: ServerDeps, taskId: string, ctx: ServerContext) 
   const answers = ctx.mcpReq.inputResponses ?? {};
   try {
     const { status } = await deps.store.provideInput(taskId, deps.tenant, answers);
-    // The last answer ends the wait: a span of the task's trace from the park (its last update).
-    if (task.status === 'input_required' && status !== 'input_required')
-      recordSpan('task.input_wait', task.traceparent, taskAttributes(task), task.updatedAt);
+    recordInputWait(task, status);
   } catch (err) {
     if (err instanceof TasklineError && err.code === 'task_not_found') throw unknownTask();
     throw err;

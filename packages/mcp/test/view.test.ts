@@ -33,6 +33,7 @@ const restarted = (status: 'queued' | 'loading'): TaskRecord => ({
   parent: null,
   idempotencyKey: null,
   traceparent: null,
+  attemptTraceparent: null,
 });
 
 test('the MCP view shows what LMSP shows: a restarted running task stays working (running)', () => {

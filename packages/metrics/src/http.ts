@@ -1,17 +1,23 @@
 // `GET /metrics` and the HTTP request metrics middleware.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import type { BuildInfo } from './build.js';
+import { openMetricsText, wantsOpenMetrics } from './exposition.js';
 import type { TasklineMetrics } from './metrics.js';
 
-/** `GET /metrics` for Express (or plain node:http): the registry in Prometheus text format. */
+/**
+ * `GET /metrics` for Express (or plain node:http): the registry in the Prometheus text format, or in
+ * OpenMetrics (with the latency histograms' trace exemplars) when the scrape's `Accept` prefers it.
+ */
 export function metricsHandler(registry: Registry) {
-  return (_req: IncomingMessage, res: ServerResponse): void => {
-    registry.metrics().then(
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const openMetrics = wantsOpenMetrics(req.headers.accept);
+    (openMetrics ? openMetricsText(registry) : registry.metrics()).then(
       (body) => {
         res.statusCode = 200;
-        res.setHeader('Content-Type', registry.contentType);
+        res.setHeader('Content-Type', openMetrics ? Registry.OPENMETRICS_CONTENT_TYPE : registry.contentType);
+        res.setHeader('Vary', 'Accept');
         res.end(body);
       },
       (err: unknown) => {

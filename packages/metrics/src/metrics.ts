@@ -1,6 +1,14 @@
 // Every Prometheus metric of every service, defined once.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type HistogramConfiguration,
+} from 'prom-client';
 import { registerBuildInfo, type BuildInfo } from './build.js';
+import { latencyHistogram, type ExemplarSource } from './exposition.js';
 import { OTHER_TENANT, TenantLabels } from './tenants.js';
 
 /**
@@ -44,10 +52,17 @@ export interface MetricsOptions {
   logLinesDropped?: () => number;
   /** The process's build, reported as `taskline_build_info`. */
   build?: BuildInfo;
+  /**
+   * Where the latency histograms take exemplars from (@taskline/tracing's `Tracing.exemplar`: the
+   * active trace); left out, they keep none and observe as plain histograms.
+   */
+  exemplars?: ExemplarSource;
 }
 
-function defineMetrics(registry: Registry, logLinesDropped: () => number) {
+function defineMetrics(registry: Registry, logLinesDropped: () => number, exemplar?: ExemplarSource) {
   const registers = [registry];
+  const latency = <T extends string>(config: HistogramConfiguration<T>) =>
+    latencyHistogram({ ...config, registers }, exemplar);
   return {
     logLinesDroppedTotal: new Counter({
       name: 'taskline_log_lines_dropped_total',
@@ -65,7 +80,7 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['route', 'method', 'status'] as const,
       registers,
     }),
-    httpRequestDurationSeconds: new Histogram({
+    httpRequestDurationSeconds: latency({
       name: 'taskline_http_request_duration_seconds',
       help: 'Time to answer an HTTP request (event streams excluded), by route pattern, method and status code.',
       labelNames: ['route', 'method', 'status'] as const,
@@ -96,14 +111,14 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['kind', 'state'] as const,
       registers,
     }),
-    queueWaitSeconds: new Histogram({
+    queueWaitSeconds: latency({
       name: 'taskline_task_queue_wait_seconds',
       help: 'Time from a task being queued to a worker claiming it.',
       labelNames: ['kind', 'model'] as const,
       buckets: QUEUE_WAIT_BUCKETS,
       registers,
     }),
-    timeToFirstTokenSeconds: new Histogram({
+    timeToFirstTokenSeconds: latency({
       name: 'taskline_task_time_to_first_token_seconds',
       help: 'Time from a task being created to its first output token.',
       labelNames: ['model'] as const,
@@ -123,7 +138,7 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['model', 'tenant'] as const,
       registers,
     }),
-    taskDurationSeconds: new Histogram({
+    taskDurationSeconds: latency({
       name: 'taskline_task_duration_seconds',
       help: 'End-to-end task time, from creation to a terminal state, by kind and final state.',
       labelNames: ['kind', 'state'] as const,
@@ -147,7 +162,7 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['protocol'] as const,
       registers,
     }),
-    eventDeliverySeconds: new Histogram({
+    eventDeliverySeconds: latency({
       name: 'taskline_event_delivery_seconds',
       help: 'Time from a task event being stored to being written to a subscribed client stream (live events only).',
       labelNames: ['protocol'] as const,
@@ -160,7 +175,7 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['model', 'state'] as const,
       registers,
     }),
-    modelLoadSeconds: new Histogram({
+    modelLoadSeconds: latency({
       name: 'taskline_model_load_seconds',
       help: 'Time to load a model into a worker.',
       labelNames: ['model'] as const,
@@ -184,7 +199,7 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number) {
       labelNames: ['reason'] as const,
       registers,
     }),
-    redisCommandDurationSeconds: new Histogram({
+    redisCommandDurationSeconds: latency({
       name: 'taskline_redis_command_duration_seconds',
       help: 'Redis command or script latency as seen by the service, by command or script name.',
       labelNames: ['command'] as const,
@@ -261,7 +276,7 @@ export function createMetrics(options: MetricsOptions): TasklineMetrics {
   const registry = new Registry();
   registry.setDefaultLabels({ service: options.service });
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
-  const handles = defineMetrics(registry, options.logLinesDropped ?? (() => 0));
+  const handles = defineMetrics(registry, options.logLinesDropped ?? (() => 0), options.exemplars);
   if (options.build) registerBuildInfo(registry, options.build);
   const tenants = new TenantLabels(options.tenantTopN);
   const tenantMetrics = [

@@ -261,3 +261,84 @@ test("log lines dropped for a lagging stdout are the logger's own count, read at
   assert.equal(await scrape(), 12);
   metrics.close();
 });
+
+/** What Prometheus sends when it stores exemplars: OpenMetrics first, the text format after. */
+const PROMETHEUS_ACCEPT =
+  'application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2';
+
+test('/metrics serves the Prometheus text by default and OpenMetrics, with trace exemplars, when Accept prefers it', async () => {
+  const trace = { trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) };
+  let active: Record<string, string> | undefined = trace;
+  const metrics = createMetrics({
+    service: 'gpu-worker',
+    tenantTopN: 1,
+    defaultMetrics: false,
+    exemplars: () => active,
+  });
+  metrics.queueWaitSeconds.observe({ kind: 'response', model: 'm' }, 0.3);
+  active = undefined;
+  metrics.modelLoadSeconds.observe({ model: 'm' }, 2);
+  metrics.leasesExpiredTotal.inc();
+  const server = await startMetricsServer({ metrics, port: 0, host: '127.0.0.1' });
+  const scrape = async (accept?: string) => {
+    const res = await fetch(`http://127.0.0.1:${server.port}/metrics`, {
+      headers: accept ? { accept } : {},
+    });
+    return { type: res.headers.get('content-type') ?? '', text: await res.text() };
+  };
+  const lines = (text: string, prefix: string) => text.split('\n').filter((l) => l.startsWith(prefix));
+  try {
+    const om = await scrape(PROMETHEUS_ACCEPT);
+    assert.match(om.type, /^application\/openmetrics-text; version=1\.0\.0/);
+    assert.ok(om.text.endsWith('# EOF\n'));
+    const [bucket] = lines(om.text, 'taskline_task_queue_wait_seconds_bucket{').filter((l) =>
+      l.includes('le="0.5"'),
+    );
+    assert.match(bucket!, / 1 # \{trace_id="a{32}",span_id="b{16}"\} 0\.3 \d+(\.\d+)?$/);
+    // An observation made outside any trace keeps no exemplar.
+    for (const line of lines(om.text, 'taskline_model_load_seconds_bucket{'))
+      assert.doesNotMatch(line, / # /);
+    // OpenMetrics names a counter's family without `_total`, its sample with it.
+    assert.match(om.text, /^# TYPE taskline_leases_expired counter$/m);
+    assert.equal(sample(om.text, 'taskline_leases_expired_total', { service: 'gpu-worker' }), 1);
+    for (const accept of [
+      undefined,
+      '*/*',
+      'text/plain;version=0.0.4',
+      'application/openmetrics-text;q=0.2, text/plain',
+    ]) {
+      const plain = await scrape(accept);
+      assert.match(plain.type, /^text\/plain; version=0\.0\.4/, String(accept));
+      assert.doesNotMatch(plain.text, / # \{/, 'no exemplars in the Prometheus format');
+      assert.doesNotMatch(plain.text, /# EOF/);
+      // The OpenMetrics scrape before left the counters' names as they were.
+      assert.equal(sample(plain.text, 'taskline_leases_expired_total', { service: 'gpu-worker' }), 1);
+      assert.match(plain.text, /^# TYPE taskline_leases_expired_total counter$/m);
+      assert.equal(
+        sample(plain.text, 'taskline_task_queue_wait_seconds_bucket', { le: '0.5', model: 'm' }),
+        1,
+      );
+    }
+  } finally {
+    await server.close();
+    metrics.close();
+  }
+});
+
+test('without an exemplar source the histograms are plain, and OpenMetrics is still served', async () => {
+  const metrics = createMetrics({ service: 'api', tenantTopN: 1, defaultMetrics: false });
+  metrics.httpRequestDurationSeconds.observe({ route: '/x', method: 'GET', status: '200' }, 0.01);
+  const server = await startMetricsServer({ metrics, port: 0, host: '127.0.0.1' });
+  try {
+    const res = await fetch(`http://127.0.0.1:${server.port}/metrics`, {
+      headers: { accept: 'application/openmetrics-text' },
+    });
+    assert.match(res.headers.get('content-type') ?? '', /^application\/openmetrics-text/);
+    const text = await res.text();
+    assert.equal(sample(text, 'taskline_http_request_duration_seconds_count', { route: '/x' }), 1);
+    assert.doesNotMatch(text, / # \{/);
+  } finally {
+    await server.close();
+    metrics.close();
+  }
+});

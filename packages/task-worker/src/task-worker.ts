@@ -5,7 +5,16 @@
  * What an attempt does is the service's (`run`).
  */
 import { randomUUID } from 'node:crypto';
-import { activeSpan, ATTR, contextOf, inSpan, SpanKind, taskAttributes } from '@taskline/tracing';
+import {
+  activeSpan,
+  ATTR,
+  contextOf,
+  inSpan,
+  previousAttemptLink,
+  SpanKind,
+  taskAttributes,
+  traceparentOf,
+} from '@taskline/tracing';
 import { Worker, type Job } from 'bullmq';
 import {
   connectControl,
@@ -42,15 +51,16 @@ import { whenRedisAnswers } from './redis-retry.js';
 
 /**
  * One job's attempt as a span of its task's trace: a consumer span under the scheduler's hand-off
- * (the context the job carries). A job without one (tracing off where it was dispatched) runs
- * untraced rather than starting a trace of its own.
+ * (the context the job carries), linked to the task's previous attempt. A job without one (tracing
+ * off where it was dispatched) runs untraced rather than starting a trace of its own.
  */
 function traceAttempt(job: DispatchJob, model: string, work: () => Promise<void>): Promise<void> {
   if (!job.traceparent) return work();
   const attributes = taskAttributes({ id: job.taskId, tenant: job.tenant, model });
+  const links = previousAttemptLink(job.previous);
   return inSpan(
     'task.attempt',
-    { parent: contextOf(job.traceparent), kind: SpanKind.CONSUMER, attributes },
+    { parent: contextOf(job.traceparent), kind: SpanKind.CONSUMER, attributes, links },
     work,
   );
 }
@@ -286,9 +296,11 @@ export class TaskWorker {
       // Made again with the same nonce while Redis is unavailable: a claim that ran though its
       // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
       const nonce = randomUUID();
+      // The attempt's span, kept on the task for the next attempt and a restart to link to.
+      const traceparent = traceparentOf(activeSpan());
       task = await inSpan('task.claim', {}, () =>
         whenRedisAnswers(this.o.leaseMs, () =>
-          store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce }),
+          store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce, traceparent }),
         ),
       );
       settle(true);

@@ -10,11 +10,11 @@ export interface RpcReply {
 }
 
 /** The `initialize` request an SDK v1 client opens a session with, at `protocolVersion`. */
-export const initializeRequest = (protocolVersion: string) => ({
+export const initializeRequest = (protocolVersion: string, capabilities: Record<string, unknown> = {}) => ({
   jsonrpc: '2.0',
   id: 1,
   method: 'initialize',
-  params: { protocolVersion, capabilities: {}, clientInfo: { name: 't', version: '1' } },
+  params: { protocolVersion, capabilities, clientInfo: { name: 't', version: '1' } },
 });
 
 /** A raw JSON-RPC POST of tenant key `token` at the 2025-11-25 wire, in `session` when given. */

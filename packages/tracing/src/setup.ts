@@ -14,13 +14,18 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
-import { markTracingOn } from './spans.js';
+import { markTracingOn, traceExemplar } from './spans.js';
 
 type Env = Record<string, string | undefined>;
 
 /** What `startTracing` started: `shutdown` flushes the spans still waiting (call it on exit). */
 export interface Tracing {
   enabled: boolean;
+  /**
+   * Where latency histograms take trace-id exemplars from (createMetrics' `exemplars`); undefined
+   * when tracing is off, so that the histograms stay as they are without it.
+   */
+  exemplar?: () => Record<string, string> | undefined;
   shutdown(): Promise<void>;
 }
 
@@ -110,5 +115,9 @@ export function startTracing(serviceName: string, env: Env = process.env): Traci
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
   markTracingOn();
-  return { enabled: true, shutdown: () => provider.shutdown().catch(() => undefined) };
+  return {
+    enabled: true,
+    exemplar: traceExemplar,
+    shutdown: () => provider.shutdown().catch(() => undefined),
+  };
 }

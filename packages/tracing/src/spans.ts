@@ -8,10 +8,11 @@ import {
   trace,
   type Attributes,
   type Context,
+  type Link,
   type Span,
 } from '@opentelemetry/api';
 
-export { SpanKind, type Span, type Context } from '@opentelemetry/api';
+export { SpanKind, type Span, type Context, type Link } from '@opentelemetry/api';
 
 /** Attribute names of a task's spans; values are ids and counts, never prompt or output text. */
 export const ATTR = {
@@ -23,6 +24,8 @@ export const ATTR = {
   outputTokens: 'gen_ai.usage.output_tokens',
   outcome: 'taskline.outcome',
   policy: 'taskline.restart.policy',
+  /** On a link: what the linked span is to this one (`previous_attempt`, `lapsed_attempt`, `parked_attempt`). */
+  link: 'taskline.link',
 } as const;
 
 /** The one tracer of the process: the no-op one until `startTracing` registers a provider. */
@@ -73,6 +76,27 @@ export function traceIdOf(traceparent: string | null | undefined): string | null
 }
 
 /**
+ * A link to the span a stored `traceparent` names, saying what it is; none when there is no
+ * context (that span was not traced). A link, not a parent: the span it names is in the same
+ * trace but did not cause this one.
+ */
+function linkTo(traceparent: string | null | undefined, kind: string): Link[] {
+  const spanContext = traceparent ? trace.getSpanContext(contextOf(traceparent)) : undefined;
+  return spanContext ? [{ context: spanContext, attributes: { [ATTR.link]: kind } }] : [];
+}
+
+/** A new attempt's link to the task's attempt before it (a restart's, or the one that parked). */
+export const previousAttemptLink = (traceparent: string | null | undefined) =>
+  linkTo(traceparent, 'previous_attempt');
+
+/** A restart's link to the attempt whose lease lapsed. */
+export const lapsedAttemptLink = (traceparent: string | null | undefined) =>
+  linkTo(traceparent, 'lapsed_attempt');
+
+/** An input wait's link to the attempt that parked for the input. */
+const parkedAttemptLink = (traceparent: string | null | undefined) => linkTo(traceparent, 'parked_attempt');
+
+/**
  * A span recorded once its work is over (its start known only then: a restart, an input wait),
  * under a task's stored context; nothing when the task has none.
  */
@@ -80,10 +104,50 @@ export function recordSpan(
   name: string,
   traceparent: string | null | undefined,
   attributes: Attributes,
-  startTime: number = Date.now(),
+  options: { startTime?: number; links?: Link[] } = {},
 ): void {
   if (!traceparent) return;
-  tracer().startSpan(name, { startTime, attributes }, contextOf(traceparent)).end();
+  const { startTime = Date.now(), links } = options;
+  tracer().startSpan(name, { startTime, attributes, links }, contextOf(traceparent)).end();
+}
+
+/** What `recordInputWait` reads of a task as it was before the answer (a TaskRecord). */
+export interface WaitingTask {
+  id: string;
+  tenant: string;
+  model: string;
+  attempt: number;
+  status: string;
+  traceparent: string | null;
+  /** The attempt that parked (its claim's context). */
+  attemptTraceparent: string | null;
+  /** When the record last changed: the park, while the task waits for input. */
+  updatedAt: number;
+}
+
+/**
+ * The wait for a caller's input that an answer ended, as a `task.input_wait` span from the park to
+ * now, linked to the attempt that parked; nothing when the task did not wait (`before`) or still
+ * does (`after`, an answer of several).
+ */
+export function recordInputWait(before: WaitingTask, after: string): void {
+  if (before.status !== 'input_required' || after === 'input_required') return;
+  const links = parkedAttemptLink(before.attemptTraceparent);
+  recordSpan('task.input_wait', before.traceparent, taskAttributes(before), {
+    startTime: before.updatedAt,
+    links,
+  });
+}
+
+/**
+ * The exemplar labels of an observation made here: the trace and span ids of the active span when
+ * it records (prom-client keeps the last one per bucket); none otherwise.
+ */
+export function traceExemplar(): Record<string, string> | undefined {
+  const span = activeSpan();
+  if (!span) return undefined;
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
 }
 
 let on = false;
@@ -103,6 +167,8 @@ export interface SpanOptions {
   parent?: Context;
   attributes?: Attributes;
   kind?: SpanKind;
+  /** Spans this one follows without being their child (`previousAttemptLink`, say). */
+  links?: Link[];
 }
 
 /**
@@ -115,7 +181,8 @@ export async function inSpan<T>(
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
   const parent = options.parent ?? context.active();
-  const span = tracer().startSpan(name, { attributes: options.attributes, kind: options.kind }, parent);
+  const { attributes, kind, links } = options;
+  const span = tracer().startSpan(name, { attributes, kind, links }, parent);
   try {
     return await context.with(trace.setSpan(parent, span), () => work(span));
   } catch (err) {

@@ -11,7 +11,14 @@ export interface ReceivedSpan {
   parentSpanId: string;
   kind: number;
   attributes: Record<string, unknown>;
-  links: { traceId: string; spanId: string }[];
+  links: ReceivedLink[];
+}
+
+/** A span's link, its attributes flattened as a span's are. */
+export interface ReceivedLink {
+  traceId: string;
+  spanId: string;
+  attributes: Record<string, unknown>;
 }
 
 interface OtlpValue {
@@ -31,7 +38,7 @@ interface OtlpSpan {
   parentSpanId?: string;
   kind: number;
   attributes?: OtlpAttribute[];
-  links?: { traceId: string; spanId: string }[];
+  links?: { traceId: string; spanId: string; attributes?: OtlpAttribute[] }[];
 }
 interface OtlpRequest {
   resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
@@ -82,7 +89,7 @@ export class OtlpReceiver {
             parentSpanId: s.parentSpanId ?? '',
             kind: s.kind,
             attributes: attributes(s.attributes),
-            links: s.links ?? [],
+            links: (s.links ?? []).map((l) => ({ ...l, attributes: attributes(l.attributes) })),
           });
     }
   }

@@ -1,17 +1,22 @@
 /**
  * One trace per task across real processes: an api, a scheduler and gpu-workers export to an
  * OTLP/HTTP receiver in this test (the real exporter's JSON), and each task's spans come from all
- * three with the right parents, carry the task's attributes, and never its prompt text.
+ * three with the right parents and links, carry the task's attributes, and never its prompt text;
+ * a worker's latency histograms carry the task's trace as exemplars (OpenMetrics scrape).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Stack, until, type ApiService } from '@taskline/testing';
 import { FIXTURE_ENTRIES } from '@taskline/test-support/entries';
-import { pollTask, rpc } from '@taskline/test-support/mcp';
+import { initializeRequest, pollTask, post2025, rpc } from '@taskline/test-support/mcp';
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
 const KEY = 'trace-key-0123456789';
+/** A tenant of its own for the webhook test: its first create finds its endpoint (no cached answer). */
+const HOOK_KEY = 'trace-hook-key-0123456789';
 const ADMIN_KEY = 'trace-admin-key-0123456789';
 /** Text that must appear in no span: each prompt is marked with it. */
 const SECRET = 'zebra-marmalade';
@@ -27,7 +32,12 @@ before(async () => {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
       OTEL_BSP_SCHEDULE_DELAY: '50',
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test',
-      TASKLINE_API_KEYS: `tenant-t:${KEY}`,
+      TASKLINE_API_KEYS: `tenant-t:${KEY},tenant-w:${HOOK_KEY}`,
+      TASKLINE_WEBHOOK_ALLOW_HTTP: 'true',
+      TASKLINE_WEBHOOK_ALLOW_PRIVATE: 'true',
+      TASKLINE_WEBHOOK_RELAY_MS: '50',
+      TASKLINE_WEBHOOK_RETRY_BASE_MS: '100',
+      TASKLINE_WEBHOOK_RETRY_CAP_MS: '500',
       TASKLINE_ADMIN_KEYS: ADMIN_KEY,
       TASKLINE_TRACE_URL_TEMPLATE: 'https://traces.example/trace/{trace_id}',
       TASKLINE_LOG_LEVEL: 'info',
@@ -53,22 +63,22 @@ function callerContext() {
   return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
 }
 
-async function createLmsp(traceparent: string, input: Record<string, unknown>) {
+async function createLmsp(traceparent: string, input: Record<string, unknown>, key = KEY) {
   const res = await fetch(`${api.base}/lmsp/v1/tasks`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, traceparent },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, traceparent },
     body: JSON.stringify({ type: 'response', input: { model: 'tiny-chat', ...input }, on_restart: 'retry' }),
   });
   assert.equal(res.status, 202);
   return { task: (await res.json()) as { id: string }, traceresponse: res.headers.get('traceresponse') };
 }
 
-async function lmspEnded(id: string): Promise<void> {
+async function lmspEnded(id: string, key = KEY): Promise<void> {
   await until(
     `task ${id} to end`,
     async () => {
       const res = await fetch(`${api.base}/lmsp/v1/tasks/${id}`, {
-        headers: { authorization: `Bearer ${KEY}` },
+        headers: { authorization: `Bearer ${key}` },
       });
       const task = (await res.json()) as { status: string };
       return ['succeeded', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
@@ -105,6 +115,17 @@ const named = (spans: ReceivedSpan[], name: string, where: (s: ReceivedSpan) => 
 };
 const parentOf = (spans: ReceivedSpan[], span: ReceivedSpan) =>
   spans.find((s) => s.spanId === span.parentSpanId);
+
+/** The one link of `span`, to a span of the same trace, and what it says that span is. */
+function linkOf(span: ReceivedSpan, kind: string): string {
+  assert.equal(span.links.length, 1, `${span.name} has one link`);
+  const [link] = span.links;
+  assert.equal(link!.traceId, span.traceId, 'the link stays in the task’s trace');
+  assert.equal(link!.attributes['taskline.link'], kind);
+  return link!.spanId;
+}
+
+const attemptNo = (span: ReceivedSpan) => Number(span.attributes['taskline.attempt']);
 
 function assertNoPromptText(): void {
   for (const body of receiver.bodies)
@@ -145,6 +166,35 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
   return attempts;
 }
 
+/** What Prometheus sends when it stores exemplars: OpenMetrics first, the text format after. */
+const OPENMETRICS_FIRST =
+  'application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2';
+
+/**
+ * Scrapes a worker's /metrics as Prometheus does: its queue-wait histogram carries the attempt's
+ * trace and span ids as an exemplar (observed at the claim, in the attempt's span); a scrape that
+ * does not ask for OpenMetrics gets the Prometheus text, without exemplars.
+ */
+async function assertExemplar(
+  worker: { readyLine: Record<string, unknown> | null },
+  traceId: string,
+  spanId: string,
+): Promise<void> {
+  const url = `http://127.0.0.1:${String(worker.readyLine?.metrics_port)}/metrics`;
+  const om = await fetch(url, { headers: { accept: OPENMETRICS_FIRST } });
+  assert.match(om.headers.get('content-type') ?? '', /^application\/openmetrics-text; version=1\.0\.0/);
+  const exemplar = new RegExp(
+    `^taskline_task_queue_wait_seconds_bucket\\{.*\\} \\d+ # \\{trace_id="${traceId}",span_id="${spanId}"\\} `,
+    'm',
+  );
+  assert.match(await om.text(), exemplar);
+  const plain = await fetch(url);
+  assert.match(plain.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  const text = await plain.text();
+  assert.match(text, /^taskline_task_queue_wait_seconds_bucket\{/m);
+  assert.doesNotMatch(text, /trace_id=/);
+}
+
 test('an LMSP task is one trace from the caller through the api, the scheduler and the worker', async () => {
   const caller = callerContext();
   const { task, traceresponse } = await createLmsp(caller.traceparent, {
@@ -169,6 +219,8 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   assert.ok(Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0);
   named(spans, 'task.model_load', (s) => s.parentSpanId === run.spanId);
   named(spans, 'task.admission');
+  assert.equal(attempt!.links.length, 0, 'a first attempt links to nothing');
+  await assertExemplar(stack.workers[0]!, caller.traceId, attempt!.spanId);
   assert.deepEqual(
     new Set(spans.map((s) => s.service)),
     new Set(['taskline-api', 'taskline-scheduler', 'taskline-worker']),
@@ -255,8 +307,89 @@ test('an input-required wait is a span of the task’s trace, from the park to t
   assert.equal(wait!.service, 'taskline-api');
   assert.equal(wait!.attributes['taskline.task.id'], taskId);
   assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
-  // The attempt that parked and the one the answer queued, both in the trace.
-  assert.ok(assertTaskChain(spans, taskId, caller.spanId).length >= 2);
+  // The attempt that parked and the one the answer queued, both in the trace: the second links to
+  // the first.
+  const attempts = assertTaskChain(spans, taskId, caller.spanId);
+  const parked = attempts.find((a) => a.attributes['taskline.outcome'] === 'parked')!;
+  const resumed = attempts.find((a) => attemptNo(a) === attemptNo(parked) + 1)!;
+  assert.ok(resumed, 'the attempt after the answer');
+  assert.equal(linkOf(resumed, 'previous_attempt'), parked.spanId);
+  assert.equal(linkOf(wait!, 'parked_attempt'), parked.spanId, 'the wait links to the attempt that parked');
+});
+
+/** The first server request a 2025-11-25 `tasks/result` stream puts to `session`, read off the SSE. */
+async function firstQuestion(session: string, taskId: string): Promise<string> {
+  const abort = new AbortController();
+  const res = await post2025(
+    `${api.base}/mcp`,
+    KEY,
+    { id: 7, method: 'tasks/result', params: { taskId } },
+    session,
+    abort.signal,
+  );
+  assert.equal(res.status, 200);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended before a question: ${buffered}`);
+      buffered += value;
+      for (const line of buffered.split('\n')) {
+        if (!line.startsWith('data: ')) continue;
+        const message = JSON.parse(line.slice(6)) as { id?: unknown; method?: string };
+        if (message.method === 'elicitation/create') return String(message.id);
+      }
+    }
+  } finally {
+    abort.abort();
+  }
+}
+
+test('an input wait answered over the MCP 2025-11-25 wire is a span of the task’s trace', async () => {
+  const caller = callerContext();
+  const url = `${api.base}/mcp`;
+  // A session that declares elicitation: questions are put only to callers that can answer.
+  const init = await post2025(url, KEY, initializeRequest('2025-11-25', { elicitation: {} }));
+  assert.equal(init.status, 200);
+  const session = init.headers.get('mcp-session-id')!;
+  const call = await post2025(
+    url,
+    KEY,
+    {
+      method: 'tools/call',
+      params: {
+        name: 'confirm_delete',
+        arguments: { path: '/y' },
+        task: { ttl: 60_000 },
+        _meta: { traceparent: caller.traceparent },
+      },
+    },
+    session,
+  );
+  const created = /"taskId":"([^"]+)"/.exec(await call.text());
+  assert.ok(created, 'a task was created');
+  const taskId = created[1]!;
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'input_required', { token: KEY });
+  const question = await firstQuestion(session, taskId);
+  const answered = await post2025(
+    url,
+    KEY,
+    { id: question, result: { action: 'accept', content: { confirm: 'yes' } } },
+    session,
+  );
+  assert.ok(answered.status < 300, String(answered.status));
+  await pollTask(url, taskId, (t: { status: string }) => t.status === 'completed', { token: KEY });
+  const spans = await spansOf(caller.traceId, ['task.input_wait', 'task.attempt', 'task.attempt']);
+  const [wait] = named(spans, 'task.input_wait');
+  assert.equal(wait!.service, 'taskline-api');
+  assert.equal(wait!.attributes['taskline.task.id'], taskId);
+  assert.equal(wait!.attributes['taskline.tenant'], 'tenant-t');
+  assert.equal(wait!.parentSpanId, spans.find((s) => s.name === 'task.create')!.spanId);
+  const parked = assertTaskChain(spans, taskId, caller.spanId).find(
+    (a) => a.attributes['taskline.outcome'] === 'parked',
+  );
+  assert.equal(linkOf(wait!, 'parked_attempt'), parked!.spanId);
 });
 
 test('a task restarted after its worker is SIGKILLed stays one trace, the restart in it', async () => {
@@ -285,9 +418,75 @@ test('a task restarted after its worker is SIGKILLed stays one trace, the restar
   assert.equal(restart!.parentSpanId, create.spanId, 'the restart sits under the task');
   assert.ok(named(spans, 'task.dispatch').length >= 2, 'dispatched again after the restart');
   const attempts = assertTaskChain(spans, task.id, caller.spanId);
-  assert.ok(
-    attempts.some((a) => Number(a.attributes['taskline.attempt']) >= 2),
-    'a later attempt finished it',
-  );
+  const later = attempts.filter((a) => attemptNo(a) >= 2).sort((a, b) => attemptNo(a) - attemptNo(b))[0];
+  assert.ok(later, 'a later attempt finished it');
+  // The killed attempt never ended, so its span never left the worker; its claim did, under it.
+  // The restart and the next attempt both link to it.
+  const lapsed = linkOf(later, 'previous_attempt');
+  assert.ok(!attempts.some((a) => a.spanId === lapsed), 'the killed attempt’s span was lost with it');
+  named(spans, 'task.claim', (s) => s.parentSpanId === lapsed);
+  assert.equal(linkOf(restart!, 'lapsed_attempt'), lapsed);
   assertNoPromptText();
+});
+
+test('each webhook delivery attempt is a client span of its task’s trace, under the create', async () => {
+  // The endpoint fails its first POST: the retry is a second attempt, a second span.
+  const statuses: number[] = [];
+  const receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.statusCode = statuses.length === 0 ? 500 : 200;
+      statuses.push(res.statusCode);
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  try {
+    const hook = await fetch(`${api.base}/lmsp/v1/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${HOOK_KEY}` },
+      body: JSON.stringify({
+        url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
+        events: ['task.ended'],
+      }),
+    });
+    assert.equal(hook.status, 201, await hook.clone().text());
+    const caller = callerContext();
+    const { task } = await createLmsp(
+      caller.traceparent,
+      { input: `Hi. ${SECRET}`, max_output_tokens: 2 },
+      HOOK_KEY,
+    );
+    await lmspEnded(task.id, HOOK_KEY);
+    await until('the delivery to succeed after a failed attempt', () =>
+      statuses.includes(200) ? true : undefined,
+    );
+    const spans = await spansOf(caller.traceId, ['webhook.delivery', 'webhook.delivery']);
+    const create = spans.find((s) => s.name === 'task.create')!;
+    const deliveries = named(spans, 'webhook.delivery').sort(
+      (a, b) =>
+        Number(a.attributes['taskline.webhook.attempt']) - Number(b.attributes['taskline.webhook.attempt']),
+    );
+    assert.deepEqual(
+      deliveries.map((d) => [
+        d.attributes['taskline.webhook.attempt'],
+        d.attributes['http.response.status_code'],
+        d.attributes['taskline.outcome'],
+      ]),
+      [
+        [1, 500, 'failed'],
+        [2, 200, 'ok'],
+      ],
+    );
+    for (const d of deliveries) {
+      assert.equal(d.service, 'taskline-scheduler');
+      assert.equal(d.kind, 3, 'a client span');
+      assert.equal(d.parentSpanId, create.spanId, 'under the task’s create');
+      assert.equal(d.attributes['taskline.tenant'], 'tenant-w');
+      assert.ok(String(d.attributes['taskline.webhook.message']).includes(task.id));
+    }
+    assertNoPromptText();
+  } finally {
+    await new Promise((resolve) => receiver.close(resolve));
+  }
 });

@@ -7,6 +7,7 @@
 import type { Redis } from 'ioredis';
 import { DelayedError, Job, Queue, Worker } from 'bullmq';
 import type { Logger } from '@taskline/log';
+import { ATTR, contextOf, inSpan, SpanKind } from '@taskline/tracing';
 import type { EndpointRecord, EndpointStore } from './endpoints.js';
 import { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
 import type { DeliveryJob } from './queues.js';
@@ -41,6 +42,34 @@ const LOCK_MS = 10_000;
 const STALLED_CHECK_MS = 5_000;
 /** How soon a job of a disabled endpoint looks again (it is re-enabled by a PATCH). */
 const DISABLED_WAIT_MS = 5000;
+
+/**
+ * One delivery attempt (the POST) as a client span of its task's trace, under the task's stored
+ * context the job carries; untraced when it carries none (tracing off, or a redelivery).
+ */
+function traceDelivery(
+  d: DeliveryJob,
+  attempt: number,
+  post: () => Promise<AttemptResult>,
+): Promise<AttemptResult> {
+  if (!d.traceparent) return post();
+  const attributes = {
+    [ATTR.tenant]: d.tenant,
+    'taskline.webhook.endpoint': d.endpoint,
+    'taskline.webhook.message': d.message,
+    'taskline.webhook.attempt': attempt,
+  };
+  return inSpan(
+    'webhook.delivery',
+    { parent: contextOf(d.traceparent), kind: SpanKind.CLIENT, attributes },
+    async (span) => {
+      const result = await post();
+      if (result.status !== null) span.setAttribute('http.response.status_code', result.status);
+      span.setAttribute(ATTR.outcome, result.ok ? 'ok' : 'failed');
+      return result;
+    },
+  );
+}
 
 export class DeliveryWorkers {
   private readonly workers = new Map<
@@ -107,8 +136,9 @@ export class DeliveryWorkers {
     if (d.after && !(await this.settled(d.endpoint, d.after))) return this.later(job, ORDER_WAIT_MS, token);
     const timestampS = Math.floor(Date.now() / 1000);
     const headers = webhookHeaders(this.o.endpoints.signing(endpoint), d.message, timestampS, d.body);
-    const result = await send(endpoint.url, headers, d.body, this.o.limits);
-    await this.log(endpoint, d.message, job.attemptsMade + 1, result);
+    const attempt = job.attemptsMade + 1;
+    const result = await traceDelivery(d, attempt, () => send(endpoint.url, headers, d.body, this.o.limits));
+    await this.log(endpoint, d.message, attempt, result);
     if (result.ok) {
       await this.o.redis.hdel(hookKeys.failures(d.tenant), d.endpoint);
       return;

@@ -12,6 +12,8 @@ export interface DeliveryJob {
   body: string;
   /** The job of this endpoint's previous message about the same task: delivered (or given up) first. */
   after: string | null;
+  /** The task's stored trace context, when traced: each attempt is a span of the task's trace. */
+  traceparent?: string;
 }
 
 export class EndpointQueues {

@@ -117,7 +117,7 @@ export class Relay {
         const message: EventMessage = { id: messageId(id, event.seq), type: messageType(event), event, at };
         const extra = this.extraOf(message, task);
         for (const endpoint of endpoints.filter((ep) => wants(ep, message.type)))
-          queued += await this.enqueue(endpoint, id, message, messageBody(message, task, endpoint, extra));
+          queued += await this.enqueue(endpoint, task, message, messageBody(message, task, endpoint, extra));
       }
     }
     await dropOutboxEntries(
@@ -137,9 +137,9 @@ export class Relay {
   }
 
   /** Queues one message for one endpoint behind its previous one about the task. */
-  private async enqueue(endpoint: EndpointRecord, taskId: string, message: EventMessage, body: string) {
+  private async enqueue(endpoint: EndpointRecord, task: TaskRecord, message: EventMessage, body: string) {
     const { redis } = this.o;
-    const lastField = `${endpoint.id}/${taskId}`;
+    const lastField = `${endpoint.id}/${task.id}`;
     const last = await redis.hget(hookKeys.last(endpoint.tenant), lastField);
     if (last === message.id) return 0; // queued by a pass that stopped before deleting its entry
     const job: DeliveryJob = {
@@ -148,6 +148,7 @@ export class Relay {
       message: message.id,
       body,
       after: last,
+      ...(task.traceparent && { traceparent: task.traceparent }),
     };
     await this.keep(endpoint, message, body);
     await this.queues

@@ -42,6 +42,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
     build,
+    exemplars: tracing.exemplar,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const api = createApp({ env, redis, logger, metrics, mcpExtensions, build });

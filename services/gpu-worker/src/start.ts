@@ -63,6 +63,7 @@ export async function startWorker(
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
     build,
+    exemplars: tracing.exemplar,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });

@@ -41,6 +41,7 @@ async function main(): Promise<void> {
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
     build,
+    exemplars: tracing.exemplar,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });

@@ -4,6 +4,7 @@ import {
   ATTR,
   contextOf,
   inSpan,
+  lapsedAttemptLink,
   SpanKind,
   taskAttributes,
   traceparentOf,
@@ -40,6 +41,7 @@ import {
   type SweepFailed,
   type SweptTask,
   type TaskStore,
+  type TraceContexts,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
@@ -319,7 +321,7 @@ export class Scheduler {
     // Every pick's writes go out together (one round trip each step, not one per pick), and the
     // queued ones leave the in-flight index in one command.
     // Traced, each pick's spans join its task's trace (its stored context: one read, picks alike).
-    const traces = tracingOn() ? await this.o.store.traceparents(picks.map((pick) => pick.id)) : [];
+    const traces = tracingOn() ? await this.o.store.traceContexts(picks.map((pick) => pick.id)) : [];
     const queued = await Promise.all(picks.map((pick, i) => this.queuePick(model, pick, traces[i])));
     const handed = picks.filter((_, i) => queued[i]).map((pick) => pick.id);
     await handedOver(this.o.redis, handed);
@@ -334,31 +336,35 @@ export class Scheduler {
    * the running set itself). A pick without a state stays in flight for the reconciler to offer
    * again with one (see pickFair).
    */
-  private async queuePick(model: string, pick: Pick, traceparent?: string | null): Promise<boolean> {
+  private async queuePick(model: string, pick: Pick, traces?: TraceContexts): Promise<boolean> {
     const state = pick.state;
     if (!state) return false;
-    if (!traceparent) return this.addJob(model, pick, state);
+    if (!traces?.task) return this.addJob(model, pick, state);
     const attributes = taskAttributes({
       id: pick.id,
       tenant: pick.tenant,
       model,
       attempt: state.attempt + 1,
     });
-    return inSpan('task.dispatch', { parent: contextOf(traceparent), attributes }, () =>
+    const previous = traces.attempt ?? undefined;
+    return inSpan('task.dispatch', { parent: contextOf(traces.task), attributes }, () =>
       inSpan('task.handoff', { kind: SpanKind.PRODUCER, attributes }, (span) =>
-        this.addJob(model, pick, state, traceparentOf(span)),
+        this.addJob(model, pick, state, { traceparent: traceparentOf(span), previous }),
       ),
     );
   }
 
-  /** The BullMQ job of a pick (its hand-off to the workers), carrying the hand-off span's context. */
+  /**
+   * The BullMQ job of a pick (its hand-off to the workers), carrying the hand-off span's context
+   * and the previous attempt's, when traced.
+   */
   private async addJob(
     model: string,
     pick: Pick,
     state: NonNullable<Pick['state']>,
-    traceparent?: string,
+    trace: { traceparent?: string; previous?: string } = {},
   ): Promise<boolean> {
-    const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt, traceparent };
+    const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt, ...trace };
     await this.queue(model).add('run', job, {
       jobId: dispatchJobId({ id: pick.id, ...state }),
       removeOnComplete: true,
@@ -369,16 +375,15 @@ export class Scheduler {
     return true;
   }
 
-  /** Each restart as a span of its task's trace (its outcome and policy; the lapsed attempt ended). */
-  private async traceRestarts(recovered: Recovered[]): Promise<void> {
-    const traces = await this.o.store.traceparents(recovered.map((r) => r.id));
-    recovered.forEach((r, i) =>
-      recordSpan('task.restart', traces[i], {
-        [ATTR.taskId]: r.id,
-        [ATTR.policy]: r.policy,
-        [ATTR.outcome]: r.status,
-      }),
-    );
+  /**
+   * Each restart as a span of its task's trace (its outcome and policy), linked to the attempt
+   * whose lease lapsed: both contexts as the sweep read them before the restart.
+   */
+  private traceRestarts(recovered: Recovered[]): void {
+    for (const r of recovered) {
+      const attributes = { [ATTR.taskId]: r.id, [ATTR.policy]: r.policy, [ATTR.outcome]: r.status };
+      recordSpan('task.restart', r.traces.task, attributes, { links: lapsedAttemptLink(r.traces.attempt) });
+    }
   }
 
   /** How a sweep reports a task it skipped (its step failed): logged; the next round tries again. */
@@ -390,7 +395,7 @@ export class Scheduler {
     const timedOut = await this.o.store.sweepInputDeadlines(undefined, this.skipped('input_deadlines'));
     if (timedOut.length) this.o.log.info('input_timed_out', { tasks: timedOut });
     const recovered = await this.o.store.sweepLeases(undefined, this.skipped('leases'));
-    if (tracingOn()) await this.traceRestarts(recovered);
+    if (tracingOn()) this.traceRestarts(recovered);
     for (const r of recovered) {
       this.o.metrics.leasesExpiredTotal.inc();
       this.o.metrics.restartPoliciesAppliedTotal.inc({ kind: r.kind, policy: r.policy });

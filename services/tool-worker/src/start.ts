@@ -193,6 +193,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
     logLinesDropped: droppedLogLines,
     build,
+    exemplars: tracing.exemplar,
   });
   const { gateway, tools, checked, listed, withdrawn, slots } = await servedTools(options, env, log, metrics);
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });

@@ -1,6 +1,6 @@
 // The 2025-11-25 experimental tasks over the engine's tasks: get, result, list, cancel.
 import { randomBytes } from 'node:crypto';
-import type { IncomingTrace } from '@taskline/tracing';
+import { recordInputWait, tracingOn, type IncomingTrace } from '@taskline/tracing';
 import type { Response } from 'express';
 import {
   isTerminal,
@@ -324,7 +324,10 @@ export async function acceptInputAnswer(
   if (question.length === 0) return;
   const answer = message.error !== undefined ? { action: 'decline' } : message.result;
   try {
-    await store.provideInput(taskId!, tenant, { [question.join(':')]: answer });
+    // Traced, the wait this answer may end is a span: the record before it says since when.
+    const before = tracingOn() ? await store.get(taskId!, tenant) : null;
+    const { status } = await store.provideInput(taskId!, tenant, { [question.join(':')]: answer });
+    if (before) recordInputWait(before, status);
   } catch (err) {
     if (!(err instanceof TasklineError && err.code === 'task_not_found')) throw err;
   }
