@@ -1,9 +1,12 @@
 /**
  * An upstream that runs tools as tasks itself (server-everything's `simulate-research-query`, MCP
  * 2025-11-25 Tasks, over Streamable HTTP): the gateway creates the upstream task once, follows it
- * with `tasks/get` at its pollInterval, relays its statusMessage and reads `tasks/result`. After a
- * SIGKILL of the tool worker the next attempt (`onRestart: 'resume'`) re-attaches to the same
- * upstream task: a counting proxy in front of the server sees one `tools/call`.
+ * with `tasks/get` at its pollInterval, relays its statusMessage and reads `tasks/result`. Its
+ * clarification (`ambiguous: true`: an elicitation sent on `tasks/result` while the task is
+ * `input_required`) reaches the official SDK clients of both eras and their answer goes back to
+ * the same upstream task. After a SIGKILL of the tool worker the next attempt (`onRestart:
+ * 'resume'`) re-attaches to the same upstream task: a counting proxy in front of the server sees
+ * one `tools/call`. Over stdio the upstream task dies with the worker's child: `on_restart` holds.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,8 +16,22 @@ import type { AddressInfo } from 'node:net';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
+import { resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
+import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { OnRestart } from '@taskline/tool-sdk';
 import { KEY_A, startOneApiToolStack } from './helpers.js';
-import { everythingOverHttp, gatewayWorker, textOf } from './upstreams.js';
+import {
+  EVERYTHING,
+  everythingOverHttp,
+  gatewayWorker,
+  requester2026,
+  stdioUpstream,
+  textOf,
+} from './upstreams.js';
+
+const CLARIFY = /The research query "python" could have multiple interpretations/;
 
 /** A proxy to `target` that counts the `tools/call` requests passing through. */
 async function countingProxy(target: string): Promise<{ url: string; calls: () => number; server: Server }> {
@@ -122,6 +139,134 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
           (l) => l.msg === 'upstream_task_reattached' || l.event === 'upstream_task_reattached',
         ),
       );
+    } finally {
+      await second.kill('SIGTERM');
+    }
+  });
+
+  it('relays the research clarification to an SDK v1 client (2025-11-25 flow) and back upstream', async () => {
+    const worker = await gatewayWorker(cluster, upstreams());
+    const client = new V1Client(
+      { name: 'gateway-test', version: '1.0.0' },
+      { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {} } } },
+    );
+    const asked: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked.push(req.params.message);
+      return { action: 'accept', content: { interpretation: 'snake' } };
+    });
+    await client.connect(
+      new V1Transport(new URL(api.url), { requestInit: { headers: { authorization: `Bearer ${KEY_A}` } } }),
+    );
+    try {
+      // The SDK calls task-augmented (the 2025-11-25 flow that can answer) only a tool it has listed as such.
+      await client.listTools();
+      const before = proxy.calls();
+      let result: unknown;
+      for await (const message of client.experimental.tasks.callToolStream(
+        { name: 'res_simulate-research-query', arguments: { topic: 'python', ambiguous: true } },
+        CallToolResultSchema,
+        { timeout: 60_000 },
+      ))
+        if (message.type === 'result') result = message.result;
+        else if (message.type === 'error') assert.fail(JSON.stringify(message.error));
+      assert.equal(asked.length, 1, `${asked.join(' | ')} ${textOf(result).slice(0, 300)}`);
+      assert.match(asked[0]!, CLARIFY);
+      assert.match(textOf(result), /# Research Report: python \(snake\)/);
+      assert.equal(proxy.calls() - before, 1, 'the answer went to the upstream task that asked');
+    } finally {
+      await client.close();
+      await worker.kill('SIGTERM');
+    }
+  });
+
+  it('relays the research clarification to the ext-tasks requester on SDK v2 (2026-07-28 tasks/update)', async () => {
+    const worker = await gatewayWorker(cluster, upstreams());
+    const asked: unknown[] = [];
+    const session = await requester2026(api.url, KEY_A, async (request) => {
+      asked.push(request.params?.message);
+      return { action: 'accept', content: { interpretation: 'comedy' } };
+    });
+    try {
+      const before = proxy.calls();
+      const execution = await session.callTool('res_simulate-research-query', {
+        topic: 'python',
+        ambiguous: true,
+      });
+      assert.equal(execution.kind, 'task');
+      const { outcome } = await execution.settle();
+      assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
+      assert.equal(asked.length, 1, JSON.stringify(asked));
+      assert.match(String(asked[0]), CLARIFY);
+      assert.match(textOf(resultFromTaskOutcome(outcome)), /# Research Report: python \(comedy\)/);
+      assert.equal(proxy.calls() - before, 1, 'the answer went to the upstream task that asked');
+    } finally {
+      await session.close();
+      await worker.kill('SIGTERM');
+    }
+  });
+});
+
+describe('a task-capable upstream over stdio: its task dies with the child, on_restart holds', () => {
+  let cluster: EngineStack;
+  let api: Replica;
+  before(async () => {
+    ({ cluster, api } = await startOneApiToolStack());
+  });
+  after(async () => {
+    await cluster?.stop();
+  });
+
+  /** One server-everything child per policy (`onRestart` unset for `fail`: the default). */
+  const upstreams = () =>
+    (['fail', 'retry', 'resume'] as const).map((policy) =>
+      stdioUpstream(policy, EVERYTHING, ['stdio'], {
+        tools: ['simulate-research-query'],
+        ...(policy !== 'fail' && { onRestart: policy }),
+      }),
+    );
+
+  it('after a SIGKILL: fail ends failed, retry and resume call the upstream again and succeed', async () => {
+    const first = await gatewayWorker(cluster, upstreams());
+    const ids = new Map<OnRestart, string>();
+    for (const policy of ['fail', 'retry', 'resume'] as const) {
+      const call = await rpc(
+        api.url,
+        'tools/call',
+        { name: `${policy}_simulate-research-query`, arguments: { topic: policy } },
+        { token: KEY_A },
+      );
+      const id = call.message.result?.taskId as string;
+      assert.ok(id, JSON.stringify(call.message));
+      ids.set(policy, id);
+    }
+    for (const id of ids.values())
+      await cluster.waitFor(
+        id,
+        'upstream task under way',
+        (t) => t.statusMessage === 'Analyzing content...',
+        15_000,
+      );
+    await first.kill('SIGKILL');
+    const second = await gatewayWorker(cluster, upstreams());
+    try {
+      const failed = await cluster.waitForEnd(ids.get('fail')!, 30_000);
+      assert.equal(failed.status, 'failed');
+      assert.equal(failed.error?.code, 'server_restarted');
+      for (const policy of ['retry', 'resume'] as const) {
+        const id = ids.get(policy)!;
+        const task = await cluster.waitForEnd(id, 30_000);
+        assert.equal(task.status, 'succeeded', `${policy}: ${JSON.stringify(task.error)}`);
+        assert.match(textOf(task.result), new RegExp(`# Research Report: ${policy}`));
+        const shown = (await cluster.events(id)).map((e) => e.status_message);
+        assert.equal(
+          shown.filter((m) => m === 'Gathering sources...').length,
+          2,
+          `${policy}: the upstream tool ran again from its start: ${shown.join(' | ')}`,
+        );
+      }
+      const lost = second.logs.filter((l) => (l.msg ?? l.event) === 'upstream_task_lost');
+      assert.equal(lost.length, 1, 'resume found its upstream task gone with the child');
     } finally {
       await second.kill('SIGTERM');
     }
