@@ -21,6 +21,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { OnRestart } from '@taskline/tool-sdk';
+import { until } from '@taskline/testing';
 import { KEY_A, startOneApiToolStack } from './helpers.js';
 import {
   EVERYTHING,
@@ -84,11 +85,11 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
     await cluster?.stop();
   });
 
-  async function research(topic: string) {
+  async function research(topic: string, ambiguous = false) {
     const call = await rpc(
       api.url,
       'tools/call',
-      { name: 'res_simulate-research-query', arguments: { topic } },
+      { name: 'res_simulate-research-query', arguments: { topic, ambiguous } },
       { token: KEY_A },
     );
     const id = call.message.result?.taskId as string;
@@ -139,6 +140,50 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
           (l) => l.msg === 'upstream_task_reattached' || l.event === 'upstream_task_reattached',
         ),
       );
+    } finally {
+      await second.kill('SIGTERM');
+    }
+  });
+
+  it('relays the clarification of an upstream task re-attached after a SIGKILL, through its rejoined session', async () => {
+    const first = await gatewayWorker(cluster, upstreams());
+    const before = proxy.calls();
+    const taskId = await research('tides', true);
+    // Killed before the question (the upstream asks two stages in): it waits in the upstream task's queue.
+    await cluster.waitFor(
+      taskId,
+      'upstream task created',
+      (t) => t.statusMessage === 'Gathering sources...',
+      15_000,
+    );
+    await first.kill('SIGKILL');
+    const second = await gatewayWorker(cluster, upstreams());
+    try {
+      const asked = await until(
+        'the question relayed by the re-attached attempt',
+        async () => {
+          const seen = (await rpc(api.url, 'tasks/get', { taskId }, { token: KEY_A })).message.result;
+          return seen?.status === 'input_required' ? seen : undefined;
+        },
+        20_000,
+      );
+      const request = asked.inputRequests['upstream-0'] as { params: { message: string; _meta?: object } };
+      assert.match(request.params.message, /The research query "tides" could have multiple interpretations/);
+      assert.equal(request.params._meta, undefined, 'the upstream task id stays upstream');
+      const ack = await rpc(
+        api.url,
+        'tasks/update',
+        {
+          taskId,
+          inputResponses: { 'upstream-0': { action: 'accept', content: { interpretation: 'historical' } } },
+        },
+        { token: KEY_A },
+      );
+      assert.ok(!ack.message.error, JSON.stringify(ack.message));
+      const task = await cluster.waitForEnd(taskId, 30_000);
+      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      assert.match(textOf(task.result), /# Research Report: tides \(historical\)/);
+      assert.equal(proxy.calls() - before, 1, 'the upstream tool was called once');
     } finally {
       await second.kill('SIGTERM');
     }

@@ -44,6 +44,8 @@ interface ParkedQuestion {
   request: InputRequest;
   reply(answer: ElicitResult): void;
   refuse(err: Error): void;
+  /** Closes the connection the question came on (a rejoined session's), once the reply is sent. */
+  release(): Promise<void>;
 }
 const parked = new Map<string, ParkedQuestion>();
 
@@ -106,13 +108,17 @@ async function cancelUpstream(upstream: Upstream, ref: UpstreamTaskRef): Promise
  * Given up after the upstream's timeout (the caller never answered, or the task ended or went to
  * another worker): the question is refused and the upstream task cancelled.
  */
-function park(upstream: Upstream, taskId: string, question: Omit<ParkedQuestion, 'reply' | 'refuse'>) {
+function park(
+  upstream: Upstream,
+  taskId: string,
+  question: Omit<ParkedQuestion, 'reply' | 'refuse' | 'release'>,
+) {
   return new Promise<ElicitResult>((resolve, reject) => {
     const timer = setTimeout(() => {
       if (parked.get(taskId)?.refuse !== refuse) return;
       parked.delete(taskId);
       refuse(new McpError(ErrorCode.RequestTimeout, 'taskline: the caller did not answer in time'));
-      void cancelUpstream(upstream, question.ref);
+      void cancelUpstream(upstream, question.ref).finally(() => entry.release());
     }, upstream.timeoutMs());
     timer.unref();
     const refuse = (err: Error) => {
@@ -123,7 +129,8 @@ function park(upstream: Upstream, taskId: string, question: Omit<ParkedQuestion,
       clearTimeout(timer);
       resolve(answer);
     };
-    parked.set(taskId, { ...question, reply, refuse });
+    const entry: ParkedQuestion = { ...question, reply, refuse, release: async () => undefined };
+    parked.set(taskId, entry);
   });
 }
 
@@ -279,7 +286,12 @@ export async function runUpstreamTask(
       return await follow(client, ref, ctx, upstream.timeoutMs());
     } finally {
       stopAsking();
-      await done();
+      // A question this attempt parked is replied on this connection: it stays open until then.
+      const asked = parked.get(ctx.taskId);
+      if (asked && asked !== held) asked.release = done;
+      else await done();
+      // Followed to its end since the reply: the connection the answered question came on has served.
+      await held?.release();
     }
   });
 }

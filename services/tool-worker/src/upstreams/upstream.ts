@@ -288,7 +288,9 @@ export class Upstream {
       requestInit: { headers: headersOf({ ...this.config, transport: t }, this.settings.env) },
     });
     transport.setProtocolVersion(LATEST_PROTOCOL_VERSION);
-    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    // The upstream task may ask on this connection too (on its tasks/result).
+    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler(ElicitRequestSchema, (request) => this.elicit(request.params));
     await client.connect(transport, { timeout: this.timeoutMs() });
     // Closing the transport only, not the session: a DELETE would end the upstream's tasks.
     return { client, done: () => client.close() };
