@@ -21,7 +21,6 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { OnRestart } from '@taskline/tool-sdk';
-import { until } from '@taskline/testing';
 import { KEY_A, startOneApiToolStack } from './helpers.js';
 import {
   EVERYTHING,
@@ -30,6 +29,7 @@ import {
   requester2026,
   stdioUpstream,
   textOf,
+  untilInputRequired,
 } from './upstreams.js';
 
 const CLARIFY = /The research query "python" could have multiple interpretations/;
@@ -116,18 +116,21 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
     }
   });
 
-  it('re-attaches after a SIGKILL instead of calling again (resume): one upstream tools/call', async () => {
+  /**
+   * Starts research on a worker, SIGKILLs it once the task shows `shown`, and starts a second
+   * worker; `before` is the proxy's count of upstream calls before.
+   */
+  async function researchThenCrash(topic: string, ambiguous: boolean, shown: string) {
     const first = await gatewayWorker(cluster, upstreams());
     const before = proxy.calls();
-    const id = await research('volcanoes');
-    await cluster.waitFor(
-      id,
-      'upstream task under way',
-      (t) => t.statusMessage === 'Analyzing content...',
-      15_000,
-    );
+    const id = await research(topic, ambiguous);
+    await cluster.waitFor(id, 'upstream task under way', (t) => t.statusMessage === shown, 15_000);
     await first.kill('SIGKILL');
-    const second = await gatewayWorker(cluster, upstreams());
+    return { id, before, second: await gatewayWorker(cluster, upstreams()) };
+  }
+
+  it('re-attaches after a SIGKILL instead of calling again (resume): one upstream tools/call', async () => {
+    const { id, before, second } = await researchThenCrash('volcanoes', false, 'Analyzing content...');
     try {
       const task = await cluster.waitForEnd(id, 30_000);
       assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
@@ -146,27 +149,10 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
   });
 
   it('relays the clarification of an upstream task re-attached after a SIGKILL, through its rejoined session', async () => {
-    const first = await gatewayWorker(cluster, upstreams());
-    const before = proxy.calls();
-    const taskId = await research('tides', true);
     // Killed before the question (the upstream asks two stages in): it waits in the upstream task's queue.
-    await cluster.waitFor(
-      taskId,
-      'upstream task created',
-      (t) => t.statusMessage === 'Gathering sources...',
-      15_000,
-    );
-    await first.kill('SIGKILL');
-    const second = await gatewayWorker(cluster, upstreams());
+    const { id: taskId, before, second } = await researchThenCrash('tides', true, 'Gathering sources...');
     try {
-      const asked = await until(
-        'the question relayed by the re-attached attempt',
-        async () => {
-          const seen = (await rpc(api.url, 'tasks/get', { taskId }, { token: KEY_A })).message.result;
-          return seen?.status === 'input_required' ? seen : undefined;
-        },
-        20_000,
-      );
+      const asked = await untilInputRequired(api.url, KEY_A, taskId, 20_000);
       const request = asked.inputRequests['upstream-0'] as { params: { message: string; _meta?: object } };
       assert.match(request.params.message, /The research query "tides" could have multiple interpretations/);
       assert.equal(request.params._meta, undefined, 'the upstream task id stays upstream');
@@ -285,11 +271,13 @@ describe('a task-capable upstream over stdio: its task dies with the child, on_r
       assert.ok(id, JSON.stringify(call.message));
       ids.set(policy, id);
     }
+    // Each one under way upstream, and a stage or more from its end: checked one after the other.
     for (const id of ids.values())
       await cluster.waitFor(
         id,
         'upstream task under way',
-        (t) => t.statusMessage === 'Analyzing content...',
+        (t) =>
+          /^(Gathering sources|Analyzing content|Synthesizing findings)\.\.\.$/.test(t.statusMessage ?? ''),
         15_000,
       );
     await first.kill('SIGKILL');

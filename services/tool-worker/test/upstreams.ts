@@ -110,6 +110,17 @@ export async function client2025(url: string, key: string): Promise<V1Client> {
   return client;
 }
 
+/** The task once it shows `input_required` (2026-07-28 `tasks/get` of `key`), its questions in `inputRequests`. */
+export const untilInputRequired = (url: string, key: string, taskId: string, timeoutMs: number) =>
+  until(
+    `task ${taskId} asking`,
+    async () => {
+      const seen = (await rpc(url, 'tasks/get', { taskId }, { token: key })).message.result;
+      return seen?.status === 'input_required' ? seen : undefined;
+    },
+    timeoutMs,
+  );
+
 /** The text of a tool result's first block. */
 export const textOf = (result: unknown) =>
   ((result as { content?: { text?: string }[] }).content?.[0]?.text ?? '') as string;
