@@ -21,6 +21,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { OnRestart } from '@taskline/tool-sdk';
+import { until } from '@taskline/testing';
 import { KEY_A, startOneApiToolStack } from './helpers.js';
 import {
   EVERYTHING,
@@ -34,17 +35,20 @@ import {
 
 const CLARIFY = /The research query "python" could have multiple interpretations/;
 
-/** A proxy to `target` that counts the `tools/call` requests passing through. */
-async function countingProxy(target: string): Promise<{ url: string; calls: () => number; server: Server }> {
-  let calls = 0;
+/** A proxy to `target` that counts the requests passing through, by method. */
+async function countingProxy(
+  target: string,
+): Promise<{ url: string; calls: (method?: string) => number; server: Server }> {
+  const calls = new Map<string, number>();
   const to = new URL(target);
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      if (body.length > 0 && (JSON.parse(body.toString()) as { method?: string }).method === 'tools/call')
-        calls++;
+      const method =
+        body.length > 0 ? (JSON.parse(body.toString()) as { method?: string }).method : undefined;
+      if (method) calls.set(method, (calls.get(method) ?? 0) + 1);
       const out = request(
         { host: to.hostname, port: to.port, path: to.pathname, method: req.method, headers: req.headers },
         (up) => {
@@ -58,7 +62,11 @@ async function countingProxy(target: string): Promise<{ url: string; calls: () =
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/mcp`, calls: () => calls, server };
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    calls: (method = 'tools/call') => calls.get(method) ?? 0,
+    server,
+  };
 }
 
 describe('a task-capable upstream: followed, and re-attached after a crash', () => {
@@ -172,6 +180,24 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
       assert.equal(proxy.calls() - before, 1, 'the upstream tool was called once');
     } finally {
       await second.kill('SIGTERM');
+    }
+  });
+
+  it('gives up a question nobody answers within timeoutMs: the upstream task is cancelled, not left behind', async () => {
+    const worker = await gatewayWorker(cluster, [{ ...upstreams()[0], timeoutMs: 6000 }]);
+    try {
+      const before = proxy.calls('tasks/cancel');
+      const taskId = await research('tides', true);
+      await untilInputRequired(api.url, KEY_A, taskId, 20_000);
+      await until(
+        'the parked question given up upstream',
+        async () => proxy.calls('tasks/cancel') > before || undefined,
+        20_000,
+      );
+      // The Taskline task still waits for its caller: its own input deadline applies.
+      assert.equal((await cluster.store.get(taskId))?.status, 'input_required');
+    } finally {
+      await worker.kill('SIGTERM');
     }
   });
 
