@@ -10,7 +10,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
@@ -67,6 +67,21 @@ async function countingProxy(
     calls: (method = 'tools/call') => calls.get(method) ?? 0,
     server,
   };
+}
+
+/** Answers the research task's clarification (`upstream-0`) with 2026-07-28 `tasks/update`; the task once it succeeded. */
+async function clarify(cluster: EngineStack, url: string, taskId: string, interpretation: string) {
+  const answer = { action: 'accept', content: { interpretation } };
+  const ack = await rpc(
+    url,
+    'tasks/update',
+    { taskId, inputResponses: { 'upstream-0': answer } },
+    { token: KEY_A },
+  );
+  assert.ok(!ack.message.error, JSON.stringify(ack.message));
+  const task = await cluster.waitForEnd(taskId, 30_000);
+  assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+  return task;
 }
 
 describe('a task-capable upstream: followed, and re-attached after a crash', () => {
@@ -164,18 +179,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
       const request = asked.inputRequests['upstream-0'] as { params: { message: string; _meta?: object } };
       assert.match(request.params.message, /The research query "tides" could have multiple interpretations/);
       assert.equal(request.params._meta, undefined, 'the upstream task id stays upstream');
-      const ack = await rpc(
-        api.url,
-        'tasks/update',
-        {
-          taskId,
-          inputResponses: { 'upstream-0': { action: 'accept', content: { interpretation: 'historical' } } },
-        },
-        { token: KEY_A },
-      );
-      assert.ok(!ack.message.error, JSON.stringify(ack.message));
-      const task = await cluster.waitForEnd(taskId, 30_000);
-      assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+      const task = await clarify(cluster, api.url, taskId, 'historical');
       assert.match(textOf(task.result), /# Research Report: tides \(historical\)/);
       assert.equal(proxy.calls() - before, 1, 'the upstream tool was called once');
     } finally {
@@ -328,6 +332,42 @@ describe('a task-capable upstream over stdio: its task dies with the child, on_r
       assert.equal(lost.length, 1, 'resume found its upstream task gone with the child');
     } finally {
       await second.kill('SIGTERM');
+    }
+  });
+
+  it('a question whose stdio child died meanwhile: the answer starts the tool again, which gets it at once', async () => {
+    const worker = await gatewayWorker(cluster, [
+      stdioUpstream('ask', EVERYTHING, ['stdio'], { tools: ['simulate-research-query'] }),
+    ]);
+    try {
+      const call = await rpc(
+        api.url,
+        'tools/call',
+        { name: 'ask_simulate-research-query', arguments: { topic: 'python', ambiguous: true } },
+        { token: KEY_A },
+      );
+      const taskId = call.message.result?.taskId as string;
+      assert.ok(taskId, JSON.stringify(call.message));
+      await untilInputRequired(api.url, KEY_A, taskId, 20_000);
+      // The worker's one child: server-everything, which holds the upstream task.
+      const [child] = execFileSync('ps', ['-o', 'pid=', '--ppid', String(worker.child!.pid)], {
+        encoding: 'utf8',
+      })
+        .split('\n')
+        .map(Number)
+        .filter((pid) => pid > 0);
+      assert.ok(child, 'the upstream child runs');
+      process.kill(child, 'SIGKILL');
+      await until(
+        'the child seen gone',
+        async () => worker.logs.some((l) => l.msg === 'upstream_closed') || undefined,
+        10_000,
+      );
+      const task = await clarify(cluster, api.url, taskId, 'snake');
+      assert.match(textOf(task.result), /# Research Report: python \(snake\)/);
+      assert.ok(worker.logs.some((l) => l.msg === 'upstream_task_lost'));
+    } finally {
+      await worker.kill('SIGTERM');
     }
   });
 });

@@ -167,15 +167,35 @@ function asker(upstream: Upstream, ref: UpstreamTaskRef, ctx: ToolContext) {
   };
 }
 
-/** The caller's answer to the question this worker held parked, replied upstream; the task it belongs to. */
+/** Whether upstream task `ref` can still be reached: not once the stdio child it lived in is gone (logged). */
+async function alive(upstream: Upstream, ref: UpstreamTaskRef, ctx: ToolContext): Promise<boolean> {
+  await upstream.connect();
+  if (ref.child === upstream.childId) return true;
+  ctx.log.warn('upstream_task_lost', {
+    upstream: upstream.config.name,
+    ...ref,
+    why: 'it died with its stdio child',
+  });
+  return false;
+}
+
+/**
+ * The caller's answer to the question this worker held parked, replied upstream; the task it
+ * belongs to, or null when that died meanwhile with its stdio child (then the tool is called
+ * again, and its same question gets the recorded answer at once).
+ */
 async function answerParked(
   upstream: Upstream,
   question: ParkedQuestion,
   ctx: ToolContext,
-): Promise<UpstreamTaskRef> {
+): Promise<UpstreamTaskRef | null> {
   // Answered already (that is what started this attempt): this returns at once.
   const answers = await ctx.ask({ [question.key]: question.request });
   parked.delete(ctx.taskId);
+  if (!(await alive(upstream, question.ref, ctx))) {
+    question.refuse(new Error('the upstream task is gone'));
+    return null;
+  }
   try {
     question.reply(relayedAnswer(answers, question.key, upstream.config.name));
   } catch (err) {
@@ -192,13 +212,8 @@ async function answerParked(
  */
 async function reattachable(upstream: Upstream, ctx: ToolContext): Promise<UpstreamTaskRef | null> {
   const earlier = earlierRef(ctx.resumed);
-  if (!earlier) return null;
-  await upstream.connect();
+  if (!earlier || !(await alive(upstream, earlier, ctx))) return null;
   const fields = { upstream: upstream.config.name, ...earlier };
-  if (earlier.child !== upstream.childId) {
-    ctx.log.warn('upstream_task_lost', { ...fields, why: 'it died with its stdio child' });
-    return null;
-  }
   if (earlier.pending !== undefined) {
     ctx.log.warn('upstream_task_lost', { ...fields, why: 'its open question is held elsewhere' });
     await cancelUpstream(upstream, earlier);
@@ -277,9 +292,8 @@ export async function runUpstreamTask(
 ): Promise<CallToolResult> {
   return upstream.withSlot(ctx.signal, async () => {
     const held = parked.get(ctx.taskId);
-    const ref = held
-      ? await answerParked(upstream, held, ctx)
-      : ((await reattachable(upstream, ctx)) ?? (await create(upstream, name, args, ctx, meta)));
+    const earlier = held ? await answerParked(upstream, held, ctx) : await reattachable(upstream, ctx);
+    const ref = earlier ?? (await create(upstream, name, args, ctx, meta));
     const { client, done } = await upstream.inSession(ref.session);
     const stopAsking = upstream.askedBy(ref.upstreamTask, asker(upstream, ref, ctx));
     try {
