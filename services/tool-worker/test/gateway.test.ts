@@ -27,6 +27,7 @@ import {
   gatewayWorker,
   stdioUpstream,
   textOf,
+  untilInputRequired,
 } from './upstreams.js';
 
 const LONG = { duration: 1.5, steps: 3 };
@@ -152,14 +153,7 @@ describe('the gateway in front of server-everything and server-filesystem', () =
     );
     const taskId = call.message.result?.taskId as string;
     assert.ok(taskId, JSON.stringify(call.message));
-    const asked = await until(
-      'the upstream question relayed',
-      async () => {
-        const seen = (await rpc(api.url, 'tasks/get', { taskId }, { token: KEY_A })).message.result;
-        return seen?.status === 'input_required' ? seen : undefined;
-      },
-      15_000,
-    );
+    const asked = await untilInputRequired(api.url, KEY_A, taskId, 15_000);
     const request = asked.inputRequests['upstream-0'] as { method: string; params: { message: string } };
     assert.equal(request.method, 'elicitation/create');
     assert.equal(request.params.message, 'Please provide inputs for the following fields:');

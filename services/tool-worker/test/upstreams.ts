@@ -2,9 +2,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  createTaskSessionFromClient,
+  type ApplicationInputRequest,
+  type JsonRpcResponse,
+  type TaskEnabledSession,
+} from '@modelcontextprotocol/ext-tasks/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
+import { rpc, TASKS } from '@taskline/test-support/mcp';
 import { freePort, ROOT, until } from '@taskline/testing';
 import { FIXTURES, toolWorker } from './helpers.js';
 
@@ -61,6 +68,39 @@ export async function client2026(url: string, key: string): Promise<Client> {
   return client;
 }
 
+/**
+ * The official 2026-07-28 requester of the Tasks extension (`@modelcontextprotocol/ext-tasks` on
+ * SDK v2) of `key`: it polls, and answers a task's input requests with `onInput`. Its raw requests
+ * go out through `rpc`, which frames them for the 2026-07-28 wire.
+ */
+export async function requester2026(
+  url: string,
+  key: string,
+  onInput: (request: ApplicationInputRequest) => Promise<unknown>,
+): Promise<TaskEnabledSession> {
+  const client = await client2026(url, key);
+  return createTaskSessionFromClient(client, {
+    endpointId: url,
+    rawDispatch: async (request, options) => {
+      const { method, params } = request as { method: string; params?: Record<string, unknown> };
+      // Lower-cased, so that rpc's own `mcp-name` replaces the requester's `Mcp-Name` instead of doubling it.
+      const headers = Object.fromEntries(
+        Object.entries(options?.context?.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]),
+      );
+      const { message } = await rpc(url, method, params, { token: key, headers });
+      return (
+        message.error ? { kind: 'error', error: message.error } : { kind: 'result', result: message.result }
+      ) as JsonRpcResponse;
+    },
+    v2RequestFraming: {
+      protocolVersion: '2026-07-28',
+      clientInfo: INFO,
+      clientCapabilities: { elicitation: { form: {} }, extensions: { [TASKS]: {} } },
+    },
+    onInputRequest: onInput as never,
+  });
+}
+
 /** An official MCP 2025-11-25 client (SDK v1) of `key`. */
 export async function client2025(url: string, key: string): Promise<V1Client> {
   const client = new V1Client(INFO, { capabilities: {} });
@@ -69,6 +109,17 @@ export async function client2025(url: string, key: string): Promise<V1Client> {
   );
   return client;
 }
+
+/** The task once it shows `input_required` (2026-07-28 `tasks/get` of `key`), its questions in `inputRequests`. */
+export const untilInputRequired = (url: string, key: string, taskId: string, timeoutMs: number) =>
+  until(
+    `task ${taskId} asking`,
+    async () => {
+      const seen = (await rpc(url, 'tasks/get', { taskId }, { token: key })).message.result;
+      return seen?.status === 'input_required' ? seen : undefined;
+    },
+    timeoutMs,
+  );
 
 /** The text of a tool result's first block. */
 export const textOf = (result: unknown) =>

@@ -16,7 +16,7 @@ import {
   type ToolResult,
 } from '@taskline/tool-sdk';
 import { listedName, type UpstreamConfig } from './config.js';
-import { Upstream } from './upstream.js';
+import { relayedAnswer, Upstream } from './upstream.js';
 import { runUpstreamTask } from './upstream-task.js';
 
 /** What the gateway hands the tool worker: the definitions, their upstream JSON schemas as listed, and a close. */
@@ -105,13 +105,7 @@ function elicitRelay(ctx: ToolContext, upstream: string) {
   return async (params: ElicitRequest['params']): Promise<ElicitResult> => {
     const key = `upstream-${asked++}`;
     const answers = await ctx.ask({ [key]: { method: 'elicitation/create', params } });
-    const answer = answers[key];
-    if (answer === undefined)
-      throw new McpError(
-        ErrorCode.InvalidRequest,
-        `taskline: the caller of this task cannot answer elicitation (${upstream} asked)`,
-      );
-    return answer as ElicitResult;
+    return relayedAnswer(answers, key, upstream);
   };
 }
 

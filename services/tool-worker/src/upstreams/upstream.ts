@@ -1,4 +1,5 @@
 // One upstream MCP server as the gateway holds it: its connection (restarted when lost), its tools and its calls.
+import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -8,6 +9,7 @@ import {
   ErrorCode,
   LATEST_PROTOCOL_VERSION,
   McpError,
+  RELATED_TASK_META_KEY,
   type ElicitRequest,
   type ElicitResult,
   LoggingMessageNotificationSchema,
@@ -27,6 +29,20 @@ export interface CallHooks {
   /** An upstream `elicitation/create` while this call runs: its answer is the reply upstream. */
   onElicit(params: ElicitRequest['params']): Promise<ElicitResult>;
   meta?: Record<string, unknown>;
+}
+
+/**
+ * The caller's answer to input request `key`, the reply to the upstream's `elicitation/create`; a
+ * caller that cannot answer (its key comes back undefined) is a JSON-RPC error upstream.
+ */
+export function relayedAnswer(answers: Record<string, unknown>, key: string, upstream: string): ElicitResult {
+  const answer = answers[key];
+  if (answer === undefined)
+    throw new McpError(
+      ErrorCode.InvalidRequest,
+      `taskline: the caller of this task cannot answer elicitation (${upstream} asked)`,
+    );
+  return answer as ElicitResult;
 }
 
 /** A plain semaphore: at most `limit` holders at once, the rest wait in order. */
@@ -74,6 +90,10 @@ export class Upstream {
   private readonly slots: Slots;
   /** The calls in flight on this connection: an upstream question is relayed when it is the only one. */
   private readonly inFlight = new Set<CallHooks>();
+  /** Who answers the questions of each upstream task followed here (by upstream task id). */
+  private readonly taskQuestions = new Map<string, CallHooks['onElicit']>();
+  /** Names the open stdio connection (its child): an upstream task lives and dies with it. */
+  private child: string | undefined;
   /** Called with the upstream's tools when it says they changed. */
   onToolsChanged: (tools: Tool[]) => void = () => undefined;
   /** Called when a connection opens (true), fails to open or closes (false). */
@@ -141,6 +161,7 @@ export class Upstream {
     this.onState(true);
     this.current = client;
     this.transportInUse = transport;
+    this.child = transport instanceof StdioClientTransport ? randomUUID() : undefined;
     this.log.info('upstream_connected', { upstream: this.config.name });
     return client;
   }
@@ -176,6 +197,17 @@ export class Upstream {
    * refused with a JSON-RPC error saying so (set the upstream's `concurrency` to 1 to relay).
    */
   private elicit(params: ElicitRequest['params']): Promise<ElicitResult> {
+    // An upstream task's question names its task (MCP 2025-11-25, Tasks: related-task metadata).
+    const related = (params._meta?.[RELATED_TASK_META_KEY] as { taskId?: unknown } | undefined)?.taskId;
+    if (typeof related === 'string') {
+      const asker = this.taskQuestions.get(related);
+      if (!asker)
+        throw new McpError(
+          ErrorCode.InvalidRequest,
+          `taskline: no call follows upstream task ${related} here`,
+        );
+      return asker(params);
+    }
     const [only, ...more] = this.inFlight;
     if (!only || more.length > 0)
       throw new McpError(
@@ -183,6 +215,14 @@ export class Upstream {
         `taskline: ${this.inFlight.size} calls in flight, so the question cannot be relayed to the one that asked`,
       );
     return only.onElicit(params);
+  }
+
+  /** Relays the questions upstream task `taskId` asks to `asker` until the returned function is called. */
+  askedBy(taskId: string, asker: CallHooks['onElicit']): () => void {
+    this.taskQuestions.set(taskId, asker);
+    return () => {
+      if (this.taskQuestions.get(taskId) === asker) this.taskQuestions.delete(taskId);
+    };
   }
 
   /** Runs `work` within the upstream's concurrency (`concurrency` calls from this worker at once). */
@@ -222,6 +262,11 @@ export class Upstream {
     return capabilities?.tasks?.requests?.tools?.call !== undefined;
   }
 
+  /** The open stdio connection's id (a new one for every child); none over HTTP. */
+  get childId(): string | undefined {
+    return this.child;
+  }
+
   /** The Streamable HTTP session of the open connection (upstream tasks may live in it); none over stdio. */
   get sessionId(): string | undefined {
     return this.transportInUse instanceof StreamableHTTPClientTransport
@@ -243,7 +288,9 @@ export class Upstream {
       requestInit: { headers: headersOf({ ...this.config, transport: t }, this.settings.env) },
     });
     transport.setProtocolVersion(LATEST_PROTOCOL_VERSION);
-    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    // The upstream task may ask on this connection too (on its tasks/result).
+    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler(ElicitRequestSchema, (request) => this.elicit(request.params));
     await client.connect(transport, { timeout: this.timeoutMs() });
     // Closing the transport only, not the session: a DELETE would end the upstream's tasks.
     return { client, done: () => client.close() };
