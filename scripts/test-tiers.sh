@@ -69,11 +69,11 @@ ALONE=(
   # Kills and drains tool workers mid-step against 1 s leases and 300 ms steps: a starved neighbour
   # shifts which step the interruption lands on.
   services/tool-worker/test/restart.test.ts
-  # Each needs CPU to keep its pace: a second CLI start must beat a 10 s generation (cli); one client
-  # must poll faster than the 20/s rate to be refused (hosts); dispatch rounds are counted against
-  # picks (fairness-e2e). In the parallel pass beside this wave's new integration files, each failed
-  # twice and passed alone.
-  packages/cli/test/cli.test.ts
+  # Each needs CPU to keep its pace: a second CLI start must beat a 10 s generation (cli-cancel); one
+  # client must poll faster than the 20/s rate to be refused (hosts); dispatch rounds are counted
+  # against picks (fairness-e2e). In the parallel pass beside this wave's new integration files, each
+  # failed twice and passed alone.
+  packages/cli/test/cli-cancel.test.ts
   packages/mcp/test/hosts.test.ts
   services/scheduler/test/fairness-e2e.test.ts
   # A SIGKILL timed into a step (the example's build) or into a delivery's retry: beside neighbours

@@ -14,7 +14,7 @@ import {
   type Task,
 } from '@taskline/client';
 import { DEFAULTS } from '@taskline/config';
-import { resolveConfig, UsageError, type CliConfig } from './config.js';
+import { DEFAULT_RETRIES, resolveConfig, UsageError, type CliConfig } from './config.js';
 import { describeError, EXIT, exitForStatus } from './exit.js';
 import type { CliIo } from './io.js';
 import { runKeys } from './keys.js';
@@ -46,6 +46,8 @@ options:
                      how long a finished task stays in it (TASKLINE_STATE_RETENTION_S, config
                      "stateRetention"; default ${DEFAULT_STATE_RETENTION_S}, as the server keeps ended tasks; 0: gone the
                      next run); a prompt stays only until the server has created its task
+  --retries N        tries after the first when the server cannot be reached or asks to wait
+                     (429, 503) (TASKLINE_RETRIES, config "retries"; default ${DEFAULT_RETRIES}; 0: fail at once)
   --redis-url URL    for keys          (REDIS_URL, config "redisUrl"; required, no default)
   --jwt-tenant-claim C
                      the JWT claim the server reads the tenant from (TASKLINE_JWT_TENANT_CLAIM,
@@ -67,6 +69,7 @@ const OPTIONS = {
   'api-key': { type: 'string' },
   state: { type: 'string' },
   'state-retention': { type: 'string' },
+  retries: { type: 'string' },
   'redis-url': { type: 'string' },
   'jwt-tenant-claim': { type: 'string' },
   config: { type: 'string' },
@@ -127,6 +130,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         redisUrl: values['redis-url'],
         jwtTenantClaim: values['jwt-tenant-claim'],
         stateRetention: values['state-retention'],
+        retries: values.retries,
         config: values.config,
       },
       io.env,
@@ -138,6 +142,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       baseUrl: config.url,
       apiKey: config.apiKey,
       jwtTenantClaim: config.jwtTenantClaim,
+      maxAttempts: config.retries + 1,
       store,
     });
     // A JWT's entries written when the store keyed them by the token's hash (a no-op otherwise).

@@ -20,12 +20,30 @@ export interface CliConfig {
   jwtTenantClaim: string;
   /** Seconds a finished task's entry stays in `state`. */
   stateRetentionS: number;
+  /** Tries after the first for a request that may be tried again (unreachable, 429, 503); 0: fail at once. */
+  retries: number;
 }
 
-/** As flags and the config file give them; `stateRetention` may be a JSON number in the file. */
-type RawConfig = Partial<Omit<CliConfig, 'stateRetentionS'>> & { stateRetention?: string };
+/** As the client library tries a request: six times in all, about 8 s of backoff when unreachable. */
+export const DEFAULT_RETRIES = 5;
 
-const FILE_KEYS = ['url', 'apiKey', 'state', 'redisUrl', 'jwtTenantClaim', 'stateRetention'] as const;
+/** As flags and the config file give them; `stateRetention` may be a JSON number in the file. */
+type RawConfig = Partial<Omit<CliConfig, 'stateRetentionS' | 'retries'>> & {
+  stateRetention?: string;
+  retries?: string;
+};
+
+const FILE_KEYS = [
+  'url',
+  'apiKey',
+  'state',
+  'redisUrl',
+  'jwtTenantClaim',
+  'stateRetention',
+  'retries',
+] as const;
+/** Config file keys that may be JSON numbers. */
+const NUMBER_KEYS = new Set(['stateRetention', 'retries']);
 
 export function defaultConfigPath(env: NodeJS.ProcessEnv): string {
   return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'taskline', 'config.json');
@@ -53,7 +71,7 @@ function readConfigFile(path: string, explicit: boolean): RawConfig {
       throw new UsageError(
         `The config file ${path} has an unknown key "${k}" (known: ${FILE_KEYS.join(', ')}).`,
       );
-    if (k === 'stateRetention' && typeof v === 'number') out[k] = String(v);
+    if (NUMBER_KEYS.has(k) && typeof v === 'number') out[k as 'stateRetention' | 'retries'] = String(v);
     else if (typeof v !== 'string') throw new UsageError(`The config file ${path}: "${k}" must be a string.`);
     else out[k as (typeof FILE_KEYS)[number]] = v;
   }
@@ -80,6 +98,7 @@ export function resolveConfig(flags: RawConfig & { config?: string }, env: NodeJ
     stateRetentionS: seconds(
       flags.stateRetention ?? fromEnv('TASKLINE_STATE_RETENTION_S') ?? file.stateRetention,
     ),
+    retries: retries(flags.retries ?? fromEnv('TASKLINE_RETRIES') ?? file.retries),
   };
   // Sent in the Authorization header: a character no header can carry failed every request as
   // "server unreachable". The key is a secret, so the message does not repeat it.
@@ -108,6 +127,16 @@ function seconds(value: string | undefined): number {
   if (!/^[0-9]+$/.test(value))
     throw new UsageError(
       `--state-retention (TASKLINE_STATE_RETENTION_S, config "stateRetention") takes whole seconds, not ${JSON.stringify(value)}.`,
+    );
+  return Number(value);
+}
+
+/** The retries: a whole number, 0 included. */
+function retries(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_RETRIES;
+  if (!/^[0-9]+$/.test(value))
+    throw new UsageError(
+      `--retries (TASKLINE_RETRIES, config "retries") takes a whole number, not ${JSON.stringify(value)}.`,
     );
   return Number(value);
 }

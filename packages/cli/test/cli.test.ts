@@ -1,55 +1,28 @@
+/**
+ * The CLI against a running stack, as a user runs it: the built `taskline` as a child process.
+ * The cancel tests, which need a second CLI start to beat a running task, are cli-cancel.test.ts.
+ */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
 import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
-import { KEY_A, LONG_INPUT, startClientStack, until, type Stack } from '@taskline/test-support/client-stack';
-import { cliRunner } from './spawn.js';
+import { KEY_A, until } from '@taskline/test-support/client-stack';
+import { longArgs, retryArgs, useCliStack } from './spawn.js';
 
-let stack: Stack;
-let dir: string;
-
-const { cli, finished } = cliRunner(() => ({
-  XDG_CONFIG_HOME: dir,
-  TASKLINE_URL: stack.base,
-  TASKLINE_API_KEY: KEY_A,
-  TASKLINE_STATE: join(dir, 'tasks.db'),
-  REDIS_URL: stack.cluster.redis.url,
-}));
-
-const longArgs = [
-  'run',
-  '--max-output-tokens',
-  String(LONG_INPUT.max_output_tokens),
-  '--seed',
-  String(LONG_INPUT.seed),
-  '--temperature',
-  String(LONG_INPUT.temperature),
-  LONG_INPUT.input,
-];
-const retryArgs = ['run', '--on-restart', 'retry', ...longArgs.slice(1)];
-
-before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'taskline-cli-'));
-  // Slow steps: a long task lasts ~10 s, time enough for a second CLI process to cancel it.
-  stack = await startClientStack('60');
-});
-after(async () => {
-  await stack.stop();
-});
+const { ctx, cli, finished } = useCliStack();
 
 /** An HTTP proxy to the stack's api that records each request's method and path. */
 async function recordingProxy(t: {
   after(fn: () => void): void;
 }): Promise<{ url: string; requests: string[] }> {
   const requests: string[] = [];
-  const target = new URL(stack.base);
+  const target = new URL(ctx.stack.base);
   const server = createServer((req, res) => {
     requests.push(`${req.method} ${req.url}`);
     const upstream = request(
@@ -98,7 +71,7 @@ describe('taskline CLI against a running stack', () => {
     test(`run prints exactly the final text of a retry task interrupted ${times}x`, async () => {
       const run = cli(retryArgs);
       const id = await until('the task id on stderr', () => /task (task_\S+)/.exec(run.stderr)?.[1]);
-      await stack.interrupt(id, times);
+      await ctx.stack.interrupt(id, times);
       assert.equal(await run.done, EXIT.ok, run.stderr);
       const got = await finished(['--json', 'tasks', 'get', id]);
       const task = JSON.parse(got.stdout) as {
@@ -111,7 +84,7 @@ describe('taskline CLI against a running stack', () => {
   }
 
   test('a CLI killed mid-task is followed again by tasks resume, with no text lost', async () => {
-    const state = join(dir, 'crash.db');
+    const state = join(ctx.dir, 'crash.db');
     const run = cli(longArgs, { TASKLINE_STATE: state });
     await until('some streamed text', () => (run.stdout.length > 20 ? true : undefined));
     run.child.kill('SIGKILL');
@@ -142,7 +115,7 @@ describe('taskline CLI against a running stack', () => {
   });
 
   test('a refused create never replaces an entry, and resume goes past a create refused for good', async () => {
-    const state = join(dir, 'reuse.db');
+    const state = join(ctx.dir, 'reuse.db');
     const env = { TASKLINE_STATE: state };
     const run = cli(['run', '--idempotency-key', 'long-1', ...longArgs.slice(1)], env);
     const id = await until('the task id on stderr', () => /task (task_\S+)/.exec(run.stderr)?.[1]);
@@ -154,7 +127,7 @@ describe('taskline CLI against a running stack', () => {
     const unknownModel = await finished(['run', '--model', 'nope', 'Hi.'], env);
     assert.equal(unknownModel.code, EXIT.refused);
     const store = new SqliteTaskIdStore(state);
-    const scope = { endpoint: stack.base, credential: credentialId(KEY_A) };
+    const scope = { endpoint: ctx.stack.base, credential: credentialId(KEY_A) };
     const entry = store.get('long-1', scope);
     assert.equal(entry?.taskId, id, 'the first task is still tracked');
     assert.deepEqual(
@@ -183,7 +156,7 @@ describe('taskline CLI against a running stack', () => {
   });
 
   test("the task store is per credential: another tenant's key neither follows nor touches an entry", async () => {
-    const env = { TASKLINE_STATE: join(dir, 'tenants.db') };
+    const env = { TASKLINE_STATE: join(ctx.dir, 'tenants.db') };
     const created = await finished(['--json', 'keys', 'create', '--tenant', 'tenant-b'], env);
     const asB = { ...env, TASKLINE_API_KEY: (JSON.parse(created.stdout) as { key: string }).key };
     const run = cli(['run', '--idempotency-key', 'shared-1', ...longArgs.slice(1)], env);
@@ -200,7 +173,7 @@ describe('taskline CLI against a running stack', () => {
     );
     assert.equal(bRun.code, EXIT.ok, bRun.stderr);
     const store = new SqliteTaskIdStore(env.TASKLINE_STATE);
-    const entry = store.get('shared-1', { endpoint: stack.base, credential: credentialId(KEY_A) });
+    const entry = store.get('shared-1', { endpoint: ctx.stack.base, credential: credentialId(KEY_A) });
     store.close();
     assert.ok(entry?.taskId === id && !entry.done, `A's entry is untouched: ${JSON.stringify(entry)}`);
     // What an older CLI left: the entry without its credential. B cannot read A's task, so
@@ -212,39 +185,6 @@ describe('taskline CLI against a running stack', () => {
     const resumed = await finished(['tasks', 'resume'], env);
     assert.equal(resumed.code, EXIT.ok, resumed.stderr);
     assert.match(resumed.stderr, new RegExp(`resuming ${id}`));
-  });
-
-  test('cancel says "cancellation requested" (exit 8) until the task stops; watch then exits 3', async () => {
-    // A long lease: the worker held with SIGSTOP below keeps its task while a CLI starts, rather
-    // than losing it to recovery (a worker of its own: the crash tests above need short leases).
-    await stack.replaceWorker({ TASKLINE_LEASE_MS: '60000' });
-    const run = cli(longArgs);
-    await until('the task to run', () => (run.stdout.length > 5 ? true : undefined));
-    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
-    // The worker is held (SIGSTOP) so it cannot acknowledge the cancel: the task stays `cancelling`.
-    stack.worker.kill('SIGSTOP');
-    let cancel;
-    try {
-      cancel = await finished(['tasks', 'cancel', id]);
-    } finally {
-      stack.worker.kill('SIGCONT');
-    }
-    assert.equal(cancel.code, EXIT.cancelRequested, `cancel exit ${cancel.code}: ${cancel.stderr}`);
-    assert.match(cancel.stdout, /cancellation requested/);
-    assert.equal(await run.done, EXIT.taskCancelled);
-    const watch = await finished(['tasks', 'watch', id]);
-    assert.equal(watch.code, EXIT.taskCancelled);
-    const waited = await finished(['tasks', 'cancel', '--wait', id]);
-    assert.equal(waited.code, EXIT.ok, 'cancelling a cancelled task confirms it');
-  });
-
-  test('cancel --wait exits 0 once the cancel it asked for has stopped the task', async () => {
-    const run = cli(longArgs);
-    await until('the task to run', () => (run.stdout.length > 5 ? true : undefined));
-    const id = /task (task_\S+)/.exec(run.stderr)![1]!;
-    const cancel = await finished(['tasks', 'cancel', '--wait', id]);
-    assert.equal(cancel.code, EXIT.ok, `cancel --wait exit ${cancel.code}: ${cancel.stderr}`);
-    assert.equal(await run.done, EXIT.taskCancelled, 'the run that followed it says cancelled');
   });
 
   test('a reader that closes stdout (taskline run … | head) ends the CLI quietly, 141, the task running on', async () => {
@@ -261,7 +201,7 @@ describe('taskline CLI against a running stack', () => {
   });
 
   test('run - sends the prompt read from stdin as written, a character split between reads included', async () => {
-    const state = join(dir, 'stdin.db');
+    const state = join(ctx.dir, 'stdin.db');
     const prompt = 'Résumé: 日本語';
     const bytes = Buffer.from(prompt);
     const cut = bytes.indexOf(Buffer.from('本')) + 1; // inside the three bytes of 本
@@ -273,7 +213,12 @@ describe('taskline CLI against a running stack', () => {
       stdout: new PassThrough().resume(),
       stderr: err,
       stdin,
-      env: { XDG_CONFIG_HOME: dir, TASKLINE_URL: stack.base, TASKLINE_API_KEY: KEY_A, TASKLINE_STATE: state },
+      env: {
+        XDG_CONFIG_HOME: ctx.dir,
+        TASKLINE_URL: ctx.stack.base,
+        TASKLINE_API_KEY: KEY_A,
+        TASKLINE_STATE: state,
+      },
     });
     stdin.write(bytes.subarray(0, cut));
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -281,18 +226,18 @@ describe('taskline CLI against a running stack', () => {
     assert.equal(await running, EXIT.ok, stderr);
     const id = /task (task_\S+)/.exec(stderr)![1]!;
     // What the server stored: the CLI's state file keeps no prompt of a created task.
-    const sent = (await stack.tasks.get(id))?.request as { input: string };
+    const sent = (await ctx.stack.tasks.get(id))?.request as { input: string };
     assert.equal(sent.input, prompt);
   });
 
   test('the state file keeps no prompt once its task exists, nor a finished task past the retention', async () => {
-    const state = join(dir, 'retention.db');
+    const state = join(ctx.dir, 'retention.db');
     const prompt = `A prompt to forget ${Date.now()}.`;
     const run = await finished(['run', '--max-output-tokens', '2', prompt], { TASKLINE_STATE: state });
     assert.equal(run.code, EXIT.ok, run.stderr);
     const id = /task (task_\S+)/.exec(run.stderr)![1]!;
-    for (const file of readdirSync(dir).filter((f) => f.startsWith('retention.db')))
-      assert.ok(!readFileSync(join(dir, file)).includes(prompt), `${file} holds no prompt`);
+    for (const file of readdirSync(ctx.dir).filter((f) => f.startsWith('retention.db')))
+      assert.ok(!readFileSync(join(ctx.dir, file)).includes(prompt), `${file} holds no prompt`);
     // Kept while the server keeps the task (it resolves a reused Idempotency-Key, say)…
     const kept = await finished(['tasks', 'resume'], { TASKLINE_STATE: state });
     assert.match(kept.stderr, /no unfinished tasks/);
@@ -311,7 +256,7 @@ describe('taskline CLI against a running stack', () => {
   });
 
   test('Ctrl-C during run detaches (130): the task runs on and tasks resume follows it', async () => {
-    const state = join(dir, 'sigint.db');
+    const state = join(ctx.dir, 'sigint.db');
     const run = cli(longArgs, { TASKLINE_STATE: state });
     await until('some streamed text', () => (run.stdout.length > 5 ? true : undefined));
     run.child.kill('SIGINT');
@@ -347,12 +292,18 @@ describe('taskline CLI against a running stack', () => {
     const cases: [string[], Record<string, string>, number, RegExp][] = [
       [['tasks', 'get', 'task_doesnotexist'], {}, EXIT.notFound, /task_not_found/],
       [['tasks', 'get', 'task_x'], { TASKLINE_API_KEY: 'wrong-key' }, EXIT.auth, /unauthorized/],
-      [['tasks', 'get', 'task_x'], { TASKLINE_URL: 'http://127.0.0.1:1' }, EXIT.unavailable, /Cannot reach/],
+      // Tried once (--retries 0): the message is the same after the default five retries' 8 s.
+      [
+        ['--retries', '0', 'tasks', 'get', 'task_x'],
+        { TASKLINE_URL: 'http://127.0.0.1:1' },
+        EXIT.unavailable,
+        /Cannot reach/,
+      ],
       [['run', '--model', 'nope', 'Hi.'], {}, EXIT.refused, /model_not_found/],
       [['run', '--bogus'], {}, EXIT.usage, /bogus/],
       [['tasks', 'frobnicate', 'x'], {}, EXIT.usage, /usage/],
       [['run', '--max-output-tokens', '0', 'x'], {}, EXIT.usage, /positive integer/],
-      [['tasks', 'get', 'x'], { TASKLINE_CONFIG: join(dir, 'missing.json') }, EXIT.usage, /config file/],
+      [['tasks', 'get', 'x'], { TASKLINE_CONFIG: join(ctx.dir, 'missing.json') }, EXIT.usage, /config file/],
       [['keys', 'list'], { REDIS_URL: 'redis://127.0.0.1:1' }, EXIT.unavailable, /Redis/],
     ];
     for (const [args, env, code, message] of cases) {
@@ -365,21 +316,27 @@ describe('taskline CLI against a running stack', () => {
 
   test('config file values apply, environment overrides them, flags override both', async () => {
     // Three different URLs: the file's and the environment's reach nothing (each named in the
-    // error), the flag's is the stack.
-    const file = join(dir, 'config.json');
+    // error), the flag's is the ctx.stack.
+    const file = join(ctx.dir, 'config.json');
     writeFileSync(file, JSON.stringify({ url: 'http://127.0.0.1:1', apiKey: KEY_A }));
-    const fromFile = await finished(['tasks', 'get', 'task_x'], { TASKLINE_CONFIG: file, TASKLINE_URL: '' });
+    // Unreachable URLs are tried once (TASKLINE_RETRIES): the error names the URL all the same.
+    const fromFile = await finished(['tasks', 'get', 'task_x'], {
+      TASKLINE_CONFIG: file,
+      TASKLINE_URL: '',
+      TASKLINE_RETRIES: '0',
+    });
     assert.equal(fromFile.code, EXIT.unavailable, 'the file URL was used');
     assert.match(fromFile.stderr, /127\.0\.0\.1:1\b/);
     const fromEnv = await finished(['tasks', 'get', 'task_x'], {
       TASKLINE_CONFIG: file,
       TASKLINE_URL: 'http://127.0.0.1:2',
+      TASKLINE_RETRIES: '0',
     });
     assert.equal(fromEnv.code, EXIT.unavailable);
     assert.match(fromEnv.stderr, /127\.0\.0\.1:2\b/, 'the environment overrides the file');
     const envReaches = await finished(['tasks', 'get', 'task_x'], { TASKLINE_CONFIG: file });
     assert.equal(envReaches.code, EXIT.notFound, 'the environment URL (the stack) overrides the file');
-    const flagged = await finished(['--url', stack.base, 'tasks', 'get', 'task_x'], {
+    const flagged = await finished(['--url', ctx.stack.base, 'tasks', 'get', 'task_x'], {
       TASKLINE_CONFIG: file,
       TASKLINE_URL: 'http://127.0.0.1:2',
     });

@@ -121,6 +121,18 @@ test('an empty --temperature is a usage error (2), not a temperature of 0', asyn
   await refused(['run', '--temperature', ' ', 'x'], /--temperature/);
 });
 
+test('retries are a whole number from a flag, the environment or the config file; 0 fails at once', async () => {
+  await refused(['--retries', '1.5', 'tasks', 'get', 'task_x'], /--retries/);
+  await refused(['tasks', 'get', 'task_x'], /TASKLINE_RETRIES/, { TASKLINE_RETRIES: 'many' });
+  const file = join(dir, 'retries.json');
+  writeFileSync(file, JSON.stringify({ retries: 2 }));
+  const env = { XDG_CONFIG_HOME: dir, TASKLINE_CONFIG: file };
+  assert.equal(resolveConfig({}, env).retries, 2);
+  assert.equal(resolveConfig({}, { ...env, TASKLINE_RETRIES: '0' }).retries, 0);
+  assert.equal(resolveConfig({ retries: '7' }, env).retries, 7);
+  assert.equal(resolveConfig({}, { XDG_CONFIG_HOME: dir }).retries, 5);
+});
+
 test('the state retention is whole seconds from a flag, the environment or the config file', async () => {
   await refused(['--state-retention', '1.5', 'tasks', 'get', 'task_x'], /--state-retention/);
   await refused(['--state-retention', '', 'tasks', 'get', 'task_x'], /--state-retention/);
