@@ -25,6 +25,8 @@ export const ERROR_CODES = {
   server_restarted: 500,
   /** A task's caller never answered its input requests (TASKLINE_INPUT_TIMEOUT_S). */
   input_timeout: 408,
+  /** No callback reached a tool's `ctx.awaitCallback` before its deadline (docs/webhooks.md). */
+  callback_timeout: 408,
   internal_error: 500,
   unavailable: 503,
   /** Redis replicas did not confirm an acknowledged write in time (TASKLINE_REPLICA_ACK_TIMEOUT_MS). */
@@ -43,6 +45,10 @@ export const ERROR_CODES = {
   answer_link_refused: 403,
   /** An answer link already used: each works once. */
   answer_link_used: 410,
+  /** A callback URL that is not well signed, or whose task ended or never waited for it. */
+  callback_refused: 403,
+  /** A callback URL already used: each takes one callback. */
+  callback_used: 410,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

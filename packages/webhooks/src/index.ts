@@ -23,7 +23,6 @@ export { Redeliveries } from './redeliver.js';
 export {
   answerLinks,
   LINK_CHOICES,
-  signLink,
   verifyLink,
   type LinkChoice,
   type LinkClaims,

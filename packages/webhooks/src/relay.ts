@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import {
   dropOutbox,
   dropOutboxEntries,
+  isCallbackKey,
   isTerminal,
   readOutboxes,
   taskStatuses,
@@ -133,7 +134,9 @@ export class Relay {
     if (!this.o.links || message.type !== 'task.input_required') return {};
     const asked = (JSON.parse(message.event.data) as { input_requests?: Record<string, unknown> })
       .input_requests;
-    return { answer_links: answerLinks(this.o.links, task, Object.keys(asked ?? {}), message.at) };
+    // A callback (ctx.awaitCallback) is no question of the caller's: no link answers it.
+    const questions = Object.keys(asked ?? {}).filter((k) => !isCallbackKey(k));
+    return { answer_links: answerLinks(this.o.links, task, questions, message.at) };
   }
 
   /** Queues one message for one endpoint behind its previous one about the task. */

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import {
+  callbackSettingsFromEnv,
   connectRedis,
   EventHub,
   redisTargetFromEnv,
@@ -164,6 +165,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     served: servedModelsFromEnv(env),
     log,
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
+    callbacks: callbackSettingsFromEnv(env),
   });
   const startedAt = Date.now();
   const entry = (): LiveWorkerEntry => ({
