@@ -4,7 +4,7 @@
  * holds no slot: a second task of the same tool runs meanwhile. The callback, posted after the
  * worker was SIGKILLed and replaced, completes the task with its body, once; the URL then is
  * used; a task whose callback never comes fails at its deadline; bad URLs and bodies get
- * problem+json.
+ * problem+json, and the task's MCP caller can neither see nor answer the callback.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -168,6 +168,16 @@ describe('a tool awaiting a callback', () => {
       const notTyped = await post(job.url, 'done', 'text/plain');
       assert.equal(notTyped.status, 400);
       assert.equal(notTyped.body.code, 'invalid_request');
+      // Its caller neither sees the callback as a question nor answers it through MCP.
+      const seen = (await rpc(api.url, 'tasks/get', { taskId: id }, { token: KEY_A })).message.result;
+      assert.equal(seen?.status, 'input_required');
+      assert.deepEqual(seen?.inputRequests, {});
+      await rpc(
+        api.url,
+        'tasks/update',
+        { taskId: id, inputResponses: { 'callback:done': { ok: 'from the caller' } } },
+        { token: KEY_A },
+      );
       // None of them answered it: the right one still does.
       assert.equal((await cluster.store.get(id))?.status, 'input_required');
       assert.equal((await post(job.url, JSON.stringify({ ok: true }))).status, 200);
