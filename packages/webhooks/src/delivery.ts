@@ -152,7 +152,8 @@ export class DeliveryWorkers {
   private async failed(endpoint: EndpointRecord): Promise<void> {
     const inRow = await this.o.redis.hincrby(hookKeys.failures(endpoint.tenant), endpoint.id, 1);
     if (inRow < this.o.disableAfter) return;
-    await this.o.endpoints.disable(endpoint.tenant, endpoint.id, 'failing');
+    // Attempts in flight beside this one fail past the threshold too: one of them disables it.
+    if (!(await this.o.endpoints.disableFailing(endpoint.tenant, endpoint.id, inRow))) return;
     this.o.logger.warn('webhook_endpoint_disabled', {
       tenant: endpoint.tenant,
       endpoint: endpoint.id,

@@ -17,11 +17,11 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import type { EndpointRecord, EndpointStore } from './endpoints.js';
+import type { DisabledNotice, EndpointRecord, EndpointStore } from './endpoints.js';
 import { hookKeys } from './keys.js';
 import { answerLinks, type LinkSettings } from './links.js';
 import { EndpointQueues, type DeliveryJob } from './queues.js';
-import { messageBody, messageId, messageType, wants, type EventMessage } from './messages.js';
+import { messageBody, messageId, messageType, noticeMessage, wants, type EventMessage } from './messages.js';
 import type { RetrySchedule } from './schedule.js';
 
 export interface RelayOptions {
@@ -77,7 +77,7 @@ export class Relay {
     try {
       const endpoints = await this.o.endpoints.list(tenant);
       const page = this.o.batch ?? 500;
-      let queued = 0;
+      let queued = await this.passNotices(tenant, endpoints);
       for (let start = 0; ; start += page) {
         const ids = await this.o.redis.zrange(hookKeys.open(tenant), start, start + page - 1);
         queued += await this.passTasks(tenant, ids, endpoints);
@@ -86,6 +86,34 @@ export class Relay {
     } finally {
       await this.o.redis.eval(RELEASE, 1, lock, this.owner).catch(() => undefined);
     }
+  }
+
+  /**
+   * Tells the tenant's other enabled endpoints of each endpoint disabled for failing, whatever
+   * events they chose, then drops the notice. A crash in between queues the same job ids again.
+   */
+  private async passNotices(tenant: string, endpoints: EndpointRecord[]): Promise<number> {
+    const notices = await this.o.redis.hgetall(hookKeys.notices(tenant));
+    let queued = 0;
+    for (const [id, raw] of Object.entries(notices)) {
+      const message = noticeMessage(JSON.parse(raw) as DisabledNotice);
+      for (const endpoint of endpoints.filter((e) => e.enabled && e.id !== id)) {
+        const job: DeliveryJob = {
+          tenant,
+          endpoint: endpoint.id,
+          message: message.id,
+          body: message.body,
+          after: null,
+        };
+        await this.keep(endpoint, message.id, message.at, message.body);
+        await this.queues
+          .of(endpoint.id)
+          .add('notice', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
+        queued++;
+      }
+      await this.o.redis.hdel(hookKeys.notices(tenant), id);
+    }
+    return queued;
   }
 
   private async passTasks(tenant: string, ids: string[], endpoints: EndpointRecord[]): Promise<number> {
@@ -152,7 +180,7 @@ export class Relay {
       body,
       after: last,
     };
-    await this.keep(endpoint, message, body);
+    await this.keep(endpoint, message.id, message.at, body);
     await this.queues
       .of(endpoint.id)
       .add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
@@ -161,14 +189,14 @@ export class Relay {
   }
 
   /** Keeps the message for redelivery (by id or by time) for `keepMs`. */
-  private async keep(endpoint: EndpointRecord, message: EventMessage, body: string): Promise<void> {
+  private async keep(endpoint: EndpointRecord, id: string, at: number, body: string): Promise<void> {
     const { redis, keepMs } = this.o;
-    const key = hookKeys.message(endpoint.tenant, endpoint.id, message.id);
+    const key = hookKeys.message(endpoint.tenant, endpoint.id, id);
     const messages = hookKeys.messages(endpoint.tenant, endpoint.id);
     await Promise.all([
       redis.set(key, body, 'PX', keepMs),
-      redis.zadd(messages, message.at, message.id),
-      redis.zremrangebyscore(messages, '-inf', message.at - keepMs),
+      redis.zadd(messages, at, id),
+      redis.zremrangebyscore(messages, '-inf', at - keepMs),
     ]);
   }
 

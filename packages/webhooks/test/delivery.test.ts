@@ -193,12 +193,14 @@ test('a redirect is not followed: the attempt fails with its 3xx and the target 
   await Promise.all([r.close(), target.close()]);
 });
 
-test('an endpoint that keeps failing is disabled and its tenant can see why; enabling resumes its deliveries', async () => {
+test('an endpoint that keeps failing is disabled, its tenant told on its other endpoints and its read; enabling resumes its deliveries', async () => {
   let failing = true;
   const r = await receiver((_n, _req, res) => {
     res.statusCode = failing ? 503 : 200;
     res.end();
   });
+  // The tenant's other endpoint, healthy, subscribed to task ends only: it is told all the same.
+  const watcher = await receiver();
   const disabling = new WebhookRole({
     relay: {
       redis,
@@ -228,6 +230,8 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
   try {
     const ep = await endpoints.create('tenant-disable', { url: r.url, events: ['task.ended'] });
     r.useSecret(ep.secret);
+    const other = await endpoints.create('tenant-disable', { url: watcher.url, events: ['task.ended'] });
+    watcher.useSecret(other.secret);
     await new Promise((res) => setTimeout(res, 1100));
     await runTask('tenant-disable');
     const disabled = await until(
@@ -239,6 +243,21 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
       10_000,
     );
     assert.equal(disabled.disabledReason, 'failing');
+    assert.ok(disabled.disabledAt !== null && disabled.disabledAt <= Date.now());
+    const notice = await until(
+      'the other endpoint told',
+      async () => watcher.got.find((m) => (m.body.type as string) === 'webhook.endpoint_disabled'),
+      10_000,
+    );
+    const told = (notice.body as unknown as { data: { endpoint: Record<string, unknown>; failures: number } })
+      .data;
+    assert.equal(told.endpoint.id, ep.id);
+    assert.equal(told.endpoint.url, r.url);
+    assert.equal(told.endpoint.enabled, false);
+    assert.equal(told.endpoint.disabled_reason, 'failing');
+    assert.equal(told.endpoint.disabled_at, Math.floor(disabled.disabledAt! / 1000));
+    assert.ok(told.failures >= 3);
+    assert.equal(notice.id, `msg_${ep.id}_disabled_${disabled.disabledAt}`);
     const attempts = r.got.length;
     assert.ok(attempts >= 3, `${attempts} attempts before it was disabled`);
     await new Promise((res) => setTimeout(res, 400));
@@ -250,9 +269,16 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
       () => (r.got.length > attempts && !failing ? true : undefined),
       10_000,
     );
+    assert.equal((await endpoints.get('tenant-disable', ep.id)).disabledAt, null);
+    // Told once: the disabled endpoint itself heard nothing of it, the other one a single message.
+    const notices = (got: Received[]) =>
+      got.filter((m) => (m.body.type as string) === 'webhook.endpoint_disabled');
+    assert.equal(notices(watcher.got).length, 1);
+    assert.equal(notices(r.got).length, 0);
   } finally {
     await disabling.stop();
     await r.close();
+    await watcher.close();
   }
 });
 

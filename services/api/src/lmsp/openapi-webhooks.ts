@@ -181,10 +181,24 @@ export function webhookSchemas(): Record<string, Schema> {
       include_result: { type: 'boolean' },
       enabled: { type: 'boolean' },
       disabled_reason: nullable({ type: 'string' }),
+      disabled_at: nullable({
+        type: 'integer',
+        description: 'When it was disabled (Unix seconds); null while enabled.',
+      }),
       created_at: { type: 'integer' },
       secret: { type: 'string', description: 'Only in the reply of a create or a rotation.' },
     },
-    ['object', 'id', 'url', 'events', 'include_result', 'enabled', 'disabled_reason', 'created_at'],
+    [
+      'object',
+      'id',
+      'url',
+      'events',
+      'include_result',
+      'enabled',
+      'disabled_reason',
+      'disabled_at',
+      'created_at',
+    ],
   );
   const attempt = obj({
     object: { const: 'webhook_attempt' },
