@@ -183,15 +183,18 @@ async function toolContext(
       const askable = Object.entries(requests).filter(([, request]) => canAnswer(capabilities, request));
       if (askable.length === 0) return Object.fromEntries(Object.keys(requests).map((k) => [k, undefined]));
       const { parked, answers } = await store.requestInput(task.id, attempt, Object.fromEntries(askable));
-      if (parked) {
-        // Waiting holds no worker slot and no lease: the answers start a new attempt, which replays them.
-        parking.abort('parked');
-        throw new Parked();
-      }
+      // Waiting holds no worker slot and no lease: the answers start a new attempt, which replays them.
+      if (parked) parkHere(parking);
       return Object.fromEntries(Object.keys(requests).map((k) => [k, answers[k]]));
     },
     generate: (request) => generateChild(store, hub, task, signal, request, generations++, options.served),
   };
+}
+
+/** Ends the attempt at its park: whatever the tool still does, this attempt holds the task no more. */
+function parkHere(parking: AbortController): never {
+  parking.abort('parked');
+  throw new Parked();
 }
 
 const CALLBACK_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -223,10 +226,7 @@ async function awaitCallback(
   if (!(await store.expectCallback(task.id, attempt, key, request)))
     await start(callbackUrl(settings, task, key));
   const { parked, answers } = await store.requestInput(task.id, attempt, { [key]: request }, timeoutMs);
-  if (parked) {
-    parking.abort('parked');
-    throw new Parked();
-  }
+  if (parked) parkHere(parking);
   return answers[key] as Json;
 }
 
