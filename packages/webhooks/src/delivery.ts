@@ -7,7 +7,7 @@
 import type { Redis } from 'ioredis';
 import { DelayedError, Job, Queue, Worker } from 'bullmq';
 import type { Logger } from '@taskline/log';
-import type { EndpointRecord, EndpointStore } from './endpoints.js';
+import { EndpointError, type EndpointRecord, type EndpointStore } from './endpoints.js';
 import { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
 import type { DeliveryJob } from './queues.js';
 import type { RetrySchedule } from './schedule.js';
@@ -41,6 +41,15 @@ const LOCK_MS = 10_000;
 const STALLED_CHECK_MS = 5_000;
 /** How soon a job of a disabled endpoint looks again (it is re-enabled by a PATCH). */
 const DISABLED_WAIT_MS = 5000;
+
+/**
+ * Null for an endpoint that was deleted; any other failure to read it (Redis unavailable) fails
+ * the attempt, which is retried: taken for a deletion, it would complete the job undelivered.
+ */
+function deletedOnly(err: unknown): null {
+  if (err instanceof EndpointError && err.code === 'webhook_not_found') return null;
+  throw err;
+}
 
 export class DeliveryWorkers {
   private readonly workers = new Map<
@@ -100,7 +109,7 @@ export class DeliveryWorkers {
   /** One attempt of one job: waits its turn behind the task's previous message, then POSTs. */
   private async attempt(job: Job<DeliveryJob>, token?: string): Promise<void> {
     const d = job.data;
-    const endpoint = await this.o.endpoints.get(d.tenant, d.endpoint).catch(() => null);
+    const endpoint = await this.o.endpoints.get(d.tenant, d.endpoint).catch(deletedOnly);
     if (!endpoint) return; // deleted: nothing to deliver to
     // Disabled (its worker stops at the next refresh): the job waits, no attempt spent.
     if (!endpoint.enabled) return this.later(job, DISABLED_WAIT_MS, token);

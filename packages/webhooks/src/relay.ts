@@ -46,6 +46,11 @@ export interface RelayOptions {
  * longer (a very large backlog) may overlap the next relay's, which costs order, never a delivery.
  */
 const RELAY_LOCK_MS = 5_000;
+/**
+ * How long an indexed task may have no record before the relay takes it for gone: far beyond a
+ * create's round trips, and beyond the clock difference of the api host that indexed it.
+ */
+const UNWRITTEN_GRACE_MS = 60_000;
 /** Deletes the lock only if this relay still holds it. */
 const RELEASE =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
@@ -79,9 +84,14 @@ export class Relay {
       const page = this.o.batch ?? 500;
       let queued = await this.passNotices(tenant, endpoints);
       for (let start = 0; ; start += page) {
-        const ids = await this.o.redis.zrange(hookKeys.open(tenant), start, start + page - 1);
-        queued += await this.passTasks(tenant, ids, endpoints);
-        if (ids.length < page) return queued;
+        const entries = await this.o.redis.zrange(
+          hookKeys.open(tenant),
+          start,
+          start + page - 1,
+          'WITHSCORES',
+        );
+        queued += await this.passTasks(tenant, entries, endpoints);
+        if (entries.length < 2 * page) return queued;
       }
     } finally {
       await this.o.redis.eval(RELEASE, 1, lock, this.owner).catch(() => undefined);
@@ -116,18 +126,30 @@ export class Relay {
     return queued;
   }
 
-  private async passTasks(tenant: string, ids: string[], endpoints: EndpointRecord[]): Promise<number> {
+  /** One page of the index: `entries` is [id, indexed at (ms), ...] as ZRANGE WITHSCORES answers. */
+  private async passTasks(tenant: string, entries: string[], endpoints: EndpointRecord[]): Promise<number> {
+    const ids = entries.filter((_, i) => i % 2 === 0);
     if (ids.length === 0) return 0;
     // Statuses before outboxes: a task read as ended has written its last entry before the read.
     const statuses = await taskStatuses(this.o.redis, ids);
     const outboxes = await readOutboxes(this.o.redis, ids);
     let queued = 0;
     for (const [i, id] of ids.entries()) {
-      const entries = outboxes.get(id);
-      if (entries) queued += await this.relayTask(tenant, id, entries, endpoints);
-      else if (statuses[i] === null || isTerminal(statuses[i]!)) await this.close(tenant, id);
+      const outbox = outboxes.get(id);
+      const status = statuses[i] ?? null;
+      if (outbox) queued += await this.relayTask(tenant, id, outbox, endpoints);
+      else if (status === null ? this.gone(Number(entries[2 * i + 1])) : isTerminal(status))
+        await this.close(tenant, id);
     }
     return queued;
+  }
+
+  /**
+   * Whether a task without a record is gone (expired, or its create failed) rather than not yet
+   * written: the create path indexes a task before it writes its record (watch.ts).
+   */
+  private gone(indexedAt: number): boolean {
+    return indexedAt < Date.now() - UNWRITTEN_GRACE_MS;
   }
 
   /** Queues the deliveries of a task's outbox entries, in order, then deletes the entries. */

@@ -4,7 +4,8 @@
  * and drops the connection of others), registered before the load, while the faults kill the
  * schedulers (relay and delivery), the apis and Redis. The invariant, over every finished task the
  * run acknowledged that was hooked: each of its status events was delivered (verified) or is still
- * being retried (its BullMQ job unfinished, or its outbox entry not yet relayed), and no event
+ * being retried (its BullMQ job unfinished, or its outbox entry not yet relayed while the task is
+ * in the relay's index), and no event
  * arrived under two webhook ids.
  */
 import { createServer, type Server } from 'node:http';
@@ -13,8 +14,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import { isFinalEventType, isTerminal, type TaskStore } from '@taskline/engine';
 import { taskKeys } from '@taskline/engine/keys';
-import { endpointQueue, endpointQueuePrefix } from '@taskline/webhooks';
-import { KEYS, send } from './client.js';
+import { endpointQueue, endpointQueuePrefix, hookKeys } from '@taskline/webhooks';
+import { KEYS, send, TENANTS } from './client.js';
 import { rand, tracked } from './observed.js';
 
 /** What the run's services need to deliver to a receiver on loopback, retrying fast and long. */
@@ -139,6 +140,8 @@ async function stillPending(
   const job = `${endpointQueuePrefix(endpoint)}:${endpointQueue(endpoint)}:${id}`;
   const [finishedOn, attempts] = await store.redis.hmget(job, 'finishedOn', 'attemptsMade');
   if ((await store.redis.exists(job)) === 1 && !finishedOn) return `retrying (attempts ${attempts ?? 0})`;
+  // An outbox entry is pending only while the task is in the relay's index: no relay reads it otherwise.
+  if ((await store.redis.zscore(hookKeys.open(TENANTS.a), task)) === null) return null;
   const seq = id.slice(id.lastIndexOf('_') + 1);
   const outbox = await store.redis.xrange(taskKeys(task).outbox, '-', '+');
   if (outbox.some(([, fields]) => (fields[1] ?? '').split(',').includes(seq))) return 'in its outbox';
