@@ -313,8 +313,15 @@ test('after a rotation both secrets verify during the overlap (two signatures), 
   assert.doesNotThrow(() => new Webhook(rotated.secret).verify(body, later));
 });
 
-/** A relay and delivery workers of the test's own (the shared role is stopped by now), fast retries. */
-function ownRole(name: string) {
+/**
+ * A tenant's endpoint on a fresh receiver, and a relay and delivery workers of the test's own
+ * (the shared role is stopped by now) with fast retries.
+ */
+async function ownRole(name: string) {
+  const tenant = `tenant-${name}`;
+  const r = await receiver();
+  const ep = await endpoints.create(tenant, { url: r.url });
+  r.useSecret(ep.secret);
   // Many quick attempts: the relay's job options bound them, the worker's schedule spaces them.
   const fast = retrySchedule(50, 200, 100);
   const relay = new Relay({
@@ -336,15 +343,16 @@ function ownRole(name: string) {
     concurrency: 1,
     disableAfter: 50,
   });
-  return { relay, delivery, stop: async () => (await delivery.shutdown(), await relay.shutdown()) };
+  const stop = async () => {
+    await delivery.shutdown();
+    await relay.shutdown();
+    await r.close();
+  };
+  return { tenant, r, ep, relay, delivery, stop };
 }
 
 test('an attempt that cannot read its endpoint (a Redis error) is retried, never completed undelivered', async () => {
-  const tenant = 'tenant-unreadable';
-  const r = await receiver();
-  const ep = await endpoints.create(tenant, { url: r.url });
-  r.useSecret(ep.secret);
-  const { relay, delivery, stop } = ownRole('unreadable');
+  const { tenant, r, ep, relay, delivery, stop } = await ownRole('unreadable');
   const queue = new Queue(endpointQueue(ep.id), {
     connection: connectQueueRedis(server.url, 'queue-unreadable') as never,
     prefix: endpointQueuePrefix(ep.id),
@@ -377,16 +385,11 @@ test('an attempt that cannot read its endpoint (a Redis error) is retried, never
   } finally {
     await queue.close();
     await stop();
-    await r.close();
   }
 });
 
 test('a task the relay sees indexed before its record is written is relayed, not dropped as gone', async () => {
-  const tenant = 'tenant-early';
-  const r = await receiver();
-  const ep = await endpoints.create(tenant, { url: r.url });
-  r.useSecret(ep.secret);
-  const { relay, delivery, stop } = ownRole('early');
+  const { tenant, r, relay, delivery, stop } = await ownRole('early');
   const watch = webhookWatch(redis);
   // The create path indexes the task, then writes its record: a relay pass runs in between.
   const racing = new TaskStore(redis, {
@@ -415,6 +418,5 @@ test('a task the relay sees indexed before its record is written is relayed, not
     );
   } finally {
     await stop();
-    await r.close();
   }
 });
