@@ -78,6 +78,9 @@ function fakeContext(o: { resumed?: Json; answers?: Record<string, unknown> | 'p
       }
       return o.answers ?? {};
     },
+    async awaitCallback() {
+      throw new Error('not used');
+    },
     async generate() {
       throw new Error('not used');
     },

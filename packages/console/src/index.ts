@@ -14,6 +14,7 @@ const ASSETS: Record<string, { file: URL; type: string }> = {
   'charts.js': { file: new URL('./web/charts.js', import.meta.url), type: 'text/javascript' },
   'client.js': { file: new URL('./web/client.js', import.meta.url), type: 'text/javascript' },
   'task.js': { file: new URL('./web/task.js', import.meta.url), type: 'text/javascript' },
+  'webhooks.js': { file: new URL('./web/webhooks.js', import.meta.url), type: 'text/javascript' },
   'console.css': { file: new URL('../web/static/console.css', import.meta.url), type: 'text/css' },
 };
 const PAGE = new URL('../web/static/index.html', import.meta.url);

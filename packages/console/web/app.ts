@@ -1,6 +1,7 @@
 import { KEY, Refused } from './client.js';
 import { renderTask } from './task.js';
 import { renderOverview, renderTenant, renderWorkers } from './views.js';
+import { renderWebhookPanel } from './webhooks.js';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -22,8 +23,13 @@ async function route(): Promise<void> {
   }
   const [, section, arg] = location.hash.split('/');
   try {
-    if (section === 'tenants' && arg) await renderTenant(view, decodeURIComponent(arg), signal);
-    else if (section === 'tasks' && arg) await renderTask(view, decodeURIComponent(arg), signal);
+    if (section === 'tenants' && arg) {
+      const tenant = decodeURIComponent(arg);
+      const hooks = document.createElement('div');
+      await renderTenant(view, tenant, signal);
+      view.append(hooks);
+      await renderWebhookPanel(hooks, tenant, signal);
+    } else if (section === 'tasks' && arg) await renderTask(view, decodeURIComponent(arg), signal);
     else if (section === 'workers') await renderWorkers(view, signal);
     else await renderOverview(view, signal);
   } catch (err) {

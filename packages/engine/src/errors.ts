@@ -26,6 +26,8 @@ export const ERROR_CODES = [
   'server_restarted',
   /** A task's caller never answered its input requests (TASKLINE_INPUT_TIMEOUT_S). */
   'input_timeout',
+  /** No callback reached a tool's `ctx.awaitCallback` before its deadline (docs/webhooks.md). */
+  'callback_timeout',
   'internal_error',
   'unavailable',
   /** Redis replicas did not confirm an acknowledged write in time (TASKLINE_REPLICA_ACK_TIMEOUT_MS). */
@@ -44,6 +46,10 @@ export const ERROR_CODES = [
   'answer_link_refused',
   /** An answer link already used: each works once. */
   'answer_link_used',
+  /** A callback URL that is not well signed, or whose task ended or never waited for it. */
+  'callback_refused',
+  /** A callback URL already used: each takes one callback. */
+  'callback_used',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -28,6 +28,19 @@ export { toolTaskIndex } from './keys.js';
 export { indexToolTask } from './tool-index.js';
 export { OperatorView, type TaskFilter } from './operator.js';
 export { takeOnce } from './once.js';
+export {
+  callbackKey,
+  callbackSettingsFromEnv,
+  callbackUrl,
+  signToken,
+  verifyCallback,
+  verifyToken,
+  CALLBACK_METHOD,
+  type CallbackClaims,
+  type CallbackOutcome,
+  type CallbackSettings,
+} from './callbacks.js';
+export { isCallbackKey } from './inputs.js';
 export { readOutboxes, dropOutboxEntries, dropOutbox, type OutboxEntry } from './outbox.js';
 export { readyBacklog } from './sched/views.js';
 export {

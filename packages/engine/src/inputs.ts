@@ -1,15 +1,20 @@
 // Input requests: a task asks its caller questions, parks, and resumes on the answers.
 import type { Redis } from 'ioredis';
 import { sweepEach, type StoreCore, type SweepFailed } from './core.js';
-import { problem } from './errors.js';
+import { problem, type Problem } from './errors.js';
 import { newId } from './ids.js';
 import { taskKeys } from './keys.js';
 import { check, type TaskKind } from './records.js';
 import { finalEvent, statusEvent } from './response.js';
 import { isTerminal, type TaskStatus } from './states.js';
 
+/** Input keys of callbacks (callbacks.ts) start with this: no caller sees or answers them. */
+export const CALLBACK_KEY_PREFIX = 'callback:';
+export const isCallbackKey = (key: string) => key.startsWith(CALLBACK_KEY_PREFIX);
+
 /**
- * Asks the caller questions. Returns the answers already on record for keys asked before (a
+ * Asks the caller questions (or waits for a callback: callbacks.ts), for `timeoutMs` at most
+ * (TASKLINE_INPUT_TIMEOUT_S by default). Returns the answers already on record for keys asked before (a
  * retried attempt replays them instead of asking again). When some are open the task is parked
  * (`parked`): the asking attempt no longer holds it, and must stop; an answer resumes it under a
  * new attempt. The parked index entry is written first (as the create journal is), so a crash
@@ -20,12 +25,13 @@ export async function requestInput(
   id: string,
   attempt: number,
   requests: Record<string, unknown>,
+  timeoutMs = h.inputTimeoutMs,
 ): Promise<{ waiting: boolean; parked: boolean; answers: Record<string, unknown> }> {
   const task = await h.require(id);
   const keys = taskKeys(id);
   const entries = Object.entries(requests);
   const event = statusEvent('input_required', { input_requests: requests });
-  const deadline = h.now() + h.inputTimeoutMs;
+  const deadline = h.now() + timeoutMs;
   // The parked entry, with what it replaces. On a cluster the index is on another node: it is
   // written before the park is sent.
   const indexed = h.sched.parkBeforeAsk(id, deadline);
@@ -118,7 +124,10 @@ export async function provideInput(
   return { accepted: Number(reply[2]), status };
 }
 
-/** Questions still open: those of the current ask (every asked key for a task asked before that was kept) not yet answered. */
+/**
+ * Questions still open: those of the current ask (every asked key for a task asked before that was
+ * kept) not yet answered. Callbacks are not questions its caller can answer: left out.
+ */
 export async function openInputRequests(redis: Redis, id: string): Promise<Record<string, unknown>> {
   const [raw, current] = await Promise.all([
     redis.hgetall(taskKeys(id).inputs),
@@ -130,7 +139,7 @@ export async function openInputRequests(redis: Redis, id: string): Promise<Recor
         .filter((f) => f.startsWith('q:'))
         .map((f) => f.slice(2));
   const open: Record<string, unknown> = {};
-  for (const key of asked) {
+  for (const key of asked.filter((k) => !isCallbackKey(k))) {
     const question = raw[`q:${key}`];
     if (question !== undefined && raw[`a:${key}`] === undefined) open[key] = JSON.parse(question);
   }
@@ -143,6 +152,21 @@ export async function answers(redis: Redis, id: string): Promise<Record<string, 
   for (const [field, value] of Object.entries(raw))
     if (field.startsWith('a:')) out[field.slice(2)] = JSON.parse(value);
   return out;
+}
+
+/**
+ * Why a parked task failed at its deadline: `callback_timeout` when all it waited for were
+ * callbacks of outside jobs, else `input_timeout` (its caller did not answer).
+ */
+function deadlineError(inputKeys: string | null, timeoutMs: number): Problem {
+  const waited = inputKeys ? (JSON.parse(inputKeys) as string[]) : [];
+  if (waited.length > 0 && waited.every(isCallbackKey))
+    return problem('callback_timeout', 'No callback arrived before the deadline the tool set.', 408);
+  return problem(
+    'input_timeout',
+    `Nobody answered the task's input requests within ${Math.round(timeoutMs / 1000)} s.`,
+    408,
+  );
 }
 
 /**
@@ -161,11 +185,7 @@ export async function sweepInputDeadlines(
     due,
     async (id) => {
       const keys = taskKeys(id);
-      const error = problem(
-        'input_timeout',
-        `Nobody answered the task's input requests within ${Math.round(h.inputTimeoutMs / 1000)} s.`,
-        408,
-      );
+      const error = deadlineError(await h.redis.hget(keys.task, 'input_keys'), h.inputTimeoutMs);
       const end = finalEvent('failed', null, 'tool', error);
       const reply = await h.scripts.input_timeout(
         keys.task,

@@ -116,6 +116,7 @@ const TASK_SCRIPTS = [
   'request_input',
   'provide_input',
   'input_timeout',
+  'expect_callback',
   'idempotency_begin',
   'idempotency_finish',
   'lease_index',

@@ -12,6 +12,7 @@ import { notFound, TasklineError, type Problem } from './errors.js';
 import { newId } from './ids.js';
 import { claimTask } from './claim.js';
 import { readCheckpoint, writeCheckpoint } from './checkpoint.js';
+import * as callbacks from './callbacks.js';
 import { persist } from './create.js';
 import { deleteEnded } from './deletion.js';
 import { sweepHeldCalls } from './held.js';
@@ -277,19 +278,36 @@ export class TaskStore {
     id: string,
     attempt: number,
     requests: Record<string, unknown>,
+    timeoutMs?: number,
   ): Promise<{ waiting: boolean; parked: boolean; answers: Record<string, unknown> }> {
-    return inputs.requestInput(this.core, id, attempt, requests);
+    return inputs.requestInput(this.core, id, attempt, requests, timeoutMs);
   }
 
-  /** The caller's answers; the last one of the current ask resumes a parked task (see inputs.ts). */
+  /**
+   * The caller's answers; the last one of the current ask resumes a parked task (see inputs.ts).
+   * Callback keys are not the caller's to answer: dropped (deliverCallback answers them).
+   */
   async provideInput(
     id: string,
     tenant: string,
     answers: Record<string, unknown>,
   ): Promise<{ accepted: number; status: TaskStatus }> {
-    const result = await inputs.provideInput(this.core, id, tenant, answers);
+    const own = Object.fromEntries(Object.entries(answers).filter(([k]) => !inputs.isCallbackKey(k)));
+    const result = await inputs.provideInput(this.core, id, tenant, own);
     await this.core.replicated(id);
     return result;
+  }
+
+  /** Records that a tool attempt expects callback `key`; true when it arrived already (callbacks.ts). */
+  expectCallback(id: string, attempt: number, key: string, request: unknown): Promise<boolean> {
+    return callbacks.expectCallback(this.core, id, attempt, key, request);
+  }
+
+  /** A callback's body, delivered once to the task its token names (callbacks.ts). */
+  async deliverCallback(claims: callbacks.CallbackClaims, body: unknown): Promise<callbacks.CallbackOutcome> {
+    const outcome = await callbacks.deliverCallback(this.core, claims, body);
+    if (outcome.taken) await this.core.replicated(claims.t);
+    return outcome;
   }
 
   /** Questions of the current ask still open. */

@@ -22,6 +22,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   too_many_auth_failures: 429,
   server_restarted: 500,
   input_timeout: 408,
+  callback_timeout: 408,
   internal_error: 500,
   unavailable: 503,
   replication_timeout: 503,
@@ -32,6 +33,8 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   webhook_url_refused: 422,
   answer_link_refused: 403,
   answer_link_used: 410,
+  callback_refused: 403,
+  callback_used: 410,
 };
 
 /** Whether a code is the caller's to fix (4xx) rather than the server's (5xx). */

@@ -45,6 +45,7 @@ export const MCP_ERRORS: Readonly<Record<ErrorCode, McpFailure>> = {
   too_many_auth_failures: OVER_LIMITS,
   server_restarted: INTERNAL,
   input_timeout: INTERNAL,
+  callback_timeout: INTERNAL,
   internal_error: INTERNAL,
   unavailable: UNAVAILABLE,
   replication_timeout: UNAVAILABLE,
@@ -55,4 +56,6 @@ export const MCP_ERRORS: Readonly<Record<ErrorCode, McpFailure>> = {
   webhook_url_refused: INTERNAL,
   answer_link_refused: INTERNAL,
   answer_link_used: INTERNAL,
+  callback_refused: INTERNAL,
+  callback_used: INTERNAL,
 };

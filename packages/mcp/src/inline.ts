@@ -5,11 +5,14 @@ const quiet = { info() {}, warn() {}, error() {} };
 
 /**
  * Runs a tool inline (no task): only what needs no durable state is available. There is no task,
- * so no attempt to resume and nothing to checkpoint; asking, generating and checkpointing throw.
+ * so no attempt to resume and nothing to checkpoint; asking, awaiting a callback, generating and
+ * checkpointing throw.
  */
 export function inlineContext(tenant: string, signal: AbortSignal): ToolContext {
   const needsTask = async (): Promise<never> => {
-    throw new Error('this tool runs inline and cannot ask for input, generate or checkpoint');
+    throw new Error(
+      'this tool runs inline and cannot ask for input, await a callback, generate or checkpoint',
+    );
   };
   return {
     taskId: '',
@@ -22,6 +25,7 @@ export function inlineContext(tenant: string, signal: AbortSignal): ToolContext 
     progress: async () => undefined,
     checkpoint: needsTask,
     ask: needsTask,
+    awaitCallback: needsTask,
     generate: needsTask,
   };
 }

@@ -14,6 +14,7 @@ export {
   type GenerateRequest,
   type GenerateOutcome,
   type Json,
+  type CallbackOptions,
 } from './tool.js';
 export {
   validateTool,

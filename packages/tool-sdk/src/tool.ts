@@ -17,6 +17,12 @@ export interface ToolResult {
   isError?: boolean;
 }
 
+/** How long `ToolContext.awaitCallback` waits for its callback. */
+export interface CallbackOptions {
+  /** Milliseconds from the park; default the deployment's input timeout (TASKLINE_INPUT_TIMEOUT_S). */
+  timeoutMs?: number;
+}
+
 /** A generation a tool runs as a child task (see `ToolContext.generate`). */
 export interface GenerateRequest {
   model: string;
@@ -82,6 +88,17 @@ export interface ToolContext {
    * undefined, and the tool takes its documented default.
    */
   ask(requests: Record<string, InputRequest>): Promise<Record<string, unknown>>;
+  /**
+   * Waits for an outside system (a CI run, a batch job) to post its result. `start(url)` hands it
+   * the callback URL: signed, one-use, the same on every attempt of the task. The task then waits
+   * holding no worker slot; a POST of a JSON body on the URL resumes it under a new attempt, which
+   * runs the tool again (from the start or its checkpoint) to this call, where `start` is not
+   * called again and the body is returned. With no callback by `timeoutMs` (default: the
+   * deployment's input timeout) the task ends `failed` with `callback_timeout`. `name` is unique
+   * over the task's life (1-64 of `A-Za-z0-9_-.`). As with `ask`, an attempt that parks ends
+   * here: this throws and `signal` aborts; let it go.
+   */
+  awaitCallback(name: string, start: (url: string) => unknown, options?: CallbackOptions): Promise<Json>;
   /**
    * Runs an LMSP response on a model as a child task of the same tenant and waits for it. The n-th
    * generation of a task is created idempotently, so a later attempt that replays the same steps

@@ -1,10 +1,15 @@
 // Runs `tool` tasks on a worker: looks up the tool, runs one attempt, commits its end.
 import {
+  callbackKey,
+  callbackUrl,
+  CALLBACK_METHOD,
   EventHub,
+  isCallbackKey,
   isRedisUnavailable,
   isTerminal,
   problem,
   TasklineError,
+  type CallbackSettings,
   type Finish,
   type RunContext,
   type RunOutcome,
@@ -45,12 +50,17 @@ export interface ToolRunnerOptions {
   log?: RunnerLogger;
   /** Largest checkpoint (JSON bytes) `ctx.checkpoint` stores (TASKLINE_TOOL_CHECKPOINT_MAX_BYTES); unbounded when absent. */
   checkpointMaxBytes?: number;
+  /**
+   * Where callback URLs point and what signs them (TASKLINE_PUBLIC_URL, TASKLINE_WEBHOOK_LINK_SECRET);
+   * without them `ctx.awaitCallback` fails the task.
+   */
+  callbacks?: CallbackSettings;
 }
 
-/** Thrown out of `ask` once the task is parked: the attempt is over (see ToolContext.ask). */
+/** Thrown out of `ask` and `awaitCallback` once the task is parked: the attempt is over (see ToolContext.ask). */
 class Parked extends Error {
   constructor() {
-    super('the task is parked until its input requests are answered');
+    super('the task is parked until its input requests are answered or its callback arrives');
     this.name = 'Parked';
   }
 }
@@ -169,20 +179,60 @@ async function toolContext(
       await store.progress(task.id, attempt, message, counts);
     },
     checkpoint: (state) => saveCheckpoint(ctx, state, options.checkpointMaxBytes),
+    awaitCallback: (name, start, wait) =>
+      awaitCallback(ctx, options.callbacks, parking, name, start, wait?.timeoutMs),
     async ask(requests: Record<string, InputRequest>) {
+      if (Object.keys(requests).some(isCallbackKey))
+        throw new ToolFailure(`ask: keys starting "callback:" are reserved for ctx.awaitCallback`);
       const { capabilities } = task.request as ToolTaskRequest;
       const askable = Object.entries(requests).filter(([, request]) => canAnswer(capabilities, request));
       if (askable.length === 0) return Object.fromEntries(Object.keys(requests).map((k) => [k, undefined]));
       const { parked, answers } = await store.requestInput(task.id, attempt, Object.fromEntries(askable));
-      if (parked) {
-        // Waiting holds no worker slot and no lease: the answers start a new attempt, which replays them.
-        parking.abort('parked');
-        throw new Parked();
-      }
+      // Waiting holds no worker slot and no lease: the answers start a new attempt, which replays them.
+      if (parked) parkHere(parking);
       return Object.fromEntries(Object.keys(requests).map((k) => [k, answers[k]]));
     },
     generate: (request) => generateChild(store, hub, task, signal, request, generations++, options.served),
   };
+}
+
+/** Ends the attempt at its park: whatever the tool still does, this attempt holds the task no more. */
+function parkHere(parking: AbortController): never {
+  parking.abort('parked');
+  throw new Parked();
+}
+
+const CALLBACK_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * `ctx.awaitCallback`: the key is recorded as a question first, so a callback that beats the park
+ * is kept; `start` runs unless the callback arrived already (on an earlier attempt); then the task
+ * parks until the callback or its deadline, or goes on at once with the body.
+ */
+async function awaitCallback(
+  ctx: RunContext,
+  settings: CallbackSettings | undefined,
+  parking: AbortController,
+  name: string,
+  start: (url: string) => unknown,
+  timeoutMs: number | undefined,
+): Promise<Json> {
+  if (!settings)
+    throw new ToolFailure(
+      'awaitCallback: callbacks are off on this worker (TASKLINE_WEBHOOK_LINK_SECRET and TASKLINE_PUBLIC_URL)',
+    );
+  if (!CALLBACK_NAME.test(name))
+    throw new ToolFailure(`awaitCallback: name must be 1-64 of A-Za-z0-9_-. (got "${name}")`);
+  if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0))
+    throw new ToolFailure('awaitCallback: timeoutMs must be a positive integer');
+  const { store, task, attempt } = ctx;
+  const key = callbackKey(name);
+  const request = { method: CALLBACK_METHOD, params: { name } };
+  if (!(await store.expectCallback(task.id, attempt, key, request)))
+    await start(callbackUrl(settings, task, key));
+  const { parked, answers } = await store.requestInput(task.id, attempt, { [key]: request }, timeoutMs);
+  if (parked) parkHere(parking);
+  return answers[key] as Json;
 }
 
 /**

@@ -18,7 +18,10 @@ import {
 } from '../src/index.js';
 
 /** What the probe tool saw of its context, by call. */
-const seen: Omit<ToolContext, 'signal' | 'log' | 'progress' | 'checkpoint' | 'ask' | 'generate'>[] = [];
+const seen: Omit<
+  ToolContext,
+  'signal' | 'log' | 'progress' | 'checkpoint' | 'ask' | 'awaitCallback' | 'generate'
+>[] = [];
 const logged: Record<string, unknown>[] = [];
 
 const probe = defineTool({

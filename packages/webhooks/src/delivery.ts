@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { DelayedError, Job, Queue, Worker } from 'bullmq';
 import type { Logger } from '@taskline/log';
 import { ATTR, contextOf, inSpan, SpanKind } from '@taskline/tracing';
-import type { EndpointRecord, EndpointStore } from './endpoints.js';
+import { EndpointError, type EndpointRecord, type EndpointStore } from './endpoints.js';
 import { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
 import type { DeliveryJob } from './queues.js';
 import type { RetrySchedule } from './schedule.js';
@@ -71,6 +71,15 @@ function traceDelivery(
   );
 }
 
+/**
+ * Null for an endpoint that was deleted; any other failure to read it (Redis unavailable) fails
+ * the attempt, which is retried: taken for a deletion, it would complete the job undelivered.
+ */
+function deletedOnly(err: unknown): null {
+  if (err instanceof EndpointError && err.code === 'webhook_not_found') return null;
+  throw err;
+}
+
 export class DeliveryWorkers {
   private readonly workers = new Map<
     string,
@@ -129,7 +138,7 @@ export class DeliveryWorkers {
   /** One attempt of one job: waits its turn behind the task's previous message, then POSTs. */
   private async attempt(job: Job<DeliveryJob>, token?: string): Promise<void> {
     const d = job.data;
-    const endpoint = await this.o.endpoints.get(d.tenant, d.endpoint).catch(() => null);
+    const endpoint = await this.o.endpoints.get(d.tenant, d.endpoint).catch(deletedOnly);
     if (!endpoint) return; // deleted: nothing to deliver to
     // Disabled (its worker stops at the next refresh): the job waits, no attempt spent.
     if (!endpoint.enabled) return this.later(job, DISABLED_WAIT_MS, token);
@@ -182,7 +191,8 @@ export class DeliveryWorkers {
   private async failed(endpoint: EndpointRecord): Promise<void> {
     const inRow = await this.o.redis.hincrby(hookKeys.failures(endpoint.tenant), endpoint.id, 1);
     if (inRow < this.o.disableAfter) return;
-    await this.o.endpoints.disable(endpoint.tenant, endpoint.id, 'failing');
+    // Attempts in flight beside this one fail past the threshold too: one of them disables it.
+    if (!(await this.o.endpoints.disableFailing(endpoint.tenant, endpoint.id, inRow))) return;
     this.o.logger.warn('webhook_endpoint_disabled', {
       tenant: endpoint.tenant,
       endpoint: endpoint.id,

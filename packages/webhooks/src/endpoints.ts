@@ -28,6 +28,8 @@ export interface EndpointRecord {
   enabled: boolean;
   /** Why it was disabled (`failing`: too many failed attempts in a row), null while enabled. */
   disabledReason: string | null;
+  /** When it was disabled (ms), null while enabled (absent from records written before the field). */
+  disabledAt?: number | null;
   createdAt: number;
   secrets: Secret[];
 }
@@ -56,7 +58,14 @@ export const MAX_ENDPOINTS_PER_TENANT = 20;
 
 export function viewOf(record: EndpointRecord): EndpointView {
   const { secrets: _secrets, ...view } = record;
-  return view;
+  return { ...view, disabledAt: view.disabledAt ?? null };
+}
+
+/** What the relay tells a tenant's other endpoints of one disabled for failing (hookKeys.notices). */
+export interface DisabledNotice {
+  endpoint: EndpointView;
+  /** Failed attempts in a row when it was disabled. */
+  failures: number;
 }
 
 export class EndpointStore {
@@ -113,6 +122,7 @@ export class EndpointStore {
     if (input.enabled !== undefined) {
       record.enabled = input.enabled;
       record.disabledReason = input.enabled ? null : 'tenant';
+      record.disabledAt = input.enabled ? null : this.now();
       if (input.enabled) await this.redis.hdel(hookKeys.failures(tenant), id);
     }
     await this.save(record);
@@ -140,13 +150,24 @@ export class EndpointStore {
       await this.redis.srem(hookKeys.tenants, tenant);
   }
 
-  /** Disables an endpoint that keeps failing (the delivery worker). */
-  async disable(tenant: string, id: string, reason: string): Promise<void> {
+  /**
+   * Disables an endpoint that keeps failing (the delivery worker) and leaves the relay a notice
+   * for the tenant's other endpoints, in one MULTI on the tenant's slot: no disable without its
+   * notice. True when this call disabled it (false: gone, or disabled already).
+   */
+  async disableFailing(tenant: string, id: string, failures: number): Promise<boolean> {
     const record = await this.get(tenant, id).catch(() => null);
-    if (!record) return;
+    if (!record?.enabled) return false;
     record.enabled = false;
-    record.disabledReason = reason;
-    await this.save(record);
+    record.disabledReason = 'failing';
+    record.disabledAt = this.now();
+    const notice: DisabledNotice = { endpoint: viewOf(record), failures };
+    await this.redis
+      .multi()
+      .hset(hookKeys.endpoints(tenant), id, JSON.stringify(record))
+      .hset(hookKeys.notices(tenant), id, JSON.stringify(notice))
+      .exec();
+    return true;
   }
 
   /** The secrets that sign now (the new one first). */

@@ -16,14 +16,13 @@ export { retrySchedule, type RetrySchedule } from './schedule.js';
 export { checkUrl, isNonPublic, UnsafeTarget, type Reach, type Resolve } from './safety.js';
 export { send, type AttemptResult, type SendLimits } from './send.js';
 export { webhookWatch } from './watch.js';
-export { hookKeys } from './keys.js';
+export { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
 export { WebhookRole, type RoleOptions } from './role.js';
 export { webhookSettingsFromEnv, type WebhookEnv, type WebhookSettings } from './options.js';
 export { Redeliveries } from './redeliver.js';
 export {
   answerLinks,
   LINK_CHOICES,
-  signLink,
   verifyLink,
   type LinkChoice,
   type LinkClaims,

@@ -19,6 +19,8 @@ export const hookKeys = {
   message: (tenant: string, endpoint: string, msg: string) => `tl:hooks:{${tenant}}:msg:${endpoint}:${msg}`,
   /** An endpoint's newest attempts (list of JSON, newest first): the console's delivery log. */
   attempts: (tenant: string, endpoint: string) => `tl:hooks:{${tenant}}:attempts:${endpoint}`,
+  /** Endpoints disabled for failing whose tenant the relay has still to tell (hash endpoint -> JSON notice). */
+  notices: (tenant: string) => `tl:hooks:{${tenant}}:notices`,
   /** Failed attempts in a row per endpoint (hash endpoint -> count): what disables one. */
   failures: (tenant: string) => `tl:hooks:{${tenant}}:failures`,
 } as const;

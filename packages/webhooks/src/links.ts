@@ -4,7 +4,8 @@
  * the tenant's API key. The api checks the signature, the expiry, that the question is still
  * open, and takes the token's nonce once in the task's own slot.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { signToken, verifyToken } from '@taskline/engine';
 
 /** What a link does: answer accept or decline (MCP elicitation actions), or cancel the task. */
 export const LINK_CHOICES = ['accept', 'decline', 'cancel'] as const;
@@ -32,28 +33,17 @@ export interface LinkSettings {
   ttlMs: number;
 }
 
-const mac = (secret: string, payload: string) =>
-  createHmac('sha256', secret).update(payload).digest('base64url');
-
-export function signLink(secret: string, claims: LinkClaims): string {
-  const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
-  return `${payload}.${mac(secret, payload)}`;
-}
-
 /** The claims of a well-signed, unexpired token; null for anything else (never says which). */
 export function verifyLink(secret: string, token: string, now: number): LinkClaims | null {
-  const [payload, sig, extra] = token.split('.');
-  if (!payload || !sig || extra !== undefined) return null;
-  const want = Buffer.from(mac(secret, payload));
-  const got = Buffer.from(sig);
-  if (want.length !== got.length || !timingSafeEqual(want, got)) return null;
-  try {
-    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as LinkClaims;
-    if (!LINK_CHOICES.includes(claims.c) || typeof claims.e !== 'number' || claims.e <= now) return null;
-    return claims;
-  } catch {
+  const claims = verifyToken(secret, token) as Partial<LinkClaims> | null;
+  if (
+    !claims ||
+    !LINK_CHOICES.includes(claims.c as LinkChoice) ||
+    typeof claims.e !== 'number' ||
+    claims.e <= now
+  )
     return null;
-  }
+  return claims as LinkClaims;
 }
 
 /** One link per choice for each open question of an `input_required` message. */
@@ -66,7 +56,7 @@ export function answerLinks(
   const expiry = Math.min(now + settings.ttlMs, task.inputDeadline ?? Infinity);
   const base = settings.baseUrl.replace(/\/+$/, '');
   const link = (k: string, c: LinkChoice) =>
-    `${base}/lmsp/v1/answer-links/${signLink(settings.secret, { t: task.id, tn: task.tenant, k, c, e: expiry, n: randomBytes(12).toString('base64url') })}`;
+    `${base}/lmsp/v1/answer-links/${signToken(settings.secret, { t: task.id, tn: task.tenant, k, c, e: expiry, n: randomBytes(12).toString('base64url') })}`;
   return Object.fromEntries(
     keys.map((k) => [
       k,

@@ -4,7 +4,7 @@
  * state, as an MCP `notifications/tasks` push carries it.
  */
 import { isFinalEventType, type StoredEvent, type TaskRecord } from '@taskline/engine';
-import type { EndpointRecord, HookEvent } from './endpoints.js';
+import type { DisabledNotice, EndpointRecord, HookEvent } from './endpoints.js';
 
 /** The message of one event, before any endpoint's choices. */
 export interface EventMessage {
@@ -71,4 +71,35 @@ export function messageBody(
     timestamp: new Date(message.at).toISOString(),
     data: { task: publicTask(task, withResult), event: publicEvent(message.event, withResult), ...extra },
   });
+}
+
+/** The type of the message telling a tenant's endpoints that another one was disabled for failing. */
+export const ENDPOINT_DISABLED = 'webhook.endpoint_disabled';
+
+/**
+ * The message of a disabled endpoint's notice: its id names the endpoint and the time it was
+ * disabled (one per disable, the same on every retry); its body the endpoint as its read shows it.
+ */
+export function noticeMessage(notice: DisabledNotice): { id: string; at: number; body: string } {
+  const { endpoint } = notice;
+  const at = endpoint.disabledAt ?? 0;
+  return {
+    id: `msg_${endpoint.id}_disabled_${at}`,
+    at,
+    body: JSON.stringify({
+      type: ENDPOINT_DISABLED,
+      timestamp: new Date(at).toISOString(),
+      data: {
+        endpoint: {
+          id: endpoint.id,
+          url: endpoint.url,
+          events: endpoint.events,
+          enabled: endpoint.enabled,
+          disabled_reason: endpoint.disabledReason,
+          disabled_at: Math.floor(at / 1000),
+        },
+        failures: notice.failures,
+      },
+    }),
+  };
 }

@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import {
   dropOutbox,
   dropOutboxEntries,
+  isCallbackKey,
   isTerminal,
   readOutboxes,
   taskStatuses,
@@ -16,11 +17,11 @@ import {
   type TaskStore,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
-import type { EndpointRecord, EndpointStore } from './endpoints.js';
+import type { DisabledNotice, EndpointRecord, EndpointStore } from './endpoints.js';
 import { hookKeys } from './keys.js';
 import { answerLinks, type LinkSettings } from './links.js';
 import { EndpointQueues, type DeliveryJob } from './queues.js';
-import { messageBody, messageId, messageType, wants, type EventMessage } from './messages.js';
+import { messageBody, messageId, messageType, noticeMessage, wants, type EventMessage } from './messages.js';
 import type { RetrySchedule } from './schedule.js';
 
 export interface RelayOptions {
@@ -45,6 +46,11 @@ export interface RelayOptions {
  * longer (a very large backlog) may overlap the next relay's, which costs order, never a delivery.
  */
 const RELAY_LOCK_MS = 5_000;
+/**
+ * How long an indexed task may have no record before the relay takes it for gone: far beyond a
+ * create's round trips, and beyond the clock difference of the api host that indexed it.
+ */
+const UNWRITTEN_GRACE_MS = 60_000;
 /** Deletes the lock only if this relay still holds it. */
 const RELEASE =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
@@ -76,29 +82,74 @@ export class Relay {
     try {
       const endpoints = await this.o.endpoints.list(tenant);
       const page = this.o.batch ?? 500;
-      let queued = 0;
+      let queued = await this.passNotices(tenant, endpoints);
       for (let start = 0; ; start += page) {
-        const ids = await this.o.redis.zrange(hookKeys.open(tenant), start, start + page - 1);
-        queued += await this.passTasks(tenant, ids, endpoints);
-        if (ids.length < page) return queued;
+        const entries = await this.o.redis.zrange(
+          hookKeys.open(tenant),
+          start,
+          start + page - 1,
+          'WITHSCORES',
+        );
+        queued += await this.passTasks(tenant, entries, endpoints);
+        if (entries.length < 2 * page) return queued;
       }
     } finally {
       await this.o.redis.eval(RELEASE, 1, lock, this.owner).catch(() => undefined);
     }
   }
 
-  private async passTasks(tenant: string, ids: string[], endpoints: EndpointRecord[]): Promise<number> {
+  /**
+   * Tells the tenant's other enabled endpoints of each endpoint disabled for failing, whatever
+   * events they chose, then drops the notice. A crash in between queues the same job ids again.
+   */
+  private async passNotices(tenant: string, endpoints: EndpointRecord[]): Promise<number> {
+    const notices = await this.o.redis.hgetall(hookKeys.notices(tenant));
+    let queued = 0;
+    for (const [id, raw] of Object.entries(notices)) {
+      const message = noticeMessage(JSON.parse(raw) as DisabledNotice);
+      for (const endpoint of endpoints.filter((e) => e.enabled && e.id !== id)) {
+        const job: DeliveryJob = {
+          tenant,
+          endpoint: endpoint.id,
+          message: message.id,
+          body: message.body,
+          after: null,
+        };
+        await this.keep(endpoint, message.id, message.at, message.body);
+        await this.queues
+          .of(endpoint.id)
+          .add('notice', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
+        queued++;
+      }
+      await this.o.redis.hdel(hookKeys.notices(tenant), id);
+    }
+    return queued;
+  }
+
+  /** One page of the index: `entries` is [id, indexed at (ms), ...] as ZRANGE WITHSCORES answers. */
+  private async passTasks(tenant: string, entries: string[], endpoints: EndpointRecord[]): Promise<number> {
+    const ids = entries.filter((_, i) => i % 2 === 0);
     if (ids.length === 0) return 0;
     // Statuses before outboxes: a task read as ended has written its last entry before the read.
     const statuses = await taskStatuses(this.o.redis, ids);
     const outboxes = await readOutboxes(this.o.redis, ids);
     let queued = 0;
     for (const [i, id] of ids.entries()) {
-      const entries = outboxes.get(id);
-      if (entries) queued += await this.relayTask(tenant, id, entries, endpoints);
-      else if (statuses[i] === null || isTerminal(statuses[i]!)) await this.close(tenant, id);
+      const outbox = outboxes.get(id);
+      const status = statuses[i] ?? null;
+      if (outbox) queued += await this.relayTask(tenant, id, outbox, endpoints);
+      else if (status === null ? this.gone(Number(entries[2 * i + 1])) : isTerminal(status))
+        await this.close(tenant, id);
     }
     return queued;
+  }
+
+  /**
+   * Whether a task without a record is gone (expired, or its create failed) rather than not yet
+   * written: the create path indexes a task before it writes its record (watch.ts).
+   */
+  private gone(indexedAt: number): boolean {
+    return indexedAt < Date.now() - UNWRITTEN_GRACE_MS;
   }
 
   /** Queues the deliveries of a task's outbox entries, in order, then deletes the entries. */
@@ -133,7 +184,9 @@ export class Relay {
     if (!this.o.links || message.type !== 'task.input_required') return {};
     const asked = (JSON.parse(message.event.data) as { input_requests?: Record<string, unknown> })
       .input_requests;
-    return { answer_links: answerLinks(this.o.links, task, Object.keys(asked ?? {}), message.at) };
+    // A callback (ctx.awaitCallback) is no question of the caller's: no link answers it.
+    const questions = Object.keys(asked ?? {}).filter((k) => !isCallbackKey(k));
+    return { answer_links: answerLinks(this.o.links, task, questions, message.at) };
   }
 
   /** Queues one message for one endpoint behind its previous one about the task. */
@@ -150,7 +203,7 @@ export class Relay {
       after: last,
       ...(task.traceparent && { traceparent: task.traceparent }),
     };
-    await this.keep(endpoint, message, body);
+    await this.keep(endpoint, message.id, message.at, body);
     await this.queues
       .of(endpoint.id)
       .add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
@@ -159,14 +212,14 @@ export class Relay {
   }
 
   /** Keeps the message for redelivery (by id or by time) for `keepMs`. */
-  private async keep(endpoint: EndpointRecord, message: EventMessage, body: string): Promise<void> {
+  private async keep(endpoint: EndpointRecord, id: string, at: number, body: string): Promise<void> {
     const { redis, keepMs } = this.o;
-    const key = hookKeys.message(endpoint.tenant, endpoint.id, message.id);
+    const key = hookKeys.message(endpoint.tenant, endpoint.id, id);
     const messages = hookKeys.messages(endpoint.tenant, endpoint.id);
     await Promise.all([
       redis.set(key, body, 'PX', keepMs),
-      redis.zadd(messages, message.at, message.id),
-      redis.zremrangebyscore(messages, '-inf', message.at - keepMs),
+      redis.zadd(messages, at, id),
+      redis.zremrangebyscore(messages, '-inf', at - keepMs),
     ]);
   }
 

@@ -11,7 +11,18 @@ import type { Redis } from 'ioredis';
 import { connectQueueRedis, connectRedis, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
-import { EndpointStore, hookKeys, retrySchedule, WebhookRole, webhookWatch } from '../src/index.js';
+import { Queue } from 'bullmq';
+import {
+  DeliveryWorkers,
+  EndpointStore,
+  endpointQueue,
+  endpointQueuePrefix,
+  hookKeys,
+  Relay,
+  retrySchedule,
+  WebhookRole,
+  webhookWatch,
+} from '../src/index.js';
 import { webhookHeaders } from '../src/sign.js';
 
 interface Received {
@@ -93,18 +104,18 @@ after(async () => {
 });
 
 /** Runs a task through its whole life: queued, loading, running, a delta, succeeded. */
-async function runTask(tenant: string) {
-  const task = await store.create({
+async function runTask(tenant: string, s: TaskStore = store) {
+  const task = await s.create({
     tenant,
     kind: 'response',
     model: 'm',
     onRestart: 'fail',
     request: { input: 'hi' },
   });
-  await store.claim(task.id, 'w1', 10_000);
-  await store.start(task.id, 1);
-  await store.append(task.id, 1, [1], [{ type: 'response.output_text.delta', data: { delta: 'a' } }]);
-  await store.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
+  await s.claim(task.id, 'w1', 10_000);
+  await s.start(task.id, 1);
+  await s.append(task.id, 1, [1], [{ type: 'response.output_text.delta', data: { delta: 'a' } }]);
+  await s.finish(task.id, 1, { status: 'succeeded', result: { status: 'completed' } });
   return task;
 }
 
@@ -193,12 +204,14 @@ test('a redirect is not followed: the attempt fails with its 3xx and the target 
   await Promise.all([r.close(), target.close()]);
 });
 
-test('an endpoint that keeps failing is disabled and its tenant can see why; enabling resumes its deliveries', async () => {
+test('an endpoint that keeps failing is disabled, its tenant told on its other endpoints and its read; enabling resumes its deliveries', async () => {
   let failing = true;
   const r = await receiver((_n, _req, res) => {
     res.statusCode = failing ? 503 : 200;
     res.end();
   });
+  // The tenant's other endpoint, healthy, subscribed to task ends only: it is told all the same.
+  const watcher = await receiver();
   const disabling = new WebhookRole({
     relay: {
       redis,
@@ -228,6 +241,8 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
   try {
     const ep = await endpoints.create('tenant-disable', { url: r.url, events: ['task.ended'] });
     r.useSecret(ep.secret);
+    const other = await endpoints.create('tenant-disable', { url: watcher.url, events: ['task.ended'] });
+    watcher.useSecret(other.secret);
     await new Promise((res) => setTimeout(res, 1100));
     await runTask('tenant-disable');
     const disabled = await until(
@@ -239,6 +254,21 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
       10_000,
     );
     assert.equal(disabled.disabledReason, 'failing');
+    assert.ok(typeof disabled.disabledAt === 'number' && disabled.disabledAt <= Date.now());
+    const notice = await until(
+      'the other endpoint told',
+      async () => watcher.got.find((m) => (m.body.type as string) === 'webhook.endpoint_disabled'),
+      10_000,
+    );
+    const told = (notice.body as unknown as { data: { endpoint: Record<string, unknown>; failures: number } })
+      .data;
+    assert.equal(told.endpoint.id, ep.id);
+    assert.equal(told.endpoint.url, r.url);
+    assert.equal(told.endpoint.enabled, false);
+    assert.equal(told.endpoint.disabled_reason, 'failing');
+    assert.equal(told.endpoint.disabled_at, Math.floor(disabled.disabledAt! / 1000));
+    assert.ok(told.failures >= 3);
+    assert.equal(notice.id, `msg_${ep.id}_disabled_${disabled.disabledAt}`);
     const attempts = r.got.length;
     assert.ok(attempts >= 3, `${attempts} attempts before it was disabled`);
     await new Promise((res) => setTimeout(res, 400));
@@ -250,9 +280,16 @@ test('an endpoint that keeps failing is disabled and its tenant can see why; ena
       () => (r.got.length > attempts && !failing ? true : undefined),
       10_000,
     );
+    assert.equal((await endpoints.get('tenant-disable', ep.id)).disabledAt, null);
+    // Told once: the disabled endpoint itself heard nothing of it, the other one a single message.
+    const notices = (got: Received[]) =>
+      got.filter((m) => (m.body.type as string) === 'webhook.endpoint_disabled');
+    assert.equal(notices(watcher.got).length, 1);
+    assert.equal(notices(r.got).length, 0);
   } finally {
     await disabling.stop();
     await r.close();
+    await watcher.close();
   }
 });
 
@@ -274,4 +311,112 @@ test('after a rotation both secrets verify during the overlap (two signatures), 
   const later = await sign();
   assert.throws(() => new Webhook(created.secret).verify(body, later));
   assert.doesNotThrow(() => new Webhook(rotated.secret).verify(body, later));
+});
+
+/**
+ * A tenant's endpoint on a fresh receiver, and a relay and delivery workers of the test's own
+ * (the shared role is stopped by now) with fast retries.
+ */
+async function ownRole(name: string) {
+  const tenant = `tenant-${name}`;
+  const r = await receiver();
+  const ep = await endpoints.create(tenant, { url: r.url });
+  r.useSecret(ep.secret);
+  // Many quick attempts: the relay's job options bound them, the worker's schedule spaces them.
+  const fast = retrySchedule(50, 200, 100);
+  const relay = new Relay({
+    redis,
+    queueRedis: connectQueueRedis(server.url, `relay-${name}`),
+    store,
+    endpoints,
+    schedule: fast,
+    logger,
+    keepMs: 3_600_000,
+  });
+  const delivery = new DeliveryWorkers({
+    redis,
+    connect: () => connectQueueRedis(server.url, `worker-${name}`),
+    endpoints,
+    schedule: fast,
+    limits: { reach, timeoutMs: 2000, maxResponseBytes: 4096 },
+    logger,
+    concurrency: 1,
+    disableAfter: 50,
+  });
+  const stop = async () => {
+    await delivery.shutdown();
+    await relay.shutdown();
+    await r.close();
+  };
+  return { tenant, r, ep, relay, delivery, stop };
+}
+
+test('an attempt that cannot read its endpoint (a Redis error) is retried, never completed undelivered', async () => {
+  const { tenant, r, ep, relay, delivery, stop } = await ownRole('unreadable');
+  const queue = new Queue(endpointQueue(ep.id), {
+    connection: connectQueueRedis(server.url, 'queue-unreadable') as never,
+    prefix: endpointQueuePrefix(ep.id),
+  });
+  const key = hookKeys.endpoints(tenant);
+  try {
+    await queue.pause();
+    await new Promise((res) => setTimeout(res, 1100)); // the create path's cached answer lapses
+    const task = await runTask(tenant);
+    const queued = await relay.pass();
+    assert.ok(queued >= 3, `${queued} messages queued`);
+    await delivery.refresh();
+    // The endpoint cannot be read: its hash is moved aside and its key holds a string (WRONGTYPE).
+    await redis.rename(key, `${key}:aside`);
+    await redis.set(key, 'not a hash');
+    await queue.resume();
+    const first = `msg_${task.id}_1`;
+    await until('the first message tried against the unreadable endpoint', async () => {
+      const job = await queue.getJob(first);
+      return job && (job.attemptsMade > 0 || job.finishedOn) ? true : undefined;
+    });
+    await redis.del(key);
+    await redis.rename(`${key}:aside`, key);
+    // In order per task: the final message arrives only after every one before it.
+    const mine = () => r.got.filter((m) => m.body.data.task.id === task.id);
+    await until('every message delivered once the endpoint reads again', () =>
+      mine().some((m) => m.body.type === 'task.ended') ? true : undefined,
+    );
+    assert.ok(mine().some((m) => m.id === first));
+  } finally {
+    await queue.close();
+    await stop();
+  }
+});
+
+test('a task the relay sees indexed before its record is written is relayed, not dropped as gone', async () => {
+  const { tenant, r, relay, delivery, stop } = await ownRole('early');
+  const watch = webhookWatch(redis);
+  // The create path indexes the task, then writes its record: a relay pass runs in between.
+  const racing = new TaskStore(redis, {
+    taskRetentionMs: 60_000,
+    eventRetentionMs: 60_000,
+    idempotencyTtlS: 600,
+    idempotencyPendingMs: 30_000,
+    watchWebhooks: async (t) => {
+      const hooked = await watch(t);
+      await relay.pass();
+      return hooked;
+    },
+  });
+  try {
+    await delivery.refresh();
+    const task = await runTask(tenant, racing);
+    await until(
+      'the task ended delivered',
+      async () => {
+        await relay.pass();
+        return r.got.some((m) => m.body.data.task.id === task.id && m.body.type === 'task.ended')
+          ? true
+          : undefined;
+      },
+      10_000,
+    );
+  } finally {
+    await stop();
+  }
 });

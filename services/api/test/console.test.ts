@@ -152,6 +152,58 @@ describe('operator console in a real browser', () => {
     }
   });
 
+  it("shows a tenant's webhook endpoints and their newest delivery attempts; enables a disabled one", async () => {
+    const { page } = browser;
+    const tenantKey = { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' };
+    // A name that does not resolve here: every attempt fails, and is logged as such.
+    const url = 'https://hooks.invalid/taskline';
+    const made = await fetch(`${api.base}/lmsp/v1/webhooks`, {
+      method: 'POST',
+      headers: tenantKey,
+      body: JSON.stringify({ url, events: ['task.status'] }),
+    });
+    assert.equal(made.status, 201);
+    const endpoint = (await made.json()) as { id: string; secret: string };
+    await new Promise((res) => setTimeout(res, 1100)); // the create path's cached answer lapses
+    const id = await createTask();
+    type Listed = { data: { id: string; enabled: boolean; attempts: { message: string }[] }[] };
+    const listed = async () =>
+      (await (
+        await fetch(`${api.base}/admin/v1/tenants/tenant-a/webhooks`, { headers: ADMIN })
+      ).json()) as Listed;
+    const first = `msg_${id}_1`;
+    await until(
+      'the first delivery attempt logged',
+      async () => ((await listed()).data[0]?.attempts.some((a) => a.message === first) ? true : undefined),
+      60_000,
+    );
+    await page.goto(`${api.base}/console#/tenants/tenant-a`);
+    await page.getByRole('heading', { name: 'Webhook endpoints' }).waitFor();
+    await page.getByRole('heading', { name: url }).waitFor();
+    await page.getByRole('cell', { name: first, exact: true }).first().waitFor();
+    assert.ok(!(await page.content()).includes(endpoint.secret), 'no secret on the page');
+    await screenshot(page, 'tenant-webhooks');
+    await assertAccessible(page, 'tenant webhooks');
+    // Disabled by its tenant: the panel offers to enable it again.
+    const patched = await fetch(`${api.base}/lmsp/v1/webhooks/${endpoint.id}`, {
+      method: 'PATCH',
+      headers: tenantKey,
+      body: JSON.stringify({ enabled: false }),
+    });
+    assert.equal(patched.status, 200);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await until('the endpoint enabled again', async () =>
+      (await listed()).data[0]?.enabled ? true : undefined,
+    );
+    await page.getByRole('button', { name: 'Enable' }).waitFor({ state: 'detached' });
+    const removed = await fetch(`${api.base}/lmsp/v1/webhooks/${endpoint.id}`, {
+      method: 'DELETE',
+      headers: tenantKey,
+    });
+    assert.equal(removed.status, 204);
+  });
+
   it('follows a task page live to its end', async () => {
     const { page } = browser;
     const id = await createTask(LONG);

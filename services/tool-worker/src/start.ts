@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import {
+  callbackSettingsFromEnv,
   connectRedis,
   EventHub,
   redisTargetFromEnv,
@@ -140,6 +141,7 @@ function toolRunnerOf(tools: ToolDefinition[], env: Env, deps: { hub: EventHub; 
     ...deps,
     served: servedModelsFromEnv(env),
     checkpointMaxBytes: env.TASKLINE_TOOL_CHECKPOINT_MAX_BYTES,
+    callbacks: callbackSettingsFromEnv(env),
   });
 }
 

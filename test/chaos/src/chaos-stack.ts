@@ -29,6 +29,7 @@ import { LOG_DIR, ON_CLUSTER } from './observed.js';
 import { startProxyProcess, type ChaosProxy } from './proxy.js';
 import * as tools from './tools.js';
 import { ROLLING_DRAIN_MS } from './visible.js';
+import { WEBHOOK_CHAOS_ENV } from './webhooks.js';
 
 /** worker-2's clock: 5 s behind the machine's (and Redis's), as on a host whose time sync failed. */
 export const WORKER_SKEW_MS = -5000;
@@ -64,6 +65,7 @@ export async function startChaosStack(): Promise<ChaosStack> {
     env: {
       TASKLINE_LEASE_MS: '1500',
       ...tools.TOOL_CHAOS_ENV,
+      ...WEBHOOK_CHAOS_ENV,
     },
     // The MCP load calls the conformance suite's fixture tools (slow_compute, confirm_delete).
     entries: FIXTURE_ENTRIES,

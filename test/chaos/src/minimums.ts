@@ -3,6 +3,7 @@
  * minimum, and every fault kind must have been injected, or the run fails.
  */
 import { DELTAS_INVARIANT } from './visible.js';
+import { MIN_HOOKED_TASKS, WEBHOOKS_INVARIANT } from './webhooks.js';
 import { MIN_WORKER_TOOL_TASKS, WORKER_TOOLS_INVARIANT } from './worker-tools.js';
 
 interface Invariant {
@@ -17,6 +18,7 @@ const AT_LEAST: [string, number][] = [
   ['event stream is 1..N', 20],
   [DELTAS_INVARIANT, 20],
   [WORKER_TOOLS_INVARIANT, MIN_WORKER_TOOL_TASKS],
+  [WEBHOOKS_INVARIANT, MIN_HOOKED_TASKS],
 ];
 
 /** Fault actions (target and action, as the report counts them) every run must have injected. */

@@ -2,7 +2,7 @@
  * The chaos run (`pnpm test:chaos`): the local production shape (cluster.ts) under steady mixed
  * load (load.ts) while random api, scheduler and worker processes are SIGKILLed and restarted, and
  * Redis is SIGKILLed once and restarted from its AOF and its connections are dropped every few
- * seconds (faults.ts), one worker's clock 5 s behind. Then it checks Taskline's
+ * seconds (faults.ts), one worker's clock 5 s behind, and webhooks go to a flaky receiver (webhooks.ts). Then it checks Taskline's
  * promises (invariants.ts; see README.md in this folder), sheds an overload (overload.ts), and
  * writes test/chaos/report/latest.{json,md} (report.ts). Exit code 1 when an invariant broke, 2
  * when the run itself failed (a phase past its bound names itself). Loopback only; bounded by
@@ -19,6 +19,7 @@ import { overload } from './overload.js';
 import { buildReport, writeReport } from './report.js';
 import * as tools from './tools.js';
 import { visibleInvariants } from './visible.js';
+import { startFlakyReceiver, checkWebhooks } from './webhooks.js';
 import { checkWorkerToolTasks } from './worker-tools.js';
 
 /** The cluster once started: a run that fails stops it too, so no process outlives the run. */
@@ -28,6 +29,7 @@ async function main() {
   process.stdout.write(`chaos: ${SECONDS} s of load and faults; logs in ${LOG_DIR}\n`);
   const c = await startChaosStack();
   running = c;
+  const receiver = await bounded('the webhook receiver', 30_000, startFlakyReceiver(c.lb));
   const until = Date.now() + SECONDS * 1000;
   const inflight: Promise<void>[] = [];
   const load = Promise.all([runLoad(c, until, inflight), faultLoop(c, until)]);
@@ -44,6 +46,9 @@ async function main() {
       ...(await checkWorkerToolTasks(c.store)),
     ];
     found.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
+    const hooks = await checkWebhooks(c.store, receiver);
+    process.stdout.write(`chaos: webhooks ${JSON.stringify(hooks.stats)}\n`);
+    found.push(hooks.invariant);
     return found;
   };
   const invariants = await bounded('the invariant checks', 2 * TERMINAL_BOUND_MS + 60_000, checks());
@@ -51,6 +56,7 @@ async function main() {
   const overloadResult = await bounded('the overload', SECONDS * 100 + 120_000, overload(c));
   const broken = writeReport(buildReport(invariants, overloadResult));
   await stopChaosStack(c);
+  await receiver.close();
   process.exit(broken ? 1 : 0);
 }
 

@@ -58,6 +58,29 @@ export function webhookPaths(): Schema {
         },
       },
     },
+    '/lmsp/v1/callbacks/{token}': {
+      post: {
+        operationId: 'postCallback',
+        security: [],
+        summary:
+          'Deliver an outside job’s result (any JSON body) to the tool task waiting on it in `ctx.awaitCallback`, without an API key; once.',
+        parameters: [token],
+        requestBody: {
+          required: true,
+          content: { 'application/json': { schema: {} } },
+        },
+        responses: {
+          '200': jsonResponse('The callback was taken; the task resumes.', ref('CallbackResult')),
+          '400': problemResponse('`invalid_request`: no JSON body, or malformed JSON.'),
+          '403': problemResponse(
+            '`callback_refused`: not a valid callback URL, or its task ended (its deadline passed) or never waited for it.',
+          ),
+          '405': common['405'],
+          '410': problemResponse('`callback_used`: the URL took its one callback already.'),
+          '413': problemResponse('`payload_too_large`: a body over TASKLINE_MAX_BODY_BYTES.'),
+        },
+      },
+    },
     '/lmsp/v1/webhooks': {
       get: {
         operationId: 'listWebhooks',
@@ -158,10 +181,24 @@ export function webhookSchemas(): Record<string, Schema> {
       include_result: { type: 'boolean' },
       enabled: { type: 'boolean' },
       disabled_reason: nullable({ type: 'string' }),
+      disabled_at: nullable({
+        type: 'integer',
+        description: 'When it was disabled (Unix seconds); null while enabled.',
+      }),
       created_at: { type: 'integer' },
       secret: { type: 'string', description: 'Only in the reply of a create or a rotation.' },
     },
-    ['object', 'id', 'url', 'events', 'include_result', 'enabled', 'disabled_reason', 'created_at'],
+    [
+      'object',
+      'id',
+      'url',
+      'events',
+      'include_result',
+      'enabled',
+      'disabled_reason',
+      'disabled_at',
+      'created_at',
+    ],
   );
   const attempt = obj({
     object: { const: 'webhook_attempt' },
@@ -184,6 +221,11 @@ export function webhookSchemas(): Record<string, Schema> {
       object: { const: 'answer_link_result' },
       task_id: { type: 'string' },
       choice: { enum: ['accept', 'decline', 'cancel'] },
+      task_status: { type: 'string' },
+    }),
+    CallbackResult: obj({
+      object: { const: 'callback_result' },
+      task_id: { type: 'string' },
       task_status: { type: 'string' },
     }),
     WebhookRedelivery: obj({

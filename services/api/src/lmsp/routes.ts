@@ -16,6 +16,7 @@ import type { FollowTask } from './stream.js';
 import { cancelTask, findTask, getTask, postTask, taskEvents, type LmspContext } from './tasks.js';
 import { mountWebhookRoutes } from './webhooks.js';
 import { mountAnswerLinks } from './answer-links.js';
+import { mountCallbacks } from './callbacks.js';
 
 export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
   const { store } = core;
@@ -37,6 +38,11 @@ export function lmspRouter(core: ApiCore, followTask: FollowTask): Router {
     .all(methodNotAllowed(['GET']));
   // The signed token is the credential: no API key, no tenant limits (docs/webhooks.md).
   mountAnswerLinks(router, { redis: core.redis, store, links: core.webhooks.links });
+  mountCallbacks(router, {
+    store,
+    secret: core.webhooks.links?.secret,
+    maxBodyBytes: core.env.TASKLINE_MAX_BODY_BYTES,
+  });
   // Authentication, admission and the body, for every method but OPTIONS (`exceptOptions`).
   router.use(exceptOptions(lmspGate(core, reservations)));
   router

@@ -54,6 +54,7 @@ export function webhookObject(view: EndpointView & { secret?: string }) {
     include_result: view.includeResult,
     enabled: view.enabled,
     disabled_reason: view.disabledReason,
+    disabled_at: view.disabledAt ? Math.floor(view.disabledAt / 1000) : null,
     created_at: Math.floor(view.createdAt / 1000),
     ...(view.secret !== undefined && { secret: view.secret }),
   };
