@@ -57,6 +57,7 @@ export {
   pickFair,
   parseWeights,
   handedOver,
+  grantSlots,
   readyModels,
   readyModelCount,
   type Pick,
