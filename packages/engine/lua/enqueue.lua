@@ -45,9 +45,13 @@ local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
 local function corrupt(i)
   return { 'corrupt', KEYS[i] .. ' is a ' .. redis.call('TYPE', KEYS[i])['ok'] .. ', not a ' .. types[i] }
 end
-for i = 2, 6 do
+-- The keys both paths write; the ready path's own (KEYS[3], KEYS[4]) are checked on it alone.
+local function wrongType(i)
   local t = redis.call('TYPE', KEYS[i])['ok']
-  if t ~= 'none' and t ~= types[i] then
+  return t ~= 'none' and t ~= types[i]
+end
+for _, i in ipairs({ 2, 5, 6 }) do
+  if wrongType(i) then
     return corrupt(i)
   end
 end
@@ -68,17 +72,21 @@ local function fastPick(place)
     return false
   end
   local attempt = tonumber(string.match(ARGV[7], '^(%d+):'))
-  local t = redis.call('TYPE', KEYS[8])['ok']
-  if not attempt or (t ~= 'none' and t ~= 'zset') then
+  if not attempt then
     return false
   end
-  -- Its own place (an earlier attempt's, dropped below) does not count against the cap.
+  -- Its own place (an earlier attempt's, replaced below) does not count against the cap.
   local running = redis.call('ZCARD', KEYS[2]) - (place and 1 or 0)
   if running >= tonumber(grant[2] or '0') then
     return false
   end
+  -- The first write checks its own key: failing, nothing is written and the offer takes the
+  -- ready path (where dispatch.lua reports the key).
+  local inflight = redis.pcall('ZADD', KEYS[8], ARGV[9], ARGV[1])
+  if type(inflight) == 'table' and inflight['err'] then
+    return false
+  end
   redis.call('ZADD', KEYS[2], attempt + 1, ARGV[1])
-  redis.call('ZADD', KEYS[8], ARGV[9], ARGV[1])
   redis.call('HINCRBY', KEYS[7], ARGV[4], -1)
   redis.call('HDEL', KEYS[6], ARGV[1])
   if ARGV[6] == '1' then
@@ -97,6 +105,11 @@ if (place and tonumber(place) > tonumber(ARGV[8])) or (offered and later(offered
 end
 if fastPick(place) then
   return 2
+end
+for i = 3, 4 do
+  if wrongType(i) then
+    return corrupt(i)
+  end
 end
 -- The first write checks its own key: failing, it leaves nothing written. Any other error (OOM,
 -- READONLY) stays the error it is.

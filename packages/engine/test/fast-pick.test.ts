@@ -94,3 +94,12 @@ test('a replica that lost leadership grants nothing', async () => {
   const task = await h.store.create(newTask());
   assert.ok(await isReady(task.id));
 });
+
+test('an in-flight index of the wrong type leaves the fast path unwritten: the offer waits ready', async () => {
+  await grant(2);
+  await h.redis.set(schedulerKeys.inflight, 'not a zset');
+  const task = await h.store.create(newTask());
+  assert.ok(await isReady(task.id));
+  assert.equal(await h.redis.hget(schedulerKeys.grants, MODEL), '2', 'no slot taken');
+  assert.equal(await h.redis.zscore(schedulerKeys.active('tenant-a'), task.id), null, 'no place');
+});
