@@ -107,6 +107,8 @@ export class Scheduler {
    * added since (workers only ever take jobs away). While free slots exceed it, no count is read.
    */
   private readonly waitingBound = new Map<string, number>();
+  /** Per model, what its last grant left: the slots granted less the fast picks heard of since. */
+  private readonly granted = new Map<string, number>();
   /** When this replica's last operator index sweep began (see sweepOperatorIndex). */
   private indexSweptAt = -Infinity;
 
@@ -152,7 +154,7 @@ export class Scheduler {
       () => (this.fullRound = true),
     );
     // Run on freed capacity alone (see drained), never on an interval of its own.
-    this.loops.set('grant', async () => this.grant(await this.available(null, false)));
+    this.loops.set('grant', () => this.regrant());
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.indexSweepMs, 'running-sets', () => this.sweepRunningSets());
@@ -233,6 +235,7 @@ export class Scheduler {
     this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
     // Another leader may have queued jobs meanwhile: counts are read afresh.
     this.waitingBound.clear();
+    this.granted.clear();
     this.indexSweptAt = -Infinity;
     this.fullRound = true;
   }
@@ -335,6 +338,21 @@ export class Scheduler {
   private async grant(free: Map<string, number>): Promise<void> {
     const ttlMs = Math.max(1000, 3 * this.o.dispatchIntervalMs);
     await grantSlots(this.o.redis, this.leadership!.token, free, this.o.fairShare.maxRunning, ttlMs);
+    for (const [model, slots] of free) this.granted.set(model, slots);
+  }
+
+  /**
+   * Freed capacity with nothing ready: grants again only the models whose grant left (as its fast
+   * picks' wakes tell) is under half their free slots, or over them; a task's end would otherwise
+   * cost a grant write, where most leave the grant about as it was.
+   */
+  private async regrant(): Promise<void> {
+    const free = await this.available(null, false);
+    for (const [model, slots] of free) {
+      const left = this.granted.get(model);
+      if (left !== undefined && left <= slots && left >= slots / 2) free.delete(model);
+    }
+    await this.grant(free);
   }
 
   private async dispatchModel(model: string, free: number): Promise<number> {
@@ -349,6 +367,7 @@ export class Scheduler {
    */
   private async queueFastPick(model: string, pick: Pick): Promise<void> {
     if (this.stopped || !this.isLeader) return;
+    this.granted.set(model, (this.granted.get(model) ?? 0) - 1);
     try {
       await this.handOver(model, [pick]);
     } catch (err) {
