@@ -336,9 +336,15 @@ export class Scheduler {
    * path) for a few dispatch intervals; every interval's round counts every model again.
    */
   private async grant(free: Map<string, number>): Promise<void> {
+    // A model no live worker serves any more is granted none (the grants share one expiry, which
+    // other models' grants renew).
+    const served = this.control.capacity();
+    for (const model of this.granted.keys()) if (!served.has(model)) free.set(model, 0);
+    // None granted where none is left already (a busy model's every round): no write.
+    const changed = new Map([...free].filter(([model, slots]) => slots > 0 || this.granted.get(model) !== 0));
     const ttlMs = Math.max(1000, 3 * this.o.dispatchIntervalMs);
-    await grantSlots(this.o.redis, this.leadership!.token, free, this.o.fairShare.maxRunning, ttlMs);
-    for (const [model, slots] of free) this.granted.set(model, slots);
+    await grantSlots(this.o.redis, this.leadership!.token, changed, this.o.fairShare.maxRunning, ttlMs);
+    for (const [model, slots] of changed) this.granted.set(model, slots);
   }
 
   /**
