@@ -333,7 +333,7 @@ export class Scheduler {
 
   /**
    * What this round left free of each model it counted, granted to offers (enqueue.lua's fast
-   * path) for a few dispatch intervals; every interval's round counts every model again.
+   * path) for a leader lease; every interval's round counts every model again.
    */
   private async grant(free: Map<string, number>): Promise<void> {
     // A model no live worker serves any more is granted none (the grants share one expiry, which
@@ -342,7 +342,8 @@ export class Scheduler {
     for (const model of this.granted.keys()) if (!served.has(model)) free.set(model, 0);
     // None granted where none is left already (a busy model's every round): no write.
     const changed = new Map([...free].filter(([model, slots]) => slots > 0 || this.granted.get(model) !== 0));
-    const ttlMs = Math.max(1000, 3 * this.o.dispatchIntervalMs);
+    // They lapse with the leadership that made them (and never before the next interval's round).
+    const ttlMs = Math.max(this.o.leaderLeaseMs, 3 * this.o.dispatchIntervalMs);
     await grantSlots(this.o.redis, this.leadership!.token, changed, this.o.fairShare.maxRunning, ttlMs);
     for (const [model, slots] of changed) this.granted.set(model, slots);
   }

@@ -63,3 +63,26 @@ test("on an idle stack a task's offer is its own pick: its job is queued from th
     sub.disconnect();
   }
 });
+
+test('a model whose last worker died is granted no slot: its offers wait ready, not in a job', async () => {
+  await cluster?.stop();
+  cluster = await EngineStack.start();
+  const redis = cluster.store.redis;
+  const worker = cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant' });
+  // Another worker keeps other models granted, so the grants (one key, one expiry) stay.
+  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'tiny-chat' });
+  const granted = async () => Number(await redis.hget(schedulerKeys.grants, 'instant'));
+  await until('a grant for instant', async () => ((await granted()) > 0 ? true : undefined));
+  await until('a grant for tiny-chat', async () =>
+    Number(await redis.hget(schedulerKeys.grants, 'tiny-chat')) > 0 ? true : undefined,
+  );
+  worker.kill('SIGKILL');
+  // The leader drops the worker once its heartbeats stop, and its next round grants the model none.
+  await until(
+    'no grant for instant',
+    async () => ((await redis.hget(schedulerKeys.grants, 'instant')) === '0' ? true : undefined),
+    30_000,
+  );
+  const task = await cluster.create({ input: 'x' }, { model: 'instant' });
+  assert.ok(await redis.zscore(schedulerKeys.ready('t1', 'instant'), task.id), 'waits in the ready index');
+});
