@@ -46,10 +46,10 @@
  *   `TASKLINE_RECONCILE_AFTER_MS` is dropped, its task offered again if still queued with no job.
  * - `grants` (hash model -> free slots, `max_running`): what the leader's last round left free of
  *   each model it counted (grant.lua, fenced, lapsing with the leader's lease); none for a model no
- *   live worker serves. An offer to
- *   a model with a grant and no ready task of any tenant, its tenant under the cap, is its own pick
- *   (enqueue.lua's fast path: running set, `inflight`, one slot less) and the wake names it for the
- *   leader to queue its job. Under contention (a ready task, no slot granted) dispatch.lua picks.
+ *   live worker serves. An offer to a model with a grant and no ready task of any tenant, its
+ *   tenant under the cap, is its own pick (enqueue.lua's fast path: running set, `inflight`, one
+ *   slot less) and the wake names it for the leader to queue its job. Under contention (a ready
+ *   task, no slot granted) dispatch.lua picks.
  *   A grant may run ahead of the truth by the jobs queued since the round (a job then waits in
  *   BullMQ for a slot, as any job over a stale count does); it never outlives its lapse.
  * - `leases` (zset id -> lease deadline, Redis's clock: lease_index.lua, renew.lua): what the
