@@ -70,6 +70,7 @@ export {
   pickFair,
   parseWeights,
   handedOver,
+  grantSlots,
   readyModels,
   readyModelCount,
   type Pick,
