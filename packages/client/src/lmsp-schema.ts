@@ -207,6 +207,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/lmsp/v1/callbacks/{token}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Deliver an outside job’s result (any JSON body) to the tool task waiting on it in `ctx.awaitCallback`, without an API key; once. */
+    post: operations['postCallback'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/lmsp/v1/webhooks': {
     parameters: {
       query?: never;
@@ -509,6 +526,7 @@ export interface components {
         | 'too_many_auth_failures'
         | 'server_restarted'
         | 'input_timeout'
+        | 'callback_timeout'
         | 'internal_error'
         | 'unavailable'
         | 'replication_timeout'
@@ -518,7 +536,9 @@ export interface components {
         | 'webhook_not_found'
         | 'webhook_url_refused'
         | 'answer_link_refused'
-        | 'answer_link_used';
+        | 'answer_link_used'
+        | 'callback_refused'
+        | 'callback_used';
       /** @description The detail again, where OpenAI's Responses API has an error's text (`response.error.message`). */
       message?: string;
       errors?: {
@@ -743,6 +763,7 @@ export interface components {
       include_result: boolean;
       enabled: boolean;
       disabled_reason: string | null;
+      disabled_at: number | null;
       created_at: number;
       /** @description Only in the reply of a create or a rotation. */
       secret?: string;
@@ -774,6 +795,12 @@ export interface components {
       task_id: string;
       /** @enum {unknown} */
       choice: 'accept' | 'decline' | 'cancel';
+      task_status: string;
+    };
+    CallbackResult: {
+      /** @constant */
+      object: 'callback_result';
+      task_id: string;
       task_status: string;
     };
     WebhookRedelivery: {
@@ -2145,6 +2172,84 @@ export interface operations {
       };
       /** @description `answer_link_used`: the link worked once already. */
       410: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  postCallback: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        token: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': unknown;
+      };
+    };
+    responses: {
+      /** @description The callback was taken; the task resumes. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['CallbackResult'];
+        };
+      };
+      /** @description `invalid_request`: no JSON body, or malformed JSON. */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `callback_refused`: not a valid callback URL, or its task ended (its deadline passed) or never waited for it. */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `invalid_request`: the path does not take this method. */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          Allow?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `callback_used`: the URL took its one callback already. */
+      410: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+      /** @description `payload_too_large`: a body over TASKLINE_MAX_BODY_BYTES. */
+      413: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
           [name: string]: unknown;

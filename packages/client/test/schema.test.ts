@@ -17,5 +17,6 @@ test('the LMSP types are generated from the api OpenAPI document as it is now', 
   });
   // The committed file starts with the generator's "do not edit" banner.
   const committed = readFileSync(target, 'utf8').replace(/^\/\*\*[\s\S]*?\*\/\n\n/, '');
-  assert.equal(committed, expected, 'run `pnpm --filter @taskline/client types` after changing openapi.json');
+  // Not assert.equal: its diff of two long texts that differ runs for many minutes on one core.
+  assert.ok(committed === expected, 'run `pnpm --filter @taskline/client types` after changing openapi.json');
 });
