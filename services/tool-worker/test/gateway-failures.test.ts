@@ -76,6 +76,13 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
     assert.match(metrics, /^taskline_upstream_up\{[^}]*upstream="bad"[^}]*\} 1$/m);
   });
 
+  it('relays a last progress that arrives in the same read as the result', async () => {
+    const { task } = await ended('bad_lastword');
+    assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
+    const progress = (await cluster.events(task.id)).map((e) => e.status_message).filter(Boolean);
+    assert.deepEqual(progress, ['last word']);
+  });
+
   it('fails a call the upstream never answers within its timeout; the other upstream still answers meanwhile', async () => {
     const hanging = ended('bad_hang');
     assert.equal(await echo(), 'Echo: still here');

@@ -13,6 +13,7 @@ import {
   type ElicitRequest,
   type ElicitResult,
   LoggingMessageNotificationSchema,
+  ProgressNotificationSchema,
   ToolListChangedNotificationSchema,
   type CallToolResult,
   type Tool,
@@ -90,6 +91,8 @@ export class Upstream {
   private readonly slots: Slots;
   /** The calls in flight on this connection: an upstream question is relayed when it is the only one. */
   private readonly inFlight = new Set<CallHooks>();
+  /** The progress hooks of the calls in flight, by the progress token each call was sent with. */
+  private readonly progressHooks = new Map<string, CallHooks['onProgress']>();
   /** Who answers the questions of each upstream task followed here (by upstream task id). */
   private readonly taskQuestions = new Map<string, CallHooks['onElicit']>();
   /** Names the open stdio connection (its child): an upstream task lives and dies with it. */
@@ -145,6 +148,14 @@ export class Upstream {
       this.onState(false);
       this.log.warn('upstream_closed', { upstream: this.config.name });
     };
+    // Progress routed here, not by the SDK's `onprogress`: the SDK runs a notification's handler a
+    // microtask after reading it, but drops a call's progress handler as soon as it reads the
+    // response, so a last progress read in one chunk with the response was lost. These hooks
+    // outlive the response by a turn of the event loop.
+    client.setNotificationHandler(ProgressNotificationSchema, (n) => {
+      const { progressToken, ...progress } = n.params;
+      this.progressHooks.get(String(progressToken))?.(progress);
+    });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refreshTools());
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) =>
       this.log.info('upstream_log', { upstream: this.config.name, level: n.params.level }),
@@ -243,15 +254,18 @@ export class Upstream {
     return this.withSlot(hooks.signal, async () => {
       const client = await this.connect();
       const timeout = this.timeoutMs();
+      const progressToken = randomUUID();
       this.inFlight.add(hooks);
+      this.progressHooks.set(progressToken, hooks.onProgress);
       try {
         return (await client.callTool(
-          { name, arguments: args, ...(hooks.meta && { _meta: hooks.meta }) },
+          { name, arguments: args, _meta: { ...hooks.meta, progressToken } },
           undefined,
-          { signal: hooks.signal, onprogress: hooks.onProgress, timeout, maxTotalTimeout: timeout },
+          { signal: hooks.signal, timeout, maxTotalTimeout: timeout },
         )) as CallToolResult;
       } finally {
         this.inFlight.delete(hooks);
+        setImmediate(() => this.progressHooks.delete(progressToken));
       }
     });
   }
