@@ -21,37 +21,24 @@
   state offered) is not replaced either: its job would be named for, and its claim fenced by, the
   state read, stale by now. Again only the journal entry is dropped, as asked.
 
-  The fast path: when the leader granted the model free slots (KEYS[7], see grant.lua), no tenant
-  has a task ready for the model (nothing to be fair against) and the tenant is under its running
-  cap, the offer is the pick: the task goes into its tenant's running set (scored by the attempt
-  its claim starts, as dispatch.lua scores it) and `inflight`, takes one granted slot, and the wake
-  names it ("<model>\n<tenant>\n<id>\n<state>") for the leader to queue its BullMQ job. Under
-  contention (a ready task, no grant) the offer goes to the ready index for dispatch.lua.
-
   KEYS[1] ready index (model, tenant)  KEYS[2] tenant's running set  KEYS[3] model's tenants
   KEYS[4] models with ready tasks  KEYS[5] create journal (intake)  KEYS[6] offered states
-  KEYS[7] grants (hash: model -> free slots, `max_running`)  KEYS[8] inflight
   ARGV[1] task id  ARGV[2] score (created at, ms)  ARGV[3] tenant  ARGV[4] model
   ARGV[5] wake channel  ARGV[6] '1' to drop the task's journal entry in the same step, else '0'
   ARGV[7] the queued state offered ("<attempt>:<seq>")
   ARGV[8] the highest running-set score this offer may drop (see above)
-  ARGV[9] now (ms), a fast pick's `inflight` score
 
-  Returns 1 when offered, 2 when picked on the fast path, 0 when a newer place or a newer offer
-  holds the task, or {'corrupt', key} when a key has the wrong type (nothing is written: Redis
-  does not roll a script back, so every write must be known to succeed before the first).
+  Returns 1 when offered, 0 when a newer place or a newer offer holds the task, or {'corrupt', key}
+  when a key has the wrong type (nothing is written: Redis does not roll a script back, so every
+  write must be known to succeed before the first).
 ]]
 local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
 local function corrupt(i)
   return { 'corrupt', KEYS[i] .. ' is a ' .. redis.call('TYPE', KEYS[i])['ok'] .. ', not a ' .. types[i] }
 end
--- The keys both paths write; the ready path's own (KEYS[3], KEYS[4]) are checked on it alone.
-local function wrongType(i)
+for i = 2, 6 do
   local t = redis.call('TYPE', KEYS[i])['ok']
-  return t ~= 'none' and t ~= types[i]
-end
-for _, i in ipairs({ 2, 5, 6 }) do
-  if wrongType(i) then
+  if t ~= 'none' and t ~= types[i] then
     return corrupt(i)
   end
 end
@@ -65,42 +52,6 @@ local function later(a, b)
   aa, as, ba, bs = tonumber(aa), tonumber(as), tonumber(ba), tonumber(bs)
   return aa > ba or (aa == ba and as > bs)
 end
--- The fast path (see above): every key it writes is checked before its first write.
-local function fastPick(place)
-  -- A backlog first: under contention it is the one command this path costs an offer. (A key of
-  -- the wrong type is the ready path's to report.)
-  local backlog = redis.pcall('SCARD', KEYS[3])
-  if type(backlog) ~= 'number' or backlog > 0 then
-    return false
-  end
-  local grant = redis.pcall('HMGET', KEYS[7], ARGV[4], 'max_running')
-  if grant['err'] or tonumber(grant[1] or '0') < 1 then
-    return false
-  end
-  local attempt = tonumber(string.match(ARGV[7], '^(%d+):'))
-  if not attempt then
-    return false
-  end
-  -- Its own place (an earlier attempt's, replaced below) does not count against the cap.
-  local running = redis.call('ZCARD', KEYS[2]) - (place and 1 or 0)
-  if running >= tonumber(grant[2] or '0') then
-    return false
-  end
-  -- The first write checks its own key: failing, nothing is written and the offer takes the
-  -- ready path (where dispatch.lua reports the key).
-  local inflight = redis.pcall('ZADD', KEYS[8], ARGV[9], ARGV[1])
-  if type(inflight) == 'table' and inflight['err'] then
-    return false
-  end
-  redis.call('ZADD', KEYS[2], attempt + 1, ARGV[1])
-  redis.call('HINCRBY', KEYS[7], ARGV[4], -1)
-  redis.call('HDEL', KEYS[6], ARGV[1])
-  if ARGV[6] == '1' then
-    redis.call('ZREM', KEYS[5], ARGV[1])
-  end
-  redis.call('PUBLISH', ARGV[5], ARGV[4] .. '\n' .. ARGV[3] .. '\n' .. ARGV[1] .. '\n' .. ARGV[7])
-  return true
-end
 local place = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local offered = redis.call('HGET', KEYS[6], ARGV[1])
 if (place and tonumber(place) > tonumber(ARGV[8])) or (offered and later(offered, ARGV[7])) then
@@ -108,14 +59,6 @@ if (place and tonumber(place) > tonumber(ARGV[8])) or (offered and later(offered
     redis.call('ZREM', KEYS[5], ARGV[1])
   end
   return 0
-end
-if fastPick(place) then
-  return 2
-end
-for i = 3, 4 do
-  if wrongType(i) then
-    return corrupt(i)
-  end
 end
 -- The first write checks its own key: failing, it leaves nothing written. Any other error (OOM,
 -- READONLY) stays the error it is.

@@ -70,7 +70,6 @@ export {
   pickFair,
   parseWeights,
   handedOver,
-  grantSlots,
   readyModels,
   readyModelCount,
   type Pick,

@@ -144,14 +144,13 @@ export function loadScripts(redis: Redis): Scripts {
 export function loadSchedulerScripts(redis: Redis) {
   return {
     dispatch: defineScripts<'dispatch', string[]>(redis, ENGINE_LUA, ['dispatch']).dispatch,
-    ...defineScripts<'leader_renew' | 'leader_release' | 'grant', number>(redis, ENGINE_LUA, [
+    ...defineScripts<'leader_renew' | 'leader_release', number>(redis, ENGINE_LUA, [
       'leader_renew',
       'leader_release',
-      'grant',
     ]),
   };
 }
 
 // Read now, so that metrics name them from the first command on, whichever connection runs them.
 for (const name of TASK_SCRIPTS) scriptSource(name);
-for (const name of ['dispatch', 'leader_renew', 'leader_release', 'grant']) readScript(ENGINE_LUA, name);
+for (const name of ['dispatch', 'leader_renew', 'leader_release']) readScript(ENGINE_LUA, name);

@@ -25,7 +25,6 @@ import {
 import {
   connectQueueRedis,
   defineDispatch,
-  grantSlots,
   handedOver,
   indexTenant,
   Leadership,
@@ -93,8 +92,7 @@ export class Scheduler {
   private wakes = 0;
   /**
    * The last dispatch round left no ready task anywhere and no task was offered since: freed
-   * capacity then has nothing to take, and needs no round, only a new grant of the free slots to
-   * offers (enqueue.lua's fast path). The interval still runs rounds.
+   * capacity then has nothing to take, and needs no round. The interval still runs rounds.
    */
   private drained = false;
   /** Models named by offers since the last round began: all that a round for offers alone visits. */
@@ -109,8 +107,6 @@ export class Scheduler {
    * added since (workers only ever take jobs away). While free slots exceed it, no count is read.
    */
   private readonly waitingBound = new Map<string, number>();
-  /** Per model, what its last grant left: the slots granted less the fast picks heard of since. */
-  private readonly granted = new Map<string, number>();
   /** When this replica's last operator index sweep began (see sweepOperatorIndex). */
   private indexSweptAt = -Infinity;
 
@@ -138,7 +134,7 @@ export class Scheduler {
       },
       // Capacity freed by a finishing task is used at once, not at the next interval tick.
       onCapacity: () => {
-        if (this.drained) return void this.run('grant', true);
+        if (this.drained) return;
         this.fullRound = true;
         void this.run('dispatch', true);
       },
@@ -155,8 +151,6 @@ export class Scheduler {
       () => this.dispatch(),
       () => (this.fullRound = true),
     );
-    // Run on freed capacity alone (see drained), never on an interval of its own.
-    this.loops.set('grant', () => this.regrant());
     this.every(o.recoveryIntervalMs, 'recovery', () => this.recover());
     this.every(o.recoveryIntervalMs, 'reconcile', () => this.reconcile());
     this.every(o.indexSweepMs, 'running-sets', () => this.sweepRunningSets());
@@ -217,11 +211,7 @@ export class Scheduler {
    * (a lost message).
    */
   private async listen(): Promise<void> {
-    this.wakeup = await listenForOffers(this.o.redis, (model, pick) => {
-      if (pick) {
-        void this.queueFastPick(model, pick);
-        return;
-      }
+    this.wakeup = await listenForOffers(this.o.redis, (model) => {
       this.wakes++;
       this.drained = false;
       this.offered.add(model);
@@ -237,7 +227,6 @@ export class Scheduler {
     this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
     // Another leader may have queued jobs meanwhile: counts are read afresh.
     this.waitingBound.clear();
-    this.granted.clear();
     this.indexSweptAt = -Infinity;
     this.fullRound = true;
   }
@@ -285,8 +274,6 @@ export class Scheduler {
     await Promise.all(
       (models ?? [...free.keys()]).map(async (model) => {
         const slots = free.get(model) ?? 0;
-        // None free: none granted (an earlier round's grant must not outlive the slots).
-        budgets.set(model, 0);
         if (slots <= 0) return;
         let bound = this.waitingBound.get(model);
         if (recount || bound === undefined || bound >= slots) {
@@ -320,72 +307,17 @@ export class Scheduler {
     const counts = await Promise.all(
       [...budgets]
         .filter(([model, budget]) => budget > 0 && ready.has(model))
-        .map(async ([model, budget]) => {
-          const count = await this.dispatchModel(model, budget);
-          budgets.set(model, budget - count);
-          return count;
-        }),
+        .map(([model, budget]) => this.dispatchModel(model, budget)),
     );
-    await this.grant(budgets);
     // Read after the picks: a task offered since then has woken this replica (wakes moved on).
     const left = await readyModelCount(this.o.redis);
     this.drained = left === 0 && wakes === this.wakes;
     return counts.reduce((a, b) => a + b, 0);
   }
 
-  /**
-   * What this round left free of each model it counted, granted to offers (enqueue.lua's fast
-   * path) for a leader lease; every interval's round counts every model again.
-   */
-  private async grant(free: Map<string, number>): Promise<void> {
-    // A model no live worker serves any more is granted none (the grants share one expiry, which
-    // other models' grants renew).
-    const served = this.control.capacity();
-    for (const model of this.granted.keys()) if (!served.has(model)) free.set(model, 0);
-    // None granted where none is left already (a busy model's every round): no write.
-    const changed = new Map([...free].filter(([model, slots]) => slots > 0 || this.granted.get(model) !== 0));
-    // They lapse with the leadership that made them (and never before the next interval's round).
-    const ttlMs = Math.max(this.o.leaderLeaseMs, 3 * this.o.dispatchIntervalMs);
-    await grantSlots(this.o.redis, this.leadership!.token, changed, this.o.fairShare.maxRunning, ttlMs);
-    for (const [model, slots] of changed) this.granted.set(model, slots);
-  }
-
-  /**
-   * Freed capacity with nothing ready: grants again only the models whose grant left (as its fast
-   * picks' wakes tell) is under half their free slots, or over them; a task's end would otherwise
-   * cost a grant write, where most leave the grant about as it was.
-   */
-  private async regrant(): Promise<void> {
-    const free = await this.available(null, false);
-    for (const [model, slots] of free) {
-      const left = this.granted.get(model);
-      if (left !== undefined && left <= slots && left >= slots / 2) free.delete(model);
-    }
-    await this.grant(free);
-  }
-
   private async dispatchModel(model: string, free: number): Promise<number> {
     const picks = await pickFair(this.o.redis, this.leadership!.token, model, free, this.o.fairShare);
     if (!picks?.length) return 0;
-    return this.handOver(model, picks);
-  }
-
-  /**
-   * Queues the BullMQ job of a pick an offer made itself (enqueue.lua's fast path, on slots this
-   * leader granted); a standby leaves it to the leader's reconciler (the pick stays in flight).
-   */
-  private async queueFastPick(model: string, pick: Pick): Promise<void> {
-    if (this.stopped || !this.isLeader) return;
-    this.granted.set(model, (this.granted.get(model) ?? 0) - 1);
-    try {
-      await this.handOver(model, [pick]);
-    } catch (err) {
-      this.o.log.warn('fast_pick_not_queued', { task: pick.id, error: err });
-    }
-  }
-
-  /** Queues picks' jobs and takes the queued ones out of flight; how many were queued. */
-  private async handOver(model: string, picks: Pick[]): Promise<number> {
     // Every pick's writes go out together (one round trip each step, not one per pick), and the
     // queued ones leave the in-flight index in one command.
     // Traced, each pick's spans join its task's trace (its stored context: one read, picks alike).

@@ -83,36 +83,6 @@ export async function pickFair(
   return picks;
 }
 
-/**
- * Grants offers the free slots left of each model in `free` (grant.lua), so that an offer to a
- * model with free slots and no backlog is its own pick (enqueue.lua's fast path); they lapse after
- * `ttlMs`. False when `token` no longer leads (nothing granted).
- */
-export async function grantSlots(
-  redis: Redis,
-  token: string,
-  free: Map<string, number>,
-  maxRunning: number,
-  ttlMs: number,
-): Promise<boolean> {
-  if (free.size === 0) return true;
-  const reply = await loadSchedulerScripts(redis).grant(
-    schedulerKeys.leader,
-    schedulerKeys.grants,
-    token,
-    ttlMs,
-    maxRunning,
-    ...[...free].flat(),
-  );
-  return Number(reply) === 1;
-}
-
-/** A fast pick's wake ("<model>\n<tenant>\n<id>\n<state>", enqueue.lua) as a pick; null for a plain offer's. */
-function wakePick(parts: string[]): Pick | null {
-  if (parts.length !== 4) return null;
-  return { tenant: parts[1]!, id: parts[2]!, state: parseOfferedState(parts[3]!) };
-}
-
 /** These picks' jobs are queued: they leave `inflight` together (each task stays in its tenant's running set). */
 export async function handedOver(redis: Redis, ids: string[]): Promise<void> {
   if (ids.length > 0) await redis.zrem(schedulerKeys.inflight, ...ids);
@@ -129,22 +99,15 @@ export function readyModelCount(redis: Redis): Promise<number> {
 }
 
 /**
- * Calls `onOffer` with the model of every task offered from now on (enqueue.lua publishes it), and
- * the pick when the offer was its own (the fast path: its job is still to queue), on a connection
- * of its own; returns that connection, for the caller to close.
+ * Calls `onOffer` with the model of every task offered from now on (enqueue.lua publishes it), on
+ * a connection of its own; returns that connection, for the caller to close.
  */
-export async function listenForOffers(
-  redis: Redis,
-  onOffer: (model: string, pick: Pick | null) => void,
-): Promise<Redis> {
+export async function listenForOffers(redis: Redis, onOffer: (model: string) => void): Promise<Redis> {
   // No retry limit: after a reconnect ioredis re-subscribes on its own, with no caller to catch a
   // MaxRetriesPerRequestError should Redis drop again first; that rejection would end the process.
   const sub = redis.duplicate({ enableAutoPipelining: false, maxRetriesPerRequest: null });
   sub.on('error', () => undefined); // reconnects on its own; the main connection logs the outage
-  sub.on('message', (_channel: string, message: string) => {
-    const parts = message.split('\n');
-    onOffer(parts[0]!, wakePick(parts));
-  });
+  sub.on('message', (_channel: string, model: string) => onOffer(model));
   // A start during an outage (a cluster failing over gives up on a command after its redirections)
   // waits for Redis, as the start-up durability check does, instead of ending the process.
   for (;;) {

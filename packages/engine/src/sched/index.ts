@@ -80,8 +80,6 @@ export class SchedIndex {
       schedulerKeys.models,
       schedulerKeys.intake,
       schedulerKeys.offered,
-      schedulerKeys.grants,
-      schedulerKeys.inflight,
       task.id,
       task.createdAt,
       tenant,
@@ -90,11 +88,9 @@ export class SchedIndex {
       keepJournal ? '0' : '1',
       offeredState(task),
       placed,
-      Date.now(),
     );
     if (Array.isArray(reply)) check(task.id, reply);
-    // 2: picked on the fast path (enqueue.lua), which the wake tells the leader.
-    return Number(reply) >= 1;
+    return Number(reply) === 1;
   }
 
   /** A task cancelled before any worker claimed it: off the queue, out of the running cap, unparked. */

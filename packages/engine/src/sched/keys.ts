@@ -44,14 +44,6 @@
  * - `inflight` (zset id -> pick ms): picks whose BullMQ job is not known queued yet; dropped by
  *   `handedOver`. Repaired by `reconcileDispatches` (reconcile loop): an entry older than
  *   `TASKLINE_RECONCILE_AFTER_MS` is dropped, its task offered again if still queued with no job.
- * - `grants` (hash model -> free slots, `max_running`): what the leader's last round left free of
- *   each model it counted (grant.lua, fenced, lapsing with the leader's lease); none for a model no
- *   live worker serves. An offer to a model with a grant and no ready task of any tenant, its
- *   tenant under the cap, is its own pick (enqueue.lua's fast path: running set, `inflight`, one
- *   slot less) and the wake names it for the leader to queue its job. Under contention (a ready
- *   task, no slot granted) dispatch.lua picks.
- *   A grant may run ahead of the truth by the jobs queued since the round (a job then waits in
- *   BullMQ for a slot, as any job over a stale count does); it never outlives its lapse.
  * - `leases` (zset id -> lease deadline, Redis's clock: lease_index.lua, renew.lua): what the
  *   recovery sweep scans by that clock; the authoritative lease is in the task hash. A claim writes
  *   its entry before its script (`NX`: never moving a holder's deadline), and takes it back when
@@ -71,7 +63,7 @@
  * - `leader` (string `<token> <control address>`): the scheduler leader's fenced lease (`SET NX
  *   PX`; leader_renew.lua and every dispatch check the token).
  * - `wake` (channel): enqueue.lua publishes the offered task's model, so the leader dispatches at
- *   once rather than at its next poll; a fast pick's wake names the pick too (see `grants`).
+ *   once rather than at its next poll.
  * - `workers` (string, JSON): the leader's copy of its worker registry for the console, rewritten
  *   every second and short-lived (workers report only to the leader, over gRPC).
  */
@@ -88,7 +80,6 @@ export const schedulerKeys = {
   active: (tenant: string) => `tl:{sched}:active:${tenant}`,
   rr: (model: string) => `tl:{sched}:rr:${model}`,
   inflight: 'tl:{sched}:inflight',
-  grants: 'tl:{sched}:grants',
   wake: 'tl:{sched}:wake',
   workers: 'tl:{sched}:workers',
 } as const;
