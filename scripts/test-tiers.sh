@@ -26,6 +26,7 @@ UNIT=(
   packages/engine/test/sched-owner.test.ts
   packages/engine/test/state-diagram.test.ts
   packages/engine/test/states.test.ts
+  packages/engine/test/unavailable.test.ts
   packages/inference/test/chat.test.ts
   packages/inference/test/model-cache.test.ts
   packages/inference/test/onnx-model.test.ts

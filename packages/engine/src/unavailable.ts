@@ -50,6 +50,12 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EP
 const ABORTED_BY_CLOSE = 'Command aborted due to connection close';
 const REDIRECTIONS_SPENT = 'Too many Cluster redirections. Last error: ';
 const WAIT_ON_REPLICA = 'ERR WAIT cannot be used with replica instances';
+/**
+ * A command sent on a connection still in subscriber mode: a Redis Cluster client reconnecting a
+ * subscriber during a failover sent a command there (seen as a request's 500 under chaos). Refused,
+ * never run: the connection is not ready yet.
+ */
+const SUBSCRIBER_CONTEXT = /^ERR Can't execute '[^']+': only \(P\|S\)SUBSCRIBE/;
 const CLUSTER_DOWN_MESSAGES = new Set([
   "Cluster isn't ready and enableOfflineQueue options is false",
   'None of startup nodes is available',
@@ -84,6 +90,7 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   // `WAIT` sent to a primary that a failover has just made a replica: the write it followed is
   // not known to be replicated, so it is not acknowledged.
   if (e.message.startsWith(WAIT_ON_REPLICA)) return 'readonly';
+  if (SUBSCRIBER_CONTEXT.test(e.message)) return 'connection';
   const space = e.message.indexOf(' ');
   const code = space < 0 ? e.message : e.message.slice(0, space);
   // A MULTI that Redis discarded: the reason is the refusal of a command it queued.
