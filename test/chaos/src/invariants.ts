@@ -20,11 +20,9 @@ import {
   tracked,
 } from './observed.js';
 
-export interface Invariant {
-  name: string;
-  checked: number;
-  violations: string[];
-}
+import type { Invariant } from './observed.js';
+
+export type { Invariant };
 
 export async function checkInvariants(c: ChaosStack): Promise<Invariant[]> {
   const deadline = Date.now() + TERMINAL_BOUND_MS;

@@ -2,15 +2,10 @@
  * A chaos run that checked nothing proves nothing: every invariant must have checked at least its
  * minimum, and every fault kind must have been injected, or the run fails.
  */
+import type { Invariant } from './observed.js';
 import { DELTAS_INVARIANT } from './visible.js';
 import { MIN_HOOKED_TASKS, WEBHOOKS_INVARIANT } from './webhooks.js';
 import { MIN_WORKER_TOOL_TASKS, WORKER_TOOLS_INVARIANT } from './worker-tools.js';
-
-interface Invariant {
-  name: string;
-  checked: number;
-  violations: string[];
-}
 
 /** Minimum counts above 1 for some invariants (by name prefix); every other one needs 1. */
 const AT_LEAST: [string, number][] = [

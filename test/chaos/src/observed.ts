@@ -8,6 +8,13 @@ import { isTerminal } from '@taskline/engine';
 import { ROOT } from '@taskline/testing';
 import { send, type Reply } from './client.js';
 
+/** One promise the run checks: how many cases it checked and what broke it. */
+export interface Invariant {
+  name: string;
+  checked: number;
+  violations: string[];
+}
+
 export const SECONDS = Number(process.env.TASKLINE_CHAOS_SECONDS ?? 60);
 /** `TASKLINE_CHAOS_REDIS=cluster` (`pnpm test:chaos:cluster`): the stack on a Redis Cluster, its faults failovers. */
 export const ON_CLUSTER = process.env.TASKLINE_CHAOS_REDIS === 'cluster';

@@ -12,7 +12,8 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isTerminal, type TaskStore } from '@taskline/engine';
 import { idempotencyKey } from '@taskline/engine/keys';
-import { KEYS, mcp, TENANTS } from './client.js';
+import { mcpOfA, TENANTS } from './client.js';
+import type { Invariant } from './observed.js';
 import type { Service } from '@taskline/testing';
 
 /** Env for every process: workers generate on the chaos model and ask above a small estimate. */
@@ -37,17 +38,8 @@ interface ToolTask {
 const tasks = new Map<string, ToolTask>();
 const stats = { created: 0, asked: 0, answered: 0, unanswered: 0, refused: 0, failed: [] as string[] };
 
-interface Invariant {
-  name: string;
-  checked: number;
-  violations: string[];
-}
-
-const call = (lb: string, method: string, params: Record<string, unknown>) =>
-  mcp(lb, KEYS.a, method, params).catch(() => null);
-
 const statusOf = async (lb: string, taskId: string) =>
-  ((await call(lb, 'tasks/get', { taskId }))?.message?.result as { status?: string } | undefined)?.status;
+  ((await mcpOfA(lb, 'tasks/get', { taskId }))?.message?.result as { status?: string } | undefined)?.status;
 
 /** One tool call of the load, followed until it ends (or, left unanswered, until it asks). */
 export async function toolTask(lb: string, until: number): Promise<void> {
@@ -59,7 +51,7 @@ export async function toolTask(lb: string, until: number): Promise<void> {
     : { model: 'instant', input: 'chaos', max_output_tokens: 4 };
   let id: string | null = null;
   for (let i = 0; i < 10 && !id && Date.now() < until + 5000; i++) {
-    const created = await call(lb, 'tools/call', {
+    const created = await mcpOfA(lb, 'tools/call', {
       name: batch ? 'batch_generate' : 'generate',
       arguments: args,
     });
@@ -87,7 +79,7 @@ export async function toolTask(lb: string, until: number): Promise<void> {
     if (status === 'input_required' && !answered) {
       stats.asked++;
       if (leave) return;
-      const up = await call(lb, 'tasks/update', {
+      const up = await mcpOfA(lb, 'tasks/update', {
         taskId: id,
         inputResponses: { confirm: { action: 'accept', content: { proceed: true } } },
       });
@@ -245,7 +237,7 @@ export async function checkToolTasks(store: TaskStore, lb: string): Promise<Inva
       );
       continue;
     }
-    await call(lb, 'tasks/cancel', { taskId: t.id });
+    await mcpOfA(lb, 'tasks/cancel', { taskId: t.id });
     const after = await store.get(t.id);
     if (after?.status !== 'cancelled')
       parked.violations.push(`${t.id}: ${after?.status} right after its cancel`);

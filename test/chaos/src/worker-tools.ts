@@ -12,8 +12,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TaskStore } from '@taskline/engine';
 import { taskKeys } from '@taskline/engine/keys';
-import { KEYS, mcp } from './client.js';
-import { tracked, TERMINAL_BOUND_MS } from './observed.js';
+import { mcpOfA } from './client.js';
+import { tracked, TERMINAL_BOUND_MS, type Invariant } from './observed.js';
 
 /**
  * Worker-served tool tasks a run must have acknowledged: a 20 s run calls about 33 times, and
@@ -37,21 +37,12 @@ const made = new Map<string, ToolName>();
 /** Calls that made a task, and those that never did, by their last answer (status or error). */
 const stats = { created: 0, refused: 0, refusals: {} as Record<string, number> };
 
-interface Invariant {
-  name: string;
-  checked: number;
-  violations: string[];
-}
-
-const call = (lb: string, method: string, params: Record<string, unknown>) =>
-  mcp(lb, KEYS.a, method, params).catch(() => null);
-
 /** One call of a worker-served tool, retried while refused (no live worker lists it for a moment). */
 export async function workerToolTask(lb: string, until: number): Promise<void> {
   const tool: ToolName = Math.random() < 0.5 ? 'worker_steps' : 'worker_steps_retry';
   let last = 'no answer';
   for (let i = 0; i < 10 && Date.now() < until + 5000; i++) {
-    const created = await call(lb, 'tools/call', {
+    const created = await mcpOfA(lb, 'tools/call', {
       name: tool,
       arguments: { count: STEPS, step_ms: STEP_MS },
     });
