@@ -36,10 +36,14 @@ local HOOKED_TYPES = {
 -- them, as one entry of its outbox `tl:{<id>}:outbox` (in the task's own slot: the key is the
 -- event log's with another suffix) naming their sequence numbers; the webhook relay turns each
 -- into delivery jobs and deletes it. So no event is without its deliveries, and none is delivered
--- that was not written. A script of deltas alone reads nothing more.
+-- that was not written. `hooks` is the record's field (false when absent), which every script
+-- that emits has read or written already: an unhooked task's script adds no command here.
 local OUTBOX_TTL_MS = 604800000
 
-local function recordDeliveries(eventsKey, base, list)
+local function recordDeliveries(eventsKey, base, list, hooks)
+  if hooks ~= '1' then
+    return
+  end
   local seqs = {}
   for k = 1, #list / 2 do
     if HOOKED_TYPES[list[2 * k - 1]] then
@@ -50,17 +54,16 @@ local function recordDeliveries(eventsKey, base, list)
     return
   end
   local stem = string.sub(eventsKey, 1, -#':events' - 1)
-  if redis.call('HGET', stem .. ':task', 'hooks') == '1' then
-    redis.call('XADD', stem .. ':outbox', '*', 'seqs', table.concat(seqs, ','))
-    -- Bounded should no relay ever run (TASKLINE_WEBHOOKS off everywhere): a week after its last entry.
-    redis.call('PEXPIRE', stem .. ':outbox', OUTBOX_TTL_MS)
-  end
+  redis.call('XADD', stem .. ':outbox', '*', 'seqs', table.concat(seqs, ','))
+  -- Bounded should no relay ever run (TASKLINE_WEBHOOKS off everywhere): a week after its last entry.
+  redis.call('PEXPIRE', stem .. ':outbox', OUTBOX_TTL_MS)
 end
 
 -- Appends the events of `list` ({type, data, type, data, ...}) numbered from `base` + 1 and
 -- announces them in one message; returns the last sequence number (`base` when there are none).
 -- The caller has set the task's `seq` to `base` + #list / 2 in its own write of the record.
-local function emitAfter(eventsKey, channel, base, list)
+-- `hooks`: the record's `hooks` field (see recordDeliveries).
+local function emitAfter(eventsKey, channel, base, list, hooks)
   local count = #list / 2
   if count > 0 then
     local fields = {}
@@ -72,7 +75,7 @@ local function emitAfter(eventsKey, channel, base, list)
     end
     redis.call('XADD', eventsKey, (base + count) .. '-0', unpack(fields))
     announce(channel, base + 1, list)
-    recordDeliveries(eventsKey, base, list)
+    recordDeliveries(eventsKey, base, list, hooks)
   end
   return base + count
 end
@@ -88,14 +91,14 @@ end
 
 -- Appends the events of `list`, numbered by the task's `seq` counter in one step; returns the
 -- last sequence number.
-local function emitList(taskKey, eventsKey, channel, list)
+local function emitList(taskKey, eventsKey, channel, list, hooks)
   local last = redis.call('HINCRBY', taskKey, 'seq', #list / 2)
-  return emitAfter(eventsKey, channel, last - #list / 2, list)
+  return emitAfter(eventsKey, channel, last - #list / 2, list, hooks)
 end
 
--- emit(taskKey, eventsKey, channel, type, data): one event; returns its sequence number.
-local function emit(taskKey, eventsKey, channel, type, data)
-  return emitList(taskKey, eventsKey, channel, { type, data })
+-- emit(taskKey, eventsKey, channel, type, data, hooks): one event; returns its sequence number.
+local function emit(taskKey, eventsKey, channel, type, data, hooks)
+  return emitList(taskKey, eventsKey, channel, { type, data }, hooks)
 end
 
 -- The side keys a task has written are named in its record's `side_keys` ('i' its inputs hash, 't'

@@ -13,7 +13,7 @@
   Returns {'ok', seq} | {'missing'} | {'stale', status} | {'illegal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked', 'seq', 'side_keys', 'step')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'parked', 'seq', 'side_keys', 'step', 'hooks')
 if cur[1] and cur[6] == ARGV[3] then
   return { 'ok', tonumber(cur[4]) }
 end
@@ -39,5 +39,5 @@ if side then
   fields[7], fields[8] = 'side_keys', side
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-local seq = emitAfter(KEYS[2], KEYS[3], base, events)
+local seq = emitAfter(KEYS[2], KEYS[3], base, events, cur[7])
 return { 'ok', seq }

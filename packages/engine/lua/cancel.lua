@@ -21,8 +21,9 @@
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable).
 ]]
 local task = KEYS[1]
-local status, shown, seq, attempt, side, parkedField, owner =
-  unpack(redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt', 'side_keys', 'parked', 'lease_owner'))
+local status, shown, seq, attempt, side, parkedField, owner, hooks = unpack(
+  redis.call('HMGET', task, 'status', 'shown', 'seq', 'attempt', 'side_keys', 'parked', 'lease_owner', 'hooks')
+)
 if not status then
   return { 'missing' }
 end
@@ -47,11 +48,11 @@ if outcome == 'cancelled' then
   if parked or (status == 'queued' and (shown == 'loading' or shown == 'running')) then
     events = { ARGV[8], ARGV[9], ARGV[6], ARGV[7] }
   end
-  emitList(task, KEYS[2], KEYS[3], events)
+  emitList(task, KEYS[2], KEYS[3], events, hooks)
   expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[3]), tonumber(ARGV[4]), false, side)
 else
   redis.call('HSET', task, 'status', outcome, 'updated_at', now)
-  emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9])
+  emit(task, KEYS[2], KEYS[3], ARGV[8], ARGV[9], hooks)
   if owner then
     redis.call('PUBLISH', ARGV[10] .. owner, string.match(task, '{(.-)}'))
   end

@@ -40,7 +40,7 @@ local fields = {}
 for i = 1, #record, 2 do
   fields[record[i]] = record[i + 1]
 end
-local status, shown = fields['status'], fields['shown']
+local status, shown, hooks = fields['status'], fields['shown'], fields['hooks'] or false
 if not status then
   return { 'missing' }
 end
@@ -99,7 +99,7 @@ for field, value in pairs(changed) do
   fields[field] = nil
 end
 redis.call('HSET', task, unpack(write))
-local seq = emitAfter(KEYS[2], KEYS[3], base, events)
+local seq = emitAfter(KEYS[2], KEYS[3], base, events, hooks)
 for field, value in pairs(fields) do
   write[#write + 1] = field
   write[#write + 1] = value

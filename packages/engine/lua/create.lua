@@ -46,9 +46,14 @@ local events = argvEvents(5 + 2 * n)
 -- `side_keys` starts empty: the side keys (inputs, snapshot) written later are named there.
 local fields = { 'status', 'queued', 'attempt', 0, 'seq', #events / 2, 'created_at', now, 'updated_at', now,
   'side_keys', '' }
-for i = 5, 4 + 2 * n do
+local hooks = false
+for i = 5, 4 + 2 * n, 2 do
   fields[#fields + 1] = ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+  if ARGV[i] == 'hooks' then
+    hooks = ARGV[i + 1]
+  end
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-local seq = emitAfter(KEYS[2], KEYS[3], 0, events)
+local seq = emitAfter(KEYS[2], KEYS[3], 0, events, hooks)
 return { 'ok', seq }

@@ -26,48 +26,65 @@
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
 -- Redis does not roll a script back: every key written below is checked first, so a key of the
--- wrong type refuses the round ({'corrupt', key}) instead of failing it half-way.
+-- wrong type refuses the round ({'corrupt', key}) instead of failing it half-way. A key the round
+-- reads anyway is checked by that read (a key of the wrong type answers it WRONGTYPE): the
+-- tenant set, the round-robin state and each tenant's ready and running counts; the rest by TYPE.
 local function wrongType(key, want)
   local t = redis.call('TYPE', key)['ok']
   return t ~= 'none' and t ~= want
 end
-for i, want in ipairs({ 'set', 'hash', 'zset', 'set', 'hash' }) do
-  if wrongType(KEYS[i + 1], want) then return {'corrupt', KEYS[i + 1]} end
+-- The reply of a read of `key`, or nil and the refusal when it failed.
+local function checked(key, ...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply['err'] then return nil, {'corrupt', key} end
+  return reply
 end
+for i, want in ipairs({ 'zset', 'set', 'hash' }) do
+  if wrongType(KEYS[i + 3], want) then return {'corrupt', KEYS[i + 3]} end
+end
+local tenants, refused = checked(KEYS[2], 'SMEMBERS', KEYS[2])
+if refused then return refused end
+local rr
+rr, refused = checked(KEYS[3], 'HMGET', KEYS[3], 'last', 'left')
+if refused then return refused end
+local max_running = tonumber(ARGV[5])
 local weights = {}
 for i = 10, #ARGV - 1, 2 do
   weights[ARGV[i]] = tonumber(ARGV[i + 1])
 end
 local suffix = ARGV[9]
--- Tenant name -> {ready key, active key, weight}, in name order (names are stable; indexes are not).
-local tenants = redis.call('SMEMBERS', KEYS[2])
-local keys = {}
+-- Tenant name -> {ready key, active key, weight}, in name order (names are stable; indexes are
+-- not). Each tenant's ready and running counts are read once, here, and then kept: a round of
+-- many short turns (quantum 1) would otherwise read both again on every turn.
+local keys, size, room = {}, {}, {}
 for _, tenant in ipairs(tenants) do
   local owner = tenant
   if #tenant > #suffix and string.sub(tenant, -#suffix) == suffix then
     owner = string.sub(tenant, 1, #tenant - #suffix)
   end
   keys[tenant] = { ARGV[7] .. tenant, ARGV[8] .. tenant, weights[owner] or 1 }
-  if wrongType(keys[tenant][1], 'zset') then return {'corrupt', keys[tenant][1]} end
-  if wrongType(keys[tenant][2], 'zset') then return {'corrupt', keys[tenant][2]} end
+  size[tenant], refused = checked(keys[tenant][1], 'ZCARD', keys[tenant][1])
+  if refused then return refused end
+  local running
+  running, refused = checked(keys[tenant][2], 'ZCARD', keys[tenant][2])
+  if refused then return refused end
+  room[tenant] = max_running - running
 end
 local now = tonumber(ARGV[2])
 local remaining = tonumber(ARGV[3])
 local quantum = tonumber(ARGV[4])
-local max_running = tonumber(ARGV[5])
 local model = ARGV[6]
 table.sort(tenants)
 local n = #tenants
 local out = {'ok'}
 if n == 0 then
-  if redis.call('SCARD', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], model) end
+  redis.call('SREM', KEYS[5], model)
   return out
 end
 if remaining <= 0 then return out end
 
 -- Go on with the turn in progress, else start with the first tenant after the one served last
 -- (names are stable; indexes are not).
-local rr = redis.call('HMGET', KEYS[3], 'last', 'left')
 local last = rr[1] or ''
 local left = tonumber(rr[2] or '0')
 local start = nil
@@ -84,10 +101,11 @@ if not start then
   end
 end
 
--- Each tenant's ready and running counts are read once and then kept here: a round of many
--- short turns (quantum 1) would otherwise read both again on every turn. The picks' writes
--- (in flight, running sets, offered states) go out together after the loop, in batches.
-local size, room = {}, {}
+-- The picks' writes (in flight, running sets, offered states) go out together after the loop,
+-- in batches.
+local visited = {}
+-- Tenants that left the model's set: all of them leaves it empty, without a SCARD to tell.
+local emptied = 0
 -- Picks in order (`owners[i]` is the tenant of `ids[i]`).
 local ids, owners = {}, {}
 local served = nil
@@ -99,12 +117,14 @@ while remaining > 0 and progress do
     if remaining <= 0 then break end
     local tenant = tenants[(pos - 1 + k) % n + 1]
     local ready = keys[tenant][1]
-    if size[tenant] == nil then
-      size[tenant] = redis.call('ZCARD', ready)
-      if size[tenant] == 0 then redis.call('SREM', KEYS[2], tenant) end
+    if not visited[tenant] then
+      visited[tenant] = true
+      if size[tenant] == 0 then
+        redis.call('SREM', KEYS[2], tenant)
+        emptied = emptied + 1
+      end
     end
     if size[tenant] > 0 then
-      if room[tenant] == nil then room[tenant] = max_running - redis.call('ZCARD', keys[tenant][2]) end
       local allow = quantum * keys[tenant][3]
       if carry then allow = left end
       local budget = remaining
@@ -121,7 +141,10 @@ while remaining > 0 and progress do
         progress = true
         -- Emptied now: the tenant leaves the model's set at once, not at the next round's visit,
         -- so an empty index reads as empty (the scheduler skips rounds then).
-        if size[tenant] == 0 then redis.call('SREM', KEYS[2], tenant) end
+        if size[tenant] == 0 then
+          redis.call('SREM', KEYS[2], tenant)
+          emptied = emptied + 1
+        end
       end
       local rest = 0
       if take == budget and take < allow then rest = allow - take end
@@ -171,5 +194,5 @@ inChunks(ids, function(part)
   redis.call('ZADD', KEYS[4], unpack(scored(part)))
   redis.call('HDEL', KEYS[6], unpack(part))
 end)
-if redis.call('SCARD', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], model) end
+if emptied == n then redis.call('SREM', KEYS[5], model) end
 return out

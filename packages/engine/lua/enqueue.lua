@@ -33,14 +33,37 @@
   write must be known to succeed before the first).
 ]]
 local types = { 'zset', 'zset', 'set', 'set', 'zset', 'hash' }
-local function corrupt(i)
-  return { 'corrupt', KEYS[i] .. ' is a ' .. redis.call('TYPE', KEYS[i])['ok'] .. ', not a ' .. types[i] }
-end
-for i = 2, 6 do
-  local t = redis.call('TYPE', KEYS[i])['ok']
-  if t ~= 'none' and t ~= types[i] then
-    return corrupt(i)
+-- A key of the wrong type answers WRONGTYPE to a read as well as to a write: the refusal names
+-- which of the keys `...` (indexes into KEYS) it was. Any other error (OOM, READONLY) stays the
+-- error it is. Nil when `reply` is no error.
+local function failed(reply, ...)
+  if type(reply) ~= 'table' or not reply['err'] then
+    return nil
   end
+  if not string.find(reply['err'], 'WRONGTYPE', 1, true) then
+    return reply
+  end
+  for _, i in ipairs({ ... }) do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= types[i] then
+      return { 'corrupt', KEYS[i] .. ' is a ' .. t .. ', not a ' .. types[i] }
+    end
+  end
+  return reply
+end
+-- Every key written below is checked before the first write, by reads made anyway where there
+-- are some instead of a TYPE each (an offer is a command of every create): the running set by
+-- its ZSCORE, the offered states by their HGET, both sets by one SINTERCARD (it checks every key
+-- it names; an absent one reads empty), the journal only when it is written, the ready index by
+-- the first write itself.
+local place = redis.pcall('ZSCORE', KEYS[2], ARGV[1])
+local offered = redis.pcall('HGET', KEYS[6], ARGV[1])
+local refused = failed(place, 2)
+  or failed(offered, 6)
+  or failed(redis.pcall('SINTERCARD', 2, KEYS[3], KEYS[4], 'LIMIT', 1), 3, 4)
+  or (ARGV[6] == '1' and failed(redis.pcall('ZSCORE', KEYS[5], ARGV[1]), 5))
+if refused then
+  return refused
 end
 -- Whether queued state `a` ("<attempt>:<seq>") is later than `b`.
 local function later(a, b)
@@ -52,24 +75,20 @@ local function later(a, b)
   aa, as, ba, bs = tonumber(aa), tonumber(as), tonumber(ba), tonumber(bs)
   return aa > ba or (aa == ba and as > bs)
 end
-local place = redis.call('ZSCORE', KEYS[2], ARGV[1])
-local offered = redis.call('HGET', KEYS[6], ARGV[1])
 if (place and tonumber(place) > tonumber(ARGV[8])) or (offered and later(offered, ARGV[7])) then
   if ARGV[6] == '1' then
     redis.call('ZREM', KEYS[5], ARGV[1])
   end
   return 0
 end
--- The first write checks its own key: failing, it leaves nothing written. Any other error (OOM,
--- READONLY) stays the error it is.
-local added = redis.pcall('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
-if type(added) == 'table' and added['err'] then
-  if string.find(added['err'], 'WRONGTYPE', 1, true) then
-    return corrupt(1)
-  end
-  return added
+-- The first write checks its own key: failing, it leaves nothing written.
+refused = failed(redis.pcall('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1]), 1)
+if refused then
+  return refused
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
+if place then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[4])
 redis.call('HSET', KEYS[6], ARGV[1], ARGV[7])

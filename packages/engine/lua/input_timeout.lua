@@ -11,7 +11,8 @@
   Returns {'ok', kind, created_at} | {'missing'} | {'skipped', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'parked', 'input_deadline', 'kind', 'created_at', 'side_keys')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'parked', 'input_deadline', 'kind', 'created_at', 'side_keys',
+  'hooks')
 local status = cur[1]
 if not status then
   return { 'missing' }
@@ -26,6 +27,6 @@ if unwritable then
 end
 redis.call('HSET', KEYS[1], 'status', 'failed', 'updated_at', now, 'error', ARGV[4], 'result', ARGV[5])
 redis.call('HDEL', KEYS[1], 'parked', 'input_deadline', 'input_keys')
-emit(KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+emit(KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[7], cur[7])
 expireTask({ KEYS[1], KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[2]), tonumber(ARGV[3]), false, cur[6])
 return { 'ok', cur[4] or '', cur[5] or '' }

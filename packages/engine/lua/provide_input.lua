@@ -17,7 +17,7 @@
         | {'missing'} | {'terminal', status}
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
-local cur = redis.call('HMGET', KEYS[1], 'status', 'input_keys', 'parked', 'attempt')
+local cur = redis.call('HMGET', KEYS[1], 'status', 'input_keys', 'parked', 'attempt', 'hooks')
 local status = cur[1]
 if not status then
   return { 'missing' }
@@ -60,7 +60,7 @@ if cur[3] then
 else
   redis.call('HSET', KEYS[1], 'status', 'running', 'updated_at', tonumber(ARGV[1]))
 end
-local seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[3 + 2 * n], ARGV[4 + 2 * n])
+local seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[3 + 2 * n], ARGV[4 + 2 * n], cur[5])
 if cur[3] then
   return { 'ok', 'running', accepted, 1, tonumber(cur[4] or '0'), seq }
 end

@@ -22,7 +22,7 @@
         | {'corrupt', what} when a write would fail (nothing is written; see refuseUnwritable)
 ]]
 local cur = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'kind', 'created_at', 'parked', 'side_keys', 'seq',
-  'step')
+  'step', 'hooks')
 local n = tonumber(ARGV[5])
 if cur[1] and cur[8] == ARGV[8 + 2 * n] then
   return { 'ok', tonumber(cur[7]), cur[3] or '', cur[4] or '' }
@@ -54,5 +54,5 @@ if side then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('HDEL', KEYS[1], 'lease_owner', 'lease_until')
-local seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[6 + 2 * n], ARGV[7 + 2 * n])
+local seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[6 + 2 * n], ARGV[7 + 2 * n], cur[9])
 return { 'ok', seq, cur[3] or '', cur[4] or '' }

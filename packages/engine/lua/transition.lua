@@ -30,7 +30,7 @@
 local task = KEYS[1]
 -- kind and created_at go back to the caller for its metrics (transitions by kind, end-to-end time).
 local cur = redis.call('HMGET', task, 'status', 'attempt', 'lease_until', 'kind', 'created_at', 'parked', 'seq',
-  'side_keys', 'step')
+  'side_keys', 'step', 'hooks')
 local status, attempt, leaseUntil = cur[1], cur[2], cur[3]
 if not status then
   return { 'missing' }
@@ -84,7 +84,7 @@ end
 if ARGV[9] == '1' then
   redis.call('DEL', KEYS[5])
 end
-local seq = emitAfter(KEYS[2], KEYS[3], base, events)
+local seq = emitAfter(KEYS[2], KEYS[3], base, events, cur[10])
 if ARGV[8] == '1' then
   expireTask({ task, KEYS[2], KEYS[4], KEYS[5] }, now, tonumber(ARGV[6]), tonumber(ARGV[7]), true, cur[8])
 end

@@ -101,7 +101,7 @@ test('idempotency_begin re-points a done record only while it still names the ta
   assert.equal(await h.redis.hget(record, 'task'), 'task_old');
   assert.deepEqual(await begin('task_a', 'task_old'), ['new', 'task_a']);
   assert.deepEqual(await h.redis.hmget(record, 'task', 'state', 'since'), ['task_a', 'pending', '1000']);
-  assert.ok((await h.redis.ttl(record)) > 0);
+  assert.ok((await h.redis.ttl(record)) > 0, '(await h.redis.ttl(record)) > 0');
   // A second retry that saw the old id gone too: the record names the first one's id now.
   assert.deepEqual(await begin('task_b', 'task_old'), ['pending', 'task_a']);
 });
@@ -133,7 +133,7 @@ test("transition checks the allowed sources, the fence and the lease, by Redis's
     'lapsed in 2 min',
   );
   assert.deepEqual(await move('running', 'failed', '', ''), ['terminal', 'failed']);
-  assert.ok((await h.redis.pttl(keys[0]!)) > 0);
+  assert.ok((await h.redis.pttl(keys[0]!)) > 0, '(await h.redis.pttl(keys[0]!)) > 0');
   assert.deepEqual(await h.redis.hmget(keys[0]!, 'lease_until', 'ended_at'), [null, '10']);
 });
 
@@ -346,6 +346,49 @@ test('enqueue writes nothing when its ready index, its first write, has the wron
   assert.deepEqual(reply, ['corrupt', `${ready} is a string, not a zset`]);
   for (const key of [...rest, 'tl:{sched}:offered3'])
     assert.equal(await h.redis.exists(key), 0, `${key} untouched`);
+});
+
+test('enqueue refuses each other key of the wrong type, found by the reads it makes anyway, and writes nothing', async () => {
+  const k = {
+    ready: 'tl:{sched}:ready:m5:u',
+    active: 'tl:{sched}:active:u5',
+    tenants: 'tl:{sched}:tenants:m5',
+    models: 'tl:{sched}:models5',
+    intake: 'tl:{sched}:intake5',
+    offered: 'tl:{sched}:offered5',
+  };
+  const offer = (journal: string) =>
+    h.redis.eval(
+      scriptSource('enqueue'),
+      6,
+      ...Object.values(k),
+      'c',
+      10,
+      'u',
+      'm5',
+      'tl:{sched}:wake',
+      journal,
+      '0:1',
+      0,
+    );
+  const cases: [keyof typeof k, string, (key: string) => Promise<unknown>][] = [
+    ['active', 'set', (key) => h.redis.sadd(key, 'c')],
+    ['tenants', 'string', (key) => h.redis.set(key, 'x')],
+    // A sorted set where a set belongs: SINTERCARD takes neither for the other.
+    ['models', 'zset', (key) => h.redis.zadd(key, 1, 'm5')],
+    ['intake', 'hash', (key) => h.redis.hset(key, 'c', '1')],
+  ];
+  for (const [name, type, spoil] of cases) {
+    await h.redis.del(...Object.values(k));
+    await spoil(k[name]);
+    const want = name === 'tenants' || name === 'models' ? 'set' : 'zset';
+    assert.deepEqual(await offer('1'), ['corrupt', `${k[name]} is a ${type}, not a ${want}`]);
+    for (const [other, key] of Object.entries(k))
+      if (other !== name) assert.equal(await h.redis.exists(key), 0, `${key} untouched (${name} spoilt)`);
+  }
+  // An offer that leaves the journal alone does not read it, so its type is no bar.
+  assert.equal(await offer('0'), 1);
+  assert.deepEqual(await h.redis.hgetall(k.intake), { c: '1' });
 });
 
 test('enqueue on a Redis out of memory fails with OOM (a 503 upstream), not as a corrupt key', async () => {

@@ -1,9 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { eventJson, isWellFormedId, problem, TasklineError, TaskStore } from '../src/index.js';
+import {
+  connectRedis,
+  defineDispatch,
+  eventJson,
+  isWellFormedId,
+  problem,
+  TasklineError,
+  TaskStore,
+} from '../src/index.js';
 import { eventObject } from '../src/records.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
-import { defaults, harness, newTask, type Harness } from './helpers.js';
+import { monitorRedis } from '@taskline/testing';
+import { defaults, dispatchOne, harness, newTask, until, type Harness } from './helpers.js';
 
 let h: Harness;
 before(async () => (h = await harness()));
@@ -13,7 +22,7 @@ const code = (c: string) => (err: unknown) => err instanceof TasklineError && er
 
 test('create persists the task and its first event, and queues it', async () => {
   const task = await h.store.create(newTask());
-  assert.ok(isWellFormedId(task.id, 'task'));
+  assert.ok(isWellFormedId(task.id, 'task'), "isWellFormedId(task.id, 'task')");
   assert.equal(task.status, 'queued');
   assert.equal(task.seq, 1);
   const { events } = await h.store.events(task.id, 0);
@@ -68,7 +77,7 @@ test('a worker lifecycle writes numbered events with no gap', async () => {
   assert.deepEqual(await h.store.snapshot(task.id), [5, 6]);
   const done = (await h.store.get(task.id))!;
   assert.equal(done.status, 'succeeded');
-  assert.ok(done.expiresAt! > Date.now());
+  assert.ok(done.expiresAt! > Date.now(), 'done.expiresAt! > Date.now()');
   assert.ok((await h.redis.pttl(taskKeys(task.id).events)) > 0, 'history expires with retention');
 });
 
@@ -230,7 +239,10 @@ test('the reconciler queues a task persisted but never queued, and forgets faile
   await h.redis.zrem('tl:{sched}:ready:tiny-chat:tenant-r', task.id);
   await h.redis.zadd('tl:{sched}:intake', 0, task.id, 0, 'task_never_written');
   assert.deepEqual(await h.store.reconcileIntake(0), [task.id]);
-  assert.ok(await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-r', task.id));
+  assert.ok(
+    await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-r', task.id),
+    "await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-r', task.id)",
+  );
   assert.equal(await h.redis.zcard('tl:{sched}:intake'), 0);
 });
 
@@ -255,11 +267,13 @@ test('input requests: partial answers kept, unknown and repeated keys ignored, r
 });
 
 test('expired tasks read exactly like missing ones', async () => {
-  const short = await harness({ taskRetentionMs: 50, eventRetentionMs: 50 });
+  // A second, not 50 ms: cancel reads the ended record back after its script, and on a loaded host
+  // 50 ms ran out between the two (the first cancel answered task_not_found).
+  const short = await harness({ taskRetentionMs: 1000, eventRetentionMs: 1000 });
   try {
     const task = await short.store.create(newTask());
     await short.store.cancel(task.id, 'tenant-a');
-    await new Promise((r) => setTimeout(r, 80));
+    await new Promise((r) => setTimeout(r, 1100));
     assert.equal(await short.store.get(task.id), null);
     await assert.rejects(short.store.cancel(task.id, 'tenant-a'), code('task_not_found'));
   } finally {
@@ -297,14 +311,20 @@ test('a requeued task frees its place under the tenant running cap', async () =>
   await new Promise((r) => setTimeout(r, 5));
   assert.equal(await h.store.recover(task.id), 'queued');
   assert.equal(await h.redis.zscore('tl:{sched}:active:tenant-cap', task.id), null);
-  assert.ok(await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-cap', task.id));
+  assert.ok(
+    await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-cap', task.id),
+    "await h.redis.zscore('tl:{sched}:ready:tiny-chat:tenant-cap', task.id)",
+  );
 });
 
 test('a refused claim leaves the holder its lease index entry', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'holder', 60_000);
   await assert.rejects(h.store.claim(task.id, 'late', 60_000), code('illegal_transition'));
-  assert.ok(await h.redis.zscore('tl:{sched}:leases', task.id));
+  assert.ok(
+    await h.redis.zscore('tl:{sched}:leases', task.id),
+    "await h.redis.zscore('tl:{sched}:leases', task.id)",
+  );
 });
 
 test('eventJson renders exactly what JSON.stringify(eventObject) does', () => {
@@ -330,7 +350,10 @@ test("a reader whose clock runs ahead of Redis's still reads a kept task: Redis'
   await h.store.cancel(task.id, 'tenant-a');
   // Ten minutes of skew, far past the 60 s retention: the key itself lives on by Redis's clock.
   const skewed = new TaskStore(h.redis, { ...defaults, now: () => Date.now() + 600_000 });
-  assert.ok((await h.redis.pttl(taskKeys(task.id).task)) > 0);
+  assert.ok(
+    (await h.redis.pttl(taskKeys(task.id).task)) > 0,
+    '(await h.redis.pttl(taskKeys(task.id).task)) > 0',
+  );
   assert.equal((await skewed.get(task.id))?.status, 'cancelled');
   // A retried create of the same id (an idempotent retry) finds it too, instead of a 500.
   const again = await skewed.create({ ...newTask(), id: task.id });
@@ -380,3 +403,98 @@ test("a script's events are one stream entry, named by the last one's number, an
     [6, 7],
   );
 });
+
+test(
+  "a task's path from create to finish reads `hooks` nowhere and TYPE-checks only the keys dispatch writes unread; a hooked task's outbox names each status event",
+  {
+    // MONITOR sees one node's commands: on a cluster (test:cluster) the path spans several.
+    skip: process.env.TASKLINE_TEST_REDIS === 'cluster' && 'MONITOR watches one node',
+  },
+  async () => {
+    const hooked = await harness({ watchWebhooks: async () => true });
+    const scheduler = connectRedis(hooked.server.url, 'scheduler');
+    defineDispatch(scheduler);
+    await hooked.redis.set(schedulerKeys.leader, 'lead');
+    const seen: string[][] = [];
+    const monitor = monitorRedis(hooked.server.url, (args) => seen.push(args));
+    await monitor.ready;
+    const run = async (store: TaskStore) => {
+      const task = await store.create(newTask());
+      await dispatchOne(scheduler, task.model, task.id);
+      const { attempt } = await store.claim(task.id, 'w1', 60_000, { start: true });
+      await store.finish(task.id, attempt, { status: 'succeeded', result: null });
+      return task.id;
+    };
+    try {
+      const unhooked = await run(new TaskStore(hooked.redis, defaults));
+      await hooked.redis.echo('path-end');
+      await until('the monitor to see the path end', () =>
+        seen.some((a) => a[0] === 'echo' && a[1] === 'path-end') ? true : undefined,
+      );
+      // The create, claim and finish each had the record's `hooks` in hand; the offer's and the
+      // round's checks ride on reads made anyway, but for three keys dispatch writes without a read.
+      assert.deepEqual(
+        seen.filter((a) => a[0] === 'HGET' && a[2] === 'hooks'),
+        [],
+      );
+      assert.deepEqual(
+        seen.filter((a) => a[0] === 'TYPE').map((a) => a[1]),
+        [schedulerKeys.inflight, schedulerKeys.models, schedulerKeys.offered],
+      );
+      assert.equal(await hooked.redis.exists(taskKeys(unhooked).outbox), 0);
+
+      const outboxTypes = async (id: string) => {
+        const outbox = await hooked.redis.xrange(taskKeys(id).outbox, '-', '+');
+        const events = await hooked.store.eventsAfter(id, 0);
+        return outbox
+          .flatMap(([, fields]) => fields[1]!.split(',').map(Number))
+          .map((seq) => events.find((e) => e.seq === seq)?.type);
+      };
+      const id = await run(hooked.store);
+      assert.deepEqual(await outboxTypes(id), [
+        'response.created',
+        'response.in_progress',
+        'response.in_progress',
+        'response.completed',
+      ]);
+      // The other scripts that emit status events: an ask, its answer, a cancel (and a delta, never named).
+      const tool = await hooked.store.create(newTask({ kind: 'tool', model: 'tools' }));
+      const { attempt } = await hooked.store.claim(tool.id, 'w1', 60_000, { start: true });
+      const delta = { type: 'response.output_text.delta', data: { delta: 'x' } };
+      await hooked.store.append(tool.id, attempt, [1], [delta]);
+      await hooked.store.requestInput(tool.id, attempt, { confirm: { type: 'confirm' } });
+      await hooked.store.provideInput(tool.id, 'tenant-a', { confirm: { action: 'accept' } });
+      await hooked.store.cancel(tool.id, 'tenant-a');
+      const hookedTypes = new Set([
+        'response.created',
+        'response.in_progress',
+        'response.restarted',
+        'response.completed',
+        'response.incomplete',
+        'response.failed',
+        'response.cancelled',
+      ]);
+      const statusEvents = (await hooked.store.eventsAfter(tool.id, 0))
+        .map((e) => e.type)
+        .filter((type) => hookedTypes.has(type));
+      assert.ok(
+        statusEvents.length >= 5 && statusEvents.at(-1) === 'response.cancelled',
+        String(statusEvents),
+      );
+      assert.deepEqual(await outboxTypes(tool.id), statusEvents);
+      await hooked.redis.echo('hooked-end');
+      await until('the monitor to see the hooked tasks end', () =>
+        seen.some((a) => a[0] === 'echo' && a[1] === 'hooked-end') ? true : undefined,
+      );
+      assert.deepEqual(
+        seen.filter((a) => a[0] === 'HGET' && a[2] === 'hooks'),
+        [],
+        'no script reads `hooks` of its own',
+      );
+    } finally {
+      monitor.stop();
+      scheduler.disconnect();
+      await hooked.close();
+    }
+  },
+);

@@ -41,7 +41,7 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
   const picked: string[] = [];
   for (let i = 0; i < 2; i++) {
     const picks = await pickFair(redis, token, MODEL, 1, share);
-    assert.ok(picks);
+    assert.ok(picks, 'picks');
     picked.push(...picks.map((p) => p.tenant));
   }
   assert.ok(picked.includes('b'), `b was not dispatched in the first round: ${picked.join(',')}`);
@@ -111,6 +111,22 @@ test('tenants with nothing ready leave the tenant set', async () => {
   assert.equal(await redis.sismember(schedulerKeys.models, MODEL), 0, 'and the model leaves the model set');
 });
 
+test('the model stays in the model set while a tenant has tasks ready, and leaves it in the round that takes the last', async () => {
+  await flushAll(redis);
+  await redis.set(schedulerKeys.leader, token);
+  await fill('a', 1);
+  await fill('b', 2, 10);
+  // Listed with nothing ready (an index emptied by a cancel): it leaves the set when visited.
+  await redis.sadd(schedulerKeys.tenants(MODEL), 'c');
+  // a's one task and b's first, the budget spent before c's turn: a leaves, the model stays.
+  assert.equal((await pickFair(redis, token, MODEL, 2, share))?.length, 2);
+  assert.deepEqual((await redis.smembers(schedulerKeys.tenants(MODEL))).sort(), ['b', 'c']);
+  assert.equal(await redis.sismember(schedulerKeys.models, MODEL), 1);
+  assert.equal((await pickFair(redis, token, MODEL, 5, share))?.length, 1);
+  assert.equal(await redis.exists(schedulerKeys.tenants(MODEL)), 0);
+  assert.equal(await redis.sismember(schedulerKeys.models, MODEL), 0, 'in the round that emptied it');
+});
+
 test('a turn cut short by the budget goes on in the next call, so weights hold one slot at a time', async () => {
   await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
@@ -155,6 +171,41 @@ test('a key of the wrong type refuses the round before anything is written', asy
   assert.equal(await redis.exists(schedulerKeys.inflight), 0);
   assert.equal(await redis.exists(schedulerKeys.active('a')), 0);
 });
+
+test('each key a round reads or writes refuses the round when of the wrong type, before anything is written', async () => {
+  // The round checks some keys by the reads it makes anyway (tenants, round-robin state, each
+  // tenant's counts), the rest by TYPE: each must refuse, whatever the key's wrong type.
+  const cases: [string, (key: string) => Promise<unknown>][] = [
+    [schedulerKeys.tenants(MODEL), (k) => redis.set(k, 'x')],
+    [schedulerKeys.rr(MODEL), (k) => redis.sadd(k, 'x')],
+    [schedulerKeys.inflight, (k) => redis.sadd(k, 'x')],
+    [schedulerKeys.models, (k) => redis.zadd(k, 1, 'x')],
+    [schedulerKeys.offered, (k) => redis.set(k, 'x')],
+    [schedulerKeys.ready('b', MODEL), (k) => redis.hset(k, 'x', '1')],
+    [schedulerKeys.active('a'), (k) => redis.sadd(k, 'x')],
+  ];
+  for (const [key, spoil] of cases) {
+    await flushAll(redis);
+    await redis.set(schedulerKeys.leader, token);
+    await fill('a', 2);
+    await fill('b', 2, 10);
+    await redis.del(key);
+    await spoil(key);
+    const before = await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1);
+    await assert.rejects(
+      pickFair(redis, token, MODEL, 4, share),
+      new RegExp(`${escape(key)} has the wrong type`),
+    );
+    if (key !== schedulerKeys.ready('a', MODEL))
+      assert.deepEqual(await redis.zrange(schedulerKeys.ready('a', MODEL), 0, -1), before, key);
+    if (key !== schedulerKeys.inflight) assert.equal(await redis.exists(schedulerKeys.inflight), 0, key);
+    if (key !== schedulerKeys.active('a'))
+      assert.equal(await redis.exists(schedulerKeys.active('a')), 0, key);
+    if (key !== schedulerKeys.rr(MODEL)) assert.equal(await redis.exists(schedulerKeys.rr(MODEL)), 0, key);
+  }
+});
+
+const escape = (text: string) => text.replace(/[{}.*+?^$()|[\]\\]/g, '\\$&');
 
 test('the first dispatch on a connection that auto-pipelines other traffic in the same tick breaks nothing', async () => {
   await flushAll(redis);
@@ -216,6 +267,7 @@ test('a round of more picks than one write takes hands each on with its tenant a
   // Round robin, one each: a, b, a, b, ... until the budget ends.
   assert.ok(
     picks!.every((p, i) => p.tenant === (i % 2 === 0 ? 'a' : 'b') && p.id.startsWith(`task_${p.tenant}_`)),
+    "picks!.every((p, i) => p.tenant === (i % 2 === 0 ? 'a' : 'b') && p.id.startsWith(`task_${p.tenant}_`))",
   );
   assert.deepEqual(picks!.find((p) => p.id === 'task_a_m_600')?.state, { attempt: 0, seq: 1 });
   assert.deepEqual(picks!.find((p) => p.id === 'task_b_m_3')?.state, { attempt: 2, seq: 7 });
