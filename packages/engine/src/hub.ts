@@ -147,6 +147,11 @@ export class EventHub {
       const link = this.links.linkFor(channel);
       tail.link = link;
       const down = this.down.get(link);
+      // A link coming back subscribes this channel with its others once ready (`resubscribe`). Sent
+      // sooner, while ioredis still checks the reconnected Redis (its INFO, repeated while Redis
+      // loads its AOF), a subscription puts the connection in subscriber mode: the next check is
+      // refused, and ioredis fails every command in flight on it, this one too (a 500, not a 503).
+      if (down && link.conn.status !== 'ready') return down.back;
       const epoch = this.epoch;
       const subscribing = link.conn.ssubscribe(channel).then(
         () => {

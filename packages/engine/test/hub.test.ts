@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { bounded, startRedis, startRedisProxy } from '@taskline/testing';
-import { connectRedis, EventHub, TaskStore, TasklineError, type StoredEvent } from '../src/index.js';
+import {
+  connectRedis,
+  EventHub,
+  isRedisUnavailable,
+  TaskStore,
+  TasklineError,
+  type StoredEvent,
+} from '../src/index.js';
 import { taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, until, type Harness } from './helpers.js';
 
@@ -127,7 +134,10 @@ test("one script's events reach a live reader whole and in order, whatever their
     got.map((e) => e.seq),
     [at + 1, at + 2, at + 3],
   );
-  assert.ok(got.every((e) => e.type === 'response.output_text.delta' && (e.writtenAt ?? 0) > 0));
+  assert.ok(
+    got.every((e) => e.type === 'response.output_text.delta' && (e.writtenAt ?? 0) > 0),
+    "got.every((e) => e.type === 'response.output_text.delta' && (e.writtenAt ?? 0) > 0)",
+  );
   s.close();
 });
 
@@ -198,6 +208,55 @@ test('readers keep receiving, and new readers can attach, after Redis restarts f
   assert.deepEqual(late, [1, 2, 3]);
   s.close();
   s2.close();
+});
+
+test('readers attaching while a restarted Redis loads its AOF attach, or fail only as Redis unavailable (503)', async () => {
+  // One Redis under `pnpm test:cluster` too (a start with arguments): the data to load is on it.
+  const server = await startRedis({ args: [] });
+  const redis = connectRedis(server.url, 'test');
+  redis.on('error', () => undefined);
+  const own = { server, redis, store: new TaskStore(redis, defaults) };
+  const loadHub = new EventHub(own.store);
+  try {
+    const tasks = await Promise.all(Array.from({ length: 40 }, () => own.store.create(newTask())));
+    const first = await loadHub.subscribe(tasks[0]!.id, 0, () => undefined);
+    // Enough data that loading the AOF after the restart takes seconds.
+    await own.redis.eval("for i = 1, 1500000 do redis.call('SET', 'fill:' .. i, i) end return 1", 0);
+    const link = await subscriberOf(loadHub, tasks[0]!.id);
+    await own.server.kill();
+    const restarting = own.server.restart(); // settles once the load is done
+    // Connected but not ready: ioredis repeats its ready check (INFO) while Redis loads. Readers
+    // keep attaching meanwhile, as a busy api's do: some subscription is in flight at a check.
+    await until('the subscriber connection connected to the loading Redis', () =>
+      link.status === 'connect' ? true : undefined,
+    );
+    const attaching: Promise<{ s: { close(): void } | null; err: unknown }>[] = [];
+    for (const task of tasks.slice(1)) {
+      attaching.push(
+        loadHub
+          .subscribe(task.id, 0, () => undefined)
+          .then(
+            (s) => ({ s, err: null }),
+            (err: unknown) => ({ s: null, err }),
+          ),
+      );
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const attached = await Promise.all(attaching);
+    await restarting;
+    for (const { s, err } of attached) {
+      s?.close();
+      assert.ok(
+        err === null || isRedisUnavailable(err),
+        `attaching failed with ${String(err)}, not as unavailable`,
+      );
+    }
+    first.close();
+  } finally {
+    loadHub.close();
+    redis.disconnect();
+    await server.stop();
+  }
 });
 
 test('a reader attaching while the connection is down, its history read before the final event, still gets it', async () => {
