@@ -144,8 +144,10 @@ export async function startMetricsServer(options: {
     port: (server.address() as AddressInfo).port,
     close: () =>
       new Promise<void>((resolve, reject) => {
-        server.closeAllConnections();
+        // Listening stops first, then every connection goes: the other order leaves a window in
+        // which a new connection keeps the close waiting.
         server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
       }),
   };
 }

@@ -290,7 +290,7 @@ test('/metrics serves the Prometheus text by default and OpenMetrics, with trace
   try {
     const om = await scrape(PROMETHEUS_ACCEPT);
     assert.match(om.type, /^application\/openmetrics-text; version=1\.0\.0/);
-    assert.ok(om.text.endsWith('# EOF\n'));
+    assert.ok(om.text.endsWith('# EOF\n'), "om.text.endsWith('# EOF\\n')");
     const [bucket] = lines(om.text, 'taskline_task_queue_wait_seconds_bucket{').filter((l) =>
       l.includes('le="0.5"'),
     );

@@ -1,6 +1,6 @@
 // What both worker services do alike as processes: exit when the control plane refuses them, and answer `/readyz`.
 import { redisAnswers } from '@taskline/engine';
-import { createLogger } from '@taskline/log';
+import { createLogger, type Logger } from '@taskline/log';
 import type { Redis } from 'ioredis';
 
 /**
@@ -26,6 +26,8 @@ export function workerReadiness(worker: () => { registered: boolean } | null, re
 
 /** What a worker process holds open besides its queues: closed in this order once it has drained. */
 export interface WorkerResources {
+  /** The service's own things to close first (its runner, model cache, gateway), each by a name for the log. */
+  own?: Record<string, () => Promise<unknown>>;
   metricsServer: { close(): Promise<void> };
   metrics: { close(): void };
   hub: { close(): void };
@@ -33,12 +35,33 @@ export interface WorkerResources {
   tracing: { shutdown(): Promise<void> };
 }
 
-/** Closes a drained worker's metrics listener, hub, Redis and tracing (its spans flushed), then exits 0. */
-export async function closeAndExit(r: WorkerResources): Promise<void> {
-  await r.metricsServer.close();
-  r.metrics.close();
-  r.hub.close();
-  r.redis.disconnect();
-  await r.tracing.shutdown();
+/**
+ * How long a drained worker may take to close before it exits all the same: a close that never
+ * returns (chaos saw one) must not keep a drained process up, still connected, past every bound.
+ */
+const CLOSE_BOUND_MS = 5000;
+
+/**
+ * Closes a drained worker's own things, metrics listener, hub, Redis and tracing (its spans
+ * flushed), then exits 0; past CLOSE_BOUND_MS it exits 0 anyway, logging the step it was on.
+ */
+export async function closeAndExit(r: WorkerResources, log: Logger): Promise<void> {
+  let step = '';
+  setTimeout(() => {
+    log.warn('close_forced', { step, bound_ms: CLOSE_BOUND_MS });
+    process.exit(0);
+  }, CLOSE_BOUND_MS);
+  const steps: [string, () => unknown][] = [
+    ...Object.entries(r.own ?? {}),
+    ['metrics listener', () => r.metricsServer.close()],
+    ['metrics', () => r.metrics.close()],
+    ['hub', () => r.hub.close()],
+    ['redis', () => r.redis.disconnect()],
+    ['tracing', () => r.tracing.shutdown()],
+  ];
+  for (const [name, close] of steps) {
+    step = name;
+    await close();
+  }
   process.exit(0);
 }

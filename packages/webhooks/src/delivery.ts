@@ -86,14 +86,26 @@ export class DeliveryWorkers {
     { worker: Worker<DeliveryJob>; queue: Queue<DeliveryJob>; connection: Redis }
   >();
 
+  /** Refreshes in flight, which a shutdown waits for: a worker one started after it would be left running. */
+  private readonly refreshing = new Set<Promise<void>>();
+  private closed = false;
+
   constructor(private readonly o: DeliveryOptions) {}
 
   /** Starts workers for enabled endpoints and stops those of endpoints deleted or disabled. */
-  async refresh(): Promise<void> {
+  refresh(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    const run = this.reconcile().finally(() => this.refreshing.delete(run));
+    this.refreshing.add(run);
+    return run;
+  }
+
+  private async reconcile(): Promise<void> {
     const enabled = new Set<string>();
     for (const tenant of await this.o.redis.smembers(hookKeys.tenants))
       for (const endpoint of await this.o.endpoints.list(tenant))
         if (endpoint.enabled) enabled.add(endpoint.id);
+    if (this.closed) return;
     for (const id of enabled) if (!this.workers.has(id)) this.start(id);
     await Promise.all([...this.workers.keys()].filter((id) => !enabled.has(id)).map((id) => this.stop(id)));
   }
@@ -132,6 +144,8 @@ export class DeliveryWorkers {
   }
 
   async shutdown(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled(this.refreshing);
     await Promise.all([...this.workers.keys()].map((id) => this.stop(id)));
   }
 

@@ -20,6 +20,8 @@ export class WebhookRole {
   readonly relay: Relay;
   readonly delivery: DeliveryWorkers;
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Each loop's pass in flight: a stop waits for them, so none writes after it. */
+  private readonly passes = new Map<string, Promise<void>>();
   private stopped = false;
 
   constructor(private readonly o: RoleOptions) {
@@ -35,13 +37,19 @@ export class WebhookRole {
   async stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers.values()) clearTimeout(t);
+    await Promise.all(this.passes.values());
     await this.delivery.shutdown();
     await this.relay.shutdown();
   }
 
   private loop(name: string, everyMs: number, run: () => Promise<unknown>): void {
     const tick = async () => {
-      await run().catch((err: unknown) => this.o.logger.warn('webhook_loop_failed', { loop: name, err }));
+      const pass = run().then(
+        () => undefined,
+        (err: unknown) => this.o.logger.warn('webhook_loop_failed', { loop: name, err }),
+      );
+      this.passes.set(name, pass);
+      await pass;
       if (!this.stopped)
         this.timers.set(
           name,

@@ -199,7 +199,10 @@ test('a redirect is not followed: the attempt fails with its 3xx and the target 
     },
     10_000,
   );
-  assert.ok(log.every((a) => a.status === 307 && !a.ok));
+  assert.ok(
+    log.every((a) => a.status === 307 && !a.ok),
+    'log.every((a) => a.status === 307 && !a.ok)',
+  );
   assert.equal(target.got.length, 0, 'the redirect target heard nothing');
   await Promise.all([r.close(), target.close()]);
 });
@@ -254,7 +257,10 @@ test('an endpoint that keeps failing is disabled, its tenant told on its other e
       10_000,
     );
     assert.equal(disabled.disabledReason, 'failing');
-    assert.ok(typeof disabled.disabledAt === 'number' && disabled.disabledAt <= Date.now());
+    assert.ok(
+      typeof disabled.disabledAt === 'number' && disabled.disabledAt <= Date.now(),
+      "typeof disabled.disabledAt === 'number' && disabled.disabledAt <= Date.now()",
+    );
     const notice = await until(
       'the other endpoint told',
       async () => watcher.got.find((m) => (m.body.type as string) === 'webhook.endpoint_disabled'),
@@ -267,7 +273,7 @@ test('an endpoint that keeps failing is disabled, its tenant told on its other e
     assert.equal(told.endpoint.enabled, false);
     assert.equal(told.endpoint.disabled_reason, 'failing');
     assert.equal(told.endpoint.disabled_at, Math.floor(disabled.disabledAt! / 1000));
-    assert.ok(told.failures >= 3);
+    assert.ok(told.failures >= 3, 'told.failures >= 3');
     assert.equal(notice.id, `msg_${ep.id}_disabled_${disabled.disabledAt}`);
     const attempts = r.got.length;
     assert.ok(attempts >= 3, `${attempts} attempts before it was disabled`);
@@ -374,14 +380,18 @@ test('an attempt that cannot read its endpoint (a Redis error) is retried, never
       const job = await queue.getJob(first);
       return job && (job.attemptsMade > 0 || job.finishedOn) ? true : undefined;
     });
-    await redis.del(key);
+    // One RENAME puts it back over the string: deleted first, an attempt in between would find
+    // no endpoint and rightly complete its job undelivered.
     await redis.rename(`${key}:aside`, key);
     // In order per task: the final message arrives only after every one before it.
     const mine = () => r.got.filter((m) => m.body.data.task.id === task.id);
     await until('every message delivered once the endpoint reads again', () =>
       mine().some((m) => m.body.type === 'task.ended') ? true : undefined,
     );
-    assert.ok(mine().some((m) => m.id === first));
+    assert.ok(
+      mine().some((m) => m.id === first),
+      'mine().some((m) => m.id === first)',
+    );
   } finally {
     await queue.close();
     await stop();
@@ -417,6 +427,25 @@ test('a task the relay sees indexed before its record is written is relayed, not
       10_000,
     );
   } finally {
+    await stop();
+  }
+});
+
+test('a refresh in flight when the delivery workers shut down starts no worker after it', async () => {
+  const { ep, delivery, stop } = await ownRole('late-refresh');
+  const queue = new Queue(endpointQueue(ep.id), {
+    connection: connectQueueRedis(server.url, 'queue-late-refresh') as never,
+    prefix: endpointQueuePrefix(ep.id),
+  });
+  try {
+    // The refresh reads the endpoints; the shutdown runs while it waits on them.
+    const refreshing = delivery.refresh();
+    await delivery.shutdown();
+    await refreshing;
+    await new Promise((res) => setTimeout(res, 300));
+    assert.deepEqual(await queue.getWorkers(), [], 'no worker left running on the endpoint’s queue');
+  } finally {
+    await queue.close();
     await stop();
   }
 });

@@ -58,12 +58,18 @@ test('an endpoint URL on a loopback address or localhost is refused without the 
       (e: unknown) => e instanceof UnsafeTarget && e.code === 'webhook_address_refused',
       url,
     );
-  assert.ok(checkUrl(`http://127.0.0.1:${port}/`, { allowHttp: true, allowPrivate: true }));
+  assert.ok(
+    checkUrl(`http://127.0.0.1:${port}/`, { allowHttp: true, allowPrivate: true }),
+    'checkUrl(`http://127.0.0.1:${port}/`, { allowHttp: true, allowPrivate: true })',
+  );
 });
 
 test('plain http is refused unless allowed', () => {
   assert.throws(() => checkUrl('http://example.com/', { allowHttp: false, allowPrivate: false }), /https/);
-  assert.ok(checkUrl('https://example.com/', { allowHttp: false, allowPrivate: false }));
+  assert.ok(
+    checkUrl('https://example.com/', { allowHttp: false, allowPrivate: false }),
+    "checkUrl('https://example.com/', { allowHttp: false, allowPrivate: false })",
+  );
 });
 
 test('a name resolving to loopback at connect time is refused (no request reaches it) unless allowed', async () => {
@@ -99,7 +105,7 @@ test('the response read is bounded and the attempt times out', async () => {
     maxResponseBytes: 10,
   });
   assert.equal(result.ok, false);
-  assert.ok(Date.now() - started < 2000);
+  assert.ok(Date.now() - started < 2000, 'Date.now() - started < 2000');
   slow.closeAllConnections();
   await new Promise<void>((resolve) => slow.close(() => resolve()));
 });

@@ -86,9 +86,8 @@ export async function startWorker(
   const exit = async () => {
     if (exiting) return;
     exiting = true;
-    await toolRunner.close();
-    await cache.clear();
-    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
+    const own = { 'tool runner': () => toolRunner.close(), 'model cache': () => cache.clear() };
+    await closeAndExit({ own, metricsServer, metrics, hub, redis, tracing }, log);
   };
 
   const deps = { id, redisTarget, store, log, metrics, cache, toolRunner, exit };

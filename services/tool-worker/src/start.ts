@@ -222,10 +222,12 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   let announced: ReturnType<typeof keepAnnounced> | null = null;
 
   const exit = async () => {
-    await announced?.stop();
-    await gateway?.close();
-    await runner.close();
-    await closeAndExit({ metricsServer, metrics, hub, redis, tracing });
+    const own = {
+      announcement: async () => announced?.stop(),
+      gateway: async () => gateway?.close(),
+      runner: () => runner.close(),
+    };
+    await closeAndExit({ own, metricsServer, metrics, hub, redis, tracing }, log);
   };
   const deps = { id, redisTarget, store, log, metrics, tools, slots, runner, exit };
   worker = toolTaskWorker(env, { ...deps, controlSecurity: security });
