@@ -144,6 +144,11 @@ export function connectRedis(target: RedisTarget, name: string, extra: RedisOpti
     // The slot table read (CLUSTER SLOTS) gets more than the default second: on a busy host a
     // slow answer would otherwise fail the whole connection (ClusterAllFailedError).
     slotsRefreshTimeout: 5000,
+    // ioredis re-reads the slot table on MOVED only. After failovers, a connection it opened in
+    // READONLY mode to a node it took for a replica, and a table naming that node the primary, run
+    // a script there whose writes are refused (READONLY) without a MOVED, for good: every claim of
+    // a worker failed so after a Redis Cluster's restarts. Re-read every 2 s, the table heals.
+    slotsRefreshInterval: 2000,
     clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
     // A failover takes the cluster's node timeout and an election: commands wait for it
     // rather than fail at once (each retry re-reads the slot table).

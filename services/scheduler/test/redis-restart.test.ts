@@ -40,7 +40,17 @@ test('a scheduler stays up through Redis kills and dispatches again once Redis i
 
   // A bound that catches a hang, not a pace: after five kills of a six-node cluster, a worker's
   // reconnects back off for long, and the parallel pass of `pnpm test:cluster` saw over 60 s.
-  const after = await cluster.waitForEnd((await created('after')).id, 180_000);
+  const id = (await created('after')).id;
+  const after = await cluster.waitForEnd(id, 180_000).catch(async (err: unknown) => {
+    // What a hang leaves to go on: where the task stands and what each service said last.
+    const record = await cluster!.store.get(id).catch((e: unknown) => String(e));
+    const last = (s: { logs: Record<string, unknown>[] }) => s.logs.slice(-15).map((l) => JSON.stringify(l));
+    console.error(
+      JSON.stringify({ record }),
+      [...cluster!.stack.schedulers, ...cluster!.stack.workers].flatMap(last).join('\n'),
+    );
+    throw err;
+  });
   assert.equal(after.status, 'succeeded');
   assert.equal(scheduler!.exitCode, null, 'the scheduler exited');
 });
