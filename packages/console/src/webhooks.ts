@@ -5,7 +5,7 @@
 import type { RequestHandler, Router } from 'express';
 import type { Redis } from 'ioredis';
 import { TasklineError } from '@taskline/engine';
-import { hookKeys, viewOf, type EndpointStore, type Redeliveries } from '@taskline/webhooks';
+import { EndpointError, hookKeys, viewOf, type EndpointStore, type Redeliveries } from '@taskline/webhooks';
 
 export interface WebhookViewDeps {
   redis: Redis;
@@ -23,10 +23,15 @@ const tenantOf = (value: unknown): string => {
   return value;
 };
 
+/** The endpoint, or `webhook_not_found`; any other failure (Redis unavailable: 503) stays what it is. */
 async function endpointOf(deps: WebhookViewDeps, tenant: string, id: string) {
-  const found = await deps.endpoints.get(tenant, id).catch(() => null);
-  if (!found) throw new TasklineError('webhook_not_found', `no webhook endpoint ${id} for ${tenant}`);
-  return found;
+  try {
+    return await deps.endpoints.get(tenant, id);
+  } catch (err) {
+    if (err instanceof EndpointError && err.code === 'webhook_not_found')
+      throw new TasklineError('webhook_not_found', `no webhook endpoint ${id} for ${tenant}`);
+    throw err;
+  }
 }
 
 export function mountWebhookViews(

@@ -313,4 +313,23 @@ describe('webhook views', () => {
     assert.equal(missing.body.code, 'webhook_not_found');
     assert.equal((await admin('GET', '/admin/v1/tenants/tenant-a/webhooks', KEY_A)).status, 403);
   });
+
+  it('a Redis this api cannot reach is 503 unavailable on enable and redeliver, not a missing endpoint', async () => {
+    const cut = await startApi(stack, { TASKLINE_ADMIN_KEYS: ADMIN_KEY });
+    try {
+      cut.redis.disconnect();
+      for (const action of ['enable', 'redeliver?since=0']) {
+        const res = await fetch(`${cut.base}/admin/v1/tenants/tenant-a/webhooks/ep_any/${action}`, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${ADMIN_KEY}` },
+        });
+        const body = (await res.json()) as { code?: string };
+        assert.equal(res.status, 503, `${action}: ${JSON.stringify(body)}`);
+        assert.equal(body.code, 'unavailable', action);
+        assert.ok(res.headers.get('retry-after'), `${action} names a Retry-After`);
+      }
+    } finally {
+      await cut.close();
+    }
+  });
 });

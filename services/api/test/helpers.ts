@@ -59,6 +59,8 @@ export interface InProcessApi {
   api: TasklineApi;
   running: RunningServer;
   base: string;
+  /** The api's own connection (a test may close it: Redis unavailable to this api alone). */
+  redis: Redis;
   close(): Promise<void>;
 }
 
@@ -75,6 +77,7 @@ export async function startApi(
     api,
     running,
     base: `http://127.0.0.1:${running.port}`,
+    redis,
     async close() {
       await running.shutdown(2000, 100);
       api.hub.close();
