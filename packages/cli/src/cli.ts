@@ -17,7 +17,6 @@ import { DEFAULTS } from '@taskline/config';
 import { DEFAULT_RETRIES, resolveConfig, UsageError, type CliConfig } from './config.js';
 import { describeError, EXIT, exitForStatus } from './exit.js';
 import type { CliIo } from './io.js';
-import { runKeys } from './keys.js';
 import { DEFAULT_STATE_RETENTION_S, SqliteTaskIdStore } from './sqlite-store.js';
 
 export const USAGE = `usage: taskline [options] <command>
@@ -136,7 +135,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       io.env,
     );
     const [group, sub, ...rest] = positionals;
-    if (group === 'keys') return await runKeys(sub, rest, values, config, io);
+    // Imported on use: key management needs a Redis client the task commands never load.
+    if (group === 'keys') return await (await import('./keys.js')).runKeys(sub, rest, values, config, io);
     store = openStore(config);
     const client = new LmspClient({
       baseUrl: config.url,

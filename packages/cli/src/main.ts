@@ -1,12 +1,16 @@
 // The `taskline` binary's entry: runs one command with the process's stdio and exits with its code.
 import { exitOnStartFailure } from '@taskline/log';
-import { runToolWorker } from '@taskline/tool-worker';
 import { runCli } from './cli.js';
 import { EXIT } from './exit.js';
 
 // `taskline tool-worker --module <path>` is the tool-worker service itself: it runs until drained.
+// Imported only for that command: the tool worker (BullMQ, the MCP SDKs, tracing) cost every other
+// command about a second of CPU at start.
 if (process.argv[2] === 'tool-worker') {
-  exitOnStartFailure('tool-worker', () => runToolWorker(process.argv.slice(3), process.env));
+  exitOnStartFailure('tool-worker', async () => {
+    const { runToolWorker } = await import('@taskline/tool-worker');
+    return runToolWorker(process.argv.slice(3), process.env);
+  });
 } else {
   runCommand();
 }

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
 import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
@@ -107,7 +108,7 @@ describe('taskline CLI against a running stack', () => {
     assert.ok(full.startsWith(before), 'what run printed is the start of the response');
     assert.ok(full.endsWith(after), 'resume printed the rest');
     assert.ok(before.length + after.length >= full.length, 'nothing in between was lost');
-    assert.ok(after.length > 0);
+    assert.ok(after.length > 0, 'after.length > 0');
 
     const again = await finished(['tasks', 'resume'], { TASKLINE_STATE: state });
     assert.equal(again.code, EXIT.ok);
@@ -341,5 +342,22 @@ describe('taskline CLI against a running stack', () => {
       TASKLINE_URL: 'http://127.0.0.1:2',
     });
     assert.equal(flagged.code, EXIT.notFound, 'the flag URL overrides the environment and the file');
+  });
+
+  test('a task command loads neither the tool worker nor a Redis client (a second of CPU each start)', async () => {
+    const loaded = join(ctx.dir, 'loaded.txt');
+    writeFileSync(loaded, '');
+    const r = await finished(['tasks', 'get', 'task_doesnotexist'], {
+      NODE_OPTIONS: `--import ${fileURLToPath(new URL('./loaded-modules.mjs', import.meta.url))}`,
+      TASKLINE_LOADED: loaded,
+    });
+    assert.equal(r.code, EXIT.notFound, r.stderr);
+    const urls = readFileSync(loaded, 'utf8').split('\n');
+    assert.ok(
+      urls.some((u) => u.includes('/packages/client/')),
+      'the hook saw the client load',
+    );
+    const heavy = urls.filter((u) => /\/tool-worker\/|\/(ioredis|bullmq)\//.test(u));
+    assert.deepEqual(heavy, []);
   });
 });

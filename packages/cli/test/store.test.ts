@@ -106,7 +106,7 @@ test('finished entries go after the retention, prompts once their task exists, b
   const file = readFileSync(path).toString('latin1');
   for (const gone of ['PROMPT-EXPIRED', 'PROMPT-RECENT', 'PROMPT-RUNNING'])
     assert.ok(!file.includes(gone), `${gone} is not left in the file's free space`);
-  assert.ok(file.includes('PROMPT-UNANSWERED'));
+  assert.ok(file.includes('PROMPT-UNANSWERED'), "file.includes('PROMPT-UNANSWERED')");
 
   const zero = new SqliteTaskIdStore(path, { retentionS: 0 });
   assert.equal(zero.get('recent', A), null, '0: finished entries go when the store is next opened');
