@@ -14,7 +14,7 @@ import { startApi, type Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import { EngineStack } from '@taskline/test-support/engine-stack';
 import { until } from '@taskline/testing';
-import { KEY_A, TOOLS_ENV, toolWorker } from './helpers.js';
+import { KEY_A, LONG_LEASE, TOOLS_ENV, toolWorker } from './helpers.js';
 
 const PUBLIC_URL = 'https://taskline.test';
 const ENV = {
@@ -101,7 +101,7 @@ describe('a tool awaiting a callback', () => {
     await cluster.waitFor(b, 'parked', (t) => t.status === 'input_required');
 
     await first.kill('SIGKILL');
-    const second = await toolWorker(cluster, 'callbacks.ts', sink());
+    const second = await toolWorker(cluster, 'callbacks.ts', { ...sink(), ...LONG_LEASE });
     try {
       const taken = await post(jobA.url, JSON.stringify({ ok: true, artifact: 'a.tar' }));
       assert.equal(taken.status, 200, JSON.stringify(taken.body));

@@ -158,7 +158,10 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
   });
 
   it('withdraws a tool the upstream stops listing (notifications/tools/list_changed)', async () => {
-    assert.ok((await list2026(api.url, KEY_A)).includes('bad_hang'));
+    assert.ok(
+      (await list2026(api.url, KEY_A)).includes('bad_hang'),
+      "(await list2026(api.url, KEY_A)).includes('bad_hang')",
+    );
     assert.equal((await ended('bad_shrink')).task.status, 'succeeded');
     await until(
       'bad_hang withdrawn',

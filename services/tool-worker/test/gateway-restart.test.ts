@@ -13,7 +13,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import type { OnRestart } from '@taskline/tool-sdk';
-import { KEY_A, startOneApiToolStack } from './helpers.js';
+import { KEY_A, LONG_LEASE, startOneApiToolStack } from './helpers.js';
 import { FLAKY, gatewayWorker, textOf } from './upstreams.js';
 
 describe('gateway on_restart policies after a SIGKILL during an upstream call', () => {
@@ -64,7 +64,7 @@ describe('gateway on_restart policies after a SIGKILL during an upstream call', 
         10_000,
       );
       await first.kill('SIGKILL');
-      const second = await gatewayWorker(cluster, upstreams());
+      const second = await gatewayWorker(cluster, upstreams(), LONG_LEASE);
       try {
         const task = await cluster.waitForEnd(id, 30_000);
         const reasons = (await cluster.events(id)).map((e) => e.reason).filter((r) => r !== undefined);

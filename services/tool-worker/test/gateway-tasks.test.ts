@@ -22,7 +22,7 @@ import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextproto
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { OnRestart } from '@taskline/tool-sdk';
 import { until } from '@taskline/testing';
-import { KEY_A, startOneApiToolStack } from './helpers.js';
+import { KEY_A, LONG_LEASE, startOneApiToolStack } from './helpers.js';
 import {
   EVERYTHING,
   everythingOverHttp,
@@ -97,6 +97,8 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
       onRestart: 'resume',
     },
   ];
+  /** Every worker but the crash tests' first (to be lost) holds a long lease: these tests count calls. */
+  const steadyWorker = (configs: object[] = upstreams()) => gatewayWorker(cluster, configs, LONG_LEASE);
   before(async () => {
     ({ cluster, api } = await startOneApiToolStack());
     http = await everythingOverHttp();
@@ -121,7 +123,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
   }
 
   it('follows the upstream task to its result, relaying its status messages', async () => {
-    const worker = await gatewayWorker(cluster, upstreams());
+    const worker = await steadyWorker();
     try {
       const before = proxy.calls();
       const id = await research('tides');
@@ -149,7 +151,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
     const id = await research(topic, ambiguous);
     await cluster.waitFor(id, 'upstream task under way', (t) => t.statusMessage === shown, 15_000);
     await first.kill('SIGKILL');
-    return { id, before, second: await gatewayWorker(cluster, upstreams()) };
+    return { id, before, second: await steadyWorker() };
   }
 
   it('re-attaches after a SIGKILL instead of calling again (resume): one upstream tools/call', async () => {
@@ -165,6 +167,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
         second.logs.some(
           (l) => l.msg === 'upstream_task_reattached' || l.event === 'upstream_task_reattached',
         ),
+        "second.logs.some((l) => l.msg === 'upstream_task_reattached' || l.event === 'upstream_task_reattached')",
       );
     } finally {
       await second.kill('SIGTERM');
@@ -188,15 +191,17 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
   });
 
   it('gives up a question nobody answers within timeoutMs: the upstream task is cancelled, not left behind', async () => {
-    const worker = await gatewayWorker(cluster, [{ ...upstreams()[0], timeoutMs: 6000 }]);
+    const worker = await steadyWorker([{ ...upstreams()[0], timeoutMs: 6000 }]);
     try {
       const before = proxy.calls('tasks/cancel');
       const taskId = await research('tides', true);
       await untilInputRequired(api.url, KEY_A, taskId, 20_000);
+      // The worker gives it up on its own timer, 6 s after the park, then cancels upstream: a wait
+      // of 20 s ran out once on a fully loaded CI host, so it gets the 60 s an SDK request gets here.
       await until(
         'the parked question given up upstream',
         async () => proxy.calls('tasks/cancel') > before || undefined,
-        20_000,
+        60_000,
       );
       // The Taskline task still waits for its caller: its own input deadline applies.
       assert.equal((await cluster.store.get(taskId))?.status, 'input_required');
@@ -206,7 +211,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
   });
 
   it('relays the research clarification to an SDK v1 client (2025-11-25 flow) and back upstream', async () => {
-    const worker = await gatewayWorker(cluster, upstreams());
+    const worker = await steadyWorker();
     const client = new V1Client(
       { name: 'gateway-test', version: '1.0.0' },
       { capabilities: { elicitation: {}, tasks: { list: {}, cancel: {} } } },
@@ -242,7 +247,7 @@ describe('a task-capable upstream: followed, and re-attached after a crash', () 
   });
 
   it('relays the research clarification to the ext-tasks requester on SDK v2 (2026-07-28 tasks/update)', async () => {
-    const worker = await gatewayWorker(cluster, upstreams());
+    const worker = await steadyWorker();
     const asked: unknown[] = [];
     const session = await requester2026(api.url, KEY_A, async (request) => {
       asked.push(request.params?.message);
@@ -365,7 +370,10 @@ describe('a task-capable upstream over stdio: its task dies with the child, on_r
       );
       const task = await clarify(cluster, api.url, taskId, 'snake');
       assert.match(textOf(task.result), /# Research Report: python \(snake\)/);
-      assert.ok(worker.logs.some((l) => l.msg === 'upstream_task_lost'));
+      assert.ok(
+        worker.logs.some((l) => l.msg === 'upstream_task_lost'),
+        "worker.logs.some((l) => l.msg === 'upstream_task_lost')",
+      );
     } finally {
       await worker.kill('SIGTERM');
     }

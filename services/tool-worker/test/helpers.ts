@@ -19,6 +19,13 @@ export const TOOLS_ENV = {
   TASKLINE_TOOL_LIST_CACHE_MS: '200',
 };
 
+/**
+ * Env for a worker no test kills, such as the one that takes over after a kill. The stack's lease
+ * is a second, so that a killed worker's attempt is found quickly; a loaded host that stalls a
+ * worker past it starts another attempt, which tests that count attempts or calls read as a defect.
+ */
+export const LONG_LEASE = { TASKLINE_LEASE_MS: '10000' };
+
 export async function startToolStack(replicas: number): Promise<{ cluster: EngineStack; apis: Replica[] }> {
   const cluster = await EngineStack.start({ env: TOOLS_ENV });
   const apis: Replica[] = [];

@@ -55,7 +55,7 @@ describe('a tool module with its own copies of the SDK and zod', () => {
   it("its ToolFailure is the runtime's ToolFailure (the task fails, it is no isError result)", async () => {
     const thrown = await tools[0]!.run({ reason: 'no' }, {} as never).catch((err: unknown) => err);
     assert.ok(!(thrown instanceof Error && thrown.constructor === ToolFailure), 'a separate copy');
-    assert.ok(thrown instanceof ToolFailure);
-    assert.ok(!(new Error('no') instanceof ToolFailure));
+    assert.ok(thrown instanceof ToolFailure, 'thrown instanceof ToolFailure');
+    assert.ok(!(new Error('no') instanceof ToolFailure), "!(new Error('no') instanceof ToolFailure)");
   });
 });

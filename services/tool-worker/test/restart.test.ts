@@ -10,7 +10,7 @@ import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
 import { rpc } from '@taskline/test-support/mcp';
 import type { OnRestart } from '@taskline/tool-sdk';
-import { KEY_A, startOneApiToolStack, toolWorker } from './helpers.js';
+import { KEY_A, LONG_LEASE, startOneApiToolStack, toolWorker } from './helpers.js';
 
 const COUNT = 6;
 
@@ -50,7 +50,7 @@ describe('tool on_restart policies after a crash and a drain past its deadline',
     assert.ok(id, JSON.stringify(call.message));
     await cluster.waitFor(id, 'step 2 started', (t) => /step 2$/.test(t.statusMessage ?? ''), 20_000);
     await first.kill(signal);
-    const second = await toolWorker(cluster, 'steps.ts');
+    const second = await toolWorker(cluster, 'steps.ts', LONG_LEASE);
     try {
       const task = await cluster.waitForEnd(id, 30_000);
       const reasons = (await cluster.events(id)).map((e) => e.reason).filter((r) => r !== undefined);

@@ -61,9 +61,16 @@ describe('a private tool and another tenant', () => {
   it('is invisible and unreachable to the other tenant, answered exactly as an unknown tool', async () => {
     const init = await post2025(api.url, KEY_B, initializeRequest('2025-11-25'));
     const session = init.headers.get('mcp-session-id')!;
-    assert.ok(session);
+    assert.ok(session, 'session');
     const before2026 = await call2026(api.url, KEY_B);
     const before2025 = await call2025(api.url, KEY_B, session);
+    /** The other tenant lists no such tool and, calling it, gets what an unknown tool gets. */
+    const unseenByB = async () => {
+      assert.ok(!(await list2026(api.url, KEY_B)).includes('private_echo'), 'listed to B on 2026-07-28');
+      assert.ok(!(await list2025(api.url, KEY_B)).includes('private_echo'), 'listed to B on 2025-11-25');
+      assert.equal(await call2026(api.url, KEY_B), before2026);
+      assert.equal(await call2025(api.url, KEY_B, session), before2025);
+    };
     // What an unknown tool gets: the SDKs' "not found" (an error, on either era), no task made.
     assert.match(before2026, /Tool private_echo not found/);
     assert.match(before2025, /Tool private_echo not found/);
@@ -74,28 +81,31 @@ describe('a private tool and another tenant', () => {
       async () => ((await list2026(api.url, KEY_A)).includes('private_echo') ? true : undefined),
       5000,
     );
-    assert.ok((await list2025(api.url, KEY_A)).includes('private_echo'));
+    assert.ok(
+      (await list2025(api.url, KEY_A)).includes('private_echo'),
+      "(await list2025(api.url, KEY_A)).includes('private_echo')",
+    );
     const own = await rpc(api.url, 'tools/call', CALL, { token: KEY_A, tasks: false });
     assert.deepEqual(own.message.result?.content, [{ type: 'text', text: 'hello' }]);
 
-    assert.ok(!(await list2026(api.url, KEY_B)).includes('private_echo'));
-    assert.ok(!(await list2025(api.url, KEY_B)).includes('private_echo'));
-    assert.equal(await call2026(api.url, KEY_B), before2026);
-    assert.equal(await call2025(api.url, KEY_B, session), before2025);
+    await unseenByB();
     await worker.kill('SIGTERM');
 
     // Its pool at zero: still its tenant's (listed, a call queues), still nobody else's.
     await until('no live worker left', async () =>
       (await new LiveTools(cluster.store.redis, { cacheMs: 0 }).workers()).length === 0 ? true : undefined,
     );
-    assert.ok((await list2026(api.url, KEY_A)).includes('private_echo'));
-    assert.ok((await list2025(api.url, KEY_A)).includes('private_echo'));
+    assert.ok(
+      (await list2026(api.url, KEY_A)).includes('private_echo'),
+      "(await list2026(api.url, KEY_A)).includes('private_echo')",
+    );
+    assert.ok(
+      (await list2025(api.url, KEY_A)).includes('private_echo'),
+      "(await list2025(api.url, KEY_A)).includes('private_echo')",
+    );
     const queued = await rpc(api.url, 'tools/call', CALL, { token: KEY_A });
     const id = queued.message.result?.taskId as string;
     assert.equal((await cluster.store.get(id))?.status, 'queued', JSON.stringify(queued.message));
-    assert.ok(!(await list2026(api.url, KEY_B)).includes('private_echo'));
-    assert.ok(!(await list2025(api.url, KEY_B)).includes('private_echo'));
-    assert.equal(await call2026(api.url, KEY_B), before2026);
-    assert.equal(await call2025(api.url, KEY_B, session), before2025);
+    await unseenByB();
   });
 });
