@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { SERVICE_NODE } from '@taskline/testing';
 
 /** A TypeScript helper process (bullmq-worker.ts, fanout-writer.ts) with an IPC channel. */
 export interface Child {
@@ -12,6 +13,8 @@ export interface Child {
 
 export async function forkChild(file: string, env: Record<string, string>): Promise<Child> {
   const proc = fork(fileURLToPath(new URL(file, import.meta.url)), [], {
+    // The Node.js Taskline's services run on (SERVICE_NODE), so a baseline is compared on the same runtime.
+    execPath: SERVICE_NODE,
     execArgv: ['--import', 'tsx'],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -50,7 +50,7 @@ export interface PeerResult {
   commandsRatio: number;
   ttftP50Ratio: number;
   ttftP99Ratio: number;
-  /** Taskline's commands/s per streaming task above a one-token task's, long generations at each concurrency. */
+  /** Taskline's commands/s per streaming task and per token above a one-token task's, long generations at each concurrency. */
   streaming: StreamingCommands[];
 }
 
@@ -60,6 +60,8 @@ export interface StreamingCommands {
   /** Median time from a task's first delta to its end. */
   streamingMs: number;
   commandsPerS: number;
+  /** Commands per generated token above a one-token task's, at full decode speed. */
+  commandsPerToken: number;
 }
 
 /** The peer's two processes, started on the benchmark's Redis. */
@@ -213,11 +215,14 @@ async function streamingCommands(
   const one = await burst(1);
   const full = await burst(long.maxOutputTokens);
   const streamingMs = summarize(full.gens.map((g) => g.finalAt - g.firstDeltaAt)).p50;
+  const tokensPerTask = full.gens.reduce((n, g) => n + g.outputTokens, 0) / full.gens.length;
+  const extra = full.perTask - one.perTask;
   return {
     concurrency: c,
-    tokensPerTask: round(full.gens.reduce((n, g) => n + g.outputTokens, 0) / full.gens.length, 1),
+    tokensPerTask: round(tokensPerTask, 1),
     streamingMs: round(streamingMs, 1),
-    commandsPerS: round(((full.perTask - one.perTask) * 1000) / streamingMs, 1),
+    commandsPerS: round((extra * 1000) / streamingMs, 1),
+    commandsPerToken: round(extra / Math.max(1, tokensPerTask - 1), 3),
   };
 }
 
