@@ -83,7 +83,21 @@ ALONE=(
   services/scheduler/test/webhooks-crash.test.ts
 )
 
-for file in "${UNIT[@]}" "${ALONE[@]}"; do
+# The parallel tier's longest files (the 8 slowest of a fresh-clone run, 30-150 s each, the rest
+# under 30), started first: started last in name order, one of them alone at the end kept a core
+# idle for a minute.
+SLOW_FIRST=(
+  packages/cli/test/cli.test.ts
+  services/tool-worker/test/gateway-tasks.test.ts
+  packages/mcp/test/taskIndex.test.ts
+  packages/client/test/lmsp.test.ts
+  packages/mcp/test/legacy.test.ts
+  packages/tracing/test/traces.test.ts
+  packages/client/test/mcp.test.ts
+  packages/tools/test/capacity.test.ts
+)
+
+for file in "${UNIT[@]}" "${ALONE[@]}" "${SLOW_FIRST[@]}"; do
   [ -f "$file" ] || { echo "scripts/test-tiers.sh lists $file, which does not exist" >&2; exit 1; }
 done
 
@@ -100,22 +114,29 @@ run_tests() {
   local times
   times=$(mktemp)
   local rc=0
+  local started=$SECONDS
   TASKLINE_TEST_TIMES=$times node --import tsx --test --test-force-exit "${flags[@]}" \
     --test-reporter=tap --test-reporter-destination=stdout \
     --test-reporter=./scripts/test-times.mjs --test-reporter-destination=/dev/null "$@" || rc=$?
-  echo "# file times (s), the 20 slowest of $# files"
-  awk -F'\t' '{ s[$2] += $1 } END { for (f in s) printf "%7.1f  %s\n", s[f] / 1000, f }' "$times" | sort -rn | head -n 20
+  echo "# $# files in $((SECONDS - started)) s; file times (s), the 20 slowest"
+  # sed, not head: head exits after 20 lines and sort's SIGPIPE fails the run under pipefail.
+  awk -F'\t' '{ s[$2] += $1 } END { for (f in s) printf "%7.1f  %s\n", s[f] / 1000, f }' "$times" | sort -rn | sed -n 1,20p
   rm -f "$times"
   return "$rc"
 }
 
-# Prints the test files of one tier (unit, parallel or alone), one a line, sorted.
+# Prints the test files of one tier (unit, parallel or alone), one a line: sorted, but the
+# parallel tier's SLOW_FIRST files first.
 tier_files() {
   local all
   all=$(find packages services examples test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
   case "$1" in
     unit) printf '%s\n' "${UNIT[@]}" | sort ;;
     alone) printf '%s\n' "${ALONE[@]}" | sort ;;
-    parallel) comm -23 <(echo "$all") <(printf '%s\n' "${UNIT[@]}" "${ALONE[@]}" | sort) ;;
+    parallel)
+      local rest
+      rest=$(comm -23 <(echo "$all") <(printf '%s\n' "${UNIT[@]}" "${ALONE[@]}" "${SLOW_FIRST[@]}" | sort))
+      printf '%s\n' "${SLOW_FIRST[@]}" "$rest"
+      ;;
   esac
 }

@@ -82,7 +82,10 @@ test('compose: every published port is on this machine only', () => {
   const published = Object.entries(compose.services).flatMap(([name, s]) =>
     (s.ports ?? []).map((p) => [name, p] as const),
   );
-  assert.ok(published.some(([name]) => name === 'grafana'));
+  assert.ok(
+    published.some(([name]) => name === 'grafana'),
+    "published.some(([name]) => name === 'grafana')",
+  );
   for (const [name, port] of published) assert.match(port, /^127\.0\.0\.1:\d+:\d+$/, `${name}: ${port}`);
 });
 

@@ -48,7 +48,10 @@ test('the Ingress, HTTPRoute and test hook render and validate against their sch
 
 test('neither the Ingress nor the HTTPRoute renders by default; an HTTPRoute without a Gateway fails', () => {
   const kinds = render().map((m) => m.kind);
-  assert.ok(!kinds.includes('Ingress') && !kinds.includes('HTTPRoute'));
+  assert.ok(
+    !kinds.includes('Ingress') && !kinds.includes('HTTPRoute'),
+    "!kinds.includes('Ingress') && !kinds.includes('HTTPRoute')",
+  );
   assert.throws(
     () => render({ set: { 'httpRoute.enabled': 'true' } }),
     /httpRoute\.parentRefs must name the Gateway/,
@@ -102,7 +105,10 @@ test('the api Service takes its type and annotations; metrics never ride a Servi
     svc.spec.ports.map((p) => p.name),
     ['http'],
   );
-  assert.ok(Object.keys(svc.metadata.annotations ?? {}).some((k) => k.includes('aws-load-balancer-type')));
+  assert.ok(
+    Object.keys(svc.metadata.annotations ?? {}).some((k) => k.includes('aws-load-balancer-type')),
+    "Object.keys(svc.metadata.annotations ?? {}).some((k) => k.includes('aws-load-balancer-type'))",
+  );
   const metrics = find<Manifest & { spec: { type?: string } }>(ms, 'Service', 'taskline-api-metrics');
   assert.equal(metrics.spec.type, undefined, 'ClusterIP');
   const plain = find<Manifest & { spec: { type: string } }>(render(), 'Service', 'taskline-api');
@@ -133,6 +139,7 @@ test('the helm test hook runs the flow script with a tenant key, and is a test h
   for (const step of ['/lmsp/v1/tasks', '/events', '/cancel']) assert.ok(script!.includes(step), step);
   assert.ok(
     !render({ set: { 'tests.enabled': 'false' } }).some((m) => m.metadata.name === 'taskline-test-flow'),
+    "!render({ set: { 'tests.enabled': 'false' } }).some((m) => m.metadata.name === 'taskline-test-flow')",
   );
 });
 
@@ -162,7 +169,7 @@ test("the chart's generated control-plane credential works: TLS to the scheduler
   const secret = Object.fromEntries(
     Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]),
   );
-  assert.ok(secret.token!.length >= 32);
+  assert.ok(secret.token!.length >= 32, 'secret.token!.length >= 32');
   const cert = new X509Certificate(secret['tls.crt']!);
   assert.ok(cert.verify(new X509Certificate(secret['ca.crt']!).publicKey), 'signed by the CA');
   assert.equal(cert.checkHost('taskline-scheduler'), 'taskline-scheduler');
@@ -204,13 +211,19 @@ test('controlPlane.tls.enabled false says plaintext out loud; existing Secrets a
   const theirs = render({
     set: { 'controlPlane.existingTokenSecret': 'my-token', 'controlPlane.tls.existingSecret': 'my-tls' },
   });
-  assert.ok(!theirs.some((m) => m.kind === 'Secret' && m.metadata.name === 'taskline-control'));
+  assert.ok(
+    !theirs.some((m) => m.kind === 'Secret' && m.metadata.name === 'taskline-control'),
+    "!theirs.some((m) => m.kind === 'Secret' && m.metadata.name === 'taskline-control')",
+  );
   const worker = pod(theirs, 'Deployment', 'taskline-gpu-worker');
   assert.equal(
     env(worker.containers[0]!, 'TASKLINE_CONTROL_TOKEN')?.valueFrom?.secretKeyRef?.name,
     'my-token',
   );
-  assert.ok(JSON.stringify(worker.volumes).includes('"secretName":"my-tls"'));
+  assert.ok(
+    JSON.stringify(worker.volumes).includes('"secretName":"my-tls"'),
+    'JSON.stringify(worker.volumes).includes(\'"secretName":"my-tls"\')',
+  );
 });
 
 test('Chart.yaml carries the metadata a chart registry reads', () => {

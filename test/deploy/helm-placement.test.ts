@@ -77,8 +77,14 @@ test('the GPU node label is configurable, and each component can turn avoidance 
   });
   for (const [kind, name] of CPU_PODS) assert.equal(terms(affinity(off, kind, name)).length, 0, name);
   // The scheduler keeps its default spread over nodes either way.
-  assert.ok(affinity(off, 'Deployment', 'taskline-scheduler')?.podAntiAffinity);
-  assert.ok(affinity(render(), 'Deployment', 'taskline-scheduler')?.podAntiAffinity);
+  assert.ok(
+    affinity(off, 'Deployment', 'taskline-scheduler')?.podAntiAffinity,
+    "affinity(off, 'Deployment', 'taskline-scheduler')?.podAntiAffinity",
+  );
+  assert.ok(
+    affinity(render(), 'Deployment', 'taskline-scheduler')?.podAntiAffinity,
+    "affinity(render(), 'Deployment', 'taskline-scheduler')?.podAntiAffinity",
+  );
   assert.throws(() => render({ set: { 'api.avoidGpuNodes': 'maybe' } }), /schema|specifications/);
   assert.throws(() => render({ set: { 'gpuNodeLabel.key': '' } }), /schema|specifications/);
 });

@@ -13,9 +13,12 @@ test('probes, preStop sleep and grace periods follow the shutdown and drain dead
   assert.deepEqual(api.containers[0]!.readinessProbe?.httpGet, { path: '/readyz', port: 'http' });
   assert.deepEqual(api.containers[0]!.livenessProbe?.httpGet, { path: '/healthz', port: 'http' });
   const sleep = api.containers[0]!.lifecycle?.preStop?.sleep?.seconds ?? 0;
-  assert.ok(sleep > 0);
+  assert.ok(sleep > 0, 'sleep > 0');
   const shutdown = Number(env(api.containers[0]!, 'TASKLINE_SHUTDOWN_DEADLINE_MS')?.value) / 1000;
-  assert.ok(api.terminationGracePeriodSeconds! > sleep + shutdown);
+  assert.ok(
+    api.terminationGracePeriodSeconds! > sleep + shutdown,
+    'api.terminationGracePeriodSeconds! > sleep + shutdown',
+  );
   for (const name of ['taskline-scheduler', 'taskline-gpu-worker']) {
     const c = pod(ms, 'Deployment', name).containers[0]!;
     assert.ok(c.livenessProbe, `${name} liveness`);
@@ -53,23 +56,32 @@ test('bundled Redis: AOF as durability says, a password, noeviction and room for
     assert.equal(arg('--appendfsync'), durability);
     assert.equal(arg('--maxmemory-policy'), 'noeviction');
     assert.equal(arg('--requirepass'), '$(REDIS_PASSWORD)');
-    assert.ok(toBytes(arg('--maxmemory')!) * 2 <= toBytes(String(redis.resources!.limits!.memory)));
+    assert.ok(
+      toBytes(arg('--maxmemory')!) * 2 <= toBytes(String(redis.resources!.limits!.memory)),
+      "toBytes(arg('--maxmemory')!) * 2 <= toBytes(String(redis.resources!.limits!.memory))",
+    );
     for (const [kind, name] of WORKLOADS) {
       const c = pod(ms, kind, name).containers[0]!;
       assert.equal(env(c, 'TASKLINE_DURABILITY')?.value, durability);
       assert.match(env(c, 'REDIS_URL')?.value ?? '', /^redis:\/\/:\$\(REDIS_PASSWORD\)@taskline-redis:6379$/);
-      assert.ok(env(c, 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef);
+      assert.ok(
+        env(c, 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef,
+        "env(c, 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef",
+      );
     }
   }
   const secret = find<{ stringData: { password: string } }>(render(), 'Secret', 'taskline-redis');
-  assert.ok(secret.stringData.password.length >= 32);
+  assert.ok(secret.stringData.password.length >= 32, 'secret.stringData.password.length >= 32');
 });
 
 test('metrics are served on their own port, scraped there only, and reachable only by the scraper', () => {
   const ms = render();
   const api = pod(ms, 'Deployment', 'taskline-api').containers[0]!;
   assert.equal(env(api, 'TASKLINE_METRICS_PORT')?.value, '9464');
-  assert.ok(api.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9464));
+  assert.ok(
+    api.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9464),
+    "api.ports?.some((p) => p.name === 'metrics' && p.containerPort === 9464)",
+  );
   const sm = find<{ spec: { endpoints: { port: string; honorLabels?: boolean }[] } }>(
     ms,
     'ServiceMonitor',
@@ -126,7 +138,10 @@ test('every object carries the standard labels; names follow the fullname helper
     named.every((m) => m.metadata.name.startsWith('tl')),
     'fullnameOverride',
   );
-  assert.ok(render({ release: 'prod' }).every((m) => m.metadata.name.startsWith('prod-taskline')));
+  assert.ok(
+    render({ release: 'prod' }).every((m) => m.metadata.name.startsWith('prod-taskline')),
+    "render({ release: 'prod' }).every((m) => m.metadata.name.startsWith('prod-taskline'))",
+  );
 });
 
 test('pods take pull secrets, annotations, affinity, spread, priority and runtime classes, and mount no token', () => {
@@ -147,7 +162,10 @@ test('pods take pull secrets, annotations, affinity, spread, priority and runtim
     assert.equal(find<Workload>(ms, kind, name).spec.template.metadata.annotations.a, 'b');
   }
   assert.equal(pod(ms, 'Deployment', 'taskline-api').priorityClassName, 'high');
-  assert.ok(pod(ms, 'Deployment', 'taskline-gpu-worker').topologySpreadConstraints);
+  assert.ok(
+    pod(ms, 'Deployment', 'taskline-gpu-worker').topologySpreadConstraints,
+    "pod(ms, 'Deployment', 'taskline-gpu-worker').topologySpreadConstraints",
+  );
   assert.equal(
     find<{ automountServiceAccountToken: boolean }>(ms, 'ServiceAccount', 'taskline')
       .automountServiceAccountToken,

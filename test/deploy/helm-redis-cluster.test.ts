@@ -44,6 +44,7 @@ test('cluster mode runs 6 cluster-enabled Redis pods with AOF fsynced always, on
   assert.equal(arg('--masterauth'), '$(REDIS_PASSWORD)', 'replicas authenticate to their primary');
   assert.ok(
     sts.spec.template.spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution,
+    'sts.spec.template.spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution',
   );
   const svc = find<{
     spec: { clusterIP: string; publishNotReadyAddresses: boolean; ports: { port: number }[] };

@@ -51,7 +51,10 @@ test('a gateway pool gets its upstreams as TASKLINE_UPSTREAMS, credentials only 
     authorization: { env: 'EVERYTHING_AUTHORIZATION' },
   });
   const envFrom = (gateway as unknown as { envFrom: Record<string, { name: string }>[] }).envFrom;
-  assert.ok(envFrom.some((e) => e.secretRef?.name === 'mcp-everything-token'));
+  assert.ok(
+    envFrom.some((e) => e.secretRef?.name === 'mcp-everything-token'),
+    "envFrom.some((e) => e.secretRef?.name === 'mcp-everything-token')",
+  );
   const ci = pod(ms, 'Deployment', 'taskline-tool-ci').containers[0]!;
   assert.equal(env(ci, 'TASKLINE_UPSTREAMS'), undefined);
 });
@@ -78,10 +81,13 @@ test('image, tenants, concurrency, env and Secrets reach the pool; the scheduler
   assert.equal(env(imports, 'TASKLINE_TOOL_TENANTS')?.value, 'acme');
   assert.equal(env(imports, 'TASKLINE_TOOL_CONCURRENCY')?.value, '4');
   const envFrom = (imports as unknown as { envFrom: Record<string, { name: string }>[] }).envFrom;
-  assert.ok(envFrom.some((e) => e.secretRef?.name === 'warehouse-credentials'));
+  assert.ok(
+    envFrom.some((e) => e.secretRef?.name === 'warehouse-credentials'),
+    "envFrom.some((e) => e.secretRef?.name === 'warehouse-credentials')",
+  );
   for (const c of [ci, imports]) {
     assert.equal(env(c, 'TASKLINE_SCHEDULER_ADDR')?.value, 'taskline-scheduler:7070');
-    assert.ok(env(c, 'REDIS_URL'));
+    assert.ok(env(c, 'REDIS_URL'), "env(c, 'REDIS_URL')");
     assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 9464 }]);
     // The image's ENTRYPOINT runs the tool worker unless the pool says otherwise.
     assert.equal((c as { command?: string[] }).command, undefined);
@@ -105,14 +111,17 @@ test("a pool's keys replace the defaults one by one; false and 0 are kept, not t
   const ms = withPools({ 'toolWorkers[1].autoscaling.enabled': 'false', 'toolWorkers[1].replicas': '0' });
   const imports = find<Workload>(ms, 'Deployment', 'taskline-tool-imports');
   assert.equal(imports.spec.replicas, 0);
-  assert.ok(!ms.some((m) => m.kind === 'ScaledObject' && m.metadata.name === 'taskline-tool-imports'));
+  assert.ok(
+    !ms.some((m) => m.kind === 'ScaledObject' && m.metadata.name === 'taskline-tool-imports'),
+    "!ms.some((m) => m.kind === 'ScaledObject' && m.metadata.name === 'taskline-tool-imports')",
+  );
   const so = find<Manifest & { spec: Record<string, number> }>(ms, 'ScaledObject', 'taskline-tool-ci');
   // maxReplicas from the pool, the rest from toolWorkerDefaults.autoscaling.
   assert.deepEqual([so.spec.minReplicaCount, so.spec.maxReplicaCount, so.spec.cooldownPeriod], [0, 4, 300]);
   // Without KEDA's CRD, a fixed count.
   const noKeda = render({ files: [EXAMPLE], apiVersions: [] });
   assert.equal(find<Workload>(noKeda, 'Deployment', 'taskline-tool-ci').spec.replicas, 1);
-  assert.ok(!noKeda.some((m) => m.kind === 'ScaledObject'));
+  assert.ok(!noKeda.some((m) => m.kind === 'ScaledObject'), "!noKeda.some((m) => m.kind === 'ScaledObject')");
 });
 
 test("KEDA scales each pool from zero by default, on its own tools' queues alone", () => {
@@ -163,19 +172,27 @@ test('tool workers reach the scheduler and Redis, and only the scraper reaches t
     control.spec.ingress[0]!.from.some(
       (f) => f.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'tool-worker',
     ),
+    "control.spec.ingress[0]!.from.some((f) => f.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'tool-worker')",
   );
   const redis = find<Policy>(ms, 'NetworkPolicy', 'taskline-redis');
   assert.ok(
     redis.spec.ingress[0]!.from[0]!.podSelector!.matchExpressions![0]!.values.includes('tool-worker'),
+    "redis.spec.ingress[0]!.from[0]!.podSelector!.matchExpressions![0]!.values.includes('tool-worker')",
   );
   const metrics = find<Policy>(ms, 'NetworkPolicy', 'taskline-metrics');
-  assert.ok(metrics.spec.podSelector.matchExpressions![0]!.values.includes('tool-worker'));
+  assert.ok(
+    metrics.spec.podSelector.matchExpressions![0]!.values.includes('tool-worker'),
+    "metrics.spec.podSelector.matchExpressions![0]!.values.includes('tool-worker')",
+  );
   const sm = find<Manifest & { spec: { selector: { matchExpressions: { values: string[] }[] } } }>(
     ms,
     'ServiceMonitor',
     'taskline',
   );
-  assert.ok(sm.spec.selector.matchExpressions[0]!.values.includes('tool-worker'));
+  assert.ok(
+    sm.spec.selector.matchExpressions[0]!.values.includes('tool-worker'),
+    "sm.spec.selector.matchExpressions[0]!.values.includes('tool-worker')",
+  );
 });
 
 test('refused at render: a pool without image or tools, a bad name, TASKLINE_ or REDIS_ env, a name too long', () => {

@@ -124,11 +124,14 @@ test('the GPU pool example loads its models through an init container into /mode
   assert.equal(spec.runtimeClassName, 'nvidia');
   const init = spec.initContainers?.[0];
   assert.ok(init, 'an init container');
-  assert.ok(init.image.includes('models'));
+  assert.ok(init.image.includes('models'), "init.image.includes('models')");
   const volume = spec.volumes?.find((v) => v.name === 'models');
   assert.ok(volume?.emptyDir, 'models volume');
   assert.deepEqual(init.volumeMounts, [{ name: 'models', mountPath: '/target' }]);
-  assert.ok(worker.volumeMounts?.some((v) => v.name === 'models' && v.mountPath === '/models'));
+  assert.ok(
+    worker.volumeMounts?.some((v) => v.name === 'models' && v.mountPath === '/models'),
+    "worker.volumeMounts?.some((v) => v.name === 'models' && v.mountPath === '/models')",
+  );
   const claim = pod(
     render({ set: { 'gpuWorker.models.claimName': 'models' } }),
     'Deployment',
@@ -162,7 +165,10 @@ test('CRD objects render only where their CRDs exist, with the labels Prometheus
     assert.equal(find(kps, kind, name).metadata.labels?.release, 'kube-prometheus-stack');
   const dash = kps.filter((m) => m.kind === 'ConfigMap' && m.metadata.labels?.grafana_dashboard === '1');
   assert.equal(dash.length, 4);
-  assert.ok(dash.every((m) => m.metadata.namespace === 'monitoring'));
+  assert.ok(
+    dash.every((m) => m.metadata.namespace === 'monitoring'),
+    "dash.every((m) => m.metadata.namespace === 'monitoring')",
+  );
 });
 
 // Defect 3: external Redis reaches every pod, whether or not the chart makes the keys' Secret.
@@ -284,7 +290,10 @@ test('every setting the chart passes is one the services read (packages/config d
   const { DEFAULTS } = await import('@taskline/config');
   const names = chartSettings();
   for (const name of names) assert.ok(name in DEFAULTS, `${name} is not a setting of packages/config`);
-  assert.ok(names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS'));
+  assert.ok(
+    names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS'),
+    "names.has('TASKLINE_DRAIN_DEADLINE_MS') && names.has('TASKLINE_MCP_ALLOWED_HOSTS')",
+  );
 });
 
 // A name in `config` that the chart also sets is overridden without a word (env wins over

@@ -81,16 +81,19 @@ test('the Dockerfile lint catches root, single-stage and shell-form images', () 
     lint('FROM a:1 AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 0\nCMD ["x"]\n').includes(
       'final stage runs as root',
     ),
+    "lint('FROM a:1 AS b\\nFROM c:2\\nCOPY --from=b /x /x\\nUSER 0\\nCMD [\"x\"]\\n').includes('final stage runs as root')",
   );
   assert.ok(
     lint('FROM node:20 AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 1\nCMD ["x"]\n').includes(
       'unpinned base node:20',
     ),
+    "lint('FROM node:20 AS b\\nFROM c:2\\nCOPY --from=b /x /x\\nUSER 1\\nCMD [\"x\"]\\n').includes('unpinned base node:20')",
   );
   assert.ok(
     lint('ARG B=node\nFROM ${B} AS b\nFROM c:2\nCOPY --from=b /x /x\nUSER 1\nCMD ["x"]\n').includes(
       'unpinned base node',
     ),
+    "lint('ARG B=node\\nFROM ${B} AS b\\nFROM c:2\\nCOPY --from=b /x /x\\nUSER 1\\nCMD [\"x\"]\\n').includes('unpinned base node')",
   );
 });
 
@@ -158,7 +161,10 @@ test('the example tool image builds FROM the tool-worker image and names its mod
   const user = final.filter((i) => i.op === 'USER').pop();
   assert.ok(user && !/^(root|0)(:|$)/.test(user.args), 'runs as the base image user');
   // The base's ENTRYPOINT (the tool worker) is kept.
-  assert.ok(!final.some((i) => i.op === 'ENTRYPOINT' || i.op === 'CMD'));
+  assert.ok(
+    !final.some((i) => i.op === 'ENTRYPOINT' || i.op === 'CMD'),
+    "!final.some((i) => i.op === 'ENTRYPOINT' || i.op === 'CMD')",
+  );
   for (const r of final.filter((i) => i.op === 'RUN' && /apt-get install/.test(i.args)))
     assert.match(r.args, /--no-install-recommends/);
   assert.match(text, /--filter @taskline\/example-ci-pipeline .*deploy --prod/);
@@ -179,6 +185,7 @@ test('the gpu-worker image runs on the CUDA runtime with onnxruntime-node CUDA b
     !readFileSync(`${ROOT}deploy/docker/gpu-worker.Dockerfile.dockerignore`, 'utf8')
       .split('\n')
       .includes('models'),
+    "!readFileSync(`${ROOT}deploy/docker/gpu-worker.Dockerfile.dockerignore`, 'utf8') .split('\\n') .includes('models')",
   );
   for (const other of ['api', 'scheduler']) {
     assert.match(
@@ -224,7 +231,10 @@ test('the compose stack builds every service image and runs Redis with AOF', () 
     assert.ok(existsSync(`${ROOT}deploy/${build.context}/${build.dockerfile}`), `${service} Dockerfile path`);
   }
   const redis = compose.services.redis;
-  assert.ok(redis?.command?.join(' ').includes('--appendonly yes'));
+  assert.ok(
+    redis?.command?.join(' ').includes('--appendonly yes'),
+    "redis?.command?.join(' ').includes('--appendonly yes')",
+  );
   for (const [name, svc] of Object.entries(compose.services)) {
     if (svc.image)
       assert.ok(!svc.image.endsWith(':latest') && svc.image.includes(':'), `${name} image unpinned`);

@@ -17,7 +17,7 @@ test('metricNames finds selected series and ignores functions, labels and groupi
 test('SLO rules reference only metrics defined in @taskline/metrics', async () => {
   const known = await knownSeries();
   const rules = loadRules();
-  assert.ok(rules.length > 40);
+  assert.ok(rules.length > 40, 'rules.length > 40');
   for (const rule of rules) {
     for (const name of metricNames(rule.expr))
       assert.ok(known.has(name), `${rule.record ?? rule.alert} uses unknown ${name}`);
@@ -32,12 +32,15 @@ test('SLO latency rules use the thresholds that @taskline/metrics declares', () 
     exprs.includes(
       `taskline_task_time_to_first_token_seconds_bucket{le="${SLO_THRESHOLDS.timeToFirstTokenSeconds}"}`,
     ),
+    'exprs.includes(`taskline_task_time_to_first_token_seconds_bucket{le="${SLO_THRESHOLDS.timeToFirstTokenSeconds}"}`)',
   );
   assert.ok(
     exprs.includes(`taskline_task_queue_wait_seconds_bucket{le="${SLO_THRESHOLDS.queueWaitSeconds}"}`),
+    'exprs.includes(`taskline_task_queue_wait_seconds_bucket{le="${SLO_THRESHOLDS.queueWaitSeconds}"}`)',
   );
   assert.ok(
     exprs.includes(`taskline_event_delivery_seconds_bucket{le="${SLO_THRESHOLDS.eventDeliverySeconds}"}`),
+    'exprs.includes(`taskline_event_delivery_seconds_bucket{le="${SLO_THRESHOLDS.eventDeliverySeconds}"}`)',
   );
 });
 

@@ -198,7 +198,7 @@ test("start.sh's worker dials the scheduler on the control port the user set", a
     assert.deepEqual(settings('gpu-worker').TASKLINE_SCHEDULER_ADDR, `127.0.0.1:${control}`);
     // The control plane admits the worker: both hold the token start.sh made for this checkout.
     const token = readFileSync(join(dir, '.data/control-token'), 'utf8').trim();
-    assert.ok(token.length >= 32);
+    assert.ok(token.length >= 32, 'token.length >= 32');
     for (const name of ['scheduler', 'gpu-worker']) {
       assert.equal(settings(name).TASKLINE_CONTROL_TOKEN, token, name);
       assert.equal(settings(name).TASKLINE_CONTROL_PLAINTEXT, true, name);

@@ -112,7 +112,7 @@ test('at the cap, a place whose task is still being written counts; one left by 
   );
   const members = await redis.zrange(key, 0, -1);
   assert.ok(members.includes(inFlight.taskId), 'the create in flight keeps its place');
-  assert.ok(!members.includes('task_died'));
+  assert.ok(!members.includes('task_died'), "!members.includes('task_died')");
   await inFlight.commit(null);
 });
 
@@ -127,7 +127,10 @@ test('creates hold places up to the cap; past it a create is refused, or gets th
   assert.deepEqual([replayed.task.id, replayed.replayed], [first.task.id, true]);
   const members = await redis.zrange('tl:api:active:{capped}', 0, -1);
   assert.equal(members.length, 2, 'the two tasks, no reservation left behind');
-  assert.ok(members.every((m) => m.startsWith('task_')));
+  assert.ok(
+    members.every((m) => m.startsWith('task_')),
+    "members.every((m) => m.startsWith('task_'))",
+  );
 });
 
 test('a create that fails frees its place at once', async () => {

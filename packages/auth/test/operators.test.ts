@@ -73,7 +73,10 @@ test('a JWT is an operator only with the admin role; a tenant token is forbidden
   const alice = await ops.authenticate({ authorization: `Bearer ${await sign({ role: 'operator' })}` });
   assert.deepEqual({ id: alice.id, via: alice.via }, { id: 'jwt:alice', via: 'jwt' });
   // When the token stops being accepted: its console streams end then.
-  assert.ok(alice.expiresAt! > Date.now() && alice.expiresAt! <= Date.now() + 60_000);
+  assert.ok(
+    alice.expiresAt! > Date.now() && alice.expiresAt! <= Date.now() + 60_000,
+    'alice.expiresAt! > Date.now() && alice.expiresAt! <= Date.now() + 60_000',
+  );
   assert.equal(
     (await ops.authenticate({ authorization: `Bearer ${await sign({ role: ['x', 'operator'] })}` })).via,
     'jwt',
@@ -143,7 +146,10 @@ test("operator subjects are kept whole up to OpenID Connect's 255 characters; a 
   assert.equal((await ops.authenticate(await bearer(alice!))).id, `jwt:${alice}`);
   assert.equal((await ops.authenticate(await bearer(bob!))).id, `jwt:${bob}`);
   await assert.rejects(ops.authenticate(await bearer('o'.repeat(256))), (err: unknown) => {
-    assert.ok(err instanceof TasklineError && err.code === 'unauthorized');
+    assert.ok(
+      err instanceof TasklineError && err.code === 'unauthorized',
+      "err instanceof TasklineError && err.code === 'unauthorized'",
+    );
     assert.match(err.message, /255 characters/);
     return true;
   });

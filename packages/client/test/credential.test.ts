@@ -17,7 +17,7 @@ test('a JWT stands for its issuer, subject and tenant claim, never for the token
   // A server reading the tenant from another claim: the client is told which.
   const org = { ...base, tenant: undefined, org: 'one' };
   assert.notEqual(credentialId(jwt(org), 'org'), credentialId(jwt({ ...org, org: 'two' }), 'org'));
-  assert.ok(!id.includes('alice') && !id.includes('acme'));
+  assert.ok(!id.includes('alice') && !id.includes('acme'), "!id.includes('alice') && !id.includes('acme')");
 });
 
 test('API keys, and JWTs without iss and sub, stand for a hash of the token', () => {

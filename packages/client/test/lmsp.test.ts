@@ -33,9 +33,15 @@ describe('poll delays', () => {
       }
     }
     // The server's interval is a floor even when the client's own is shorter.
-    assert.ok(nextPollDelay({ ...policy, intervalMs: 10 }, 0, 0, 500) >= 550);
+    assert.ok(
+      nextPollDelay({ ...policy, intervalMs: 10 }, 0, 0, 500) >= 550,
+      'nextPollDelay({ ...policy, intervalMs: 10 }, 0, 0, 500) >= 550',
+    );
     // A cap below the server's interval never pulls a delay under it.
-    assert.ok(nextPollDelay({ intervalMs: 10, backoff: 2, maxIntervalMs: 20 }, 5, 0, 500) >= 550);
+    assert.ok(
+      nextPollDelay({ intervalMs: 10, backoff: 2, maxIntervalMs: 20 }, 5, 0, 500) >= 550,
+      'nextPollDelay({ intervalMs: 10, backoff: 2, maxIntervalMs: 20 }, 5, 0, 500) >= 550',
+    );
   });
 });
 
@@ -165,7 +171,7 @@ describe('LMSP client against a running stack', () => {
       .map((e) => e.delta)
       .join('');
     assert.equal(text, responseText(final.response));
-    assert.ok(text.length > 0);
+    assert.ok(text.length > 0, 'text.length > 0');
   });
 
   test('a stream that a proxy keeps cutting while the task is quiet (queued) is followed, not given up', async () => {

@@ -50,7 +50,7 @@ describe('MCP tasks client against the api process', () => {
     );
     assert.match(text(result), /Delete of \/x: .*yes/);
     assert.deepEqual(asked, [['confirm']], 'each input request is answered once');
-    assert.ok(statuses.includes('input_required'));
+    assert.ok(statuses.includes('input_required'), "statuses.includes('input_required')");
     assert.equal(statuses.at(-1), 'completed');
     assert.ok(methods.includes('subscriptions/listen'), 'followed through notifications');
     assert.equal(methods.filter((m) => m === 'tasks/get').length, 1, 'no polling while notified');
@@ -112,7 +112,7 @@ describe('MCP tasks client against the api process', () => {
     const toolError = await client().callTool('failing_job', {});
     assert.equal(toolError.isError, true);
     await assert.rejects(client().callTool('protocol_error_job', {}), (err: unknown) => {
-      assert.ok(err instanceof TasklineClientError);
+      assert.ok(err instanceof TasklineClientError, 'err instanceof TasklineClientError');
       assert.equal(err.code, 'task_failed');
       assert.match(err.message, /protocol_error_job always fails/);
       return true;

@@ -42,7 +42,7 @@ after(async () => {
 });
 
 test('the connection is a cluster client, and tasks spread over every primary', async () => {
-  assert.ok(isCluster(redis));
+  assert.ok(isCluster(redis), 'isCluster(redis)');
   // The operators' form: seed nodes, REDIS_URL unused.
   const seeded = connectRedis(
     redisTargetFromEnv({
@@ -54,7 +54,7 @@ test('the connection is a cluster client, and tasks spread over every primary', 
     }),
     'seeded',
   );
-  assert.ok(isCluster(seeded));
+  assert.ok(isCluster(seeded), 'isCluster(seeded)');
   assert.equal(await seeded.set('tl:{probe}:x', '1'), 'OK');
   seeded.disconnect();
   const owners = new Set<number>();

@@ -19,7 +19,7 @@ test('an end gives its retention to the side keys the task wrote (inputs, token 
   const ran = await h.store.claim(plain.id, 'w1', 60_000, { start: true });
   await h.redis.set(taskKeys(plain.id).tokens, 'x');
   await end(plain.id, ran.attempt);
-  assert.ok((await ttl(taskKeys(plain.id).task)) > 0);
+  assert.ok((await ttl(taskKeys(plain.id).task)) > 0, '(await ttl(taskKeys(plain.id).task)) > 0');
   assert.equal(await ttl(taskKeys(plain.id).tokens), -1);
 
   // Tokens appended, questions asked and answered: both expire with the task.

@@ -181,14 +181,14 @@ test('an idempotent create retried concurrently 50 times yields one task', async
   // Once accepted, every retry returns the same task.
   const again = await h.store.createIdempotent(input, 'key-1', 'fp-1');
   assert.equal(again.replayed, true);
-  assert.ok(ids.has(again.task.id));
+  assert.ok(ids.has(again.task.id), 'ids.has(again.task.id)');
   await assert.rejects(
     h.store.createIdempotent(input, 'key-1', 'fp-2'),
     (e: unknown) => (e as TasklineError).code === 'idempotency_key_reused',
   );
   // The key is scoped to the tenant: another tenant's same key is a different task.
   const other = await h.store.createIdempotent({ ...input, tenant: 'tenant-j' }, 'key-1', 'fp-1');
-  assert.ok(!ids.has(other.task.id));
+  assert.ok(!ids.has(other.task.id), '!ids.has(other.task.id)');
 });
 
 test('an abandoned create is finished by a retry under the same task id', async () => {

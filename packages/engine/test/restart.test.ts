@@ -106,7 +106,10 @@ test('restart under resume: continues after the snapshot, shown running, no rest
   await h.store.finish(task.id, 2, { status: 'succeeded', result: null });
   const statuses = await shown(task.id);
   assert.equal(visibleStepViolation(statuses), null, statuses.join(' '));
-  assert.ok(!(await events(task.id)).some((e) => e.type === RESTART_EVENT_TYPE));
+  assert.ok(
+    !(await events(task.id)).some((e) => e.type === RESTART_EVENT_TYPE),
+    '!(await events(task.id)).some((e) => e.type === RESTART_EVENT_TYPE)',
+  );
 });
 
 test('a lapsed lease restarts the same way (worker_lost), twice in a row, never stepping back', async () => {

@@ -40,7 +40,8 @@ test('cancel outcomes follow LMSP 7.3', () => {
   assert.equal(CANCEL_OUTCOME.succeeded, 'not_cancelable');
   for (const s of TASK_STATUSES) {
     const outcome = CANCEL_OUTCOME[s];
-    if (outcome !== 'noop' && outcome !== 'not_cancelable') assert.ok(sourcesOf(outcome).includes(s));
+    if (outcome !== 'noop' && outcome !== 'not_cancelable')
+      assert.ok(sourcesOf(outcome).includes(s), 'sourcesOf(outcome).includes(s)');
   }
 });
 
@@ -51,5 +52,8 @@ test('restart policies follow LMSP 7.5', () => {
   assert.equal(recoveryTarget('cancelling', 'retry'), 'cancelled');
   assert.equal(recoveryTarget('queued', 'fail'), null);
   for (const s of TERMINAL_STATUSES) assert.equal(recoveryTarget(s, 'retry'), null);
-  assert.ok(isTerminal('failed') && !isTerminal('cancelling'));
+  assert.ok(
+    isTerminal('failed') && !isTerminal('cancelling'),
+    "isTerminal('failed') && !isTerminal('cancelling')",
+  );
 });

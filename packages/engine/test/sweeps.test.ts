@@ -83,7 +83,10 @@ test('a journalled create the reconciler cannot offer does not hold back the cre
   const { failed, hook } = reports();
   assert.deepEqual(await h.store.reconcileIntake(0, undefined, hook), [lost.id]);
   assert.deepEqual(failed, [`${stuck.id} internal_error`]);
-  assert.ok(await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id));
+  assert.ok(
+    await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id),
+    "await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id)",
+  );
   await assert.rejects(h.store.reconcileIntake(0), internal);
 
   // Picks whose dispatch died: the same.
@@ -92,7 +95,10 @@ test('a journalled create the reconciler cannot offer does not hold back the cre
   const dispatches = reports();
   await h.store.reconcileDispatches(0, async () => false, undefined, dispatches.hook);
   assert.deepEqual(dispatches.failed, [`${stuck.id} internal_error`]);
-  assert.ok(await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id));
+  assert.ok(
+    await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id),
+    "await h.redis.zscore(schedulerKeys.ready('tenant-y', 'tiny-chat'), lost.id)",
+  );
   assert.ok(await h.redis.zscore(schedulerKeys.inflight, stuck.id), 'kept for the next round');
   await h.redis.del(
     schedulerKeys.ready('tenant-x', 'tiny-chat'),

@@ -32,7 +32,7 @@ for (const [where, load] of [
 
     it('describes the model', () => {
       assert.equal(model.id, 'tiny-chat');
-      assert.ok(model.canSnapshot);
+      assert.ok(model.canSnapshot, 'model.canSnapshot');
       assert.deepEqual(
         {
           numLayers: model.info.numLayers,
@@ -145,7 +145,10 @@ for (const [where, load] of [
         assert.equal(result.finishReason, 'stop');
         assert.match(result.text, /😊|ありがとう/);
         assert.equal(deltas.join(''), result.text);
-        assert.ok(deltas.every((d) => !d.includes('\uFFFD')));
+        assert.ok(
+          deltas.every((d) => !d.includes('\uFFFD')),
+          "deltas.every((d) => !d.includes('\\uFFFD'))",
+        );
         assert.ok(
           deltas.some((d) => d === ''),
           'some token ended inside a character and was held back',
@@ -158,11 +161,11 @@ for (const [where, load] of [
       const full = await collect(model, { messages });
       // A step that ended inside a multi-byte character sent an empty delta.
       const k = full.deltas.findIndex((d) => d === '') + 1;
-      assert.ok(k > 0);
+      assert.ok(k > 0, 'k > 0');
       const cut = await collect(model, { messages, maxOutputTokens: k });
       assert.equal(cut.result.finishReason, 'max_output_tokens');
       assert.equal(cut.result.text, full.deltas.slice(0, k).join(''));
-      assert.ok(!cut.result.text.includes('\uFFFD'));
+      assert.ok(!cut.result.text.includes('\uFFFD'), "!cut.result.text.includes('\\uFFFD')");
       const rest = await collect(model, { messages, resumeTokens: cut.result.tokens });
       assert.equal(cut.result.text + rest.deltas.join(''), full.result.text);
       assert.deepEqual(rest.result, full.result);

@@ -12,7 +12,10 @@ describe('uniformAt', () => {
       draws,
       Array.from({ length: 1000 }, (_, i) => uniformAt(42, i)),
     );
-    assert.ok(draws.every((u) => u >= 0 && u < 1));
+    assert.ok(
+      draws.every((u) => u >= 0 && u < 1),
+      'draws.every((u) => u >= 0 && u < 1)',
+    );
     assert.notEqual(uniformAt(42, 0), uniformAt(43, 0));
     assert.notEqual(uniformAt(2 ** 40, 0), uniformAt(2 ** 40 + 2 ** 32, 0), 'high seed bits count');
     const mean = draws.reduce((a, b) => a + b, 0) / draws.length;
@@ -93,7 +96,7 @@ describe('createInstantBackend', () => {
     assert.equal(steps.map((s) => s.text).join(''), result.text);
     assert.equal(result.text, 'lorem ipsum dolor sit amet, consectetur adipiscing elit.lorem ipsum');
     assert.equal(result.inputTokens, backend.countTokens(messages));
-    assert.ok(backend.canSnapshot);
+    assert.ok(backend.canSnapshot, 'backend.canSnapshot');
   });
 
   it('resumes, limits and cancels like a real backend', async () => {

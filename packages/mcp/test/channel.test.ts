@@ -38,7 +38,7 @@ describe('ReplicaChannel: one subscription per replica for the requests it holds
       return told.includes('k1') || undefined;
     });
     assert.equal(a.tellHere('k2'), true);
-    assert.ok(told.includes('k2'));
+    assert.ok(told.includes('k2'), "told.includes('k2')");
     release();
     const heard = told.length;
     assert.equal(a.tellHere('k1'), false, 'released');

@@ -330,6 +330,6 @@ describe('MCP hosts that do not hold tasks, questions, polling, tool errors and 
     }
     assert.ok(limited, 'polling faster than the interval is rate-limited');
     assert.equal(limited.message.error.code, -32005);
-    assert.ok(limited.headers.get('retry-after'));
+    assert.ok(limited.headers.get('retry-after'), "limited.headers.get('retry-after')");
   });
 });

@@ -242,7 +242,10 @@ describe('MCP 2025-11-25 clients (SDK v1) beside 2026-07-28, two replicas behind
     assert.ok(listed.includes(oldId) && listed.includes(newId), JSON.stringify(listed));
     const other = await v1Client(url, KEY_B);
     const theirs = await other.experimental.tasks.listTasks();
-    assert.ok(!theirs.tasks.some((t) => t.taskId === oldId || t.taskId === newId));
+    assert.ok(
+      !theirs.tasks.some((t) => t.taskId === oldId || t.taskId === newId),
+      '!theirs.tasks.some((t) => t.taskId === oldId || t.taskId === newId)',
+    );
     await assert.rejects(other.experimental.tasks.getTask(oldId), /Unknown or expired taskId/);
     await assert.rejects(other.experimental.tasks.cancelTask(newId), /Unknown or expired taskId/);
     await Promise.all([client.close(), other.close()]);

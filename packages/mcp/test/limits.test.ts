@@ -129,7 +129,7 @@ describe('MCP under the per-tenant limits of the api', () => {
       // The status first: a stream let through would never end.
       assert.equal(over.status, 429, over.headers.get('content-type') ?? '');
       assert.equal(((await over.json()) as any).error.code, -32005);
-      assert.ok(Number(over.headers.get('retry-after')) >= 1);
+      assert.ok(Number(over.headers.get('retry-after')) >= 1, "Number(over.headers.get('retry-after')) >= 1");
       // Heartbeat comments keep the waiting stream alive through proxies.
       const reader = open[0]!.body!.getReader();
       let seen = '';

@@ -55,12 +55,12 @@ describe('MCP tasks over two replicas on one Redis', () => {
     });
     assert.match(task.result.content[0].text, /yes/);
     // Readable until end + retention (TASKLINE_TASK_RETENTION_S, 24 h by default), measured from createdAt.
-    assert.ok(Number.isInteger(task.ttlMs));
+    assert.ok(Number.isInteger(task.ttlMs), 'Number.isInteger(task.ttlMs)');
     assert.ok(
       Date.parse(task.createdAt) + task.ttlMs >= Date.parse(task.lastUpdatedAt) + 86_400_000,
       `ttlMs ${task.ttlMs} is shorter than the retention after the end`,
     );
-    assert.ok(Number.isInteger(task.pollIntervalMs));
+    assert.ok(Number.isInteger(task.pollIntervalMs), 'Number.isInteger(task.pollIntervalMs)');
   });
 
   it('gives unknown and other tenants\u2019 task ids the same -32602', async () => {

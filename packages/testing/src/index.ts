@@ -8,6 +8,7 @@ export { startRedisCluster, type RedisCluster, type RedisClusterOptions } from '
 export {
   ROOT,
   Service,
+  SERVICE_NODE,
   TEST_CONTROL_ENV,
   TEST_CONTROL_TOKEN,
   type ServiceKind,

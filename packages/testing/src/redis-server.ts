@@ -1,6 +1,6 @@
 // One `redis-server` of the test's own: AOF, a temporary folder, a free port.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -99,20 +99,30 @@ async function launch(dir: string, port: number, appendfsync: string, args: stri
       'no',
       '--loglevel',
       'warning',
+      // Its own words on why it stopped (a port taken, a file it cannot read) go into the error.
+      '--logfile',
+      join(dir, LOG),
       ...args,
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   child.unref();
-  await waitForPort(port, child);
+  await waitForPort(port, child, dir);
   return child;
 }
 
-async function waitForPort(port: number, child: ChildProcess): Promise<void> {
+const LOG = 'redis-server.log';
+
+async function waitForPort(port: number, child: ChildProcess, dir: string): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`redis-server on port ${port} exited with ${child.exitCode ?? child.signalCode}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      const log = await readFile(join(dir, LOG), 'utf8').catch(() => '');
+      const last = log.trim().split('\n').slice(-3).join(' | ');
+      throw new Error(
+        `redis-server on port ${port} exited with ${child.exitCode ?? child.signalCode}${last && `: ${last}`}`,
+      );
+    }
     if (await answers(port, child.pid!)) return;
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -60,7 +60,7 @@ describe('built-in tools run by gpu-workers', () => {
     const { usage, status } = task.result.structuredContent;
     assert.ok(['completed', 'incomplete'].includes(status), status);
     assert.ok(usage.output_tokens > 0 && usage.output_tokens <= 6, JSON.stringify(usage));
-    assert.ok(usage.input_tokens > 0);
+    assert.ok(usage.input_tokens > 0, 'usage.input_tokens > 0');
     assert.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens);
     // The text is the child generation's own output.
     const generation = await child(taskId, 0);

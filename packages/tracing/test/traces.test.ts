@@ -91,19 +91,42 @@ async function lmspEnded(id: string, key = KEY): Promise<void> {
  * Waits for spans named `names` in the trace (a name twice: two such spans), then returns the
  * trace. Spans leave each process as they end, a parent after its children.
  */
-async function spansOf(traceId: string, names: string[]): Promise<ReceivedSpan[]> {
+/** Spans whose parent another service exports: the attempt (the hand-off's), the create's children. */
+const CONTINUES_ANOTHER_PROCESS = new Set([
+  'task.attempt',
+  'task.dispatch',
+  'task.restart',
+  'task.input_wait',
+  'webhook.delivery',
+]);
+
+async function spansOf(
+  caller: { traceId: string; spanId: string },
+  names: string[],
+): Promise<ReceivedSpan[]> {
   const wanted = new Map<string, number>();
   for (const n of names) wanted.set(n, (wanted.get(n) ?? 0) + 1);
+  // Each service exports on its own schedule: a worker's attempt can arrive before the
+  // scheduler's hand-off it continues. Wait for the parent of every span that continues another
+  // process's (besides the caller's own span), not only for the names. (A SIGKILLed attempt's
+  // own steps stay orphans: its span never left the worker.)
+  const whole = (spans: ReceivedSpan[]) =>
+    spans.every(
+      (s) =>
+        !CONTINUES_ANOTHER_PROCESS.has(s.name) ||
+        s.parentSpanId === caller.spanId ||
+        spans.some((p) => p.spanId === s.parentSpanId),
+    );
   return until(
-    `spans ${names.join(', ')} in trace ${traceId}`,
+    `spans ${names.join(', ')} in trace ${caller.traceId}`,
     () => {
-      const spans = receiver.trace(traceId);
+      const spans = receiver.trace(caller.traceId);
       const enough = [...wanted].every(([n, count]) => spans.filter((s) => s.name === n).length >= count);
-      return enough ? spans : undefined;
+      return enough && whole(spans) ? spans : undefined;
     },
     30_000,
   ).catch((err: unknown) => {
-    const seen = receiver.trace(traceId).map((s) => `${s.service}:${s.name}`);
+    const seen = receiver.trace(caller.traceId).map((s) => `${s.service}:${s.name}`);
     throw new Error(`${String(err)}; seen ${seen.join(' ')}`);
   });
 }
@@ -149,7 +172,10 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
     const handoff = parentOf(spans, a)!;
     assert.equal(handoff.name, 'task.handoff', 'an attempt continues the hand-off of its job');
     assert.equal(handoff.service, 'taskline-scheduler');
-    assert.ok(dispatches.some((d) => d.spanId === handoff.parentSpanId));
+    assert.ok(
+      dispatches.some((d) => d.spanId === handoff.parentSpanId),
+      'dispatches.some((d) => d.spanId === handoff.parentSpanId)',
+    );
     assert.equal(typeof a.attributes['taskline.attempt'], 'number');
     assert.equal(a.attributes['taskline.model'], create!.attributes['taskline.model']);
     // An attempt that parked for its caller's input ends without a finish: the task is not its to end.
@@ -210,13 +236,19 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   const view = ((await admin.json()) as { task: Record<string, unknown> }).task;
   assert.equal(view.trace_id, caller.traceId);
   assert.equal(view.trace_url, `https://traces.example/trace/${caller.traceId}`);
-  const spans = await spansOf(caller.traceId, ['task.create', 'task.attempt', 'task.decode']);
+  const spans = await spansOf(caller, ['task.create', 'task.attempt', 'task.decode']);
   const [attempt] = assertTaskChain(spans, task.id, caller.spanId);
   const run = spans.find((s) => s.name === 'task.run' && s.parentSpanId === attempt!.spanId)!;
   const [prefill] = named(spans, 'task.prefill', (s) => s.parentSpanId === run.spanId);
   const [decode] = named(spans, 'task.decode', (s) => s.parentSpanId === run.spanId);
-  assert.ok(Number(prefill!.attributes['gen_ai.usage.input_tokens']) > 0);
-  assert.ok(Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0);
+  assert.ok(
+    Number(prefill!.attributes['gen_ai.usage.input_tokens']) > 0,
+    "Number(prefill!.attributes['gen_ai.usage.input_tokens']) > 0",
+  );
+  assert.ok(
+    Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0,
+    "Number(decode!.attributes['gen_ai.usage.output_tokens']) > 0",
+  );
   named(spans, 'task.model_load', (s) => s.parentSpanId === run.spanId);
   named(spans, 'task.admission');
   assert.equal(attempt!.links.length, 0, 'a first attempt links to nothing');
@@ -249,7 +281,7 @@ test('the OpenAI route continues the caller’s trace and returns its id', async
   assert.equal(res.headers.get('traceresponse')?.split('-')[1], caller.traceId);
   const taskId = `task_${id.slice('resp_'.length)}`;
   await lmspEnded(taskId);
-  const spans = await spansOf(caller.traceId, ['task.create', 'task.attempt']);
+  const spans = await spansOf(caller, ['task.create', 'task.attempt']);
   assertTaskChain(spans, taskId, caller.spanId);
   assertNoPromptText();
 });
@@ -271,7 +303,7 @@ test('an MCP tool task and its child generation are one trace (_meta.traceparent
   });
   // Two of each: the tool task's and its child's.
   const both = ['task.create', 'task.attempt', 'task.attempt', 'task.finish', 'task.finish', 'task.prefill'];
-  const spans = await spansOf(caller.traceId, both);
+  const spans = await spansOf(caller, both);
   const [toolAttempt] = assertTaskChain(spans, created.taskId, caller.spanId);
   const toolRun = spans.find((s) => s.name === 'task.run' && s.parentSpanId === toolAttempt!.spanId)!;
   // The child's trace context is the tool task's run: its dispatch sits under it.
@@ -302,7 +334,7 @@ test('an input-required wait is a span of the task’s trace, from the park to t
     { token: KEY },
   );
   await pollTask(url, taskId, (t: { status: string }) => t.status === 'completed', { token: KEY });
-  const spans = await spansOf(caller.traceId, ['task.input_wait', 'task.attempt', 'task.attempt']);
+  const spans = await spansOf(caller, ['task.input_wait', 'task.attempt', 'task.attempt']);
   const [wait] = named(spans, 'task.input_wait');
   assert.equal(wait!.service, 'taskline-api');
   assert.equal(wait!.attributes['taskline.task.id'], taskId);
@@ -380,7 +412,7 @@ test('an input wait answered over the MCP 2025-11-25 wire is a span of the task�
   );
   assert.ok(answered.status < 300, String(answered.status));
   await pollTask(url, taskId, (t: { status: string }) => t.status === 'completed', { token: KEY });
-  const spans = await spansOf(caller.traceId, ['task.input_wait', 'task.attempt', 'task.attempt']);
+  const spans = await spansOf(caller, ['task.input_wait', 'task.attempt', 'task.attempt']);
   const [wait] = named(spans, 'task.input_wait');
   assert.equal(wait!.service, 'taskline-api');
   assert.equal(wait!.attributes['taskline.task.id'], taskId);
@@ -404,12 +436,12 @@ test('a task restarted after its worker is SIGKILLed stays one trace, the restar
     temperature: 2,
     max_output_tokens: 40,
   });
-  await spansOf(caller.traceId, ['task.claim']);
+  await spansOf(caller, ['task.claim']);
   await slow.kill('SIGKILL');
   const fresh = stack.worker();
   await fresh.up;
   await lmspEnded(task.id);
-  const spans = await spansOf(caller.traceId, ['task.restart', 'task.attempt']);
+  const spans = await spansOf(caller, ['task.restart', 'task.attempt']);
   const [restart] = named(spans, 'task.restart');
   assert.equal(restart!.service, 'taskline-scheduler');
   assert.equal(restart!.attributes['taskline.task.id'], task.id);
@@ -461,7 +493,7 @@ test('each webhook delivery attempt is a client span of its task’s trace, unde
     await until('the delivery to succeed after a failed attempt', () =>
       statuses.includes(200) ? true : undefined,
     );
-    const spans = await spansOf(caller.traceId, ['webhook.delivery', 'webhook.delivery']);
+    const spans = await spansOf(caller, ['webhook.delivery', 'webhook.delivery']);
     const create = spans.find((s) => s.name === 'task.create')!;
     const deliveries = named(spans, 'webhook.delivery').sort(
       (a, b) =>
@@ -483,7 +515,10 @@ test('each webhook delivery attempt is a client span of its task’s trace, unde
       assert.equal(d.kind, 3, 'a client span');
       assert.equal(d.parentSpanId, create.spanId, 'under the task’s create');
       assert.equal(d.attributes['taskline.tenant'], 'tenant-w');
-      assert.ok(String(d.attributes['taskline.webhook.message']).includes(task.id));
+      assert.ok(
+        String(d.attributes['taskline.webhook.message']).includes(task.id),
+        "String(d.attributes['taskline.webhook.message']).includes(task.id)",
+      );
     }
     assertNoPromptText();
   } finally {

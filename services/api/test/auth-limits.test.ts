@@ -224,7 +224,10 @@ describe('per-tenant limits held in Redis', () => {
       const limited = await call(b.base, 'GET', '/lmsp/v1/models', opts);
       assert.equal(limited.status, 429);
       assert.equal((limited.body as { code: string }).code, 'rate_limited');
-      assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+      assert.ok(
+        Number(limited.headers.get('retry-after')) >= 1,
+        "Number(limited.headers.get('retry-after')) >= 1",
+      );
       // The body is read while the bucket answers, but an over-limit request is refused as such
       // whatever its body: 429, not the 400 its malformed JSON would get.
       const malformed = await call(a.base, 'POST', '/lmsp/v1/tasks', {

@@ -223,7 +223,7 @@ describe('operator console in a real browser', () => {
       .filter((e) => e.type === 'response.output_text.delta')
       .map((e) => (JSON.parse(e.data) as { delta: string }).delta)
       .join('');
-    assert.ok(text.length > 0);
+    assert.ok(text.length > 0, 'text.length > 0');
     assert.equal(await page.locator('#task-output').textContent(), text);
     await screenshot(page, 'task-followed');
     await assertAccessible(page, 'task page');
@@ -315,7 +315,10 @@ describe('operator console in a real browser', () => {
     const a = await nextFrame(frames, (f) => f.event === 'overview');
     const snapshot = JSON.parse(a.data!) as { at: number; models: { model: string }[] };
     assert.equal(Number(a.id), snapshot.at);
-    assert.ok(snapshot.models.some((m) => m.model === 'tiny-chat'));
+    assert.ok(
+      snapshot.models.some((m) => m.model === 'tiny-chat'),
+      "snapshot.models.some((m) => m.model === 'tiny-chat')",
+    );
     await nextFrame(frames, (f) => f[''] === 'keep-alive');
     const b = await nextFrame(frames, (f) => f.event === 'overview');
     assert.ok(Number(b.id) > Number(a.id), 'ids increase');
@@ -324,7 +327,7 @@ describe('operator console in a real browser', () => {
     const again = new AbortController();
     const resumed = await open({ 'Last-Event-ID': b.id! }, again.signal);
     const c = await nextFrame(sseFrames(resumed), (f) => f.event === 'overview');
-    assert.ok(Number(c.id) > Number(b.id));
+    assert.ok(Number(c.id) > Number(b.id), 'Number(c.id) > Number(b.id)');
     again.abort();
     for (const bad of ['x', '-1', String(Date.now() + 3_600_000)]) {
       const refused = await open({ 'Last-Event-ID': bad });
@@ -410,7 +413,7 @@ describe('operator console in a real browser', () => {
     });
     const body = (await page2.json()) as { data: { id: string }[]; next_cursor: string | null };
     assert.equal(body.data.length, 2);
-    assert.ok(body.next_cursor);
+    assert.ok(body.next_cursor, 'body.next_cursor');
   });
 
   it('ends an open overview stream with a retry hint when the api shuts down', async () => {
@@ -420,7 +423,7 @@ describe('operator console in a real browser', () => {
     api.child.kill('SIGTERM');
     // The reader is told when to come back (to another replica), as task streams are.
     const hint = await nextFrame(frames, (f) => f.retry !== undefined);
-    assert.ok(Number(hint.retry) > 0);
+    assert.ok(Number(hint.retry) > 0, 'Number(hint.retry) > 0');
     assert.equal((await frames.next()).done, true);
     await screenshot(browser.page, 'api-shut-down');
   });

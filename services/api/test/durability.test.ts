@@ -188,7 +188,10 @@ describe('the start-up check', () => {
     // appendfsync is everysec here, but unreadable: the operator's choice is trusted.
     const api = await spawnApi(url);
     try {
-      assert.ok(api.logs.some((l) => l.level === 'warn' && /CONFIG GET is not allowed/.test(String(l.msg))));
+      assert.ok(
+        api.logs.some((l) => l.level === 'warn' && /CONFIG GET is not allowed/.test(String(l.msg))),
+        "api.logs.some((l) => l.level === 'warn' && /CONFIG GET is not allowed/.test(String(l.msg)))",
+      );
       assert.equal((await call(api.base, 'GET', '/readyz', { key: null })).status, 200);
       // The eviction policy is read from INFO, which managed Redis allows: still refused.
       await admin.config('SET', 'maxmemory-policy', 'volatile-lru');

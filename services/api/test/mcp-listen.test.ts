@@ -55,7 +55,10 @@ describe('subscriptions/listen', () => {
     try {
       const third = await listen(api.base, [tasks[2]], 8);
       assert.equal(third.status, 429, JSON.stringify(third.messages));
-      assert.ok(Number(third.headers.get('retry-after')) >= 1);
+      assert.ok(
+        Number(third.headers.get('retry-after')) >= 1,
+        "Number(third.headers.get('retry-after')) >= 1",
+      );
       const error = third.messages[0]!.error as { code: number; data: { code: string } };
       assert.equal(third.messages[0]!.id, 8);
       assert.equal(error.code, -32005);

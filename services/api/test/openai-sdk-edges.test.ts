@@ -68,7 +68,7 @@ describe('the openai SDK past the happy path', () => {
     assert.equal(cut.status, 'incomplete');
     assert.deepEqual(cut.incomplete_details, { reason: 'max_output_tokens' });
     assert.equal(cut.usage?.output_tokens, 5);
-    assert.ok(cut.output_text.length > 0);
+    assert.ok(cut.output_text.length > 0, 'cut.output_text.length > 0');
     checkTyped(cut);
     const queued = await sdk.responses.create({ ...body, background: true });
     checkTyped(queued);
@@ -88,7 +88,7 @@ describe('the openai SDK past the happy path', () => {
       assert.ok(err instanceof ConflictError, String(err));
       assert.equal(err.code, 'task_not_cancelable');
       assert.equal(err.type, 'conflict_error');
-      assert.ok(err.requestID);
+      assert.ok(err.requestID, 'err.requestID');
       return true;
     });
     assert.deepEqual(sent, [`POST /lmsp/v1/responses/${done.id}/cancel`], 'one request, no retries');
@@ -113,7 +113,7 @@ describe('the openai SDK past the happy path', () => {
       assert.equal(err.status, status);
       assert.equal(err.type, status === 404 ? 'not_found_error' : 'invalid_request_error');
       assert.equal(err.code, 'invalid_request');
-      assert.ok(err.requestID);
+      assert.ok(err.requestID, 'err.requestID');
       return true;
     };
     sent.length = 0;
@@ -129,7 +129,7 @@ describe('the openai SDK past the happy path', () => {
     await assert.rejects(sdk.patch(ownPath), openAiShaped(405));
     // A path that names no response is no route at all, named as the client sent it.
     await assert.rejects(sdk.patch('/responses/nope'), (err: unknown) => {
-      assert.ok(openAiShaped(404)(err));
+      assert.ok(openAiShaped(404)(err), 'openAiShaped(404)(err)');
       assert.match((err as NotFoundError).message, /^404 No route PATCH \/lmsp\/v1\/responses\/nope\.$/);
       return true;
     });
@@ -162,7 +162,7 @@ describe('the openai SDK past the happy path', () => {
     assert.deepEqual(texts(all), ['Three', 'Two', 'One', 'Be brief.']);
     const first = await sdk.responses.inputItems.list(bg.id, { order: 'asc', limit: 2 });
     assert.deepEqual(texts(first.data), ['Be brief.', 'One']);
-    assert.ok(first.has_more);
+    assert.ok(first.has_more, 'first.has_more');
     const second = await first.getNextPage();
     assert.deepEqual(texts(second.data), ['Two', 'Three']);
     assert.equal(second.hasNextPage(), false);
@@ -268,7 +268,10 @@ describe('the openai SDK past the happy path', () => {
         events.map((_, i) => i + 1),
         `${how}: every event once`,
       );
-      assert.ok(['response.completed', 'response.incomplete'].includes(events.at(-1)!.type));
+      assert.ok(
+        ['response.completed', 'response.incomplete'].includes(events.at(-1)!.type),
+        "['response.completed', 'response.incomplete'].includes(events.at(-1)!.type)",
+      );
     }
   });
 

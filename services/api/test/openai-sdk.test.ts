@@ -90,7 +90,7 @@ describe('the openai SDK against two api replicas', () => {
       text: { format: { type: 'text' } },
     });
     assert.ok(['completed', 'incomplete'].includes(response.status!), response.status);
-    assert.ok(response.id.startsWith('resp_'));
+    assert.ok(response.id.startsWith('resp_'), "response.id.startsWith('resp_')");
     assert.ok(response.output_text.length > 0, 'the SDK finds the output text');
     const task = await lmspTask(b, taskIdOf(response.id));
     assert.equal(task.status, 'succeeded');
@@ -104,7 +104,7 @@ describe('the openai SDK against two api replicas', () => {
         { role: 'user', content: 'And then?' },
       ],
     });
-    assert.ok(next.output_text.length > 0);
+    assert.ok(next.output_text.length > 0, 'next.output_text.length > 0');
   });
 
   test('responses.create with stream: true: lifecycle events carry the response, deltas add up', async () => {
@@ -119,7 +119,10 @@ describe('the openai SDK against two api replicas', () => {
     const last = events.at(-1)!;
     assert.ok(last.type === 'response.completed' || last.type === 'response.incomplete', last.type);
     checkEvents(events, last.response.id);
-    assert.ok(events.some((e) => e.type === 'response.in_progress'));
+    assert.ok(
+      events.some((e) => e.type === 'response.in_progress'),
+      "events.some((e) => e.type === 'response.in_progress')",
+    );
     assert.equal(deltas(events), outputText(last.response));
   });
 
@@ -130,7 +133,7 @@ describe('the openai SDK against two api replicas', () => {
       .on('response.output_text.delta', (e) => (text += e.delta));
     const final = await stream.finalResponse();
     assert.ok(['completed', 'incomplete'].includes(final.status!), final.status);
-    assert.ok(text.length > 0);
+    assert.ok(text.length > 0, 'text.length > 0');
     assert.equal(final.output_text, text);
   });
 
@@ -143,7 +146,7 @@ describe('the openai SDK against two api replicas', () => {
       return ['completed', 'incomplete'].includes(r.status!) ? r : undefined;
     });
     assert.equal(done.id, created.id);
-    assert.ok(done.output_text.length > 0);
+    assert.ok(done.output_text.length > 0, 'done.output_text.length > 0');
     assert.equal((await lmspTask(a, taskIdOf(created.id))).status, 'succeeded');
   });
 
@@ -291,7 +294,7 @@ describe('the openai SDK against two api replicas', () => {
       assert.ok(!(err instanceof assert.AssertionError), String(err));
     }
     await a.exited;
-    assert.ok(events.length >= 6);
+    assert.ok(events.length >= 6, 'events.length >= 6');
     assert.equal(events[0]?.type, 'response.created');
     const created = (events[0] as OpenAI.Responses.ResponseCreatedEvent).response;
     assert.equal(created.status, 'queued');

@@ -117,7 +117,10 @@ test('cancel mid-generation: the worker stops at once and the task ends cancelle
   // a step or two; 10 steps of margin keep this about behaviour, not timing.
   const extra = response.usage.output_tokens - sent;
   assert.ok(extra >= 0 && extra <= 10, `${extra} tokens were generated after the cancel`);
-  assert.ok(response.usage.output_tokens < reference.outputTokens);
+  assert.ok(
+    response.usage.output_tokens < reference.outputTokens,
+    'response.usage.output_tokens < reference.outputTokens',
+  );
   // The slot was released: the same worker runs the next task.
   const next = await cluster.run({ input: 'Hello.', seed: 1, max_output_tokens: 4 });
   assert.equal(next.task.status, 'succeeded');
@@ -214,8 +217,11 @@ test('SIGKILL under on_restart=resume: the run continues exactly where it stoppe
   assertVisible(events);
   const requeued = events.find((e) => e.task_status === 'running' && e.reason === 'worker_lost');
   assert.equal(requeued?.on_restart, 'resume');
-  assert.ok(!events.some((e) => e.type === RESTART_EVENT_TYPE));
-  assert.ok(sent >= 20);
+  assert.ok(
+    !events.some((e) => e.type === RESTART_EVENT_TYPE),
+    '!events.some((e) => e.type === RESTART_EVENT_TYPE)',
+  );
+  assert.ok(sent >= 20, 'sent >= 20');
   assert.equal(requeued?.resumed_from_tokens, sent);
   // Exact resume: the same text as the uninterrupted run, and the deltas the client got, across
   // both attempts, rebuild it with nothing repeated or missing.
@@ -310,7 +316,7 @@ test('SIGTERM drain past the deadline: each unfinished task gets its own on_rest
   assert.equal(resume.task.attempt, 2);
   const resumed = resume.events.find((e) => e.reason === 'worker_draining');
   assert.equal(resumed?.task_status, 'running');
-  assert.ok((resumed?.resumed_from_tokens as number) >= 20);
+  assert.ok((resumed?.resumed_from_tokens as number) >= 20, '(resumed?.resumed_from_tokens as number) >= 20');
   assert.equal(outputText(resume.task.result), reference.text);
   assert.equal(deltaText(resume.events), reference.text);
 });

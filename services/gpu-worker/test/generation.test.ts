@@ -28,18 +28,27 @@ test('a worker process generates with the real model: events in order, output an
     'response.content_part.done',
     'response.output_item.done',
   ]);
-  assert.ok(['response.completed', 'response.incomplete'].includes(tail[3]!));
+  assert.ok(
+    ['response.completed', 'response.incomplete'].includes(tail[3]!),
+    "['response.completed', 'response.incomplete'].includes(tail[3]!)",
+  );
   const statuses = events.map((e) => e.task_status);
-  assert.ok(statuses.includes('loading') && statuses.includes('running'));
+  assert.ok(
+    statuses.includes('loading') && statuses.includes('running'),
+    "statuses.includes('loading') && statuses.includes('running')",
+  );
   const deltas = events.filter((e) => e.type === 'response.output_text.delta');
-  assert.ok(deltas.length > 0);
+  assert.ok(deltas.length > 0, 'deltas.length > 0');
   const text = deltas.map((e) => e.delta).join('');
   const response = task.result as {
     output: { content: { text: string }[] }[];
     usage: { input_tokens: number; output_tokens: number; total_tokens: number };
   };
   assert.equal(response.output[0]!.content[0]!.text, text);
-  assert.ok(response.usage.input_tokens > 0 && response.usage.output_tokens > 0);
+  assert.ok(
+    response.usage.input_tokens > 0 && response.usage.output_tokens > 0,
+    'response.usage.input_tokens > 0 && response.usage.output_tokens > 0',
+  );
   assert.equal(response.usage.total_tokens, response.usage.input_tokens + response.usage.output_tokens);
   // Same seed, same request: same text (what `resume` relies on).
   const again = await run({ input: 'Tell me about the sea.', seed: 7, max_output_tokens: 64 });

@@ -56,7 +56,10 @@ test('a second worker under the id of a live one is refused; the first stays reg
   const { code, stderr } = await refusedWorker({ TASKLINE_WORKER_ID: 'w-same' }, 'w-second');
   assert.equal(code, 1);
   assert.match(stderr, /worker id w-same is registered by a live worker/);
-  assert.ok(stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_id_taken' && l.worker === 'w-same'));
+  assert.ok(
+    stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_id_taken' && l.worker === 'w-same'),
+    "stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_id_taken' && l.worker === 'w-same')",
+  );
   assert.equal(await readyz(first), 200, 'the first worker is still registered');
-  assert.ok(first.running);
+  assert.ok(first.running, 'first.running');
 });

@@ -4,11 +4,16 @@
  * `taskline_build_info` and in /healthz.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { freePort, ROOT, startServices, type Service, type Stack } from '@taskline/testing';
+import { freePort, ROOT, SERVICE_NODE, startServices, type Service, type Stack } from '@taskline/testing';
 
 const REVISION = 'abc1234';
+/** The Node.js version the services run on (SERVICE_NODE), which each reports. */
+const SERVICE_NODE_VERSION = execFileSync(SERVICE_NODE, ['-p', 'process.versions.node'], {
+  encoding: 'utf8',
+}).trim();
 let stack: Stack;
 before(async () => {
   stack = await startServices({
@@ -43,7 +48,7 @@ test('scheduler and worker answer /healthz with their version and build, /readyz
       service,
       version: version(service),
       revision: REVISION,
-      node: process.versions.node,
+      node: SERVICE_NODE_VERSION,
     });
     await until(`${service} ready`, async () => (await fetch(`${metricsBase(s)}/readyz`)).status === 200);
     assert.equal((await fetch(`${metricsBase(s)}/healthz`, { method: 'POST' })).status, 405);

@@ -25,6 +25,6 @@ for (const kind of ['api', 'scheduler', 'gpu-worker']) {
     };
     assert.deepEqual([event.level, event.msg, event.service], ['error', 'start_failed', kind]);
     assert.match(event.error.message, /invalid configuration: TASKLINE_WORKER_FETCHERS/);
-    assert.ok(!run.stderr.includes('s3cret'));
+    assert.ok(!run.stderr.includes('s3cret'), "!run.stderr.includes('s3cret')");
   });
 }
