@@ -107,6 +107,7 @@ class Session {
     const id = rand(1e9);
     const url = new URL(this.lb);
     const answers: Promise<unknown>[] = [];
+    let cutOff = false;
     const final = await new Promise<RpcMessage | undefined>((resolve) => {
       let outcome: RpcMessage | undefined;
       const parser = createParser({
@@ -140,10 +141,26 @@ class Session {
         },
       );
       req.on('error', () => resolve(undefined));
-      req.setTimeout(timeoutMs, () => req.destroy());
+      // A wall-clock bound, not an idle one: the stream's keep-alive comments would reset that.
+      const cut = setTimeout(() => {
+        cutOff = true;
+        req.destroy();
+        resolve(outcome);
+      }, timeoutMs);
+      req.on('close', () => clearTimeout(cut));
       req.end(JSON.stringify({ jsonrpc: '2.0', id, method: 'tasks/result', params: { taskId } }));
     });
     await Promise.all(answers);
+    // Still open at the bound: fine while the task runs; a stream that missed its end if the task
+    // had ended seconds before.
+    if (cutOff) {
+      const task = (await this.rpc('tasks/get', { taskId }))?.result;
+      const endedAt = Date.parse(String(task?.lastUpdatedAt));
+      if (TERMINAL.includes(String(task?.status)) && endedAt < Date.now() - 5000)
+        legacyCounts.violations.push(
+          `${taskId}: tasks/result still open ${timeoutMs} ms in, the task ${String(task?.status)} at ${String(task?.lastUpdatedAt)}`,
+        );
+    }
     return final;
   }
 

@@ -300,23 +300,45 @@ const legacyHooks: LegacyHooks = {
   },
 };
 
-async function loop(until: number, everyMs: number, fn: () => Promise<void>, inflight: Promise<void>[]) {
+/** One piece of the load (a create and what follows it, an MCP call...), by its kind. */
+export interface Inflight {
+  kind: string;
+  startedAt: number;
+  settled: boolean;
+  done: Promise<void>;
+}
+
+/** The kinds of load still open and since when: what a run that waits too long names. */
+export function stillOpen(inflight: Inflight[]): string {
+  const open = new Map<string, { count: number; oldest: number }>();
+  for (const e of inflight.filter((e) => !e.settled)) {
+    const o = open.get(e.kind) ?? { count: 0, oldest: e.startedAt };
+    open.set(e.kind, { count: o.count + 1, oldest: Math.min(o.oldest, e.startedAt) });
+  }
+  const now = Date.now();
+  return [...open].map(([kind, o]) => `${kind} x${o.count} (oldest ${now - o.oldest} ms)`).join(', ') || 'none';
+}
+
+async function loop(kind: string, until: number, everyMs: number, fn: () => Promise<void>, inflight: Inflight[]) {
   while (Date.now() < until) {
-    inflight.push(fn());
+    const entry: Inflight = { kind, startedAt: Date.now(), settled: false, done: fn() };
+    const settle = () => void (entry.settled = true);
+    entry.done.then(settle, settle);
+    inflight.push(entry);
     await sleep(everyMs / 2 + rand(everyMs));
   }
 }
 
 /** Every kind of load until `until`; the requests still open when it returns land in `inflight`. */
-export function runLoad(c: ChaosStack, until: number, inflight: Promise<void>[]): Promise<unknown> {
+export function runLoad(c: ChaosStack, until: number, inflight: Inflight[]): Promise<unknown> {
   return Promise.all([
-    loop(until, 250, () => createTask(c.lb, until), inflight),
-    loop(until, 250, () => createTask(c.lb, until), inflight),
-    loop(until, 1500, () => respond(c.lb, until), inflight),
-    loop(until, 700, () => mcpTask(c.lb, until), inflight),
+    loop('LMSP create', until, 250, () => createTask(c.lb, until), inflight),
+    loop('LMSP create', until, 250, () => createTask(c.lb, until), inflight),
+    loop('LMSP response', until, 1500, () => respond(c.lb, until), inflight),
+    loop('MCP task', until, 700, () => mcpTask(c.lb, until), inflight),
     pollStatuses(c.lb, () => [...tracked.values()].filter((t) => t.via === 'lmsp').map((t) => t.id), until),
-    loop(until, 1400, () => legacyMcpTask(c.lb, until, legacyHooks), inflight),
-    loop(until, 600, () => tools.toolTask(c.lb, until), inflight),
-    loop(until, 600, () => workerToolTask(c.lb, until), inflight),
+    loop('MCP 2025-11-25 task', until, 1400, () => legacyMcpTask(c.lb, until, legacyHooks), inflight),
+    loop('tool task', until, 600, () => tools.toolTask(c.lb, until), inflight),
+    loop('worker tool task', until, 600, () => workerToolTask(c.lb, until), inflight),
   ]);
 }

@@ -12,7 +12,7 @@ import { bounded } from '@taskline/testing';
 import { startChaosStack, stopChaosStack, type ChaosStack } from './chaos-stack.js';
 import { faultLoop, REDIS_FAULTS } from './faults.js';
 import { checkInvariants } from './invariants.js';
-import { runLoad } from './load.js';
+import { runLoad, stillOpen, type Inflight } from './load.js';
 import { requireMinimums } from './minimums.js';
 import { faults, LOG_DIR, SECONDS, TERMINAL_BOUND_MS, tracked } from './observed.js';
 import { overload } from './overload.js';
@@ -31,14 +31,20 @@ async function main() {
   running = c;
   const receiver = await bounded('the webhook receiver', 30_000, startFlakyReceiver(c.lb));
   const until = Date.now() + SECONDS * 1000;
-  const inflight: Promise<void>[] = [];
+  const inflight: Inflight[] = [];
   const load = Promise.all([runLoad(c, until, inflight), faultLoop(c, until)]);
   await bounded('the load and the faults', SECONDS * 1000 + 120_000, load);
   // Every process back up before the checks: the system must finish what it acknowledged.
   for (const s of [...c.apis, ...c.schedulers, ...c.workers, ...c.toolWorkers])
     if (!s.running) await bounded(`the restart of ${s.name}`, 150_000, s.start());
   // Every request has its own timeout and every reader its deadline (the terminal bound).
-  await bounded("the load's last requests", TERMINAL_BOUND_MS + 60_000, Promise.all(inflight));
+  await bounded(
+    "the load's last requests",
+    TERMINAL_BOUND_MS + 60_000,
+    Promise.all(inflight.map((e) => e.done)),
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; still open: ${stillOpen(inflight)}`);
+  });
   const checks = async () => {
     const found = [
       ...(await checkInvariants(c)),

@@ -148,6 +148,19 @@ async function stillPending(
   return null;
 }
 
+/** What Redis holds of a lost message: its job, the relay's last message of the task, the index entry. */
+async function traceOf(store: TaskStore, endpoint: string, task: string, id: string): Promise<string> {
+  const job = `${endpointQueuePrefix(endpoint)}:${endpointQueue(endpoint)}:${id}`;
+  const [finishedOn, attempts, failed] = await store.redis.hmget(job, 'finishedOn', 'attemptsMade', 'failedReason');
+  const state = (await store.redis.exists(job))
+    ? `job finished ${finishedOn ?? '-'}, attempts ${attempts ?? 0}, failed ${failed ?? '-'}`
+    : 'no job';
+  const last = await store.redis.hget(hookKeys.last(TENANTS.a), `${endpoint}/${task}`);
+  const indexed = await store.redis.zscore(hookKeys.open(TENANTS.a), task);
+  const kept = await store.redis.exists(hookKeys.message(TENANTS.a, endpoint, id));
+  return `${state}; relay's last ${last ?? '-'}; indexed ${indexed ?? '-'}; body kept ${kept}`;
+}
+
 /**
  * The invariant, after waiting up to SETTLE_MS for the retries to catch up: a message neither
  * delivered nor pending was lost; an event under two ids was delivered twice as two messages.
@@ -162,7 +175,8 @@ export async function checkWebhooks(store: TaskStore, receiver: FlakyReceiver) {
   for (const [task, ids] of expected)
     for (const id of ids.filter((m) => !seen.ids.has(m))) {
       const pending = await stillPending(store, receiver.endpoint, task, id);
-      if (pending === null) violations.push(`${id}: neither delivered nor being retried`);
+      if (pending === null)
+        violations.push(`${id}: neither delivered nor being retried (${await traceOf(store, receiver.endpoint, task, id)})`);
     }
   for (const [event, ids] of seen.byEvent)
     if (ids.size > 1) violations.push(`event ${event} delivered under ${[...ids].join(', ')}`);
