@@ -316,10 +316,18 @@ export function stillOpen(inflight: Inflight[]): string {
     open.set(e.kind, { count: o.count + 1, oldest: Math.min(o.oldest, e.startedAt) });
   }
   const now = Date.now();
-  return [...open].map(([kind, o]) => `${kind} x${o.count} (oldest ${now - o.oldest} ms)`).join(', ') || 'none';
+  return (
+    [...open].map(([kind, o]) => `${kind} x${o.count} (oldest ${now - o.oldest} ms)`).join(', ') || 'none'
+  );
 }
 
-async function loop(kind: string, until: number, everyMs: number, fn: () => Promise<void>, inflight: Inflight[]) {
+async function loop(
+  kind: string,
+  until: number,
+  everyMs: number,
+  fn: () => Promise<void>,
+  inflight: Inflight[],
+) {
   while (Date.now() < until) {
     const entry: Inflight = { kind, startedAt: Date.now(), settled: false, done: fn() };
     const settle = () => void (entry.settled = true);

@@ -151,7 +151,12 @@ async function stillPending(
 /** What Redis holds of a lost message: its job, the relay's last message of the task, the index entry. */
 async function traceOf(store: TaskStore, endpoint: string, task: string, id: string): Promise<string> {
   const job = `${endpointQueuePrefix(endpoint)}:${endpointQueue(endpoint)}:${id}`;
-  const [finishedOn, attempts, failed] = await store.redis.hmget(job, 'finishedOn', 'attemptsMade', 'failedReason');
+  const [finishedOn, attempts, failed] = await store.redis.hmget(
+    job,
+    'finishedOn',
+    'attemptsMade',
+    'failedReason',
+  );
   const state = (await store.redis.exists(job))
     ? `job finished ${finishedOn ?? '-'}, attempts ${attempts ?? 0}, failed ${failed ?? '-'}`
     : 'no job';
@@ -176,7 +181,9 @@ export async function checkWebhooks(store: TaskStore, receiver: FlakyReceiver) {
     for (const id of ids.filter((m) => !seen.ids.has(m))) {
       const pending = await stillPending(store, receiver.endpoint, task, id);
       if (pending === null)
-        violations.push(`${id}: neither delivered nor being retried (${await traceOf(store, receiver.endpoint, task, id)})`);
+        violations.push(
+          `${id}: neither delivered nor being retried (${await traceOf(store, receiver.endpoint, task, id)})`,
+        );
     }
   for (const [event, ids] of seen.byEvent)
     if (ids.size > 1) violations.push(`event ${event} delivered under ${[...ids].join(', ')}`);
