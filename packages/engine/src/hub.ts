@@ -41,6 +41,8 @@ interface Down {
 
 /** How long a failed catch-up read waits before it is tried again (the reader would stall). */
 const CATCH_UP_RETRY_MS = 500;
+/** How long a channel whose move to another connection failed waits before it is tried again. */
+const SUBSCRIBE_RETRY_MS = 500;
 
 /**
  * Live tails of task event logs for any number of readers. Every script announces each event on
@@ -146,11 +148,13 @@ export class EventHub {
       if (this.tasks.get(id) !== tail) return;
       const link = this.links.linkFor(channel);
       tail.link = link;
+      // A connection not ready (new, or back from a drop) subscribes this channel with its others
+      // once ready (`resubscribe`). Sent sooner, while ioredis still checks the Redis (its INFO,
+      // repeated while Redis loads its AOF; ioredis writes a subscription at once meanwhile), a
+      // subscription puts the connection in subscriber mode: the next check is refused, and ioredis
+      // fails every command in flight on it, this one too (a 500, not a 503).
+      if (link.conn.status !== 'ready') this.lost(link);
       const down = this.down.get(link);
-      // A link coming back subscribes this channel with its others once ready (`resubscribe`). Sent
-      // sooner, while ioredis still checks the reconnected Redis (its INFO, repeated while Redis
-      // loads its AOF), a subscription puts the connection in subscriber mode: the next check is
-      // refused, and ioredis fails every command in flight on it, this one too (a 500, not a 503).
       if (down && link.conn.status !== 'ready') return down.back;
       const epoch = this.epoch;
       const subscribing = link.conn.ssubscribe(channel).then(
@@ -167,12 +171,19 @@ export class EventHub {
         },
         (err: unknown) => {
           // A stale slot table: read it again, and `rehome` subscribes where the slot is now.
-          if (!isMoved(err)) throw err;
-          this.links.refresh();
+          if (isMoved(err)) return this.links.refresh();
+          // The first subscription's readers are told (503); a moved one has none waiting, and
+          // is tried again, or its readers would get nothing more.
+          if (!moved) throw err;
+          setTimeout(() => {
+            if (this.tasks.get(id) === tail && tail.link === link && !tail.live) this.attach(id, tail, true);
+          }, SUBSCRIBE_RETRY_MS).unref();
         },
       );
       return down ? Promise.all([subscribing, down.back]) : subscribing;
     });
+    // Its readers await it; a failure with none left waiting must not end the process.
+    tail.subscribed.catch(() => undefined);
   }
 
   /** Closes the subscriber connections; readers get nothing more. */

@@ -56,6 +56,8 @@ const WAIT_ON_REPLICA = 'ERR WAIT cannot be used with replica instances';
  * never run: the connection is not ready yet.
  */
 const SUBSCRIBER_CONTEXT = /^ERR Can't execute '[^']+': only \(P\|S\)SUBSCRIBE/;
+/** The same refusal made by ioredis itself, which knows the connection is in subscriber mode: never sent. */
+const SUBSCRIBER_MODE = 'Connection in subscriber mode, only subscriber commands may be used';
 const CLUSTER_DOWN_MESSAGES = new Set([
   "Cluster isn't ready and enableOfflineQueue options is false",
   'None of startup nodes is available',
@@ -70,6 +72,7 @@ export function redisUnavailableReason(err: unknown): RedisUnavailableReason | n
   // Raised by Taskline itself where it must pick a cluster node (`nodeOf`) and knows none yet.
   if (err instanceof TasklineError && err.code === 'unavailable') return 'clusterdown';
   if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'connection';
+  if (e.message === SUBSCRIBER_MODE) return 'connection';
   // A command of an auto-pipeline cut by the connection's close (ioredis's abortIncompletePipelines):
   // Redis may or may not have run it.
   if (e.name === 'AbortError' && e.message === ABORTED_BY_CLOSE) return 'connection';

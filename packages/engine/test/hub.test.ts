@@ -210,40 +210,63 @@ test('readers keep receiving, and new readers can attach, after Redis restarts f
   s2.close();
 });
 
-test('readers attaching while a restarted Redis loads its AOF attach, or fail only as Redis unavailable (503)', async () => {
+/**
+ * Readers attach, 5 ms apart, while a restarted Redis loads its AOF, through a hub whose link was
+ * live before the restart (`fresh` false: it reconnects) or one opened while Redis loads (`fresh`:
+ * a new link, as one to a node a failover made primary). Connected but not ready, ioredis repeats
+ * its ready check (INFO) meanwhile: a subscription sent then puts the connection in subscriber mode
+ * and the next check is refused. Each attach must succeed or fail as Redis unavailable (503), and
+ * nothing may be left an unhandled rejection (it would end the process).
+ */
+async function attachWhileLoading(fresh: boolean): Promise<void> {
   // One Redis under `pnpm test:cluster` too (a start with arguments): the data to load is on it.
   const server = await startRedis({ args: [] });
   const redis = connectRedis(server.url, 'test');
   redis.on('error', () => undefined);
-  const own = { server, redis, store: new TaskStore(redis, defaults) };
-  const loadHub = new EventHub(own.store);
+  const store = new TaskStore(redis, defaults);
+  const hubs = [new EventHub(store)];
+  const unhandled: unknown[] = [];
+  const onUnhandled = (err: unknown) => unhandled.push(err);
+  process.on('unhandledRejection', onUnhandled);
   try {
-    const tasks = await Promise.all(Array.from({ length: 40 }, () => own.store.create(newTask())));
-    const first = await loadHub.subscribe(tasks[0]!.id, 0, () => undefined);
+    const tasks = await Promise.all(Array.from({ length: 600 }, () => store.create(newTask())));
+    const first = await hubs[0]!.subscribe(tasks[0]!.id, 0, () => undefined);
     // Enough data that loading the AOF after the restart takes seconds.
-    await own.redis.eval("for i = 1, 1500000 do redis.call('SET', 'fill:' .. i, i) end return 1", 0);
-    const link = await subscriberOf(loadHub, tasks[0]!.id);
-    await own.server.kill();
-    const restarting = own.server.restart(); // settles once the load is done
-    // Connected but not ready: ioredis repeats its ready check (INFO) while Redis loads. Readers
-    // keep attaching meanwhile, as a busy api's do: some subscription is in flight at a check.
+    await redis.eval("for i = 1, 1500000 do redis.call('SET', 'fill:' .. i, i) end return 1", 0);
+    await server.kill();
+    const restarting = server.restart(); // settles once the load is done
+    await until('the store connected to the loading Redis', () =>
+      redis.status === 'connect' ? true : undefined,
+    );
+    if (fresh) hubs.unshift(new EventHub(store));
+    const link = await subscriberOf(hubs[0]!, tasks[0]!.id);
+    // What makes the refusal: a subscription sent on a connection not ready yet (ioredis writes
+    // SSUBSCRIBE at once while it checks, as a command allowed during loading).
+    const sentWhile = new Set<string>();
+    const ssubscribe = link.ssubscribe.bind(link) as (...channels: string[]) => Promise<unknown>;
+    (link as unknown as { ssubscribe: typeof ssubscribe }).ssubscribe = (...channels) => {
+      sentWhile.add(link.status);
+      return ssubscribe(...channels);
+    };
     await until('the subscriber connection connected to the loading Redis', () =>
       link.status === 'connect' ? true : undefined,
     );
     const attaching: Promise<{ s: { close(): void } | null; err: unknown }>[] = [];
     for (const task of tasks.slice(1)) {
       attaching.push(
-        loadHub
+        hubs[0]!
           .subscribe(task.id, 0, () => undefined)
           .then(
             (s) => ({ s, err: null }),
             (err: unknown) => ({ s: null, err }),
           ),
       );
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 5));
     }
     const attached = await Promise.all(attaching);
     await restarting;
+    // A moment for a rejection nobody awaited to be reported.
+    await new Promise((r) => setTimeout(r, 200));
     for (const { s, err } of attached) {
       s?.close();
       assert.ok(
@@ -251,13 +274,22 @@ test('readers attaching while a restarted Redis loads its AOF attach, or fail on
         `attaching failed with ${String(err)}, not as unavailable`,
       );
     }
+    assert.deepEqual([...sentWhile], ['ready'], 'subscriptions are sent on a ready connection only');
+    assert.deepEqual(unhandled.map(String), [], 'no unhandled rejection');
     first.close();
   } finally {
-    loadHub.close();
+    process.off('unhandledRejection', onUnhandled);
+    for (const each of hubs) each.close();
     redis.disconnect();
     await server.stop();
   }
-});
+}
+
+test('readers attaching while a restarted Redis loads its AOF attach, or fail only as Redis unavailable (503)', () =>
+  attachWhileLoading(false));
+
+test('readers of a hub opened while Redis loads its AOF attach, or fail only as Redis unavailable (503)', () =>
+  attachWhileLoading(true));
 
 test('a reader attaching while the connection is down, its history read before the final event, still gets it', async () => {
   const task = await h.store.create(newTask());

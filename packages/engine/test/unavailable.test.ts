@@ -15,6 +15,9 @@ test('a command refused by a connection still in subscriber mode mid-reconnect i
     "ERR Can't execute 'info': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
   );
   assert.equal(redisUnavailableReason(refused), 'connection');
+  // The same refusal made by ioredis itself, before sending (chaos on a cluster: a 500 on GET /events).
+  const refusedHere = new Error('Connection in subscriber mode, only subscriber commands may be used');
+  assert.equal(redisUnavailableReason(refusedHere), 'connection');
 });
 
 test('other error replies stay faults; the listed ones stay "try again"', () => {
