@@ -19,6 +19,7 @@ import {
   type TaskRecord,
 } from '../src/index.js';
 import { nodeOf } from '../src/redis.js';
+import { keySlot } from '../src/slots.js';
 import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { createBurst, defaults, newTask, until } from './helpers.js';
 
@@ -226,6 +227,44 @@ test('commands sent together to a primary that just failed over are each followe
   const replies = await Promise.allSettled(keys.map((key) => redis.set(key, '1')));
   const refused = replies.filter((r) => r.status === 'rejected').map((r) => String(r.reason));
   assert.deepEqual(refused, []);
+});
+
+test('a slot table that names a replica the primary heals within seconds, though the replica answers READONLY, never MOVED', async () => {
+  // After failovers a client can hold such a table (read from a node with a stale view) and a
+  // READONLY-mode connection to that node (ioredis opens replicas so): a script sent there runs
+  // on the replica and is refused READONLY, which ioredis does not follow, so only a periodic
+  // re-read of the table corrects it (a worker's every claim failed so after a cluster's restarts).
+  const key = 'tl:{stale-table}:x';
+  const write = () => redis.eval("return redis.call('SET', KEYS[1], '1')", 1, key) as Promise<string>;
+  await write();
+  const view = redis as unknown as { slots: string[][]; refreshSlotsCache(done: () => void): void };
+  const slot = keySlot(key);
+  // A table read as the cluster formed may not list replicas yet: read it again until it does.
+  const reread = () => new Promise<void>((resolve) => view.refreshSlotsCache(() => resolve()));
+  await until("the slot's replica in the client's table", async () => {
+    if (!view.slots[slot]?.[1]) await reread();
+    return view.slots[slot]?.[1] ? true : undefined;
+  });
+  let refused = '';
+  for (let tries = 0; tries < 5 && !refused; tries++) {
+    const [primary, replica] = view.slots[slot]!;
+    assert.ok(replica, 'the slot has a replica in the table');
+    view.slots[slot] = [replica, primary!];
+    refused = await write().then(
+      () => '', // the periodic re-read came in between: stale it again
+      (err: Error) => err.message,
+    );
+  }
+  assert.match(refused, /^READONLY/);
+  await until(
+    'a write through the re-read table',
+    () =>
+      write().then(
+        (reply) => (reply === 'OK' ? true : undefined),
+        () => undefined,
+      ),
+    10_000,
+  );
 });
 
 test('with one primary stalled, Redis still answers (readiness): a keyless PING to it would hang', async () => {
