@@ -153,9 +153,11 @@ export class EventHub {
       // repeated while Redis loads its AOF; ioredis writes a subscription at once meanwhile), a
       // subscription puts the connection in subscriber mode: the next check is refused, and ioredis
       // fails every command in flight on it, this one too (a 500, not a 503).
-      if (link.conn.status !== 'ready') this.lost(link);
+      if (link.conn.status !== 'ready') {
+        this.lost(link);
+        return this.down.get(link)?.back;
+      }
       const down = this.down.get(link);
-      if (down && link.conn.status !== 'ready') return down.back;
       const epoch = this.epoch;
       const subscribing = link.conn.ssubscribe(channel).then(
         () => {

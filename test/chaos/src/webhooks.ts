@@ -130,6 +130,19 @@ async function expectedMessages(store: TaskStore): Promise<Map<string, string[]>
   return expected;
 }
 
+/** Message `id`'s delivery job for `endpoint` as Redis holds it, or null when there is none. */
+async function jobOf(store: TaskStore, endpoint: string, id: string) {
+  const key = `${endpointQueuePrefix(endpoint)}:${endpointQueue(endpoint)}:${id}`;
+  if ((await store.redis.exists(key)) !== 1) return null;
+  const [finishedOn, attempts, failed] = await store.redis.hmget(
+    key,
+    'finishedOn',
+    'attemptsMade',
+    'failedReason',
+  );
+  return { finishedOn, attempts: attempts ?? '0', failed };
+}
+
 /** Why message `id` of task `task` is not delivered yet, or null when nothing will deliver it. */
 async function stillPending(
   store: TaskStore,
@@ -137,9 +150,8 @@ async function stillPending(
   task: string,
   id: string,
 ): Promise<string | null> {
-  const job = `${endpointQueuePrefix(endpoint)}:${endpointQueue(endpoint)}:${id}`;
-  const [finishedOn, attempts] = await store.redis.hmget(job, 'finishedOn', 'attemptsMade');
-  if ((await store.redis.exists(job)) === 1 && !finishedOn) return `retrying (attempts ${attempts ?? 0})`;
+  const job = await jobOf(store, endpoint, id);
+  if (job && !job.finishedOn) return `retrying (attempts ${job.attempts})`;
   // An outbox entry is pending only while the task is in the relay's index: no relay reads it otherwise.
   if ((await store.redis.zscore(hookKeys.open(TENANTS.a), task)) === null) return null;
   const seq = id.slice(id.lastIndexOf('_') + 1);
@@ -150,15 +162,9 @@ async function stillPending(
 
 /** What Redis holds of a lost message: its job, the relay's last message of the task, the index entry. */
 async function traceOf(store: TaskStore, endpoint: string, task: string, id: string): Promise<string> {
-  const job = `${endpointQueuePrefix(endpoint)}:${endpointQueue(endpoint)}:${id}`;
-  const [finishedOn, attempts, failed] = await store.redis.hmget(
-    job,
-    'finishedOn',
-    'attemptsMade',
-    'failedReason',
-  );
-  const state = (await store.redis.exists(job))
-    ? `job finished ${finishedOn ?? '-'}, attempts ${attempts ?? 0}, failed ${failed ?? '-'}`
+  const job = await jobOf(store, endpoint, id);
+  const state = job
+    ? `job finished ${job.finishedOn ?? '-'}, attempts ${job.attempts}, failed ${job.failed ?? '-'}`
     : 'no job';
   const last = await store.redis.hget(hookKeys.last(TENANTS.a), `${endpoint}/${task}`);
   const indexed = await store.redis.zscore(hookKeys.open(TENANTS.a), task);
