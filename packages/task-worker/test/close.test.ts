@@ -28,12 +28,9 @@ test('closeAndExit exits 0 within its bound when a close hangs, naming the step'
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
-  const started = Date.now();
+  // Without the bound the process never exits: the test's own timeout fails it.
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  // A hang bound, not a timing assertion: without the bound the process never exits (the test's
-  // own timeout fails it).
   assert.equal(code, 0, out);
-  assert.ok(Date.now() - started < 60_000, 'Date.now() - started < 60_000');
   assert.match(out, /"msg":"close_forced"/);
   assert.match(out, /"step":"metrics listener"/);
 });
