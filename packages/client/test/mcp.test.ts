@@ -182,9 +182,10 @@ describe('MCP tasks client against the api process', () => {
         refused ||= res.status === 429;
       }
     };
-    // A token refilled between two of theirs may go to the client's first try: then again.
+    // A token refilled between two of theirs may go to the client's first try: then again. On a
+    // starved host (the parallel lane at the lowest CPU priority) five rounds all lost that race.
     for (let round = 1; seen[0] !== 429; round++) {
-      assert.ok(round <= 5, `the client's first try was never refused: ${seen.join(', ')}`);
+      assert.ok(round <= 20, `the client's first try was never refused: ${seen.join(', ')}`);
       seen.length = sleeps.length = 0;
       spending = true;
       refused = false;
