@@ -191,8 +191,18 @@ test('an idempotent create retried concurrently 50 times yields one task', async
   assert.ok(!ids.has(other.task.id), '!ids.has(other.task.id)');
 });
 
+/**
+ * A harness whose store reads a clock the test moves: a hold of 300 ms is "still held" or "past"
+ * because the test says so, not because a starved host was quick enough between two calls.
+ */
+async function heldHarness() {
+  const clock = { ms: Date.now() };
+  const short = await harness({ idempotencyPendingMs: 300, now: () => clock.ms });
+  return { short, pastTheHold: () => void (clock.ms += 350) };
+}
+
 test('an abandoned create is finished by a retry under the same task id', async () => {
-  const short = await harness({ idempotencyPendingMs: 300 });
+  const { short, pastTheHold } = await heldHarness();
   try {
     const begun = await short.store.beginIdempotent('tenant-a', 'k', 'fp');
     // The first request dies here, before writing the task.
@@ -200,7 +210,7 @@ test('an abandoned create is finished by a retry under the same task id', async 
       short.store.createIdempotent(newTask(), 'k', 'fp'),
       (e: unknown) => (e as TasklineError).code === 'idempotency_key_in_use',
     );
-    await new Promise((r) => setTimeout(r, 350));
+    pastTheHold();
     const { task } = await short.store.createIdempotent(newTask(), 'k', 'fp');
     assert.equal(task.id, begun.taskId);
   } finally {
@@ -209,12 +219,12 @@ test('an abandoned create is finished by a retry under the same task id', async 
 });
 
 test('a create that stalls past its hold, and lands after the retry that took over, leaves that task alone', async () => {
-  const short = await harness({ idempotencyPendingMs: 300 });
+  const { short, pastTheHold } = await heldHarness();
   try {
     // The first request reserves the key with the id it drew for its task, then stalls (a pause,
     // a failover) before its create lands.
     const first = await short.store.beginIdempotent('tenant-a', 'k', 'fp');
-    await new Promise((r) => setTimeout(r, 350));
+    pastTheHold();
     const retry = await short.store.createIdempotent(newTask({ id: newId('task'), fresh: true }), 'k', 'fp');
     assert.equal(retry.task.id, first.taskId, 'the retry took over the first id');
     const { attempt } = await short.store.claim(first.taskId, 'w1', 60_000, { start: true });
