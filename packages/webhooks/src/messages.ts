@@ -17,6 +17,8 @@ export interface EventMessage {
 
 /** `msg_<task>_<seq>`: one per event, so a redelivery or a relay run twice keeps it. */
 export const messageId = (taskId: string, seq: number) => `msg_${taskId}_${seq}`;
+/** The event number a message id names (its last part). */
+export const seqOf = (id: string) => Number(id.slice(id.lastIndexOf('_') + 1));
 
 /** The most specific type of an event the outbox named. */
 export function messageType(event: StoredEvent): HookEvent {

@@ -1,16 +1,19 @@
 /**
  * The webhook relay: moves each hooked task's outbox entries (written by the scripts that wrote
- * the events) into delivery jobs, one BullMQ queue per endpoint, then deletes them. A crash
- * between the two queues the same job ids again, which BullMQ ignores: at least once, one id.
+ * the events) into delivery jobs, one BullMQ queue per endpoint, then deletes them once every
+ * connected replica has the jobs. A crash between the two queues the same job ids again, which
+ * BullMQ ignores: at least once, one id.
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { Queue } from 'bullmq';
 import {
   dropOutbox,
   dropOutboxEntries,
   isCallbackKey,
   isTerminal,
   readOutboxes,
+  ReplicaAck,
   taskStatuses,
   type OutboxEntry,
   type TaskRecord,
@@ -21,7 +24,15 @@ import type { DisabledNotice, EndpointRecord, EndpointStore } from './endpoints.
 import { hookKeys } from './keys.js';
 import { answerLinks, type LinkSettings } from './links.js';
 import { EndpointQueues, type DeliveryJob } from './queues.js';
-import { messageBody, messageId, messageType, noticeMessage, wants, type EventMessage } from './messages.js';
+import {
+  messageBody,
+  messageId,
+  messageType,
+  noticeMessage,
+  seqOf,
+  wants,
+  type EventMessage,
+} from './messages.js';
 import type { RetrySchedule } from './schedule.js';
 
 export interface RelayOptions {
@@ -59,9 +70,17 @@ export class Relay {
   private readonly queues: EndpointQueues;
   /** This relay's lock value. */
   private readonly owner = randomUUID();
+  /**
+   * Waits for the replicas of each queue it added jobs to before an entry or notice is deleted:
+   * else a failover to a replica without the job loses the message for good (the store's setting,
+   * TASKLINE_REPLICA_ACK_TIMEOUT_MS; none when off).
+   */
+  private readonly queued: ReplicaAck | null;
 
   constructor(private readonly o: RelayOptions) {
     this.queues = new EndpointQueues(o.queueRedis);
+    const timeoutMs = o.store.options.replicaAckTimeoutMs;
+    this.queued = timeoutMs ? new ReplicaAck(o.queueRedis, timeoutMs) : null;
   }
 
   /** One pass over every tenant with endpoints; returns the messages queued. */
@@ -121,6 +140,7 @@ export class Relay {
           .add('notice', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
         queued++;
       }
+      await this.replicated(endpoints.filter((e) => e.enabled && e.id !== id).map((e) => e.id));
       await this.o.redis.hdel(hookKeys.notices(tenant), id);
     }
     return queued;
@@ -162,15 +182,21 @@ export class Relay {
     const first = Math.min(...entries.flatMap((e) => e.seqs));
     const events = await this.o.store.eventsAfter(id, first - 1);
     let queued = 0;
+    // Per endpoint, the message this pass queued (or found queued) last: what a re-queued one follows.
+    const handled = new Map<string, string>();
     for (const entry of entries) {
       const at = Number(entry.entry.split('-')[0]);
       for (const event of events.filter((e) => entry.seqs.includes(e.seq))) {
         const message: EventMessage = { id: messageId(id, event.seq), type: messageType(event), event, at };
         const extra = this.extraOf(message, task);
-        for (const endpoint of endpoints.filter((ep) => wants(ep, message.type)))
-          queued += await this.enqueue(endpoint, task, message, messageBody(message, task, endpoint, extra));
+        for (const endpoint of endpoints.filter((ep) => wants(ep, message.type))) {
+          const body = messageBody(message, task, endpoint, extra);
+          queued += await this.enqueue(endpoint, task, message, body, handled.get(endpoint.id) ?? null);
+          handled.set(endpoint.id, message.id);
+        }
       }
     }
+    await this.replicated([...handled.keys()]);
     await dropOutboxEntries(
       this.o.redis,
       id,
@@ -189,26 +215,59 @@ export class Relay {
     return { answer_links: answerLinks(this.o.links, task, questions, message.at) };
   }
 
-  /** Queues one message for one endpoint behind its previous one about the task. */
-  private async enqueue(endpoint: EndpointRecord, task: TaskRecord, message: EventMessage, body: string) {
+  /**
+   * Queues one message for one endpoint behind its previous one about the task. `prev` is the
+   * message this pass handled before it for the endpoint, if any.
+   */
+  private async enqueue(
+    endpoint: EndpointRecord,
+    task: TaskRecord,
+    message: EventMessage,
+    body: string,
+    prev: string | null,
+  ) {
     const { redis } = this.o;
     const lastField = `${endpoint.id}/${task.id}`;
+    const queue = this.queues.of(endpoint.id);
     const last = await redis.hget(hookKeys.last(endpoint.tenant), lastField);
-    if (last === message.id) return 0; // queued by a pass that stopped before deleting its entry
+    if (last !== null && seqOf(last) >= message.event.seq) {
+      // Queued by a pass that stopped before deleting its entry (a replica did not confirm in
+      // time, say): done, unless a failover lost the job; then it goes again behind the message
+      // before it in this pass (those of earlier passes were replicated before they were deleted).
+      if (await queue.getJob(message.id)) return 0;
+      await this.add(queue, endpoint, task, message, body, prev);
+      return 1;
+    }
+    await this.add(queue, endpoint, task, message, body, last);
+    await redis.hset(hookKeys.last(endpoint.tenant), lastField, message.id);
+    return 1;
+  }
+
+  /** Keeps a message for redelivery and adds its delivery job, to go after `after`'s. */
+  private async add(
+    queue: Queue<DeliveryJob>,
+    endpoint: EndpointRecord,
+    task: TaskRecord,
+    message: EventMessage,
+    body: string,
+    after: string | null,
+  ) {
     const job: DeliveryJob = {
       tenant: endpoint.tenant,
       endpoint: endpoint.id,
       message: message.id,
       body,
-      after: last,
+      after,
       ...(task.traceparent && { traceparent: task.traceparent }),
     };
     await this.keep(endpoint, message.id, message.at, body);
-    await this.queues
-      .of(endpoint.id)
-      .add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
-    await redis.hset(hookKeys.last(endpoint.tenant), lastField, message.id);
-    return 1;
+    await queue.add('deliver', job, { jobId: message.id, ...this.o.schedule.jobOptions() });
+  }
+
+  /** Resolves once every connected replica has the jobs added to these endpoints' queues. */
+  private async replicated(endpoints: string[]): Promise<void> {
+    if (this.queued && endpoints.length > 0)
+      await this.queued.wait(endpoints.map((e) => this.queues.of(e).toKey('id')));
   }
 
   /** Keeps the message for redelivery (by id or by time) for `keepMs`. */
