@@ -9,7 +9,7 @@
 # - packages that never touch Redis (config, console, control, inference, log, metrics) and the
 #   harness's own tests (testing); the unit tier starts no Redis at all;
 # - files that watch one Redis from outside and start theirs explicitly (durability: AOF and
-#   fsync settings of one server; unavailable: one node answering OOM, BUSY, READONLY;
+#   fsync settings of one server; the webhooks' replicas: one primary and its replica; unavailable: one node answering OOM, BUSY, READONLY;
 #   mcp-listen-round-trips and the gpu-worker's redis-faults: a proxy in front of one Redis;
 #   mcp-streams: ACL rules set through one connection, which reach one node; the engine's unconfirmed:
 #   one paused or out-of-memory Redis; the scheduler's fairness-e2e and
@@ -25,7 +25,7 @@ source scripts/test-tiers.sh
 pnpm build
 
 skip='^packages/(config|console|control|inference|log|metrics|testing)/'
-skip+='|/(durability|unavailable|unconfirmed|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
+skip+='|/(durability|replicas|unavailable|unconfirmed|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
 skip+='|^packages/engine/test/cluster\.test\.ts$'
 mapfile -t parallel < <(tier_files parallel | grep -Ev "$skip")
 TASKLINE_TEST_REDIS=cluster run_tests --test-concurrency="${TASKLINE_TEST_CONCURRENCY:-$(nproc)}" --test-timeout=900000 -- "${parallel[@]}"
