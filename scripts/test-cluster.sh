@@ -25,7 +25,7 @@ source scripts/test-tiers.sh
 pnpm build
 
 skip='^packages/(config|console|control|inference|log|metrics|testing)/'
-skip+='|/(durability|replicas|unavailable|unconfirmed|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
+skip+='|^packages/webhooks/test/replicas\.test\.ts$|/(durability|unavailable|unconfirmed|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
 skip+='|^packages/engine/test/cluster\.test\.ts$'
 mapfile -t parallel < <(tier_files parallel | grep -Ev "$skip")
 TASKLINE_TEST_REDIS=cluster run_tests --test-concurrency="${TASKLINE_TEST_CONCURRENCY:-$(nproc)}" --test-timeout=900000 -- "${parallel[@]}"
