@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startServices, type Service, type Stack } from '@taskline/testing';
+import { startServices, until, type Service, type Stack } from '@taskline/testing';
 
 let stack: Stack;
 before(async () => {
@@ -36,9 +36,10 @@ test('a worker with a token the scheduler does not accept is refused and exits 1
   );
   assert.equal(code, 1);
   assert.match(stderr, /token missing or not accepted.*"msg":"control_refused"/);
-  assert.ok(
-    stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_unauthenticated'),
-    'the scheduler logged the refusal',
+  // The scheduler's log lines go out once per turn of its loop: maybe after the worker's exit.
+  await until(
+    'the scheduler to log the refusal',
+    async () => stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_unauthenticated') || undefined,
   );
 });
 
@@ -56,9 +57,11 @@ test('a second worker under the id of a live one is refused; the first stays reg
   const { code, stderr } = await refusedWorker({ TASKLINE_WORKER_ID: 'w-same' }, 'w-second');
   assert.equal(code, 1);
   assert.match(stderr, /worker id w-same is registered by a live worker/);
-  assert.ok(
-    stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_id_taken' && l.worker === 'w-same'),
-    "stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_id_taken' && l.worker === 'w-same')",
+  await until(
+    'the scheduler to log the id taken',
+    async () =>
+      stack.schedulers[0]!.logs.some((l) => l.msg === 'worker_id_taken' && l.worker === 'w-same') ||
+      undefined,
   );
   assert.equal(await readyz(first), 200, 'the first worker is still registered');
   assert.ok(first.running, 'first.running');
