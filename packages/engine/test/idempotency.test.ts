@@ -10,12 +10,15 @@ import { harness, newTask, until, type Harness } from './helpers.js';
 // expired is free again (docs/engine.md, "Idempotency"), so a retry never brings the old task
 // id back with a new run under it.
 let h: Harness;
-// The same Redis with a short Idempotency-Key hold, for retries that take over a create.
+// The same Redis with a short Idempotency-Key hold, for retries that take over a create. Its store
+// reads a clock the test moves: a hold is "still held" or "past" because the test says so, not
+// because a starved host was quick enough between two calls (races.test.ts does the same).
 let held: TaskStore;
 const HOLD_MS = 300;
+const clock = { ms: Date.now() };
 before(async () => {
   h = await harness({ taskRetentionMs: 200, eventRetentionMs: 200 });
-  held = new TaskStore(h.redis, { ...h.store.options, idempotencyPendingMs: HOLD_MS });
+  held = new TaskStore(h.redis, { ...h.store.options, idempotencyPendingMs: HOLD_MS, now: () => clock.ms });
 });
 after(() => h.close());
 
@@ -35,7 +38,8 @@ async function runAndExpire(store: TaskStore, id: string): Promise<void> {
   );
 }
 
-const pastTheHold = () => new Promise((r) => setTimeout(r, HOLD_MS + 50));
+/** Moves the held store's clock past its hold. */
+const pastTheHold = () => void (clock.ms += HOLD_MS + 50);
 
 test('a key whose task expired makes a new task under a new id, and then names that task', async () => {
   const old = await expiredTask(h.store, 'tenant-x', 'key-expired');
@@ -123,7 +127,7 @@ test('a create that wrote its task and died before marking its key: a retry afte
     idempotencyKey: 'key-crashed',
   });
   await runAndExpire(held, first.taskId);
-  await pastTheHold();
+  pastTheHold();
 
   // The retry takes the key over: the record still names the old id, whose task has come and gone.
   const drawn = newId('task');
@@ -163,7 +167,7 @@ test('a create that stalls past its hold and lands after the retry task expired 
   await until('the first request to reserve the key', async () =>
     (await h.redis.hget(recordKeyOf('tenant-s', 'key-stalled'), 'task')) === drawn ? true : undefined,
   );
-  await pastTheHold();
+  pastTheHold();
   const retry = await held.createIdempotent(
     newTask({ tenant: 'tenant-s', id: newId('task'), fresh: true }),
     'key-stalled',
@@ -188,7 +192,7 @@ test('a create that stalls past its hold and lands after the retry task expired 
 
 test('a retry that takes over a create that never wrote its task creates it under the reserved id, once', async () => {
   const first = await held.beginIdempotent('tenant-u', 'key-unwritten', 'print');
-  await pastTheHold();
+  pastTheHold();
   const results = await Promise.allSettled(
     Array.from({ length: 10 }, () =>
       held.createIdempotent(
