@@ -9,6 +9,12 @@ import { RESTART_EVENT_TYPE } from '@taskline/engine';
 import { EngineStack, deltaText, exited, LONG, outputText } from '@taskline/test-support/engine-stack';
 
 let cluster: EngineStack;
+/**
+ * Its workers are never stopped mid-task (a dead model thread's tasks are restarted by the worker
+ * at once): a 10 s lease, which a starved host does not let lapse mid-run, so each attempt counted
+ * below is one the thread's death made, not a lapse's.
+ */
+const LONG_LEASE = { TASKLINE_LEASE_MS: '10000' };
 
 before(async () => {
   cluster = await EngineStack.start({
@@ -18,7 +24,11 @@ before(async () => {
 after(() => cluster.stop());
 
 test('tasks whose model thread dies get their on_restart policy, and the worker runs them and the next one', async () => {
-  const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20', TASKLINE_WORKER_SLOTS: '3' });
+  const worker = cluster.startWorker({
+    TASKLINE_WORKER_MIN_STEP_MS: '20',
+    TASKLINE_WORKER_SLOTS: '3',
+    ...LONG_LEASE,
+  });
   const ids: Record<string, string> = {};
   for (const policy of ['fail', 'retry', 'resume'] as const)
     ids[policy] = (await cluster.create(LONG, { onRestart: policy })).id;
@@ -61,7 +71,11 @@ test('tasks whose model thread dies get their on_restart policy, and the worker 
 });
 
 test('a task whose every attempt kills its model thread ends server_restarted at TASKLINE_MAX_ATTEMPTS', async () => {
-  const worker = cluster.startWorker({ TASKLINE_WORKER_MIN_STEP_MS: '20', TASKLINE_MAX_ATTEMPTS: '2' });
+  const worker = cluster.startWorker({
+    TASKLINE_WORKER_MIN_STEP_MS: '20',
+    TASKLINE_MAX_ATTEMPTS: '2',
+    ...LONG_LEASE,
+  });
   const { id } = await cluster.create(LONG, { onRestart: 'retry' });
   for (const attempt of [1, 2]) {
     await cluster.waitFor(id, `attempt ${attempt}`, (t) => t.attempt === attempt);

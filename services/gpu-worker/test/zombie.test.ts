@@ -23,8 +23,11 @@ before(async () => {
 after(() => cluster.stop());
 
 /** A worker whose log lines the test reads (one JSON object per line). */
-function worker(id: string): { child: ChildProcess; logs: Record<string, unknown>[] } {
-  const child = cluster.startWorker({ TASKLINE_WORKER_ID: id, TASKLINE_WORKER_MIN_STEP_MS: '20' });
+function worker(
+  id: string,
+  env: Record<string, string> = {},
+): { child: ChildProcess; logs: Record<string, unknown>[] } {
+  const child = cluster.startWorker({ TASKLINE_WORKER_ID: id, TASKLINE_WORKER_MIN_STEP_MS: '20', ...env });
   const logs: Record<string, unknown>[] = [];
   let rest = '';
   child.stdout!.on('data', (chunk: Buffer) => {
@@ -59,7 +62,9 @@ test('SIGSTOP past the lease, recovered and finished elsewhere, SIGCONT: the zom
   const { id } = await cluster.create(LONG, { onRestart: 'retry' });
   await cluster.waitForTokens(id, 10);
   zombie.child.kill('SIGSTOP');
-  const rescuer = worker('w-rescuer');
+  // The rescuer is never stopped: a 10 s lease, which a starved host does not let lapse mid-run
+  // (with 1 s, one would make a third attempt), so its attempt is the task's second and last.
+  const rescuer = worker('w-rescuer', { TASKLINE_LEASE_MS: '10000' });
   try {
     const task = await cluster.waitForEnd(id);
     assert.equal(task.status, 'succeeded', JSON.stringify(task.error));

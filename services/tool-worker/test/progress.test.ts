@@ -11,7 +11,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { EngineStack } from '@taskline/test-support/engine-stack';
 import type { Replica } from '@taskline/test-support/mcp-stack';
-import { KEY_A, startOneApiToolStack, toolWorker } from './helpers.js';
+import { KEY_A, LONG_LEASE, startOneApiToolStack, toolWorker } from './helpers.js';
 
 const INFO = { name: 'progress-test', version: '1.0.0' };
 const auth = { requestInit: { headers: { authorization: `Bearer ${KEY_A}` } } };
@@ -31,7 +31,9 @@ describe('MCP progress notifications from ctx.progress', () => {
   let api: Replica;
   before(async () => {
     ({ cluster, api } = await startOneApiToolStack());
-    await toolWorker(cluster, 'steps.ts', { STEPS_STEP_MS: '200' });
+    // Never stopped: a 10 s lease (LONG_LEASE), which a starved host does not let lapse, so every
+    // notification below is attempt 1's.
+    await toolWorker(cluster, 'steps.ts', { STEPS_STEP_MS: '200', ...LONG_LEASE });
   });
   after(() => cluster.stop());
 
