@@ -177,16 +177,22 @@ describe('LMSP client against a running stack', () => {
   test('a stream that a proxy keeps cutting while the task is quiet (queued) is followed, not given up', async () => {
     // A proxy that ends every event stream after two heartbeats, as one with a maximum stream
     // duration does: each connection is healthy, only quiet, and none counts as failing.
+    let cuts = 0;
     const proxy = createServer((down) => {
       const up = connect(stack.port, '127.0.0.1');
       let beats = 0;
+      let cut = false;
       up.on('data', (chunk: Buffer) => {
         const text = chunk.toString();
         // Counted per response: a kept-alive connection carries several.
         if (text.includes('HTTP/1.1 ')) beats = 0;
         beats += text.split(': keep-alive').length - 1;
         if (beats < 2) down.write(chunk);
-        else down.end(chunk, () => up.destroy());
+        else {
+          if (!cut) cuts++;
+          cut = true;
+          down.end(chunk, () => up.destroy());
+        }
       });
       down.pipe(up);
       up.on('error', () => down.destroy());
@@ -207,8 +213,9 @@ describe('LMSP client against a running stack', () => {
       const reading = (async () => {
         for await (const event of via.stream(task.id)) events.push(event);
       })();
-      // Each cut takes two heartbeats (200 ms each): well past maxStreamReconnects while queued.
-      await new Promise((resolve) => setTimeout(resolve, 2500));
+      // Each cut takes two heartbeats (200 ms each): counted, not timed, past maxStreamReconnects
+      // while queued (a starved host may cut fewer times in a given while).
+      await until('the stream cut more often than maxStreamReconnects', () => (cuts > 3 ? true : undefined));
       stack.worker.kill('SIGCONT');
       await reading;
       assert.ok(isFinalEvent(events.at(-1)!.type), events.at(-1)!.type);

@@ -15,7 +15,7 @@ import {
 } from '../src/index.js';
 import { TEST_SECURITY, testWorker } from './worker.js';
 
-async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
+async function until(what: string, ok: () => boolean, ms = 30_000): Promise<void> {
   for (const end = Date.now() + ms; !ok(); await sleep(20))
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
 }
@@ -26,7 +26,9 @@ async function leader(t: TestContext, security: ControlSecurity = TEST_SECURITY)
     schedulerId: 's',
     security,
     heartbeatMs: 50,
-    workerTimeoutMs: 500,
+    // No test here waits for a heartbeat to lapse (a closed stream frees its id at once): a live
+    // worker stays live however long a starved host leaves this process without a turn.
+    workerTimeoutMs: 30_000,
     leadership: { isLeader: () => true, leaderAddr: async () => null },
   });
   t.after(() => server.close());

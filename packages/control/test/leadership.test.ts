@@ -6,7 +6,7 @@ import { startControlServer, type ControlServer } from '../src/index.js';
 import { TEST_SECURITY, testWorker } from './worker.js';
 
 async function until(what: string, ok: () => boolean): Promise<void> {
-  for (const end = Date.now() + 5000; !ok(); await sleep(20))
+  for (const end = Date.now() + 30_000; !ok(); await sleep(20))
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
 }
 

@@ -88,8 +88,12 @@ describe('LiveTools', () => {
   });
 
   it('forgets a worker whose entry Redis expired, and drops its id', async () => {
-    await live.announce(worker('short', 1000, '*', [tool('brief', 'v1')]), 300);
+    // Listed while its entry lives: a TTL no starved host outlasts before the read. Then its last
+    // announcement gives the entry a millisecond, and Redis expires it by its clock.
+    const short = worker('short', 1000, '*', [tool('brief', 'v1')]);
+    await live.announce(short, 30_000);
     assert.equal((await live.visible('x')).length, 1);
+    await live.announce(short, 1);
     await sleep(400);
     assert.deepEqual(await live.visible('x'), []);
     assert.deepEqual(await redis().smembers('tl:{tools}:workers'), []);
