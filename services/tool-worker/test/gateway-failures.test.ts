@@ -17,7 +17,11 @@ import { until } from '@taskline/testing';
 import { KEY_A, list2026, startOneApiToolStack } from './helpers.js';
 import { EVERYTHING, FLAKY, gatewayWorker, stdioUpstream, textOf } from './upstreams.js';
 
-const TIMEOUT_MS = 1500;
+/**
+ * The flaky upstream's call timeout: long enough that a slow call stays in flight while a second
+ * call goes through api, scheduler and worker on a starved host (the "calls in flight" test).
+ */
+const TIMEOUT_MS = 4000;
 
 describe('the gateway with upstreams that hang, die or answer garbage', () => {
   let cluster: EngineStack;
@@ -90,7 +94,7 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
     assert.equal(task.status, 'failed');
     assert.equal(task.error?.code, 'tool_failed');
     assert.match(task.error?.detail ?? '', new RegExp(`upstream bad did not answer within ${TIMEOUT_MS} ms`));
-    assert.ok(ms < TIMEOUT_MS + 3000, `ended after ${ms} ms`);
+    assert.ok(ms >= TIMEOUT_MS, `ended after ${ms} ms, before the timeout`);
   });
 
   it('fails a call answered with garbage, a JSON-RPC error, or a result above the size bound, naming why', async () => {
@@ -118,18 +122,18 @@ describe('the gateway with upstreams that hang, die or answer garbage', () => {
   });
 
   it('answers an upstream request it cannot relay (sampling) with an error at once, not a hang', async () => {
-    const { task, ms } = await ended('bad_asks');
+    const { task } = await ended('bad_asks');
     assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
     const answer = JSON.parse(textOf(task.result)) as { error?: { code: number } };
+    // Answered, not hung: a request left unanswered would have ended the call failed at the timeout.
     assert.equal(answer.error?.code, -32601);
-    assert.ok(ms < TIMEOUT_MS, `ended after ${ms} ms`);
   });
 
   it('refuses to relay a question while other calls to its upstream are in flight (it could not tell whose)', async () => {
     const calls = async () => (await counted()).split('\n').filter((l) => l === 'call').length;
     const before = await calls();
-    // Within the upstream's 1.5 s timeout.
-    const slow = ended('bad_slow', { ms: 1200 });
+    // Within the upstream's timeout, and in flight while the second call is made.
+    const slow = ended('bad_slow', { ms: TIMEOUT_MS - 500 });
     await until('bad_slow running', async () => ((await calls()) > before ? true : undefined), 5000);
     const { task } = await ended('bad_elicits');
     assert.equal(task.status, 'succeeded', JSON.stringify(task.error));
