@@ -1,5 +1,5 @@
 // The face of @taskline/testing: Redis servers and clusters, service stacks, proxies, waits.
-export { startRedis, type RedisServer, type RedisServerOptions } from './redis.js';
+export { startRedis, startReplica, type RedisServer, type RedisServerOptions } from './redis.js';
 export { freePort, ipv6Loopback } from './ports.js';
 export { configSetAll, flushAll, scanKeys } from './keys.js';
 export { bounded, exited, until } from './wait.js';

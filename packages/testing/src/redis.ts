@@ -1,6 +1,9 @@
-// A test's Redis: one server, or a cluster under `TASKLINE_TEST_REDIS=cluster`.
+// A test's Redis: one server, or a cluster under `TASKLINE_TEST_REDIS=cluster`; a replica of one.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { startRedisCluster } from './redis-cluster.js';
 import { startRedisServer, type RedisServer, type RedisServerOptions } from './redis-server.js';
+import { until } from './wait.js';
 
 export type { RedisServer, RedisServerOptions } from './redis-server.js';
 
@@ -39,3 +42,22 @@ async function clusterAsServer(options: RedisServerOptions): Promise<RedisServer
     stop: () => cluster.stop(),
   };
 }
+
+/**
+ * A replica of `primary` (one Redis), once it is in sync and the primary counts it online: what a
+ * write's `WAIT` then waits for. Stopped, paused and resumed on its own.
+ */
+export async function startReplica(primary: RedisServer): Promise<RedisServer> {
+  const replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  await until('the replica to be in sync', async () =>
+    (await replicationOf(replica)).includes('master_link_status:up') &&
+    /^slave\d+:.*state=online/m.test(await replicationOf(primary))
+      ? true
+      : undefined,
+  );
+  return replica;
+}
+
+const run = promisify(execFile);
+const replicationOf = async (server: RedisServer) =>
+  (await run('redis-cli', ['-p', String(server.port), 'INFO', 'replication'])).stdout;

@@ -14,7 +14,7 @@ import {
   type TasklineError,
 } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
-import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { startRedis, startReplica, type RedisServer } from '@taskline/testing';
 import {
   EndpointStore,
   endpointQueue,
@@ -23,8 +23,6 @@ import {
   retrySchedule,
   webhookWatch,
 } from '../src/index.js';
-
-const infoField = (info: string, field: string) => new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
 
 let primary: RedisServer;
 let replica: RedisServer;
@@ -42,17 +40,12 @@ let relay: Relay;
 let hasty: Relay;
 
 before(async () => {
-  primary = await startRedis();
-  replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  // One Redis even under TASKLINE_TEST_REDIS=cluster (a start with arguments), and its replica.
+  primary = await startRedis({ args: [] });
+  replica = await startReplica(primary);
   redis = connectRedis(primary.url, 'test');
   queueRedis = connectQueueRedis(primary.url, 'relay');
   onReplica = connectRedis(replica.url, 'replica-reader');
-  await until('the replica to be in sync', async () =>
-    infoField(await onReplica.info('replication'), 'master_link_status') === 'up' &&
-    infoField(await redis.info('replication'), 'connected_slaves') === '1'
-      ? true
-      : undefined,
-  );
   store = new TaskStore(redis, {
     taskRetentionMs: 60_000,
     eventRetentionMs: 60_000,

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '@taskline/engine';
 import { taskKeys } from '@taskline/engine/keys';
-import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { startRedis, startReplica, type RedisServer } from '@taskline/testing';
 import {
   assertMcpUnavailable,
   call,
@@ -28,8 +28,6 @@ async function refusedStart(redisUrl: string, env: Record<string, string> = {}):
   assert.fail('the api started against a Redis that breaks its durability promise');
 }
 
-const infoField = (info: string, field: string) => new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
-
 describe('a Redis with a replica', () => {
   let stack: RedisAndStore;
   let replica: RedisServer;
@@ -44,14 +42,8 @@ describe('a Redis with a replica', () => {
   let patient: InProcessApi;
   before(async () => {
     stack = await startRedisAndStore();
-    replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(stack.redisServer.port)] });
+    replica = await startReplica(stack.redisServer);
     onReplica = connectRedis(replica.url, 'replica-reader');
-    await until('the replica to be in sync', async () =>
-      infoField(await onReplica.info('replication'), 'master_link_status') === 'up' &&
-      infoField(await stack.redis.info('replication'), 'connected_slaves') === '1'
-        ? true
-        : undefined,
-    );
     api = await startApi(stack, { TASKLINE_REPLICA_ACK_TIMEOUT_MS: '400' });
     patient = await startApi(stack, {
       TASKLINE_REPLICA_ACK_TIMEOUT_MS: '30000',
