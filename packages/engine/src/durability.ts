@@ -1,8 +1,8 @@
 // What an acknowledged write survives (`TASKLINE_DURABILITY`), and the Redis settings checked for it.
-import type { Redis } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TasklineError } from './errors.js';
-import { isCluster, nodeOf } from './redis.js';
+import { connectRedis, isCluster, nodeOf, redisTargetFromEnv, type RedisTarget } from './redis.js';
 import { redisUnavailableReason } from './unavailable.js';
 
 /**
@@ -54,6 +54,25 @@ export function durabilityFromEnv(env: {
 
 interface Warn {
   warn(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/**
+ * A service's Redis at start: connected as `name`, its connection errors logged as JSON (unheard,
+ * ioredis prints each one's stack), and the start-up check passed (`checkDurability`): every
+ * service refuses a Redis that would lose what it acknowledges. The target is for the connections
+ * a service opens later (BullMQ's, a worker's control plane).
+ */
+export async function openServiceRedis(
+  env: Parameters<typeof redisTargetFromEnv>[0] & Parameters<typeof durabilityFromEnv>[0],
+  name: string,
+  log: Warn & { info(msg: string, fields?: Record<string, unknown>): void },
+  extra: RedisOptions = {},
+): Promise<{ target: RedisTarget; redis: Redis }> {
+  const target = redisTargetFromEnv(env);
+  const redis = connectRedis(target, name, extra);
+  redis.on('error', (err) => log.warn('redis connection error', { err }));
+  log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
+  return { target, redis };
 }
 
 /**

@@ -60,7 +60,13 @@ export {
   unconfirmedCreate,
   type RedisUnavailableReason,
 } from './unavailable.js';
-export { checkDurability, durabilityFromEnv, DURABILITY_LOSS, ReplicaAck } from './durability.js';
+export {
+  checkDurability,
+  durabilityFromEnv,
+  DURABILITY_LOSS,
+  openServiceRedis,
+  ReplicaAck,
+} from './durability.js';
 export { listenForOffers } from './sched/dispatch.js';
 
 // @internal: the scheduler's own (services/scheduler): leadership, dispatch rounds, its metrics.

@@ -1,13 +1,7 @@
 // Starts the api service from the environment.
 import { loadEnv } from '@taskline/config';
 import { startTracing } from '@taskline/tracing';
-import {
-  checkDurability,
-  connectRedis,
-  durabilityFromEnv,
-  redisTargetFromEnv,
-  timeRedisCommands,
-} from '@taskline/engine';
+import { openServiceRedis, timeRedisCommands } from '@taskline/engine';
 import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
@@ -29,11 +23,9 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
-  const redis = connectRedis(redisTargetFromEnv(env), 'taskline-api', {
+  const { redis } = await openServiceRedis(env, 'taskline-api', logger, {
     commandTimeout: env.TASKLINE_REDIS_COMMAND_TIMEOUT_MS,
   });
-  redis.on('error', (err) => logger.warn('redis connection error', { err }));
-  logger.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), logger));
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
     logger.warn('TASKLINE_MCP_LOCAL_NO_AUTH=1: /mcp accepts every caller as the tenant "local"');
   }

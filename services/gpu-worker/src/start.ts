@@ -5,11 +5,8 @@ import { join } from 'node:path';
 import { loadEnv, type Env } from '@taskline/config';
 import { controlSecurityFromEnv } from '@taskline/control';
 import {
-  checkDurability,
-  durabilityFromEnv,
-  connectRedis,
-  redisTargetFromEnv,
   EventHub,
+  openServiceRedis,
   servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
@@ -53,11 +50,7 @@ export async function startWorker(
   const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
-  const redisTarget = redisTargetFromEnv(env);
-  const redis = connectRedis(redisTarget, id);
-  // An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
-  redis.on('error', (err) => log.warn('redis connection error', { err }));
-  log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
+  const { target: redisTarget, redis } = await openServiceRedis(env, id, log);
   const metrics = createMetrics({
     service: 'gpu-worker',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,

@@ -4,12 +4,9 @@ import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import { controlSecurityFromEnv, type ControlSecurity } from '@taskline/control';
 import {
-  checkDurability,
-  durabilityFromEnv,
-  connectRedis,
+  openServiceRedis,
   parseWeights,
   redisAnswers,
-  redisTargetFromEnv,
   storeOptionsFromEnv,
   TaskStore,
   timeRedisCommands,
@@ -31,11 +28,7 @@ async function main(): Promise<void> {
   const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
-  const redisTarget = redisTargetFromEnv(env);
-  const redis = connectRedis(redisTarget, id);
-  // An outage is logged as the api logs it, as JSON; unheard, ioredis prints each error's stack.
-  redis.on('error', (err) => log.warn('redis connection error', { err }));
-  log.info('redis durability', await checkDurability(redis, durabilityFromEnv(env), log));
+  const { target: redisTarget, redis } = await openServiceRedis(env, id, log);
   const metrics = createMetrics({
     service: 'scheduler',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,

@@ -4,13 +4,13 @@ import { startTracing } from '@taskline/tracing';
 import { loadEnv, type Env } from '@taskline/config';
 import {
   callbackSettingsFromEnv,
-  connectRedis,
   EventHub,
-  redisTargetFromEnv,
+  openServiceRedis,
+  type RunContext,
   servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
-  type RunContext,
+  timeRedisCommands,
 } from '@taskline/engine';
 import { createLogger, droppedLogLines, type Logger } from '@taskline/log';
 import { controlSecurityFromEnv } from '@taskline/control';
@@ -187,9 +187,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
-  const redisTarget = redisTargetFromEnv(env);
-  const redis = connectRedis(redisTarget, id);
-  redis.on('error', (err) => log.warn('redis connection error', { err }));
+  const { target: redisTarget, redis } = await openServiceRedis(env, id, log);
   const metrics = createMetrics({
     service: 'tool-worker',
     tenantTopN: env.TASKLINE_METRICS_TENANT_TOP_N,
@@ -197,6 +195,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     build,
     exemplars: tracing.exemplar,
   });
+  timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
   const { gateway, tools, checked, listed, withdrawn, slots } = await servedTools(options, env, log, metrics);
   const store = new TaskStore(redis, { ...storeOptionsFromEnv(env), onTransition: metrics.transitioned });
   const hub = new EventHub(store);

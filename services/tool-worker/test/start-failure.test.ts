@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ROOT } from '@taskline/testing';
+import { ROOT, startRedis } from '@taskline/testing';
 import { EngineStack } from '@taskline/test-support/engine-stack';
 
 const FIXTURES = 'services/tool-worker/test/fixtures';
@@ -50,6 +50,20 @@ describe('tool worker start failures', () => {
     assert.equal(task?.status, 'queued');
     assert.equal(task?.attempt, 0);
     assert.deepEqual(await registryKeys(), []);
+  });
+
+  it('a Redis that would lose what it acknowledges (AOF off) stops the worker at start, naming why, as every service', async () => {
+    const plain = await startRedis({ args: ['--appendonly', 'no'] });
+    try {
+      const worker = cluster.stack.toolWorker(`${FIXTURES}/steps.ts`, {
+        TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
+        REDIS_URL: plain.url,
+      });
+      await assert.rejects(worker.up, /Redis runs without AOF/);
+      assert.equal(await worker.exited, 1);
+    } finally {
+      await plain.stop();
+    }
   });
 
   it('no module at all is a usage error, not a worker serving nothing', async () => {
