@@ -100,13 +100,24 @@ export class DeliveryWorkers {
     return run;
   }
 
+  /**
+   * A tenant whose endpoints cannot be read holds up no other's new workers; while any cannot, no
+   * worker stops (its endpoints may still be enabled), and the first failure is thrown after.
+   */
   private async reconcile(): Promise<void> {
     const enabled = new Set<string>();
-    for (const tenant of await this.o.redis.smembers(hookKeys.tenants))
-      for (const endpoint of await this.o.endpoints.list(tenant))
-        if (endpoint.enabled) enabled.add(endpoint.id);
+    const failures: unknown[] = [];
+    for (const tenant of await this.o.redis.smembers(hookKeys.tenants)) {
+      try {
+        for (const endpoint of await this.o.endpoints.list(tenant))
+          if (endpoint.enabled) enabled.add(endpoint.id);
+      } catch (err) {
+        failures.push(err);
+      }
+    }
     if (this.closed) return;
     for (const id of enabled) if (!this.workers.has(id)) this.start(id);
+    if (failures.length > 0) throw failures[0];
     await Promise.all([...this.workers.keys()].filter((id) => !enabled.has(id)).map((id) => this.stop(id)));
   }
 

@@ -83,11 +83,17 @@ export class Relay {
     this.queued = timeoutMs ? new ReplicaAck(o.queueRedis, timeoutMs) : null;
   }
 
-  /** One pass over every tenant with endpoints; returns the messages queued. */
+  /**
+   * One pass over every tenant with endpoints; returns the messages queued. A tenant whose part
+   * fails (its node failing over, a replica that did not confirm in time) holds up no other: the
+   * pass goes on, then throws the first failure.
+   */
   async pass(): Promise<number> {
     let queued = 0;
+    const failures: unknown[] = [];
     for (const tenant of await this.o.redis.smembers(hookKeys.tenants))
-      queued += await this.passTenant(tenant);
+      queued += await this.passTenant(tenant).catch((err: unknown) => failures.push(err) && 0);
+    if (failures.length > 0) throw failures[0];
     return queued;
   }
 

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import type { Redis } from 'ioredis';
-import { connectQueueRedis, connectRedis, TaskStore } from '@taskline/engine';
+import { connectQueueRedis, connectRedis, readOutboxes, TaskStore } from '@taskline/engine';
 import { createLogger } from '@taskline/log';
 import { startRedis, until, type RedisServer } from '@taskline/testing';
 import { Queue } from 'bullmq';
@@ -461,6 +461,35 @@ test('a refresh in flight when the delivery workers shut down starts no worker a
     assert.deepEqual(await queue.getWorkers(), [], 'no worker left running on the endpoint’s queue');
   } finally {
     await queue.close();
+    await stop();
+  }
+});
+
+test("a tenant whose pass fails holds up no other tenant's deliveries: the pass goes on, then reports the failure", async () => {
+  const { tenant, r, relay, delivery, stop } = await ownRole('beside-broken');
+  // Tenants whose endpoints cannot be read (a string where the hash is: WRONGTYPE), as a tenant
+  // whose queue's replica does not confirm in time fails its part of a pass.
+  const broken = ['tenant-broken-1', 'tenant-broken-2', 'tenant-broken-3'];
+  for (const t of broken) {
+    await endpoints.create(t, { url: 'https://hooks.example.com/broken' });
+    await redis.del(hookKeys.endpoints(t));
+    await redis.set(hookKeys.endpoints(t), 'not a hash');
+  }
+  try {
+    // The delivery workers' refresh too: the healthy tenant's worker starts, then the failure.
+    await assert.rejects(delivery.refresh(), /WRONGTYPE/);
+    const task = await runTask(tenant);
+    await assert.rejects(relay.pass(), /WRONGTYPE/);
+    const outbox = (await readOutboxes(redis, [task.id])).get(task.id) ?? [];
+    assert.deepEqual(outbox, [], 'the healthy tenant’s entries were queued in the same pass');
+    await until('the task ended delivered', () =>
+      r.got.some((m) => m.body.data.task.id === task.id && m.body.type === 'task.ended') ? true : undefined,
+    );
+  } finally {
+    for (const t of broken) {
+      await redis.del(hookKeys.endpoints(t));
+      await redis.srem(hookKeys.tenants, t);
+    }
     await stop();
   }
 });
