@@ -217,6 +217,7 @@ export class LmspClient {
   ): AsyncGenerator<StreamEvent> {
     let after = opts.after ?? (await this.storedPosition(id));
     let idle = 0;
+    let endedSeen = false;
     const limit = this.o.maxStreamReconnects ?? 30;
     for (;;) {
       let retryMs: number | undefined;
@@ -273,30 +274,31 @@ export class LmspClient {
         failure = err;
       }
       if (ended) return;
-      // The stream closed before a final event. A task that already ended has nothing more to send.
+      // The stream closed before a final event.
       if (!progressed) {
-        if (await this.endedBefore(id, opts.signal)) return;
         if (alive) idle = 0;
         else if (++idle > limit)
           throw new TasklineClientError(
             'network_error',
             `The event stream of ${id} keeps failing; giving up.`,
           );
+        // A task that has ended sends what is left on the next connection, at once: its last
+        // events, or 204 once its final one was delivered. Never taken as delivered here: this
+        // connection may have closed before the task's last events were written. (At once only
+        // the first time: a server that keeps closing such streams is tried at the usual pace.)
+        if (!endedSeen && (endedSeen = await this.hasEnded(id, opts.signal))) continue;
       } else idle = 0;
       await this.t.clock.sleep(this.reconnectDelay(retryMs, failure, idle), opts.signal);
     }
   }
 
-  /** Whether a stream that closed without progress was of a task that had already ended (recorded done). */
-  private async endedBefore(id: string, signal: AbortSignal | undefined): Promise<boolean> {
+  /** Whether the task has ended (a read that fails as a try-again answers no). */
+  private async hasEnded(id: string, signal: AbortSignal | undefined): Promise<boolean> {
     const task = await this.getTask(id, signal).catch((err: unknown) => {
       if (err instanceof TasklineClientError && !err.retryable) throw err;
       return null;
     });
-    if (!task || !isTerminalStatus(task.status)) return false;
-    // The final event was delivered before: nothing comes after it.
-    await this.record(id, { done: true });
-    return true;
+    return task !== null && isTerminalStatus(task.status);
   }
 
   /**

@@ -15,6 +15,10 @@ describe('Retry-After past the maximum the client waits', () => {
   let requests = 0;
   let retryAfter = '86400';
   let quietGets = 0;
+  let lateStreams = 0;
+  let lateEnded = false;
+  const sse = (seq: number, type: string) =>
+    `id: ${seq}\nevent: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq })}\n\n`;
   before(async () => {
     server = createServer((req, res) => {
       requests++;
@@ -29,9 +33,26 @@ describe('Retry-After past the maximum the client waits', () => {
         return;
       }
       if (req.url === '/lmsp/v1/tasks/task_quiet/events') {
+        // Once the task has ended with nothing more to send: 204, as Taskline answers.
+        if (quietGets > 2) return void res.writeHead(204).end();
         // A stream that asks for a day between reconnects, then closes with nothing to say.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.end('retry: 86400000\n\n');
+        return;
+      }
+      if (req.url === '/lmsp/v1/tasks/task_late/events') {
+        // Its first event; then a connection closed with nothing, the task ending just after the
+        // close; then, resumed, the events it wrote as it ended.
+        const resumedAt = Number(req.headers['last-event-id'] ?? 0);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        if (resumedAt === 0) res.end(sse(1, 'response.created'));
+        else if (lateStreams++ === 0) res.end(': keep-alive\n\n', () => (lateEnded = true));
+        else res.end(sse(2, 'response.output_text.delta') + sse(3, 'response.completed'));
+        return;
+      }
+      if (req.url === '/lmsp/v1/tasks/task_late') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'task_late', status: lateEnded ? 'succeeded' : 'running' }));
         return;
       }
       if (req.url === '/lmsp/v1/tasks/task_quiet') {
@@ -135,6 +156,14 @@ describe('Retry-After past the maximum the client waits', () => {
     const short = new LmspClient({ baseUrl: base, apiKey: 'k', clock: strict.clock, maxRetryAfterS: 2 });
     await assert.rejects(short.getTask('task_x'), /retry after 5 s.*longer than the 2 s/i);
     assert.deepEqual(strict.sleeps, []);
+  });
+
+  test('a stream closed without news just before its task ended is resumed, not taken as delivered', async () => {
+    const { clock } = recording();
+    const client = new LmspClient({ baseUrl: base, apiKey: 'k', clock });
+    const types: string[] = [];
+    for await (const event of client.stream('task_late')) types.push(event.type);
+    assert.deepEqual(types, ['response.created', 'response.output_text.delta', 'response.completed']);
   });
 
   test("a stream's retry: hint past the maximum is cut to it: the stream goes on", async () => {
