@@ -16,7 +16,13 @@ test('SIGKILL of Redis during a burst of creations loses no acknowledged task', 
   // A SIGKILL leaves the page cache intact, so this run alone cannot tell `always` from `everysec`;
   // the promise also covers a power loss, which only an fsync before each reply keeps.
   assert.deepEqual(await redis.config('GET', 'appendfsync'), ['appendfsync', 'always']);
-  const report = await checkDurability(redis, { level: 'always', requireAof: true }, { warn: assert.fail });
+  // No warning but "no answer yet", which the check says after half a second without one (a
+  // starved host's first connection may take that long): CONFIG is allowed, nothing is trusted.
+  const warnings: unknown[] = [];
+  const warn = (msg: string, fields?: Record<string, unknown>) =>
+    void (fields?.reason !== 'no_answer_yet' && warnings.push({ msg, ...fields }));
+  const report = await checkDurability(redis, { level: 'always', requireAof: true }, { warn });
+  assert.deepEqual(warnings, []);
   assert.equal(report.appendfsync, 'always', 'the start-up check saw the policy the promise needs');
   const store = new TaskStore(redis, defaults);
   const burst = createBurst(store, 5);
