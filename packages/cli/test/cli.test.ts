@@ -9,11 +9,10 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { credentialId } from '@taskline/client';
 import { EXIT, runCli, SqliteTaskIdStore } from '../src/index.js';
-import { KEY_A, until } from '@taskline/test-support/client-stack';
+import { KEY_A, LOADED_MODULES_PRELOAD, until } from '@taskline/test-support/client-stack';
 import { longArgs, retryArgs, useCliStack } from './spawn.js';
 
 const { ctx, cli, finished } = useCliStack();
@@ -348,7 +347,7 @@ describe('taskline CLI against a running stack', () => {
     const loaded = join(ctx.dir, 'loaded.txt');
     writeFileSync(loaded, '');
     const r = await finished(['tasks', 'get', 'task_doesnotexist'], {
-      NODE_OPTIONS: `--import ${fileURLToPath(new URL('./loaded-modules.mjs', import.meta.url))}`,
+      NODE_OPTIONS: `--import ${LOADED_MODULES_PRELOAD}`,
       TASKLINE_LOADED: loaded,
     });
     assert.equal(r.code, EXIT.notFound, r.stderr);

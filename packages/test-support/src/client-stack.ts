@@ -8,6 +8,7 @@ import { connectRedis, TaskStore, visibleStepViolation } from '@taskline/engine'
 import {
   ApiService,
   freePort,
+  LOADED_MODULES_PRELOAD,
   LONG,
   startServices,
   until,
@@ -17,7 +18,7 @@ import {
 import { FIXTURE_ENTRIES } from './entries.js';
 
 export const KEY_A = 'key-a-0123456789';
-export { until, visibleStepViolation };
+export { LOADED_MODULES_PRELOAD, until, visibleStepViolation };
 
 /** A generation long enough to interrupt (see the gpu-worker fault tests). */
 export const LONG_INPUT = LONG;

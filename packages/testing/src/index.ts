@@ -6,6 +6,7 @@ export { bounded, exited, until } from './wait.js';
 export { monitorRedis, monitorArgs, type RedisMonitor } from './monitor.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterOptions } from './redis-cluster.js';
 export {
+  LOADED_MODULES_PRELOAD,
   ROOT,
   Service,
   SERVICE_NODE,

@@ -27,6 +27,11 @@ export const SERVICE_NODE = ((runtime) => (existsSync(runtime) ? runtime : proce
 const COMPILE_CACHE = join(tmpdir(), 'taskline-compile-cache');
 /** The built preload, also when this file runs from `src/` through tsx (the services run no tsx). */
 const COMPILE_CACHE_PRELOAD = join(ROOT, 'packages/testing/dist/compile-cache.js');
+/**
+ * The built preload that records each module a process resolves in the file $TASKLINE_LOADED names
+ * (`NODE_OPTIONS=--import <this>`): a test of what a start loads.
+ */
+export const LOADED_MODULES_PRELOAD = join(ROOT, 'packages/testing/dist/loaded-modules.js');
 
 /** A Taskline service, by its folder under `services/`. */
 export type ServiceKind = 'api' | 'scheduler' | 'gpu-worker' | 'tool-worker';

@@ -1,11 +1,5 @@
 // @taskline/tracing: OpenTelemetry traces of a task across the api, scheduler and workers.
-export {
-  startTracing,
-  samplerFromEnv,
-  tracingConfigured,
-  TracingConfigError,
-  type Tracing,
-} from './setup.js';
+export { startTracing, tracingConfigured, TracingConfigError, type Tracing } from './setup.js';
 export {
   activeSpan,
   ATTR,

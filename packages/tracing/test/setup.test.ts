@@ -3,13 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { context, trace } from '@opentelemetry/api';
 import { createLogger } from '@taskline/log';
-import {
-  samplerFromEnv,
-  startTracing,
-  tracingConfigured,
-  TracingConfigError,
-  tracingOn,
-} from '../src/index.js';
+import { startTracing, tracingConfigured, TracingConfigError, tracingOn } from '../src/index.js';
+import { samplerFromEnv } from '../src/sdk.js';
 
 test('tracing is off unless an OTLP endpoint or exporter is configured, and OTEL_SDK_DISABLED wins', () => {
   assert.equal(tracingConfigured({}), false);
@@ -40,11 +35,11 @@ test('OTEL_TRACES_SAMPLER names the standard samplers; an unknown one or a bad r
 });
 
 test('unconfigured, startTracing is a no-op; configured, log lines carry trace_id and span_id', async () => {
-  const off = startTracing('taskline-test', {});
+  const off = await startTracing('taskline-test', {});
   assert.equal(off.enabled, false);
   assert.equal(tracingOn(), false);
   // An endpoint nothing listens on: spans are made, their export fails quietly at shutdown.
-  const on = startTracing('taskline-test', {
+  const on = await startTracing('taskline-test', {
     OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
     OTEL_BSP_SCHEDULE_DELAY: '60000',
   });

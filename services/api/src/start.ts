@@ -19,7 +19,7 @@ export function startApi(options: { mcpExtensions?: McpExtensions } = {}): void 
 async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const env = loadEnv();
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
-  const tracing = startTracing('taskline-api');
+  const tracing = await startTracing('taskline-api');
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });

@@ -45,7 +45,7 @@ export async function startWorker(
   // Before Redis: a worker with no control-plane credential would only be refused.
   const security = controlSecurityFromEnv(env, 'worker');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
-  const tracing = startTracing('taskline-worker');
+  const tracing = await startTracing('taskline-worker');
   const id = env.TASKLINE_WORKER_ID || `worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'gpu-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,

@@ -23,7 +23,7 @@ async function main(): Promise<void> {
   // Before Redis: a control plane open to any caller is refused at once.
   const security = controlSecurityFromEnv(env, 'scheduler');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
-  const tracing = startTracing('taskline-scheduler');
+  const tracing = await startTracing('taskline-scheduler');
   const id = `sched-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'scheduler', scheduler: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,

@@ -182,7 +182,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
   // Before Redis: a worker with no control-plane credential would only be refused.
   const security = controlSecurityFromEnv(env, 'worker');
   const build = buildInfo(new URL('../package.json', import.meta.url), env.TASKLINE_BUILD_REVISION);
-  const tracing = startTracing('taskline-tool-worker', options.env);
+  const tracing = await startTracing('taskline-tool-worker', options.env);
   const id = env.TASKLINE_WORKER_ID || `tool-worker-${randomUUID().slice(0, 8)}`;
   const log = createLogger({ service: 'tool-worker', worker: id }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
