@@ -10,8 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/test-tiers.sh
 
+# Where the run's minutes go: each phase's end, in seconds since the start (a lane's own tiers
+# print their files' times).
+mark() { echo "# $1 at $SECONDS s"; }
+
 pnpm build
+mark 'build done'
 bash scripts/test-unit.sh --no-build
+mark 'unit tier done'
 
 # The background lane. At nice 19 it takes only the CPU the alone lane leaves idle (an alone file
 # mostly waits on leases, timers and processes), so the alone files keep the machine they need while
@@ -19,6 +25,7 @@ bash scripts/test-unit.sh --no-build
 background_lane() {
   renice -n 19 -p "$BASHPID" >/dev/null
   pnpm lint
+  mark 'lint done'
   # Integration files wait on Redis, processes and timers far more than they compute: one more file
   # than there are cores keeps the CPUs busy without starving the timers (see docs/testing.md).
   local concurrency=${TASKLINE_TEST_CONCURRENCY:-$(($(nproc) + 1))}
@@ -26,6 +33,7 @@ background_lane() {
   mapfile -t parallel < <(tier_files parallel)
   # A file's timeout catches a hang, not slowness: a file sharing the cores takes longer than alone.
   run_tests --test-concurrency="$concurrency" --test-timeout=600000 -- "${parallel[@]}"
+  mark 'parallel tier done'
 }
 
 # The alone lane: the alone tier, then, at the background lane's priority, the deploy checks beside
@@ -35,6 +43,7 @@ alone_lane() {
   local alone
   mapfile -t alone < <(tier_files alone)
   run_tests --test-concurrency=1 --test-timeout=300000 -- "${alone[@]}"
+  mark 'alone tier done'
   # The suites at the background lane's priority: at normal priority their CPU-bound steps (Helm
   # renders) starved the parallel tier, whose replica-ack test then timed out its 400 ms WAIT.
   renice -n 19 -p "$BASHPID" >/dev/null
@@ -48,8 +57,10 @@ alone_lane() {
   cat "$bench_log"
   rm -f "$bench_log"
   [ "$deploy" = 0 ] && [ "$smoke" = 0 ] || { echo "test:deploy exited $deploy, bench:smoke $smoke" >&2; return 1; }
+  mark 'deploy and bench:smoke done'
   # Built above: the suite's entry without `pnpm test:conformance`'s own `tsc -b`.
   node --import tsx test/conformance/run.ts
+  mark 'conformance done'
 }
 
 # The background lane's output goes to a file, shown once both lanes end, so the two lanes' reports
@@ -71,4 +82,6 @@ rm -f "$lane_log"
 
 # The chaos run at reduced length (faults, invariants and overload on the local multi-replica
 # cluster) runs by itself: overload is its point.
+mark 'both lanes done'
 TASKLINE_CHAOS_SECONDS=20 node --import tsx test/chaos/src/run.ts
+mark 'chaos done'
