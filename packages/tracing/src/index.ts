@@ -1,5 +1,6 @@
 // @taskline/tracing: OpenTelemetry traces of a task across the api, scheduler and workers.
-export { startTracing, tracingConfigured, TracingConfigError, type Tracing } from './setup.js';
+export { startTracing, tracingConfigured } from './setup.js';
+export { TracingConfigError, type Tracing } from './types.js';
 export {
   activeSpan,
   ATTR,

@@ -15,7 +15,7 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
-import { TracingConfigError, type Env, type Tracing } from './setup.js';
+import { TracingConfigError, type Env, type Tracing } from './types.js';
 import { markTracingOn, traceExemplar } from './spans.js';
 
 /** OTEL_TRACES_SAMPLER and its argument, as the OpenTelemetry SDK environment variables define them. */

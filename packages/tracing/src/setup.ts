@@ -1,24 +1,8 @@
 // Starting OpenTelemetry tracing in a service from the standard OTEL_* environment variables.
 
-export type Env = Record<string, string | undefined>;
-
-/** What `startTracing` started: `shutdown` flushes the spans still waiting (call it on exit). */
-export interface Tracing {
-  enabled: boolean;
-  /**
-   * Where latency histograms take trace-id exemplars from (createMetrics' `exemplars`); undefined
-   * when tracing is off, so that the histograms stay as they are without it.
-   */
-  exemplar?: () => Record<string, string> | undefined;
-  shutdown(): Promise<void>;
-}
+import { TracingConfigError, type Env, type Tracing } from './types.js';
 
 const OFF: Tracing = { enabled: false, shutdown: async () => undefined };
-
-/** A bad OTEL_* value: services refuse to start with it, as with any other bad setting. */
-export class TracingConfigError extends Error {
-  readonly code = 'invalid_config';
-}
 
 /**
  * Tracing is on when an OTLP endpoint is named (OTEL_EXPORTER_OTLP_ENDPOINT or
