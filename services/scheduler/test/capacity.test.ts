@@ -82,10 +82,12 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
   await runOneAtATime(cluster, tasks);
   monitor.stop();
   // Four free slots: the jobs queued since a count leave room for the next three or four tasks.
+  // What follows a pick (a later round's count, an interval tick on a slow host) is not the offer's.
   const direct = seen
     .join(' ')
     .split(/offer \S+/)
-    .filter((between) => between.trim() === 'pick').length;
+    .slice(1)
+    .filter((after) => after.trim().split(' ')[0] === 'pick').length;
   assert.ok(direct >= tasks / 2, `${direct} of ${tasks} offers went straight to a pick: ${seen.join(', ')}`);
 });
 
