@@ -10,6 +10,7 @@ import type { ChaosStack } from './chaos-stack.js';
 import { legacyInvariant } from './legacy.js';
 import { scanKeys } from '@taskline/testing';
 import {
+  explainServerErrors,
   fiveXx,
   idemIds,
   listeners,
@@ -171,7 +172,7 @@ export async function checkInvariants(c: ChaosStack): Promise<Invariant[]> {
   const noServerErrors: Invariant = {
     name: 'no 5xx except 503 + Retry-After while Redis was down',
     checked: totals.requests,
-    violations: fiveXx.violations,
+    violations: explainServerErrors(fiveXx.violations),
   };
   const listenersInv: Invariant = {
     name: 'listeners got the terminal notification or recovered it by polling',

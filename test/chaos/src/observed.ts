@@ -3,6 +3,7 @@
  * tasks acknowledged to its clients and what each observer saw of them. The load records here,
  * the faults mark their windows, the invariants and the report read it.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isTerminal } from '@taskline/engine';
 import { ROOT } from '@taskline/testing';
@@ -77,9 +78,30 @@ export function note(reply: Reply, what: string): Reply {
     if (reply.status === 503 && reply.headers['retry-after'] && within(redisDown, now, 5000))
       fiveXx.allowed_503_redis_down++;
     else if (!ours && within(apiDown, now, 3000)) fiveXx.load_balancer_during_api_kill++;
-    else fiveXx.violations.push(`${what}: ${reply.status} ${reply.text.slice(0, 160)} at ${elapsed()} ms`);
+    else {
+      const id = reply.headers['x-request-id'];
+      fiveXx.violations.push(
+        `${what}: ${reply.status} ${reply.text.slice(0, 160)} at ${elapsed()} ms${id ? ` (request ${id})` : ''}`,
+      );
+    }
   }
   return reply;
+}
+
+/**
+ * Each 5xx violation with what the api logged for its request (`request_id`): a run that fails in CI
+ * names the error behind the answer, not only the answer.
+ */
+export function explainServerErrors(violations: string[]): string[] {
+  const lines = readdirSync(LOG_DIR)
+    .filter((f) => f.startsWith('api-'))
+    .flatMap((f) => readFileSync(join(LOG_DIR, f), 'utf8').split('\n'));
+  return violations.map((v) => {
+    const id = / \(request ([\w-]+)\)$/.exec(v)?.[1];
+    const logged =
+      id && lines.find((l) => l.includes(`"request_id":"${id}"`) && /"level":"(error|warn)"/.test(l));
+    return logged ? `${v}; the api logged: ${logged.slice(0, 1500)}` : v;
+  });
 }
 
 export async function call(
