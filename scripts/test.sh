@@ -24,16 +24,23 @@ mark 'unit tier done'
 # the rest of the run fills the gaps. Its processes (redis-server, services) inherit the priority.
 background_lane() {
   renice -n 19 -p "$BASHPID" >/dev/null
-  pnpm lint
+  local cli rest
+  mapfile -t cli < <(tier_files parallel | grep -E "$MACHINE_NODE_FILES")
+  mapfile -t rest < <(tier_files parallel | grep -Ev "$MACHINE_NODE_FILES")
+  # A file's timeout catches a hang, not slowness: a file sharing the cores takes longer than alone.
+  # The CLI's files (their own runner, on the machine's Node.js: see run_tests) beside the lint:
+  # run first in the tier, its longest file alone for a minute would leave a core idle.
+  pnpm lint &
+  local lint=$! cli_rc=0
+  run_tests --test-concurrency="${#cli[@]}" --test-timeout=600000 -- "${cli[@]}" || cli_rc=$?
+  wait "$lint"
   mark 'lint done'
   # Integration files wait on Redis, processes and timers far more than they compute: one more file
   # than there are cores keeps the CPUs busy without starving the timers (see docs/testing.md).
   local concurrency=${TASKLINE_TEST_CONCURRENCY:-$(($(nproc) + 1))}
-  local parallel
-  mapfile -t parallel < <(tier_files parallel)
-  # A file's timeout catches a hang, not slowness: a file sharing the cores takes longer than alone.
-  run_tests --test-concurrency="$concurrency" --test-timeout=600000 -- "${parallel[@]}"
+  run_tests --test-concurrency="$concurrency" --test-timeout=600000 -- "${rest[@]}"
   mark 'parallel tier done'
+  return "$cli_rc"
 }
 
 # The alone lane: the alone tier, then, at the background lane's priority, the deploy checks beside
@@ -59,7 +66,7 @@ alone_lane() {
   [ "$deploy" = 0 ] && [ "$smoke" = 0 ] || { echo "test:deploy exited $deploy, bench:smoke $smoke" >&2; return 1; }
   mark 'deploy and bench:smoke done'
   # Built above: the suite's entry without `pnpm test:conformance`'s own `tsc -b`.
-  node --import tsx test/conformance/run.ts
+  "$TEST_NODE" --import tsx test/conformance/run.ts
   mark 'conformance done'
 }
 
@@ -83,5 +90,5 @@ rm -f "$lane_log"
 # The chaos run at reduced length (faults, invariants and overload on the local multi-replica
 # cluster) runs by itself: overload is its point.
 mark 'both lanes done'
-TASKLINE_CHAOS_SECONDS=20 node --import tsx test/chaos/src/run.ts
+TASKLINE_CHAOS_SECONDS=20 "$TEST_NODE" --import tsx test/chaos/src/run.ts
 mark 'chaos done'

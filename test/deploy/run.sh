@@ -12,4 +12,6 @@ fi
 promtool check rules deploy/prometheus/slo-rules.yaml
 promtool test rules deploy/prometheus/slo-rules.test.yaml
 npx tsc -b
-node --import tsx --test test/deploy/*.test.ts
+# The test files on the tiers' Node.js (TEST_NODE), each file's time printed at the end.
+source scripts/test-tiers.sh
+run_tests -- test/deploy/*.test.ts
