@@ -25,15 +25,21 @@ import { checkWorkerToolTasks } from './worker-tools.js';
 /** The cluster once started: a run that fails stops it too, so no process outlives the run. */
 let running: ChaosStack | null = null;
 
+/** Where the run's time went: each phase's end, in seconds since the start. */
+const mark = (phase: string) =>
+  process.stdout.write(`chaos: ${phase} at ${Math.round(performance.now() / 1000)} s\n`);
+
 async function main() {
   process.stdout.write(`chaos: ${SECONDS} s of load and faults; logs in ${LOG_DIR}\n`);
   const c = await startChaosStack();
+  mark('stack up');
   running = c;
   const receiver = await bounded('the webhook receiver', 30_000, startFlakyReceiver(c.lb));
   const until = Date.now() + SECONDS * 1000;
   const inflight: Inflight[] = [];
   const load = Promise.all([runLoad(c, until, inflight), faultLoop(c, until)]);
   await bounded('the load and the faults', SECONDS * 1000 + 120_000, load);
+  mark('load and faults done');
   // Every process back up before the checks: the system must finish what it acknowledged.
   for (const s of [...c.apis, ...c.schedulers, ...c.workers, ...c.toolWorkers])
     if (!s.running) await bounded(`the restart of ${s.name}`, 150_000, s.start());
@@ -45,6 +51,7 @@ async function main() {
   ).catch((err: Error) => {
     throw new Error(`${err.message}; still open: ${stillOpen(inflight)}`);
   });
+  mark('restarts and last requests done');
   const checks = async () => {
     const found = [
       ...(await checkInvariants(c)),
@@ -52,14 +59,17 @@ async function main() {
       ...(await checkWorkerToolTasks(c.store)),
     ];
     found.push(...(await visibleInvariants(c.store, [...tracked.values()])).invariants);
+    mark('task checks done');
     const hooks = await checkWebhooks(c.store, receiver);
     process.stdout.write(`chaos: webhooks ${JSON.stringify(hooks.stats)}\n`);
     found.push(hooks.invariant);
     return found;
   };
   const invariants = await bounded('the invariant checks', 2 * TERMINAL_BOUND_MS + 60_000, checks());
+  mark('invariant checks done');
   invariants.push(requireMinimums(invariants, faults, tools.REQUIRED_FAULTS, REDIS_FAULTS));
   const overloadResult = await bounded('the overload', SECONDS * 100 + 120_000, overload(c));
+  mark('overload done');
   const broken = writeReport(buildReport(invariants, overloadResult));
   await stopChaosStack(c);
   await receiver.close();
