@@ -27,8 +27,11 @@ export interface RedisServer {
   resume(): void;
   /** SIGKILL: no shutdown save, the AOF is all that survives. */
   kill(): Promise<void>;
-  /** Start again on the same port from the same folder (and so the same AOF). */
-  restart(): Promise<void>;
+  /**
+   * Start again on the same port from the same folder (and so the same AOF), with `extra`
+   * arguments for this start only (e.g. `--key-load-delay`, to make the load take a while).
+   */
+  restart(extra?: string[]): Promise<void>;
   /** Stop the server and remove its folder. */
   stop(): Promise<void>;
 }
@@ -67,8 +70,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       child.kill('SIGKILL');
       await waitExit(child);
     },
-    async restart() {
-      child = await launch(dir, port, appendfsync, args);
+    async restart(extra = []) {
+      child = await launch(dir, port, appendfsync, [...args, ...extra]);
     },
     async stop() {
       child.kill('SIGKILL');

@@ -35,8 +35,8 @@ async function clusterAsServer(options: RedisServerOptions): Promise<RedisServer
     async kill() {
       await Promise.all(cluster.nodes.map((n) => n.kill()));
     },
-    async restart() {
-      await Promise.all(cluster.nodes.map((n) => n.restart()));
+    async restart(extra) {
+      await Promise.all(cluster.nodes.map((n) => n.restart(extra)));
       await cluster.healthy();
     },
     stop: () => cluster.stop(),
