@@ -44,6 +44,17 @@ const CATCH_UP_RETRY_MS = 500;
 /** How long a channel whose move to another connection failed waits before it is tried again. */
 const SUBSCRIBE_RETRY_MS = 500;
 
+export interface EventHubOptions {
+  /**
+   * How often the hub reads each followed task's log after its readers' last event (default
+   * 10 s): an announcement lost with nothing after it (a task's final event, published as a
+   * failover dropped the subscriber connection) would otherwise leave its readers waiting for
+   * good. One read per followed task per interval.
+   */
+  verifyMs?: number;
+}
+const VERIFY_MS = 10_000;
+
 /**
  * Live tails of task event logs for any number of readers. Every script announces each event on
  * the task's sharded channel; the hub subscribes once per task with readers, replays history from
@@ -59,6 +70,7 @@ export class EventHub {
   private epoch = 0;
   private readonly down = new Map<Link, Down>();
   private closed = false;
+  private readonly verifier: NodeJS.Timeout;
 
   /**
    * Opens the hub's own subscriber connections beside the store's (see `ShardLinks`). The hub
@@ -67,7 +79,10 @@ export class EventHub {
    * again, so an event published between their catch-up read and the resubscription cannot fall
    * between the two.
    */
-  constructor(private readonly store: TaskStore) {
+  constructor(
+    private readonly store: TaskStore,
+    options: EventHubOptions = {},
+  ) {
     this.links = new ShardLinks(store.redis, {
       message: (channel, message) => this.onMessage(channel, message),
       // Messages published while a connection is down are lost: none of its tails is live until resubscribed.
@@ -75,6 +90,8 @@ export class EventHub {
       back: (link) => void this.resubscribe(link),
       moved: () => this.rehome(),
     });
+    this.verifier = setInterval(() => this.verify(), options.verifyMs ?? VERIFY_MS);
+    this.verifier.unref();
   }
 
   private lost(link: Link): void {
@@ -191,6 +208,7 @@ export class EventHub {
   /** Closes the subscriber connections; readers get nothing more. */
   close(): void {
     this.closed = true;
+    clearInterval(this.verifier);
     this.tasks.clear();
     this.links.close();
   }
@@ -274,6 +292,25 @@ export class EventHub {
     if (listener.closed || event.seq !== listener.last + 1) return;
     listener.last = event.seq;
     listener.deliver(event);
+  }
+
+  /**
+   * Each followed task's log read once after its readers' last event, live or not (see
+   * `verifyMs`); readers still replaying their history are left to it.
+   */
+  private verify(): void {
+    for (const [id, tail] of this.tasks) {
+      const readers = [...tail.listeners].filter((l) => !l.pending && !l.closed);
+      if (readers.length === 0) continue;
+      const after = Math.min(...readers.map((l) => l.last));
+      // A failed read is the next interval's to try again.
+      void this.store.eventsAfter(id, after).then(
+        (events) => {
+          for (const l of readers) for (const event of events) this.push(l, event);
+        },
+        () => undefined,
+      );
+    }
   }
 
   private async catchUp(id: string, listener: Listener): Promise<void> {

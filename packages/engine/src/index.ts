@@ -13,7 +13,7 @@ export {
   type EventInput,
 } from './response.js';
 export { RESTART_EVENT_TYPE, type Recovered, type RestartReason } from './restart.js';
-export { EventHub, type Subscription } from './hub.js';
+export { EventHub, type EventHubOptions, type Subscription } from './hub.js';
 export { CallHolds } from './held.js';
 export {
   servedModelsFromEnv,

@@ -173,6 +173,24 @@ test('a missed live message is filled from the stream', async () => {
   s.close();
 });
 
+test("a last event whose announcement was lost, nothing after it, reaches its readers by the hub's own read", async () => {
+  // A failover can drop the final event's announcement with the subscriber connection: no later
+  // event would show the gap, and a reader (a tasks/result stream) would wait for good.
+  const checking = new EventHub(h.store, { verifyMs: 100 });
+  try {
+    const task = await h.store.create(newTask());
+    const got: number[] = [];
+    const s = await checking.subscribe(task.id, 0, (e) => got.push(e.seq));
+    await h.redis.hincrby(taskKeys(task.id).task, 'seq', 1);
+    await h.redis.xadd(taskKeys(task.id).events, '2-0', 'type', 'response.completed', 'data', '{}');
+    await until('the unannounced event to arrive', () => got.length === 2 || undefined, 10_000);
+    assert.deepEqual(got, [1, 2]);
+    s.close();
+  } finally {
+    checking.close();
+  }
+});
+
 test('resuming before the kept history is event_history_expired', async () => {
   const task = await h.store.create(newTask());
   await h.store.claim(task.id, 'w1', 60_000);
