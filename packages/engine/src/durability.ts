@@ -98,32 +98,50 @@ export async function checkDurability(
       START_RETRY_MS,
     );
     try {
-      return await readDurability(redis, check, log);
+      const report = await readDurability(redis, check, log);
+      if (report !== STILL_LOADING) return report;
+      log.warn('redis_unavailable', { reason: 'loading', retry_ms: START_RETRY_MS });
     } catch (err) {
       const reason = redisUnavailableReason(err);
       if (reason === null) throw err;
       log.warn('redis_unavailable', { reason, retry_ms: START_RETRY_MS });
-      await sleep(START_RETRY_MS);
     } finally {
       clearTimeout(silent);
     }
+    await sleep(START_RETRY_MS);
   }
 }
 
 /** How often the start-up check tries again while Redis cannot answer. */
 const START_RETRY_MS = 500;
 
-async function readDurability(redis: Redis, check: DurabilityCheck, log: Warn): Promise<DurabilityReport> {
+/** A node still loading its data at start: what it says of its AOF is not true yet. */
+const STILL_LOADING = Symbol('still loading');
+
+async function readDurability(
+  redis: Redis,
+  check: DurabilityCheck,
+  log: Warn,
+): Promise<DurabilityReport | typeof STILL_LOADING> {
   if (!isCluster(redis)) return checkNode(redis, check, log);
   // Every node of a cluster, replicas too: a failover makes any replica the primary of its slots.
   await redis.ping();
   const nodes = (redis as unknown as { nodes(role: 'all'): Redis[] }).nodes('all');
   const reports = await Promise.all(nodes.map((node) => checkNode(node, check, log)));
-  return { ...reports[0]!, nodes: nodes.length };
+  const loaded = reports.filter((r): r is DurabilityReport => r !== STILL_LOADING);
+  return loaded.length < reports.length ? STILL_LOADING : { ...loaded[0]!, nodes: nodes.length };
 }
 
-async function checkNode(redis: Redis, check: DurabilityCheck, log: Warn): Promise<DurabilityReport> {
+async function checkNode(
+  redis: Redis,
+  check: DurabilityCheck,
+  log: Warn,
+): Promise<DurabilityReport | typeof STILL_LOADING> {
   const persistence = infoFields(await redis.info('persistence'));
+  // Redis 7 answers INFO while it loads its data at start and says aof_enabled:0 until the load
+  // is done; ioredis sends INFO before its own ready check has seen the end. Refused then, a Redis
+  // restarted from its AOF would turn every service started meanwhile into a crash loop.
+  if (persistence.loading === '1') return STILL_LOADING;
   const aofEnabled = persistence.aof_enabled === '1';
   if (!aofEnabled && check.requireAof) {
     throw refused(

@@ -53,6 +53,47 @@ test('SIGKILL of Redis during a burst of creations loses no acknowledged task', 
   await server.stop();
 });
 
+test('a service started while Redis loads its AOF waits for the load instead of refusing Redis as without AOF', async (t) => {
+  // Redis 7 answers INFO while it loads and says aof_enabled:0 until the load is done, and ioredis
+  // sends INFO before its own ready check has seen the load end: read so, a Redis restarted from
+  // its AOF refused every service started meanwhile (a crash loop; the chaos run saw one).
+  const server = await startRedis({ args: [] });
+  const seed = connectRedis(server.url, 'seed');
+  t.after(() => server.stop());
+  await seed.eval("for i = 1, 20000 do redis.call('SET', 'fill:' .. i, i) end return 1", 0);
+  // In the AOF's base file (RDB form), which is what key-load-delay slows: a load of seconds.
+  await seed.bgrewriteaof();
+  await until('the AOF rewrite', async () =>
+    /aof_rewrite_in_progress:0\r?\naof_rewrite_scheduled:0/.test(await seed.info('persistence'))
+      ? true
+      : undefined,
+  );
+  seed.disconnect();
+  await server.kill();
+  const restarting = server.restart([
+    '--key-load-delay',
+    '200',
+    '--loading-process-events-interval-bytes',
+    '1024',
+  ]);
+  restarting.catch(() => undefined); // awaited below
+  const redis = connectRedis(server.url, 'starting');
+  redis.on('error', () => undefined);
+  t.after(() => redis.disconnect());
+  await until('a connection to the loading Redis, its ready check under way', () =>
+    redis.status === 'connect' ? true : undefined,
+  );
+  const reasons: unknown[] = [];
+  const report = await checkDurability(
+    redis,
+    { level: 'always', requireAof: true },
+    { warn: (_msg, fields) => void reasons.push(fields?.reason) },
+  );
+  await restarting;
+  assert.equal(report.aofEnabled, true);
+  assert.ok(reasons.includes('loading'), `it waited for the load (warned ${JSON.stringify(reasons)})`);
+});
+
 test('an acknowledgement never waits for a fresh replica count once it has one: it reads it again behind the write', async (t) => {
   const server = await startRedis();
   const redis = connectRedis(server.url, 'replica-count');
