@@ -142,10 +142,11 @@ async function processFaults(c: ChaosStack, until: number): Promise<void> {
       pending.push(step.finally(() => (redisBusy = false)));
     }
     // Only a process that is up; its restart runs alongside, so faults keep coming every few seconds.
+    // One whose restart failed is not up either: a drain of it would wait for an exit long past.
     // One api replica always stays: both down is an outage HAProxy rightly answers 503, not a fault to survive.
-    const apiRestarting = c.apis.some((a) => restarting.has(a));
+    const apiRestarting = c.apis.some((a) => restarting.has(a) || !a.running);
     const up = [...c.apis, ...c.schedulers, ...c.workers, ...c.toolWorkers].filter(
-      (s) => !restarting.has(s) && !(apiRestarting && c.apis.includes(s as never)),
+      (s) => s.running && !restarting.has(s) && !(apiRestarting && c.apis.includes(s as never)),
     );
     const chosen = tools.chooseFault(up, c);
     if (!chosen) continue;
