@@ -305,7 +305,21 @@ export interface Inflight {
   kind: string;
   startedAt: number;
   settled: boolean;
+  /** When it settled (ms since the epoch). */
+  settledAt?: number;
   done: Promise<void>;
+}
+
+/** The kinds of load that settled last, each with its last settle: what the wait after the load waited for. */
+export function lastToSettle(inflight: Inflight[], since: number): string {
+  const last = new Map<string, number>();
+  for (const e of inflight)
+    if (e.settledAt !== undefined) last.set(e.kind, Math.max(last.get(e.kind) ?? 0, e.settledAt));
+  return [...last]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 4)
+    .map(([kind, at]) => `${kind} +${((at - since) / 1000).toFixed(1)} s`)
+    .join(', ');
 }
 
 /** The kinds of load still open and since when: what a run that waits too long names. */
@@ -330,7 +344,10 @@ async function loop(
 ) {
   while (Date.now() < until) {
     const entry: Inflight = { kind, startedAt: Date.now(), settled: false, done: fn() };
-    const settle = () => void (entry.settled = true);
+    const settle = () => {
+      entry.settled = true;
+      entry.settledAt = Date.now();
+    };
     entry.done.then(settle, settle);
     inflight.push(entry);
     await sleep(everyMs / 2 + rand(everyMs));

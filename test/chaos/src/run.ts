@@ -12,7 +12,7 @@ import { bounded } from '@taskline/testing';
 import { startChaosStack, stopChaosStack, type ChaosStack } from './chaos-stack.js';
 import { faultLoop, REDIS_FAULTS } from './faults.js';
 import { checkInvariants } from './invariants.js';
-import { runLoad, stillOpen, type Inflight } from './load.js';
+import { lastToSettle, runLoad, stillOpen, type Inflight } from './load.js';
 import { requireMinimums } from './minimums.js';
 import { faults, LOG_DIR, SECONDS, TERMINAL_BOUND_MS, tracked } from './observed.js';
 import { overload } from './overload.js';
@@ -40,6 +40,7 @@ async function main() {
   const load = Promise.all([runLoad(c, until, inflight), faultLoop(c, until)]);
   await bounded('the load and the faults', SECONDS * 1000 + 120_000, load);
   mark('load and faults done');
+  const loadDone = Date.now();
   // Every process back up before the checks: the system must finish what it acknowledged.
   for (const s of [...c.apis, ...c.schedulers, ...c.workers, ...c.toolWorkers])
     if (!s.running) await bounded(`the restart of ${s.name}`, 150_000, s.start());
@@ -51,7 +52,7 @@ async function main() {
   ).catch((err: Error) => {
     throw new Error(`${err.message}; still open: ${stillOpen(inflight)}`);
   });
-  mark('restarts and last requests done');
+  mark(`restarts and last requests done (last to settle: ${lastToSettle(inflight, loadDone)})`);
   const checks = async () => {
     const found = [
       ...(await checkInvariants(c)),
