@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { startRedis } from '@taskline/testing';
 import { checkDurability, connectRedis, TaskStore } from '../src/index.js';
 import { ReplicaAck } from '../src/durability.js';
-import { createBurst, defaults, until } from './helpers.js';
+import { createBurst, defaults, restartLoadingSlowly, until } from './helpers.js';
 
 test('SIGKILL of Redis during a burst of creations loses no acknowledged task', async (t) => {
   const server = await startRedis({ appendfsync: 'always' });
@@ -59,24 +59,10 @@ test('a service started while Redis loads its AOF waits for the load instead of 
   // its AOF refused every service started meanwhile (a crash loop; the chaos run saw one).
   const server = await startRedis({ args: [] });
   const seed = connectRedis(server.url, 'seed');
+  seed.on('error', () => undefined);
   t.after(() => server.stop());
-  await seed.eval("for i = 1, 20000 do redis.call('SET', 'fill:' .. i, i) end return 1", 0);
-  // In the AOF's base file (RDB form), which is what key-load-delay slows: a load of seconds.
-  await seed.bgrewriteaof();
-  await until('the AOF rewrite', async () =>
-    /aof_rewrite_in_progress:0\r?\naof_rewrite_scheduled:0/.test(await seed.info('persistence'))
-      ? true
-      : undefined,
-  );
+  const { restarting } = await restartLoadingSlowly(server, seed, 20_000);
   seed.disconnect();
-  await server.kill();
-  const restarting = server.restart([
-    '--key-load-delay',
-    '200',
-    '--loading-process-events-interval-bytes',
-    '1024',
-  ]);
-  restarting.catch(() => undefined); // awaited below
   const redis = connectRedis(server.url, 'starting');
   redis.on('error', () => undefined);
   t.after(() => redis.disconnect());

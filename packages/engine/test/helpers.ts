@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { startRedis, type RedisServer } from '@taskline/testing';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
 import type { Redis } from 'ioredis';
 import { connectRedis, pickFair, TaskStore, type NewTask, type TaskRecord } from '../src/index.js';
 import type { TaskStoreOptions } from '../src/core.js';
@@ -88,4 +88,34 @@ export async function dispatchOne(scheduler: Redis, model: string, id: string): 
     [id],
   );
   return picks![0]!.state!.attempt;
+}
+
+/**
+ * SIGKILLs `server` and starts it again loading for seconds: `keys` keys written through `redis`
+ * into its AOF's base file (rewritten there in RDB form, which is what key-load-delay slows), loaded
+ * at 200 us a key, the server answering (LOADING) between every kilobyte. Resolves once the server
+ * is killed, with the restart, which settles once the load is done (its failure is the awaiter's,
+ * never an unhandled rejection).
+ */
+export async function restartLoadingSlowly(
+  server: RedisServer,
+  redis: Redis,
+  keys: number,
+): Promise<{ restarting: Promise<void> }> {
+  await redis.eval(`for i = 1, ${keys} do redis.call('SET', 'fill:' .. i, i) end return 1`, 0);
+  await redis.bgrewriteaof();
+  await until('the AOF rewrite', async () =>
+    /aof_rewrite_in_progress:0\r?\naof_rewrite_scheduled:0/.test(await redis.info('persistence'))
+      ? true
+      : undefined,
+  );
+  await server.kill();
+  const restarting = server.restart([
+    '--key-load-delay',
+    '200',
+    '--loading-process-events-interval-bytes',
+    '1024',
+  ]);
+  restarting.catch(() => undefined);
+  return { restarting };
 }

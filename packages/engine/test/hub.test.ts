@@ -10,7 +10,7 @@ import {
   type StoredEvent,
 } from '../src/index.js';
 import { taskKeys } from '../src/keys.js';
-import { defaults, harness, newTask, until, type Harness } from './helpers.js';
+import { defaults, harness, newTask, restartLoadingSlowly, until, type Harness } from './helpers.js';
 
 let h: Harness;
 let hub: EventHub;
@@ -249,25 +249,8 @@ async function attachWhileLoading(fresh: boolean): Promise<void> {
   try {
     const tasks = await Promise.all(Array.from({ length: 40 }, () => store.create(newTask())));
     const first = await hubs[0]!.subscribe(tasks[0]!.id, 0, () => undefined);
-    // Loading the AOF after the restart takes seconds: 30,000 keys in its base file (rewritten
-    // there, in RDB form, which is what key-load-delay slows) at 200 us a key, with the server
-    // answering (LOADING) between every kilobyte.
-    await redis.eval("for i = 1, 30000 do redis.call('SET', 'fill:' .. i, i) end return 1", 0);
-    await redis.bgrewriteaof();
-    await until('the AOF rewrite', async () =>
-      /aof_rewrite_in_progress:0\r?\naof_rewrite_scheduled:0/.test(await redis.info('persistence'))
-        ? true
-        : undefined,
-    );
-    await server.kill();
-    // Settles once the load is done.
-    const restarting = server.restart([
-      '--key-load-delay',
-      '200',
-      '--loading-process-events-interval-bytes',
-      '1024',
-    ]);
-    restarting.catch(() => undefined); // awaited below: a failed restart fails there, not as unhandled
+    // Loading the AOF after the restart takes seconds (settles once the load is done).
+    const { restarting } = await restartLoadingSlowly(server, redis, 30_000);
     await until('the store connected to the loading Redis', () =>
       redis.status === 'connect' ? true : undefined,
     );
