@@ -304,8 +304,7 @@ const legacyHooks: LegacyHooks = {
 export interface Inflight {
   kind: string;
   startedAt: number;
-  settled: boolean;
-  /** When it settled (ms since the epoch). */
+  /** When it settled (ms since the epoch); unset while open. */
   settledAt?: number;
   done: Promise<void>;
 }
@@ -325,7 +324,7 @@ export function lastToSettle(inflight: Inflight[], since: number): string {
 /** The kinds of load still open and since when: what a run that waits too long names. */
 export function stillOpen(inflight: Inflight[]): string {
   const open = new Map<string, { count: number; oldest: number }>();
-  for (const e of inflight.filter((e) => !e.settled)) {
+  for (const e of inflight.filter((e) => e.settledAt === undefined)) {
     const o = open.get(e.kind) ?? { count: 0, oldest: e.startedAt };
     open.set(e.kind, { count: o.count + 1, oldest: Math.min(o.oldest, e.startedAt) });
   }
@@ -343,11 +342,8 @@ async function loop(
   inflight: Inflight[],
 ) {
   while (Date.now() < until) {
-    const entry: Inflight = { kind, startedAt: Date.now(), settled: false, done: fn() };
-    const settle = () => {
-      entry.settled = true;
-      entry.settledAt = Date.now();
-    };
+    const entry: Inflight = { kind, startedAt: Date.now(), done: fn() };
+    const settle = () => void (entry.settledAt = Date.now());
     entry.done.then(settle, settle);
     inflight.push(entry);
     await sleep(everyMs / 2 + rand(everyMs));

@@ -38,7 +38,8 @@ export const totals = { requests: 0, networkErrors: 0 };
 export const fiveXx = {
   allowed_503_redis_down: 0,
   load_balancer_during_api_kill: 0,
-  violations: [] as string[],
+  /** Each with the api's request id (`X-Request-Id`), to find what the api logged for it. */
+  violations: [] as { text: string; requestId?: string }[],
 };
 
 export interface Tracked {
@@ -78,12 +79,11 @@ export function note(reply: Reply, what: string): Reply {
     if (reply.status === 503 && reply.headers['retry-after'] && within(redisDown, now, 5000))
       fiveXx.allowed_503_redis_down++;
     else if (!ours && within(apiDown, now, 3000)) fiveXx.load_balancer_during_api_kill++;
-    else {
-      const id = reply.headers['x-request-id'];
-      fiveXx.violations.push(
-        `${what}: ${reply.status} ${reply.text.slice(0, 160)} at ${elapsed()} ms${id ? ` (request ${id})` : ''}`,
-      );
-    }
+    else
+      fiveXx.violations.push({
+        text: `${what}: ${reply.status} ${reply.text.slice(0, 160)} at ${elapsed()} ms`,
+        requestId: reply.headers['x-request-id'],
+      });
   }
   return reply;
 }
@@ -92,15 +92,16 @@ export function note(reply: Reply, what: string): Reply {
  * Each 5xx violation with what the api logged for its request (`request_id`): a run that fails in CI
  * names the error behind the answer, not only the answer.
  */
-export function explainServerErrors(violations: string[]): string[] {
+export function explainServerErrors(violations: typeof fiveXx.violations): string[] {
   const lines = readdirSync(LOG_DIR)
     .filter((f) => f.startsWith('api-'))
     .flatMap((f) => readFileSync(join(LOG_DIR, f), 'utf8').split('\n'));
-  return violations.map((v) => {
-    const id = / \(request ([\w-]+)\)$/.exec(v)?.[1];
-    const logged =
-      id && lines.find((l) => l.includes(`"request_id":"${id}"`) && /"level":"(error|warn)"/.test(l));
-    return logged ? `${v}; the api logged: ${logged.slice(0, 1500)}` : v;
+  return violations.map(({ text, requestId }) => {
+    if (!requestId) return text;
+    const logged = lines.find(
+      (l) => l.includes(`"request_id":"${requestId}"`) && /"level":"(error|warn)"/.test(l),
+    );
+    return `${text} (request ${requestId})${logged ? `; the api logged: ${logged.slice(0, 1500)}` : ''}`;
   });
 }
 
