@@ -2,6 +2,7 @@
 export {
   TaskWorker,
   shareSlots,
+  jobHold,
   type TaskWorkerOptions,
   type QueueSlots,
   type AttemptRunner,

@@ -104,6 +104,21 @@ export interface TaskWorkerOptions {
 
 type StopReason = 'cancel' | 'lost' | 'drain';
 
+/**
+ * @internal How a worker holds a BullMQ job it took (its BullMQ options). Leases, not BullMQ locks,
+ * decide who runs a task; the lock covers the step before there is a lease: a worker that dies
+ * after taking a job and before its claim. Held for one lease and renewed as BullMQ does (every
+ * half of it), such a job goes back to the queue at a live worker's next stalled check (every
+ * lease), within two leases of the death, for another worker to claim; at BullMQ's defaults
+ * (30 s each) and dropped there, its task waited for the scheduler's index sweep, up to 90 s. A
+ * job whose task moved on meanwhile (a dead worker's claimed attempt, recovered) claims nothing.
+ */
+export const jobHold = (leaseMs: number) => ({
+  lockDuration: leaseMs,
+  stalledInterval: leaseMs,
+  maxStalledCount: 1,
+});
+
 /** How long past its deadline a drain waits for its last Redis writes before the worker exits anyway. */
 const DRAIN_GRACE_MS = 5000;
 
@@ -180,8 +195,7 @@ export class TaskWorker {
           connection: this.queueConnection() as never,
           prefix: queuePrefix(model),
           concurrency,
-          // Leases, not BullMQ locks, decide who runs a task: a dead worker's job is just dropped.
-          maxStalledCount: 0,
+          ...jobHold(this.o.leaseMs),
           removeOnComplete: { count: 0 },
           removeOnFail: { count: 0 },
         });

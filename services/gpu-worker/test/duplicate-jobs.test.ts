@@ -1,20 +1,23 @@
 /**
- * Two jobs of one task on one worker: a stale one (an older offer) whose claim is still in flight
- * when the valid one arrives must not make the worker drop the valid one as "running here".
+ * The jobs of a task as workers take them: a stale one (an older offer) whose claim is still in
+ * flight when the valid one arrives must not make the worker drop the valid one as "running here";
+ * a job taken by a worker that died before its claim goes back to the queue for another worker.
  */
 import assert from 'node:assert/strict';
 import { after, before, mock, test } from 'node:test';
-import { Queue } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { dispatchJobId, modelQueueName, queuePrefix, type DispatchJob } from '@taskline/control';
 import { connectQueueRedis, TaskStore } from '@taskline/engine';
 import { createInstantBackend } from '@taskline/inference';
 import { createLogger } from '@taskline/log';
 import { createMetrics } from '@taskline/metrics';
+import { jobHold } from '@taskline/task-worker';
 import { GpuWorker } from '../src/worker.js';
 import { EngineStack, until } from '@taskline/test-support/engine-stack';
 import { TEST_CONTROL_TOKEN } from '@taskline/testing';
 
 let cluster: EngineStack;
+const model = 'tiny-chat';
 before(
   async () =>
     // No sweep re-offers the task within the test: only the job the scheduler dispatched can start it.
@@ -26,23 +29,13 @@ after(() => cluster.stop());
 
 test('a stale job mid-claim does not swallow the valid job of the same task: the task starts', async (t) => {
   const { store } = cluster;
-  const model = 'tiny-chat';
   // Attempt 1 lost; the restart queues the task for attempt 2 (its offer: the job of attempt 1).
   const task = await cluster.create({ input: 'Hello' }, { onRestart: 'retry' });
   await store.claim(task.id, 'w-gone', 60_000, { start: true });
   assert.equal((await store.restart(task.id, 1, 'worker_lost'))?.status, 'queued');
   const valid = dispatchJobId((await store.get(task.id))!);
   // A job of the older offer (attempt 0) waits in the queue ahead of the one dispatch will add.
-  const connection = connectQueueRedis(cluster.redis.url, 'test-queue');
-  connection.on('error', () => undefined); // the stack's stop closes it
-  const queue = new Queue<DispatchJob>(modelQueueName(model), {
-    connection: connection as never,
-    prefix: queuePrefix(model),
-  });
-  t.after(async () => {
-    await queue.close();
-    connection.disconnect();
-  });
+  const queue = openQueue(t);
   await queue.add(
     'dispatch',
     { taskId: task.id, tenant: task.tenant, attempt: 0 },
@@ -58,22 +51,7 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
     if (args[3]?.offered === 0) await held;
     return claim(...args);
   });
-  const worker = new GpuWorker({
-    id: 'w-test',
-    redisTarget: cluster.redis.url,
-    store: workerStore,
-    log: createLogger({ service: 'gpu-worker' }, 'warn', () => undefined),
-    metrics: createMetrics({ service: 'gpu-worker', defaultMetrics: false, tenantTopN: 10 }),
-    models: [model],
-    slots: 2,
-    fetchers: 2,
-    acquire: async () => ({ model: createInstantBackend({ minStepMs: 0 }), release: async () => undefined }),
-    isLoaded: () => true,
-    leaseMs: 5000,
-    schedulerAddrs: cluster.schedulerAddr.split(','),
-    controlSecurity: { tokens: [TEST_CONTROL_TOKEN], tls: null },
-    onControlRefused: (message) => assert.fail(message),
-  });
+  const worker = inProcessWorker(workerStore, 'w-test', 5000);
   await worker.start();
   t.after(async () => {
     await worker.drain(0);
@@ -93,3 +71,73 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
   const ended = await cluster.waitForEnd(task.id, 30_000);
   assert.equal(ended.status, 'succeeded', JSON.stringify(ended.error));
 });
+
+test('a job taken by a worker that died before its claim goes back to the queue: another worker runs the task', async (t) => {
+  // The scheduler's dispatch of the task's offer, taken by a worker that then dies: it holds the
+  // job as every worker does (jobHold) and never claims, renews or finishes it.
+  const leaseMs = 1000;
+  const task = await cluster.create({ input: 'Hello' });
+  const jobId = dispatchJobId((await cluster.store.get(task.id))!);
+  const queue = openQueue(t);
+  await queue.add('run', { taskId: task.id, tenant: task.tenant, attempt: task.attempt }, { jobId });
+  const connection = connectQueueRedis(cluster.redis.url, 'test-dead-worker');
+  connection.on('error', () => undefined);
+  const dead = new Worker<DispatchJob>(modelQueueName(model), undefined, {
+    connection: connection as never,
+    prefix: queuePrefix(model),
+    autorun: false,
+    ...jobHold(leaseMs),
+  });
+  assert.equal((await dead.getNextJob('dead-worker-token', { block: false }))?.id, jobId);
+  await dead.disconnect();
+
+  // A live worker registers: the scheduler's dispatch of the same offer names the same job (BullMQ
+  // adds nothing), so only the taken job itself can start the task, once it is back in the queue.
+  const workerStore = new TaskStore(cluster.store.redis.duplicate(), cluster.store.options);
+  const worker = inProcessWorker(workerStore, 'w-live', leaseMs);
+  await worker.start();
+  t.after(async () => {
+    await worker.drain(0);
+    workerStore.redis.disconnect();
+  });
+  // Back within two leases of the death (lock lapse, then a stalled check): about a second alone,
+  // five after the test above, whose worker's check (every 5 s) gates the queue's. Before, never.
+  const ended = await cluster.waitForEnd(task.id, 30_000);
+  assert.equal(ended.status, 'succeeded', JSON.stringify(ended.error));
+  assert.equal(ended.attempt, 1);
+});
+
+/** A gpu-worker in this process serving `model` with an instant backend, its claims through `store`. */
+function inProcessWorker(store: TaskStore, id: string, leaseMs: number): GpuWorker {
+  return new GpuWorker({
+    id,
+    redisTarget: cluster.redis.url,
+    store,
+    log: createLogger({ service: 'gpu-worker' }, 'warn', () => undefined),
+    metrics: createMetrics({ service: 'gpu-worker', defaultMetrics: false, tenantTopN: 10 }),
+    models: [model],
+    slots: 2,
+    fetchers: 2,
+    acquire: async () => ({ model: createInstantBackend({ minStepMs: 0 }), release: async () => undefined }),
+    isLoaded: () => true,
+    leaseMs,
+    schedulerAddrs: cluster.schedulerAddr.split(','),
+    controlSecurity: { tokens: [TEST_CONTROL_TOKEN], tls: null },
+    onControlRefused: (message) => assert.fail(message),
+  });
+}
+
+/** The model's BullMQ queue, closed when test `t` ends. */
+function openQueue(t: { after: (fn: () => Promise<void>) => void }): Queue<DispatchJob> {
+  const connection = connectQueueRedis(cluster.redis.url, 'test-queue');
+  connection.on('error', () => undefined); // the stack's stop closes it
+  const queue = new Queue<DispatchJob>(modelQueueName(model), {
+    connection: connection as never,
+    prefix: queuePrefix(model),
+  });
+  t.after(async () => {
+    await queue.close();
+    connection.disconnect();
+  });
+  return queue;
+}
