@@ -60,7 +60,8 @@ test('with nothing ready, freed capacity starts no dispatch round', async () => 
   // The last task can end before the round that dispatched it reads the ready index (the worker
   // takes the job as it is queued): that read is awaited, then five heartbeats, each of which
   // would report the last slot freed.
-  for (const deadline = Date.now() + 10_000; rounds < tasks && Date.now() < deadline; ) await sleep(20);
+  const deadline = Date.now() + 10_000;
+  while (rounds < tasks && Date.now() < deadline) await sleep(20);
   await sleep(500);
   monitor.stop();
   // Each task's offer wakes one round; its end frees a slot while nothing waits, which needs none.
