@@ -39,6 +39,7 @@ UNIT=(
   packages/metrics/test/metrics.test.ts
   packages/testing/test/ports.test.ts
   packages/tool-sdk/test/validate.test.ts
+  services/api/test/problem.test.ts
   packages/tools/test/schema.test.ts
   packages/tracing/test/setup.test.ts
   services/gpu-worker/test/coalesced-appends.test.ts

@@ -98,13 +98,18 @@ function bodyParserError(err: unknown): { code: ErrorCode; detail: string } | nu
  * The one error handler: every failure leaves as problem+json, never an HTML page or a stack.
  * Unknown errors are logged with the request id and answered `500 internal_error`. A Redis that
  * cannot answer now (unreachable, or a "try again" reply: OOM, READONLY, BUSY, MASTERDOWN,
- * LOADING...) is `503 unavailable` with Retry-After and its `reason`, told to `onUnavailable`.
+ * LOADING...) is `503 unavailable` with Retry-After and its `reason`, told to `onUnavailable`; so
+ * is a Taskline error that means the same (`replication_timeout`, a slot with no known primary).
  */
 export function errorHandler(
   logger: Logger,
   redisReady: () => boolean,
   onUnavailable: (reason: RedisUnavailableReason) => void = () => undefined,
 ): ErrorRequestHandler {
+  const storeUnavailable = (requestId: unknown, reason: RedisUnavailableReason, err: unknown) => {
+    logger.warn('task store unavailable', { request_id: requestId, reason, err });
+    onUnavailable(reason);
+  };
   return (err, req, res, _next) => {
     if (res.headersSent) {
       res.destroy();
@@ -115,7 +120,11 @@ export function errorHandler(
       if (err.code === 'rate_limited' || err.code === 'too_many_auth_failures')
         res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
       if (err.code === 'unavailable' || err.code === 'replication_timeout') res.setHeader('Retry-After', '1');
-      if (!isCallersFault(err.code)) logger.error('request failed', { request_id: req.id, err });
+      // Raised by Taskline itself for a store that cannot take the write now: a "try again" like
+      // Redis's own, logged and counted as one, never as a failed request.
+      const reason = redisUnavailableReason(err);
+      if (reason) storeUnavailable(req.id, reason, err);
+      else if (!isCallersFault(err.code)) logger.error('request failed', { request_id: req.id, err });
       sendProblem(res, err.code, mayHaveCreated(err, err.message), { ...extensions(err), ...createdAs(err) });
       return;
     }
@@ -132,8 +141,7 @@ export function errorHandler(
     // Redis may be back by now while this request's command failed with the connection: 503 too.
     const reason = redisUnavailableReason(err) ?? (redisReady() ? null : 'connection');
     if (reason) {
-      logger.warn('task store unavailable', { request_id: req.id, reason, err });
-      onUnavailable(reason);
+      storeUnavailable(req.id, reason, err);
       res.setHeader('Retry-After', '1');
       const detail = 'The task store cannot take this request now; retry shortly.';
       sendProblem(res, 'unavailable', mayHaveCreated(err, detail), { reason, ...createdAs(err) });
