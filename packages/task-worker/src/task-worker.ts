@@ -283,11 +283,16 @@ export class TaskWorker {
   /** Runs one attempt of a task from claim to its end; never throws. */
   private async execute(model: string, { taskId, attempt: offered }: DispatchJob): Promise<void> {
     const { store, log, leaseMs } = this.o;
+    // A stale job starts no attempt: its span says so (it has no attempt number to carry).
+    const refused = (fields: Record<string, unknown>) => {
+      log.info('claim_refused', { task: taskId, ...fields });
+      activeSpan()?.setAttribute(ATTR.outcome, 'refused');
+    };
     // A second job for a task this worker runs already is a stale hint. One whose claim is still in
     // flight may be the stale one instead (an older offer, to be refused): this job waits for it.
     for (let here = this.running.get(taskId); here; here = this.running.get(taskId)) {
       if (await here.claimed) {
-        log.info('claim_refused', { task: taskId, reason: 'running here' });
+        refused({ reason: 'running here' });
         return;
       }
     }
@@ -322,7 +327,7 @@ export class TaskWorker {
       this.running.delete(taskId);
       settle(false);
       // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
-      log.info('claim_refused', { task: taskId, error: err });
+      refused({ error: err });
       return;
     }
     const attempt = task.attempt;

@@ -166,7 +166,11 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
     assert.equal(d.service, 'taskline-scheduler');
     assert.equal(d.parentSpanId, create!.spanId, 'each dispatch sits under the create');
   }
-  const attempts = named(spans, 'task.attempt', (s) => s.attributes['taskline.task.id'] === taskId);
+  const jobs = named(spans, 'task.attempt', (s) => s.attributes['taskline.task.id'] === taskId);
+  // A stale job (its task moved on: a dead worker's, back in the queue) starts no attempt.
+  const attempts = jobs.filter((a) => a.attributes['taskline.outcome'] !== 'refused');
+  for (const a of jobs.filter((j) => !attempts.includes(j)))
+    assert.equal(a.attributes['taskline.attempt'], undefined, 'a refused job has no attempt');
   for (const a of attempts) {
     assert.equal(a.service, 'taskline-worker');
     const handoff = parentOf(spans, a)!;
