@@ -119,12 +119,13 @@ export function errorHandler(
       if (err.code === 'unauthorized') res.setHeader('WWW-Authenticate', 'Bearer realm="taskline"');
       if (err.code === 'rate_limited' || err.code === 'too_many_auth_failures')
         res.setHeader('Retry-After', String(err.details.retryAfterS ?? 1));
-      if (err.code === 'unavailable' || err.code === 'replication_timeout') res.setHeader('Retry-After', '1');
-      // Raised by Taskline itself for a store that cannot take the write now: a "try again" like
-      // Redis's own, logged and counted as one, never as a failed request.
+      // Raised by Taskline itself for a store that cannot take the write now (`unavailable`,
+      // `replication_timeout`): a "try again" like Redis's own, never a failed request.
       const reason = redisUnavailableReason(err);
-      if (reason) storeUnavailable(req.id, reason, err);
-      else if (!isCallersFault(err.code)) logger.error('request failed', { request_id: req.id, err });
+      if (reason) {
+        storeUnavailable(req.id, reason, err);
+        res.setHeader('Retry-After', '1');
+      } else if (!isCallersFault(err.code)) logger.error('request failed', { request_id: req.id, err });
       sendProblem(res, err.code, mayHaveCreated(err, err.message), { ...extensions(err), ...createdAs(err) });
       return;
     }

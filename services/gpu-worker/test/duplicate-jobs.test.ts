@@ -90,6 +90,7 @@ test('a job taken by a worker that died before its claim goes back to the queue:
   });
   assert.equal((await dead.getNextJob('dead-worker-token', { block: false }))?.id, jobId);
   await dead.disconnect();
+  connection.disconnect();
 
   // A live worker registers: the scheduler's dispatch of the same offer names the same job (BullMQ
   // adds nothing), so only the taken job itself can start the task, once it is back in the queue.
