@@ -14,13 +14,23 @@ import { EngineStack } from '@taskline/test-support/engine-stack';
 const clusters: EngineStack[] = [];
 after(() => Promise.all(clusters.map((c) => c.stop())));
 
-/** A scheduler whose interval never comes within a test, and an `instant` worker that has registered. */
-async function clusterWithWorker(slots: number): Promise<EngineStack> {
+/**
+ * A scheduler whose interval never comes within a test, and an `instant` worker that has
+ * registered; `workerEnv` on top of the worker's settings.
+ */
+async function clusterWithWorker(
+  slots: number,
+  workerEnv: Record<string, string> = {},
+): Promise<EngineStack> {
   // The previous test's cluster is done: stopping it leaves this one the host's cores.
   await Promise.all(clusters.splice(0).map((c) => c.stop()));
   const cluster = await EngineStack.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
   clusters.push(cluster);
-  cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: String(slots) });
+  cluster.startWorker({
+    TASKLINE_WORKER_MODELS: 'instant',
+    TASKLINE_WORKER_SLOTS: String(slots),
+    ...workerEnv,
+  });
   // The first task runs once the worker has registered.
   const first = await cluster.create({ input: 'x' }, { model: 'instant' });
   await cluster.waitForEnd(first.id, 30_000);
@@ -48,7 +58,10 @@ test('a backlog behind a one-slot worker drains without waiting for the dispatch
 });
 
 test('with nothing ready, freed capacity starts no dispatch round', async () => {
-  const cluster = await clusterWithWorker(4);
+  // Each task takes 16 steps of 25 ms: its end frees its slot well after the round that dispatched
+  // it has ended. An instant task could end first on a busy host, and a slot freed while a round
+  // is still under way starts one more, by design (the round has not yet seen that nothing waits).
+  const cluster = await clusterWithWorker(4, { TASKLINE_WORKER_MIN_STEP_MS: '25' });
   // Count the rounds: each ends by reading how many models still have ready tasks.
   let rounds = 0;
   const monitor = monitorRedis(cluster.redis.url, (args) => {
@@ -57,8 +70,7 @@ test('with nothing ready, freed capacity starts no dispatch round', async () => 
   await monitor.ready;
   const tasks = 6;
   await runOneAtATime(cluster, tasks);
-  // The last task can end before the round that dispatched it reads the ready index (the worker
-  // takes the job as it is queued): that read is awaited, then five heartbeats, each of which
+  // The last round's read of the ready index is awaited, then five heartbeats, each of which
   // would report the last slot freed.
   const deadline = Date.now() + 10_000;
   while (rounds < tasks && Date.now() < deadline) await sleep(20);
