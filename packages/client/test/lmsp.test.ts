@@ -236,14 +236,16 @@ describe('LMSP client against a running stack', () => {
     const logsBefore = stack.api.logs.length;
     const final = await c.wait(task.id);
     assert.equal(final.status, 'succeeded');
-    // The api logs each request when it ends; the next one starts only after the client's wait.
+    // The api logs each request when it closes, with its duration: its start is the line's time
+    // less that. A request starts before its answer leaves, and the next one after the client's
+    // wait, so starts are at least a wait apart however late a busy api logs a close.
     // Logged under the LMSP router, so the path is relative to /lmsp/v1.
     const path = `/tasks/${task.id}`;
     const polls = () =>
       stack.api.logs
         .slice(logsBefore)
         .filter((l) => l.msg === 'request' && l.method === 'GET' && String(l.path).endsWith(path))
-        .map((l) => Date.parse(l.ts as string));
+        .map((l) => Date.parse(l.ts as string) - (l.ms as number));
     // One request per wait plus the first; the last log line may still be in the pipe.
     const times = await until('every poll in the api log', () =>
       polls().length >= sleeps.length + 1 ? polls() : undefined,
