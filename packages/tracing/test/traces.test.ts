@@ -445,6 +445,17 @@ test('a task restarted after its worker is SIGKILLed stays one trace, the restar
   const fresh = stack.worker();
   await fresh.up;
   await lmspEnded(task.id);
+  // The killed worker's job comes back once and its claim is refused: that attempt span may come
+  // first. The wait is for the attempt that ran (the killed one's span never left its worker).
+  await until(
+    'the attempt that finished the task',
+    () =>
+      receiver
+        .trace(caller.traceId)
+        .some((s) => s.name === 'task.attempt' && s.attributes['taskline.outcome'] !== 'refused') ||
+      undefined,
+    30_000,
+  );
   const spans = await spansOf(caller, ['task.restart', 'task.attempt']);
   const [restart] = named(spans, 'task.restart');
   assert.equal(restart!.service, 'taskline-scheduler');
