@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The test tiers, sourced by scripts/test.sh, scripts/test-unit.sh (`pnpm test:unit`) and
-# scripts/test-cluster.sh. A test file (`<package>/test/*.test.ts`, examples/* included) is in the
-# integration tier, run in parallel with its neighbours, unless it is listed here:
+# scripts/test-cluster.sh. A test file (`<package>/test/*.test.ts`, examples/* and bench/ included)
+# is in the integration tier, run in parallel with its neighbours, unless it is listed here:
 # - UNIT: files that start no process (no redis-server, no service, no CLI, no browser). They run
 #   under scripts/unit-guard.mjs, which fails any attempt to start one, so a wrong entry is caught
 #   at once. Add a new file here when it needs nothing but this process (and its worker threads).
 # - ALONE: integration files that cannot share the machine with a parallel neighbour (the reason
 #   beside each); they run one at a time after the parallel pass.
 UNIT=(
+  bench/test/http.test.ts
   packages/admission/test/auth-failures.test.ts
   packages/auth/test/jwt-algorithms.test.ts
   packages/auth/test/operators.test.ts
@@ -155,7 +156,7 @@ node_tests() {
 # parallel tier's SLOW_FIRST files first.
 tier_files() {
   local all
-  all=$(find packages services examples test -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
+  all=$(find packages services examples test bench -path '*/node_modules' -prune -o -path '*/test/*.test.ts' -print | sort)
   case "$1" in
     unit) printf '%s\n' "${UNIT[@]}" | sort ;;
     alone) printf '%s\n' "${ALONE[@]}" | sort ;;

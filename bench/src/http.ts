@@ -10,8 +10,30 @@ export interface JsonReply {
   body: Record<string, unknown>;
 }
 
-/** POST or GET a JSON API path with the bench tenant's key. */
-export function callJson(
+/**
+ * POST or GET a JSON API path with the bench tenant's key. A call whose reused keep-alive
+ * connection the server closed before answering (ECONNRESET: it closed the connection as idle
+ * while the call went out, so it never read it) is sent once more, as Node.js's documentation of
+ * `request.reusedSocket` advises; without it a busy host's run died of an unhandled ECONNRESET.
+ */
+export async function callJson(
+  base: string,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<JsonReply> {
+  try {
+    return await callJsonOnce(base, method, path, body);
+  } catch (err) {
+    if (!(err instanceof ReusedSocketReset)) throw err;
+    return callJsonOnce(base, method, path, body);
+  }
+}
+
+/** ECONNRESET on a connection the pool had used before. */
+class ReusedSocketReset extends Error {}
+
+function callJsonOnce(
   base: string,
   method: 'GET' | 'POST',
   path: string,
@@ -44,7 +66,9 @@ export function callJson(
         });
       },
     );
-    req.on('error', reject);
+    req.on('error', (err: NodeJS.ErrnoException) =>
+      reject(req.reusedSocket && err.code === 'ECONNRESET' ? new ReusedSocketReset(err.message) : err),
+    );
     req.end(payload);
   });
 }
