@@ -62,7 +62,11 @@ export async function openLoop(
     if (wait > 0) await sleep(wait);
     const sentAt = nowMs();
     lags.push(Math.max(0, sentAt - at));
-    pending.push(fire(i, sentAt));
+    const sent = fire(i, sentAt);
+    // A failure is raised by the Promise.all below once every send has left, not as an
+    // unhandled rejection that ends the process (and orphans its helper processes) mid-schedule.
+    sent.catch(() => undefined);
+    pending.push(sent);
   }
   await Promise.all(pending);
   return summarize(lags);
