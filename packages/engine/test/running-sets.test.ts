@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { Redis } from 'ioredis';
 import { monitorRedis, until } from '@taskline/testing';
 import {
   connectRedis,
@@ -360,15 +361,23 @@ test('the running-set repair reads the few fields it needs of each task, never a
   const waiting = await h.store.create(newTask({ tenant, model, request: big }));
   await h.store.cancel(ended.id, tenant);
   await h.redis.zadd(active, 1, ended.id, 1, waiting.id);
+  // Every primary, on a cluster (test:cluster): the two records may sit on any of them.
+  const cluster = h.redis as unknown as { nodes?: (role: 'master') => Redis[] };
+  const nodes = cluster.nodes ? cluster.nodes('master') : [h.redis];
   const commands: string[][] = [];
-  const monitor = monitorRedis(h.server.url, (args) => commands.push(args));
+  const monitors = nodes.map((n) =>
+    monitorRedis(`redis://${n.options.host}:${n.options.port}`, (args) => commands.push(args)),
+  );
   try {
-    await monitor.ready;
+    await Promise.all(monitors.map((m) => m.ready));
     assert.equal(await h.store.sweepActive(60_000, async () => true), 1, "the ended task's place goes");
-    await h.redis.set('marker:swept', '1');
-    await until("the sweep's commands", () => commands.some((c) => c[1] === 'marker:swept') || undefined);
+    // A marker through every node's own connection: each monitor has seen the sweep once it sees it.
+    await Promise.all(nodes.map((n) => n.echo('marker:swept')));
+    await until("the sweep's commands", () =>
+      commands.filter((c) => c[1] === 'marker:swept').length === nodes.length ? true : undefined,
+    );
   } finally {
-    monitor.stop();
+    for (const m of monitors) m.stop();
   }
   const reads = commands.filter((c) => c[1]?.endsWith(`}:task`)).map((c) => c[0]!.toUpperCase());
   assert.ok(reads.length >= 2, `both tasks were read (${reads.join(' ')})`);
