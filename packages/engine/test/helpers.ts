@@ -34,6 +34,18 @@ export async function harness(options: Partial<TaskStoreOptions> = {}): Promise<
   };
 }
 
+/**
+ * A connection to every primary behind `redis`: each node's own on a cluster (test:cluster), else
+ * `redis` itself. For what reaches one node only: `CONFIG SET`, `MONITOR`. A cluster client knows
+ * its nodes once it has read the slots: before, a PING makes it.
+ */
+export async function primaries(redis: Redis): Promise<Redis[]> {
+  const cluster = redis as unknown as { nodes?: (role: 'master') => Redis[] };
+  if (!cluster.nodes) return [redis];
+  await redis.ping();
+  return cluster.nodes('master');
+}
+
 export const newTask = (over: Partial<NewTask> = {}): NewTask => ({
   tenant: 'tenant-a',
   kind: 'response',

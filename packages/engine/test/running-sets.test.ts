@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { Redis } from 'ioredis';
 import { monitorRedis, until } from '@taskline/testing';
 import {
   connectRedis,
@@ -19,7 +18,7 @@ import {
 } from '../src/index.js';
 import { schedulerKeys } from '../src/keys.js';
 import type { Scripts } from '../src/scripts.js';
-import { defaults, dispatchOne, harness, newTask, type Harness } from './helpers.js';
+import { defaults, dispatchOne, harness, newTask, primaries, type Harness } from './helpers.js';
 
 let h: Harness;
 let scheduler: ReturnType<typeof connectRedis>;
@@ -362,8 +361,7 @@ test('the running-set repair reads the few fields it needs of each task, never a
   await h.store.cancel(ended.id, tenant);
   await h.redis.zadd(active, 1, ended.id, 1, waiting.id);
   // Every primary, on a cluster (test:cluster): the two records may sit on any of them.
-  const cluster = h.redis as unknown as { nodes?: (role: 'master') => Redis[] };
-  const nodes = cluster.nodes ? cluster.nodes('master') : [h.redis];
+  const nodes = await primaries(h.redis);
   const commands: string[][] = [];
   const monitors = nodes.map((n) =>
     monitorRedis(`redis://${n.options.host}:${n.options.port}`, (args) => commands.push(args)),

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { Redis } from 'ioredis';
 import { serverTime } from '../src/redis.js';
 import { scriptSource } from '../src/scripts.js';
-import { harness, type Harness } from './helpers.js';
+import { harness, primaries, type Harness } from './helpers.js';
 
 // The scripts on their own, through plain EVAL: the header comments are their contract.
 let h: Harness;
@@ -393,8 +392,7 @@ test('enqueue refuses each other key of the wrong type, found by the reads it ma
 
 test('enqueue on a Redis out of memory fails with OOM (a 503 upstream), not as a corrupt key', async () => {
   // Every primary, on a cluster (test:cluster): the {sched} slot's is one of them.
-  const cluster = h.redis as unknown as { nodes?: (role: 'master') => Redis[] };
-  const nodes = cluster.nodes ? cluster.nodes('master') : [h.redis];
+  const nodes = await primaries(h.redis);
   const maxmemory = async (value: string) =>
     Promise.all(nodes.map((n) => n.config('SET', 'maxmemory', value)));
   await maxmemory('1');
