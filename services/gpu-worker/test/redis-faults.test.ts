@@ -10,6 +10,12 @@ let proxy: RedisProxy;
 /** The uninterrupted run of LONG: its text and its token snapshot. */
 let reference: { text: string; tokens: number[] };
 
+/**
+ * Every worker's step floor, the reference's too: at the model's full speed a whole generation can
+ * fit in a flush tick or two, and the tokens sent with the end are not in the snapshot.
+ */
+const STEP = { TASKLINE_WORKER_MIN_STEP_MS: '20' };
+
 /** A worker that reaches Redis only through the proxy; SIGKILLed when the test ends. */
 function worker(t: TestContext, id: string): Service {
   const service = cluster.stack.worker({
@@ -17,7 +23,7 @@ function worker(t: TestContext, id: string): Service {
     TASKLINE_SCHEDULER_ADDR: cluster.schedulerAddr,
     TASKLINE_WORKER_ID: id,
     TASKLINE_WORKER_MODELS: 'tiny-chat',
-    TASKLINE_WORKER_MIN_STEP_MS: '20',
+    ...STEP,
   });
   t.after(async () => {
     service.child?.kill('SIGKILL');
@@ -57,7 +63,7 @@ before(async () => {
     env: { TASKLINE_RECOVERY_INTERVAL_MS: '200', TASKLINE_WORKER_TIMEOUT_MS: '1000' },
   });
   proxy = await startRedisProxy(cluster.redis.url);
-  const ref = cluster.startWorker({ TASKLINE_WORKER_ID: 'w-reference' });
+  const ref = cluster.startWorker({ TASKLINE_WORKER_ID: 'w-reference', ...STEP });
   const { task } = await cluster.run(LONG);
   ref.kill('SIGKILL');
   await exited(ref);
