@@ -78,6 +78,13 @@ export class EngineStack {
     this.schedulers.set(port, replica.child!);
   }
 
+  /** Every scheduler replica's warnings and errors so far: what a failed wait on dispatch reports. */
+  schedulerWarnings(): Record<string, unknown>[] {
+    return [...this.replicas.values()].flatMap((r) =>
+      r.logs.filter((l) => l.level === 'warn' || l.level === 'error'),
+    );
+  }
+
   get schedulerAddr(): string {
     return [...this.schedulers.keys()].map((p) => `127.0.0.1:${p}`).join(',');
   }

@@ -60,11 +60,17 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
 
   // Dispatch offers attempt 2 to the registered worker: its job is taken while the stale claim waits.
   let dispatched = false;
+  let state = '';
   await until('the valid job to be taken', async () => {
-    const state = await queue.getJobState(valid);
+    state = await queue.getJobState(valid);
     dispatched ||= state !== 'unknown';
     // Active, or already done (removed): the worker took it.
     return dispatched && state !== 'waiting' && state !== 'prioritized' ? true : undefined;
+  }).catch(async (err: Error) => {
+    // Never dispatched, or dispatched and never taken: which, and what the scheduler said.
+    const record = await store.get(task.id);
+    const seen = { valid, state, record: record && dispatchJobId(record), status: record?.status };
+    throw new Error(`${err.message}: ${JSON.stringify({ ...seen, scheduler: cluster.schedulerWarnings() })}`);
   });
   release();
   await cluster.waitFor(task.id, 'its claim by the valid job', (r) => r.attempt === 2, 30_000);
