@@ -69,7 +69,15 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
   }).catch(async (err: Error) => {
     // Never dispatched, or dispatched and never taken: which, and what the scheduler said.
     const record = await store.get(task.id);
-    const seen = { valid, state, record: record && dispatchJobId(record), status: record?.status };
+    const stale = await queue.getJob(`${task.id}-stale`);
+    const seen = {
+      valid,
+      state,
+      record: record && dispatchJobId(record),
+      status: record?.status,
+      stale: { state: await stale?.getState(), stalled: stale?.stalledCounter },
+      slots: worker.slots(),
+    };
     throw new Error(`${err.message}: ${JSON.stringify({ ...seen, scheduler: cluster.schedulerWarnings() })}`);
   });
   release();
