@@ -162,7 +162,7 @@ export function sections({
         '>=',
         0.95,
         '',
-        `Taskline ${stream.tasklineTokensPerS} against bare ${stream.bareTokensPerS} tokens/s (medians), the stream ${streamMs(stream, 'tasklineTokensPerS')} ms against ${streamMs(stream, 'bareTokensPerS')}: the text of the last tick travels with the end, whose write and delivery the bare loop does not have, and the decode thread shares the cores with Redis, the api and the SSE client, which the bare loop does not.`,
+        `Taskline ${stream.tasklineTokensPerS} against bare ${stream.bareTokensPerS} tokens/s (medians), the stream ${streamMs(stream, 'tasklineTokensPerS')} ms against ${streamMs(stream, 'bareTokensPerS')}: the text of the last tick travels with the end, whose write and delivery the bare loop does not have, and the decode thread shares the cores with Redis, the api and the SSE client.`,
       ),
     );
     tables.push(

@@ -36,11 +36,8 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
   const valid = dispatchJobId((await store.get(task.id))!);
   // A job of the older offer (attempt 0) waits in the queue ahead of the one dispatch will add.
   const queue = openQueue(t);
-  await queue.add(
-    'dispatch',
-    { taskId: task.id, tenant: task.tenant, attempt: 0 },
-    { jobId: `${task.id}-stale` },
-  );
+  const staleId = `${task.id}-stale`;
+  await queue.add('dispatch', { taskId: task.id, tenant: task.tenant, attempt: 0 }, { jobId: staleId });
 
   // The worker's claims go to Redis, the stale one held back until the valid job was taken.
   const workerStore = new TaskStore(store.redis.duplicate(), store.options);
@@ -69,7 +66,7 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
   }).catch(async (err: Error) => {
     // Never dispatched, or dispatched and never taken: which, and what the scheduler said.
     const record = await store.get(task.id);
-    const stale = await queue.getJob(`${task.id}-stale`);
+    const stale = await queue.getJob(staleId);
     const seen = {
       valid,
       state,
