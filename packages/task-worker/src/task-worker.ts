@@ -15,7 +15,7 @@ import {
   taskAttributes,
   traceparentOf,
 } from '@taskline/tracing';
-import { Worker, type Job } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import {
   connectControl,
   modelQueueName,
@@ -47,6 +47,7 @@ import type { Redis } from 'ioredis';
 import { HTTP_STATUS, isCallersFault } from '@taskline/lmsp';
 import type { Logger } from '@taskline/log';
 import type { TasklineMetrics } from '@taskline/metrics';
+import { Fetcher } from './fetcher.js';
 import { whenRedisAnswers } from './redis-retry.js';
 
 /**
@@ -188,17 +189,21 @@ export class TaskWorker {
   async start(): Promise<void> {
     await this.listenForCancels();
     for (const { model, slots } of this.o.queues) {
-      // A BullMQ worker takes its jobs one round trip after another (16 at once took 16 in a row
-      // before the last could start); its share of the slots goes to each of several instead.
+      // A fetcher takes its jobs one round trip after another (16 at once took 16 in a row before
+      // the last could start); its share of the slots goes to each of several instead.
       for (const concurrency of shareSlots(slots, this.o.fetchers ?? 1)) {
-        const worker = new Worker(modelQueueName(model), (job: Job<DispatchJob>) => this.runJob(model, job), {
-          connection: this.queueConnection() as never,
-          prefix: queuePrefix(model),
-          concurrency,
-          ...jobHold(this.o.leaseMs),
-          removeOnComplete: { count: 0 },
-          removeOnFail: { count: 0 },
-        });
+        const worker = new Fetcher(
+          modelQueueName(model),
+          (job: Job<DispatchJob>) => this.runJob(model, job),
+          {
+            connection: this.queueConnection() as never,
+            prefix: queuePrefix(model),
+            concurrency,
+            ...jobHold(this.o.leaseMs),
+            removeOnComplete: { count: 0 },
+            removeOnFail: { count: 0 },
+          },
+        );
         worker.on('error', (err) => this.o.log.warn('queue_error', { model, error: err }));
         this.workers.push(worker);
       }

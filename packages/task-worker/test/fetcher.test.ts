@@ -1,0 +1,60 @@
+/**
+ * A fetcher starts each job as soon as it has taken it. BullMQ 6's own loop, at a concurrency
+ * above one, takes every job queued (up to its concurrency, one round trip and one durable write
+ * after another) before it starts the first: a burst's first task waited for the whole burst.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Queue, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { connectQueueRedis } from '@taskline/engine';
+import { startRedis, until, type RedisServer } from '@taskline/testing';
+import { Fetcher } from '../src/fetcher.js';
+
+let redis: RedisServer;
+const connections: Redis[] = [];
+const connect = () => {
+  const c = connectQueueRedis(redis.url, 'fetcher-test');
+  connections.push(c);
+  return c;
+};
+
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  for (const c of connections) c.disconnect();
+  await redis.stop();
+});
+
+/** A queue and a fetcher of `concurrency` on it whose processor runs `onJob`; closed after the test. */
+function pair(name: string, concurrency: number, onJob: (job: Job) => Promise<void>, autorun = true) {
+  const prefix = `{${name}}`; // one hash slot, so the queue also works on a Redis Cluster
+  const queue = new Queue(name, { connection: connect() as never, prefix });
+  const fetcher = new Fetcher(name, onJob, { connection: connect() as never, prefix, concurrency, autorun });
+  return { queue, fetcher, close: () => Promise.all([fetcher.close(), queue.close()]) };
+}
+
+test('of several jobs queued at once, the first starts before the rest are taken', async () => {
+  let waitingAtFirst: number | undefined;
+  let ran = 0;
+  const { queue, fetcher, close } = pair(
+    'burst',
+    8,
+    async () => {
+      if (ran++ === 0) waitingAtFirst = await queue.getWaitingCount();
+    },
+    false,
+  );
+  try {
+    await queue.addBulk(Array.from({ length: 8 }, () => ({ name: 'job', data: {} })));
+    void fetcher.run();
+    await until('every job ran', async () => (ran === 8 ? true : undefined));
+    assert.ok(waitingAtFirst! > 0, `the first job started with ${waitingAtFirst} of 8 still queued`);
+    // Having found the queue empty, it waits for jobs again: a later one runs.
+    await queue.add('job', {});
+    await until('a later job ran', async () => (ran === 9 ? true : undefined));
+  } finally {
+    await close();
+  }
+});
