@@ -1,7 +1,8 @@
 /**
  * A fetcher starts each job as soon as it has taken it. BullMQ 6's own loop, at a concurrency
- * above one, takes every job queued (up to its concurrency, one round trip and one durable write
- * after another) before it starts the first: a burst's first task waited for the whole burst.
+ * above one, first asks Redis for another job once it has run one (a round trip on every later
+ * job's way to its processor: in every task's time to first token), and takes every job queued
+ * (up to its concurrency, one durable write after another) before it starts the first.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -34,6 +35,30 @@ function pair(name: string, concurrency: number, onJob: (job: Job) => Promise<vo
   const fetcher = new Fetcher(name, onJob, { connection: connect() as never, prefix, concurrency, autorun });
   return { queue, fetcher, close: () => Promise.all([fetcher.close(), queue.close()]) };
 }
+
+test('a job added to an idle fetcher starts before the fetcher asks Redis for another', async () => {
+  // BullMQ says `drained` when a fetch finds the queue empty: counted from each add to its start.
+  let drainedSinceAdd = 0;
+  const seen: number[] = [];
+  const { queue, fetcher, close } = pair('lone', 4, async () => {
+    seen.push(drainedSinceAdd);
+  });
+  fetcher.on('drained', () => void drainedSinceAdd++);
+  try {
+    // One job at a time, each once the fetcher is idle again: how BullMQ's loop waits then depends
+    // on what it did last, so several jobs meet the states it leaves itself in.
+    for (let n = 1; n <= 5; n++) {
+      await until('the fetcher idle', async () => ((await queue.getActiveCount()) === 0 ? true : undefined));
+      await new Promise((r) => setTimeout(r, 100));
+      drainedSinceAdd = 0;
+      await queue.add('job', {});
+      await until(`job ${n} ran`, async () => (seen.length === n ? true : undefined));
+    }
+    assert.deepEqual(seen, [0, 0, 0, 0, 0], 'a job started only after a fetch that found the queue empty');
+  } finally {
+    await close();
+  }
+});
 
 test('of several jobs queued at once, the first starts before the rest are taken', async () => {
   let waitingAtFirst: number | undefined;
