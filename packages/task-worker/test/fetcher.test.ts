@@ -37,22 +37,25 @@ function pair(name: string, concurrency: number, onJob: (job: Job) => Promise<vo
 }
 
 test('a job added to an idle fetcher starts before the fetcher asks Redis for another', async () => {
-  // BullMQ says `drained` when a fetch finds the queue empty: counted from each add to its start.
-  let drainedSinceAdd = 0;
+  // BullMQ says `drained` once a fetch finds the queue empty, and not again until it has taken a
+  // job: one after a job's add and before its start is a fetch that job waited for.
+  let drained = 0;
+  let atAdd = 0;
+  let atStart = 0;
   const seen: number[] = [];
   const { queue, fetcher, close } = pair('lone', 4, async () => {
-    seen.push(drainedSinceAdd);
+    seen.push(drained - atAdd);
+    atStart = drained;
   });
-  fetcher.on('drained', () => void drainedSinceAdd++);
+  fetcher.on('drained', () => void drained++);
   try {
-    // One job at a time, each once the fetcher is idle again: how BullMQ's loop waits then depends
-    // on what it did last, so several jobs meet the states it leaves itself in.
+    // One job at a time, each once the fetcher has found the queue empty again: how BullMQ's loop
+    // waits then depends on what it did last, so several jobs meet the states it leaves itself in.
     for (let n = 1; n <= 5; n++) {
-      await until('the fetcher idle', async () => ((await queue.getActiveCount()) === 0 ? true : undefined));
-      await new Promise((r) => setTimeout(r, 100));
-      drainedSinceAdd = 0;
+      await until('the fetcher to find the queue empty', async () => (drained > atStart ? true : undefined));
+      atAdd = drained;
       await queue.add('job', {});
-      await until(`job ${n} ran`, async () => (seen.length === n ? true : undefined));
+      await until(`job ${n} to start`, async () => (seen.length === n ? true : undefined));
     }
     assert.deepEqual(seen, [0, 0, 0, 0, 0], 'a job started only after a fetch that found the queue empty');
   } finally {
