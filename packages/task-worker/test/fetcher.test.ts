@@ -2,7 +2,9 @@
  * A fetcher starts each job as soon as it has taken it. BullMQ 6's own loop, at a concurrency
  * above one, first asks Redis for another job once it has run one (a round trip on every later
  * job's way to its processor: in every task's time to first token), and takes every job queued
- * (up to its concurrency, one durable write after another) before it starts the first.
+ * (up to its concurrency, one durable write after another) before it starts the first. A fetch it
+ * answers without Redis must never be the one after a wait for jobs: the job that ended the wait
+ * would stay queued until the fetcher's next idle poll.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
