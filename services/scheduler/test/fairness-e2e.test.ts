@@ -5,9 +5,15 @@
  *
  * Order, not time: a MONITOR connection sees every command Redis runs, in the order it runs
  * them, including those inside Lua scripts. So the test reads exactly when B's task became ready
- * (the enqueue's ZADD to `ready:instant:b`), when each task was picked (dispatch.lua's ZADD to
- * `active:<tenant>`), handed to BullMQ (the job's LPUSH to the model queue's wait list), claimed
- * by the worker (claim.lua's HSET status loading) and ended (the terminal script's HSET ended_at).
+ * (the enqueue's ZADD to `ready:instant:b`), when each tenant's tasks were taken (dispatch.lua's
+ * ZPOPMIN of `ready:instant:<tenant>`, one per turn, in pick order), when each task was placed in
+ * its tenant's running set (dispatch.lua's ZADD to `active:<tenant>`), handed to BullMQ (the job's
+ * LPUSH to the model queue's wait list), claimed by the worker (claim.lua's HSET status loading)
+ * and ended (the terminal script's HSET ended_at).
+ *
+ * Turns are read from the pops, not the running-set ZADDs: one round writes each tenant's places
+ * in one ZADD after all its picks, in Lua's table order, so a round that served A, then B, then A
+ * again may write A's three places before B's.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
@@ -22,9 +28,10 @@ const ACTIVE_PREFIX = schedulerKeys.active('');
 const READY_PREFIX = schedulerKeys.ready('', MODEL);
 const TASK_KEY = /^tl:\{(task_[^}]+)\}:task$/;
 
-type Step = 'ready' | 'picked' | 'queued' | 'claimed' | 'ended' | 'released';
+type Step = 'ready' | 'popped' | 'picked' | 'queued' | 'claimed' | 'ended' | 'released';
 interface Mark {
   step: Step;
+  /** A task id; for `popped`, the tenant (one mark per task taken). */
   id: string;
 }
 
@@ -55,7 +62,10 @@ class Recorder {
     else if (cmd === 'zrem' && key.startsWith(ACTIVE_PREFIX))
       args.slice(2).forEach((id) => add('released', id));
     else if (cmd === 'zadd' && key.startsWith(READY_PREFIX)) add('ready', args.at(-1));
-    else if (cmd === 'lpush' && key === WAIT_LIST) add('queued', args[2]?.replace(/-\d+-\d+$/, ''));
+    else if (cmd === 'zpopmin' && key.startsWith(READY_PREFIX)) {
+      const tenant = key.slice(READY_PREFIX.length);
+      for (let n = Number(args[2] ?? 1); n > 0; n--) add('popped', tenant);
+    } else if (cmd === 'lpush' && key === WAIT_LIST) add('queued', args[2]?.replace(/-\d+-\d+$/, ''));
     else if (cmd === 'hset' && TASK_KEY.test(key)) {
       // Each script writes the record in one HSET, its fields in any order: a claim sets the lease
       // owner, an end the end stamp.
@@ -172,8 +182,11 @@ test('a tenant with 10,000 queued tasks delays another tenant by at most one rou
       .slice(ready, at)
       .filter((m) => m.step === step && a.has(m.id) && (!late || rec.find('picked', m.id) > ready)).length;
   };
+  // A's tasks taken in the turns served after B became ready and before B's turn.
+  const bTurn = rec.find('popped', 'b', ready);
+  assert.ok(bTurn > ready, 'B was never taken');
   const numbers = {
-    picked: ahead('picked', true),
+    picked: rec.marks.slice(ready, bTurn).filter((m) => m.step === 'popped' && m.id === 'a').length,
     queued: ahead('queued', false),
     queuedPickedLate: ahead('queued', true),
     claimed: ahead('claimed', false),
