@@ -79,6 +79,23 @@ test('weights give a tenant more per round and caps bound its running tasks', as
   assert.deepEqual(await pickFair(redis, token, MODEL, 100, { ...share, maxRunning: 5 }), []);
 });
 
+test("a round's picks come in turn order, A's turn, then B's, then A's again", async () => {
+  await flushAll(redis);
+  await redis.set(schedulerKeys.leader, token);
+  await fill('a', 10);
+  await fill('b', 1, 100);
+  // Six slots, A's weight 2 and a cap of 3: A's turn, B's, then A's next up to its cap.
+  const round = await pickFair(redis, token, MODEL, 6, {
+    ...share,
+    maxRunning: 3,
+    weights: new Map([['a', 2]]),
+  });
+  assert.deepEqual(
+    round?.map((p) => p.id),
+    ['task_a_m_0', 'task_a_m_1', 'task_b_m_0', 'task_a_m_2'],
+  );
+});
+
 test('a pick hands on the queued state its task was offered in, once', async () => {
   await flushAll(redis);
   await redis.set(schedulerKeys.leader, token);
