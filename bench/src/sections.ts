@@ -53,7 +53,10 @@ export function sections({
   const cpuRatio = life ? round(totalMs(life.cost.cpu.taskline) / totalMs(life.cost.cpu.bullmq), 2) : NaN;
   /** The durable writes in a row to the first token, as this run's timeline found them. */
   const writesInARow = path
-    ? `${path.chat.durableInARow} durable writes in a row (${path.chat.stages.map((s) => s.stage).join(', ')}) at ${rtt.paced.p50} ms each for a paced fsynced \`SET\` on this host`
+    ? `${path.chat.durableInARow} durable writes in a row (${path.chat.stages
+        .filter((s) => s.durable)
+        .map((s) => s.stage)
+        .join(', ')}) at ${rtt.paced.p50} ms each for a paced fsynced \`SET\` on this host`
     : 'several durable writes in a row (item 7 times them)';
   if (life) {
     const top = Object.entries(life.cost.cpu.taskline.msPerTask)
@@ -261,7 +264,7 @@ export function sections({
           '<=',
           4,
           '',
-          `the stages found: ${path.chat.stages.map((s) => `${s.stage} (${s.process})`).join(' -> ')}.`,
+          `the stages found: ${path.chat.stages.map((s) => `${s.stage} (${s.process}${s.durable ? '' : ', no fsync'})`).join(' -> ')}.`,
         ),
       );
     const mem = results.memory as Record<string, { peakRssMb: number }>;

@@ -28,6 +28,8 @@ interface Group {
 
 export interface PathStage {
   stage: string;
+  /** Whether its round trip waits for an fsync: false when none of its stages writes to the AOF. */
+  durable: boolean;
   /** The connection name of the process that sent it. */
   process: string;
   /** From the first stage's arrival, ms (Redis's clock). */
@@ -38,7 +40,7 @@ export interface PathTimeline {
   model: string;
   /** The stages found, in order; stages that ride in one round trip share a row. */
   stages: PathStage[];
-  /** Durable round trips one after another from the create to the first delta's append. */
+  /** Durable round trips one after another from the create to the first delta's append (`durable` stages). */
   durableInARow: number;
   /** Commands Redis ran for the task (scripts' own included), and how many of them were BullMQ's. */
   commands: number;
@@ -47,32 +49,46 @@ export interface PathTimeline {
 
 const PIPELINE_GAP_MS = 0.2;
 
-/** Each stage as found in a group of the timeline: a predicate over its commands. */
-const STAGES: { stage: string; match: (args: string[], id: string) => boolean }[] = [
-  { stage: 'rate limit', match: (a) => a[0] === 'evalsha' && a.some((x) => x.startsWith('tl:api:rate:')) },
+/**
+ * Each stage as found in a group of the timeline: a predicate over its commands, and whether its
+ * writes reach the AOF (a round trip that writes only what is kept in memory waits for no fsync).
+ */
+const STAGES: { stage: string; durable: boolean; match: (args: string[], id: string) => boolean }[] = [
+  {
+    stage: 'rate limit',
+    // token_bucket.lua keeps the bucket and the create's place out of the AOF (redis.set_repl).
+    durable: false,
+    match: (a) => a[0] === 'evalsha' && a.some((x) => x.startsWith('tl:api:rate:')),
+  },
   {
     stage: 'record and offer',
+    durable: true,
     match: (a, id) =>
       a[0] === 'XADD' && a[1] === taskKeys(id).events && a[3] === 'type' && a[4] === 'response.created',
   },
   {
     stage: 'dispatch.lua',
+    durable: true,
     match: (a, id) => a[0] === 'ZADD' && a[1] === schedulerKeys.inflight && a.includes(id),
   },
   {
     stage: "BullMQ's add",
+    durable: true,
     match: (a, id) => a[0] === 'HMSET' && a[1]!.startsWith('bull:') && a[1]!.includes(`:${id}-`),
   },
   {
     stage: 'move to active',
+    durable: true,
     match: (a, id) => a[0] === 'SET' && a[1]!.includes(`:${id}-`) && a[1]!.endsWith(':lock'),
   },
   {
     stage: 'claim',
+    durable: true,
     match: (a, id) => a[0] === 'HSET' && a[1] === taskKeys(id).task && a.includes('lease_owner'),
   },
   {
     stage: 'first delta append',
+    durable: true,
     match: (a, id) =>
       a[0] === 'XADD' && a[1] === taskKeys(id).events && a.includes('response.output_text.delta'),
   },
@@ -137,8 +153,8 @@ export async function pathTimeline(redis: Redis, apiUrl: string, model: string):
   const mine = groups.filter(
     (g) => names.get(g.client) !== self && g.lines.some((l) => l.args.some((a) => a.includes(id))),
   );
-  const found: { stage: string; group: Group }[] = [];
-  for (const { stage, match } of STAGES) {
+  const found: { stage: string; durable: boolean; group: Group }[] = [];
+  for (const { stage, durable, match } of STAGES) {
     const group =
       stage === 'rate limit'
         ? // Its place under the cap is held under the task's id: the rate limit may name the task.
@@ -147,7 +163,7 @@ export async function pathTimeline(redis: Redis, apiUrl: string, model: string):
             .reverse()
             .find((g) => g.client === mine[0]?.client && g.lines.some((l) => match(l.args, id)))
         : mine.find((g) => g.lines.some((l) => match(l.args, id)));
-    if (group) found.push({ stage, group });
+    if (group) found.push({ stage, durable, group });
   }
   const rate = found.find((f) => f.stage === 'rate limit')?.group;
   const counted = rate && !mine.includes(rate) ? [rate, ...mine] : mine;
@@ -156,17 +172,20 @@ export async function pathTimeline(redis: Redis, apiUrl: string, model: string):
   const start = found[0]?.group.at ?? 0;
   const stages: PathStage[] = [];
   const seen = new Map<Group, PathStage>();
-  for (const { stage, group } of found) {
+  for (const { stage, durable, group } of found) {
     const row = seen.get(group);
-    if (row) row.stage += ` + ${stage}`;
-    else {
+    if (row) {
+      row.stage += ` + ${stage}`;
+      row.durable ||= durable;
+    } else {
       const named = names.get(group.client) || (bullmq(group) ? 'a BullMQ connection' : group.client);
-      const s = { stage, process: named, atMs: round(group.at - start, 2) };
+      const s = { stage, durable, process: named, atMs: round(group.at - start, 2) };
       seen.set(group, s);
       stages.push(s);
     }
   }
-  return { model, stages, durableInARow: stages.length, commands, bullmqCommands };
+  const durableInARow = stages.filter((s) => s.durable).length;
+  return { model, stages, durableInARow, commands, bullmqCommands };
 }
 
 /** A group BullMQ sent: its first command names a key under BullMQ's prefix. */

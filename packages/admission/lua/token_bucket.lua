@@ -12,7 +12,13 @@
   number of places in KEYS[2] after the reservation (0 without one). A KEYS[2] that is not a zset
   fails the script before its first write (no token taken without its place): the place is the
   first write, so its own WRONGTYPE is the check.
+
+  Kept in memory only: nothing here reaches the AOF or a replica, so a request waits for no fsync
+  of its own (on the way to a task's first token, one durable step fewer). A crash or a failover
+  loses nothing kept: every bucket is full again, and a create's place is either its task's by
+  then (reservation_commit.lua, which is persisted) or its create never happened.
 ]]
+redis.set_repl(redis.REPL_NONE)
 local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local at = now
 local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')

@@ -25,19 +25,28 @@ after(async () => {
 // Every key the scripts touch here; FLUSHALL would reach one node of a cluster.
 beforeEach(() => redis.del('tl:api:rate:{t}', active, 'tl:api:streams:{t}', 'tl:api:auth-failures:{t}'));
 
+/** One token_bucket call at 10 tokens/s, a burst of 2, with a create's place when `reservation` names one. */
+const take = (now: number, reservation?: string) =>
+  redis.eval(
+    source('token_bucket'),
+    2,
+    'tl:api:rate:{t}',
+    active,
+    10,
+    2,
+    now,
+    ...(reservation ? [reservation, 60_000] : []),
+  );
+
+/** Bytes in the AOF of the Redis, or of every primary of a cluster (`INFO` reaches one node there). */
+async function aofBytes(): Promise<number> {
+  const client = redis as unknown as { nodes?(role: 'master'): Redis[] };
+  const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [redis];
+  const infos = await Promise.all(nodes.map((node) => node.info('persistence')));
+  return infos.reduce((sum, info) => sum + Number(/aof_current_size:(\d+)/.exec(info)![1]), 0);
+}
+
 test('token_bucket refuses past the burst with the wait, and holds a create place with its token', async () => {
-  const bucket = source('token_bucket');
-  const take = (now: number, reservation?: string) =>
-    redis.eval(
-      bucket,
-      2,
-      'tl:api:rate:{t}',
-      active,
-      10,
-      2,
-      now,
-      ...(reservation ? [reservation, 60_000] : []),
-    );
   assert.deepEqual(await take(1000, 'r:1'), [0, 1]);
   assert.deepEqual(await take(1000), [0, 0]);
   // Burst spent: one token comes back after 100 ms at 10/s, and nothing is reserved meanwhile.
@@ -97,4 +106,17 @@ test('auth_failures counts in a window its first failure opens, later ones never
   // A counter that lost its expiry gets the window back at its next failure.
   await redis.persist(key);
   assert.ok((await count(1))[1]! > 0, '(await count(1))[1]! > 0');
+});
+
+test('token_bucket writes nothing to the AOF: a request waits for no fsync of its own', async () => {
+  await redis.ping();
+  const before = await aofBytes();
+  assert.deepEqual(await take(1000, 'r:1'), [0, 1]);
+  assert.deepEqual(await take(1000), [0, 0]);
+  assert.equal(await aofBytes(), before, 'the bucket and the place are in memory only');
+  assert.deepEqual(await take(1000), [100, 0], 'the bucket holds in memory');
+  assert.deepEqual(await redis.zrange(active, 0, -1), ['r:1']);
+  // The place's task is what persists: its commit reaches the AOF (and shows that this test can see a write).
+  await redis.eval(source('reservation_commit'), 1, active, 'r:1', 'task_a', 5, 60_000);
+  assert.ok((await aofBytes()) > before, 'a committed place is in the AOF');
 });
