@@ -15,8 +15,8 @@
 
   Kept in memory only: nothing here reaches the AOF or a replica, so a request waits for no fsync
   of its own (on the way to a task's first token, one durable step fewer). A crash or a failover
-  loses nothing kept: every bucket is full again, and a create's place is either its task's by
-  then (reservation_commit.lua, which is persisted) or its create never happened.
+  loses nothing kept: every bucket is full again, and a create writes its place to disk beside its
+  task's own writes (TaskReservation.persist, with reservation_commit.lua).
 ]]
 redis.set_repl(redis.REPL_NONE)
 local rate, burst, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])

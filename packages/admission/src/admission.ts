@@ -69,7 +69,8 @@ export class Admission {
   /**
    * Creates a task under the caller's place (or one taken now): checks the cap (`rate_limited`
    * at it) and runs `write` with the id the place is held under. A task written under that id
-   * already holds its place: nothing more is written. A task under another id (an idempotent
+   * already holds its place, written to disk beside the create's own writes (`persist`: the
+   * request held it in memory only); nothing is swapped after. A task under another id (an idempotent
    * create that took over an abandoned one) takes the place over, not awaited: until then the
    * place counts for it, and a failed swap leaves a place that ages out; the task itself is
    * already on disk. A create that made no new task (a replay) or failed frees the place, unless
@@ -120,7 +121,13 @@ export class Admission {
       return { task: found, replayed: true };
     }
     try {
-      const created = await write(slot.taskId);
+      // The place goes to disk beside the create's own writes (one fsync on one Redis), not after.
+      const placed = slot.persist();
+      const created = await write(slot.taskId).finally(() =>
+        placed.catch((err: unknown) =>
+          this.deps.logger.warn('task reservation persist failed', { task: slot.taskId, err }),
+        ),
+      );
       slot
         .commit(created.replayed ? null : created.task.id)
         .catch((err: unknown) =>

@@ -7,7 +7,7 @@
  *   with, then counts; only when the count is over the cap (or the console reads the tenant's
  *   usage) are entries pruned against the task records (finished and expired tasks leave, and an
  *   id with no record once its place is older than a create can take), so no cleanup hook is
- *   needed when a task ends, no write follows a create that used its place, and nothing is lost
+ *   needed when a task ends, no swap follows a create that used its place, and nothing is lost
  *   when a replica dies between steps. Racing creates can both be refused near the cap, never
  *   both admitted over it. Every place written renews the set's expiry (`unfinishedTtlMs`), so a
  *   tenant that stops creating leaves no key behind (see docs/clocks.md, "Keys with a bound").
@@ -55,6 +55,13 @@ export interface TaskReservation {
   /** Throws `rate_limited` (and frees the place) when the tenant is over its cap; asked once, however often called. */
   admit(): Promise<void>;
   /**
+   * Writes the place to the AOF: a create's request holds it in memory only (token_bucket.lua),
+   * and its task must not outlive it in a crash. Sent beside the create's own writes, so both
+   * share an fsync rather than stand in a row; nothing to write for a place held otherwise, or
+   * once settled.
+   */
+  persist(): Promise<void>;
+  /**
    * Settles the place: kept for `taskId` itself (no write), swapped for another task's id (a
    * replayed create's), or freed (null); a later null does nothing, a task id still lands.
    */
@@ -92,7 +99,7 @@ export class TenantLimits {
     const key = limitKeys.unfinished(tenant);
     const taskId = newId('task');
     const count = await this.take(tenant, taskId);
-    return this.reservation(key, taskId, count);
+    return this.reservation(key, taskId, count, { inMemory: true });
   }
 
   /**
@@ -108,7 +115,7 @@ export class TenantLimits {
       .pexpire(key, this.settings.unfinishedTtlMs)
       .zcard(key)
       .exec();
-    return this.reservation(key, taskId, Number(reply?.[2]?.[1] ?? 0));
+    return this.reservation(key, taskId, Number(reply?.[2]?.[1] ?? 0), { inMemory: false });
   }
 
   private async take(tenant: string, reservation: string | null): Promise<number> {
@@ -128,7 +135,13 @@ export class TenantLimits {
     return count;
   }
 
-  private reservation(key: string, taskId: string, counted: number): TaskReservation {
+  /** `inMemory`: the place was held by token_bucket.lua, which keeps it out of the AOF until `persist`. */
+  private reservation(
+    key: string,
+    taskId: string,
+    counted: number,
+    { inMemory }: { inMemory: boolean },
+  ): TaskReservation {
     let settled = false;
     let freed = false;
     const check = async () => {
@@ -145,6 +158,12 @@ export class TenantLimits {
     return {
       taskId,
       admit: () => (admitted ??= check()),
+      persist: async () => {
+        if (!inMemory || settled) return;
+        // The place leaves and comes back in one script: both writes reach the AOF (a ZADD of a
+        // member already there, as it is in memory, would change nothing and be left out).
+        await this.scripts.reservation_commit(key, taskId, taskId, Date.now(), this.settings.unfinishedTtlMs);
+      },
       commit: async (written) => {
         // A caller that leaves frees the place (commit(null)) while its create may still be
         // writing the task: the task, once written, must take a place all the same.

@@ -77,7 +77,7 @@ async function sent(fn: () => Promise<unknown>): Promise<string[][]> {
   return seen;
 }
 
-test('a create holds its place under the id it writes its task with: nothing is swapped after it', async () => {
+test('a create holds its place under the id it writes its task with, written to disk beside the task: nothing is swapped after it', async () => {
   const limits = admission.limits;
   const reservation = await limits.takeCreate('placed');
   let placedDuringWrite: string[] = [];
@@ -91,7 +91,48 @@ test('a create holds its place under the id it writes its task with: nothing is 
   assert.deepEqual(placedDuringWrite, [reservation.taskId]);
   assert.deepEqual(await redis.zrange('tl:api:active:{placed}', 0, -1), [reservation.taskId]);
   const touchingPlaces = commands.filter((c) => c.some((a) => a === 'tl:api:active:{placed}'));
-  assert.deepEqual(touchingPlaces, [['zrange', 'tl:api:active:{placed}', '0', '-1']], 'only the read above');
+  assert.deepEqual(
+    touchingPlaces.map((c) => c[0]),
+    ['evalsha', 'zrange'],
+    'its persist (reservation_commit.lua, sent before the write) and the read above',
+  );
+  assert.deepEqual(touchingPlaces[0]!.slice(3, 6), ['tl:api:active:{placed}', reservation.taskId, reservation.taskId]);
+});
+
+test("a create's place survives a Redis restart with its task; the request bucket is memory's alone", async () => {
+  // A Redis of this test's own (a folder: one server even under a cluster run), restarted from its AOF.
+  const own = await startRedis({ args: [] });
+  const client = connectRedis(own.url, 'admission-restart-test');
+  try {
+    const ownStore = new TaskStore(client, {
+      taskRetentionMs: 60_000,
+      eventRetentionMs: 60_000,
+      idempotencyTtlS: 86_400,
+      idempotencyPendingMs: 30_000,
+    });
+    const limits = new TenantLimits(client, { ...admission.limits.settings });
+    const ownAdmission = new Admission({
+      store: ownStore,
+      hub,
+      holds: new CallHolds(client, 60_000, (err) => assert.fail(String(err))),
+      limits,
+      logger: createLogger({ service: 'test' }, 'error', () => undefined),
+    });
+    const { task } = await ownAdmission.create('durable', await limits.takeCreate('durable'), async (id) => ({
+      task: await ownStore.create({ ...input('durable'), id, fresh: true }),
+      replayed: false,
+    }));
+    assert.equal(await client.exists('tl:api:rate:{durable}'), 1);
+    await own.kill();
+    await own.restart();
+    await until('Redis to answer after its restart', async () => ((await client.ping()) === 'PONG' ? true : undefined));
+    assert.deepEqual(await client.zrange('tl:api:active:{durable}', 0, -1), [task.id], 'the place came back with its task');
+    assert.ok(await ownStore.get(task.id), 'the task came back');
+    assert.equal(await client.exists('tl:api:rate:{durable}'), 0, 'the bucket starts full again');
+  } finally {
+    client.disconnect();
+    await own.stop();
+  }
 });
 
 test('a place given up while its task is still being written is taken again by the task', async () => {
