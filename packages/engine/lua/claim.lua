@@ -4,7 +4,7 @@
   A worker that has the model loaded already goes on to `running` in the same step (both events
   are written), which saves the separate start on the way to the first token.
 
-  KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel
+  KEYS[1] task hash  KEYS[2] event stream  KEYS[3] channel  KEYS[4] token snapshot (string)
   ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] lease (ms; its deadline is stamped by Redis's clock, see serverMs)
   ARGV[4] event type  ARGV[5] event data (JSON)
   ARGV[6] the task's attempt the job was dispatched for (DispatchJob.attempt), '' for none
@@ -12,6 +12,10 @@
   ARGV[8] the W3C traceparent of the new attempt's span, '' when untraced: kept as
           `attempt_traceparent` for the next attempt and a restart to link to (docs/tracing.md)
   ARGV[9] event type, ARGV[10] event data (JSON) of `running`: optional, only to start at once
+  ARGV[11] token ids, each followed by ',' ('' for none), ARGV[12 ..] event type, event data
+          (JSON), ...: optional, with ARGV[9]: the attempt's first output, appended after the
+          claim's events as append.lua would (a worker that started its model before its claim
+          claims with the first delta: one durable write where there were two)
 
   Safe to run twice: a call whose nonce is the record's `step` is this very claim sent again (its
   reply was lost): it is answered as the claim was, with the record as it is now, instead of being
@@ -65,6 +69,15 @@ local unwritable = refuseUnwritable(task, KEYS[2], nil, { fields['seq'], fields[
 if unwritable then
   return unwritable
 end
+local side = nil
+if ARGV[11] and ARGV[11] ~= '' then
+  -- The first write, as in append.lua: a snapshot key of another type fails before anything is written.
+  local appended = redis.pcall('APPEND', KEYS[4], ARGV[11])
+  if type(appended) == 'table' and appended['err'] then
+    return { 'corrupt', KEYS[4] .. ' is a ' .. redis.call('TYPE', KEYS[4])['ok'] .. ', not a string' }
+  end
+  side = withSideKey(fields['side_keys'] or false, 't')
+end
 local now = tonumber(ARGV[1])
 -- One write of the record: the new attempt, state, lease and event counter together.
 attempt = attempt + 1
@@ -75,6 +88,9 @@ if shown ~= 'running' then
     events[3], events[4] = ARGV[9], ARGV[10]
   end
 end
+for i = 12, #ARGV do
+  events[#events + 1] = ARGV[i]
+end
 local base = tonumber(fields['seq'] or '0')
 local changed = {
   status = ARGV[9] and 'running' or 'loading',
@@ -84,6 +100,7 @@ local changed = {
   lease_owner = ARGV[2],
   lease_until = serverMs() + tonumber(ARGV[3]),
   step = ARGV[7],
+  side_keys = side,
 }
 if ARGV[8] ~= '' then
   changed.attempt_traceparent = ARGV[8]

@@ -6,12 +6,28 @@ import type { StoreCore } from './core.js';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
 import { taskKeys } from './keys.js';
+import { flattenEvents } from './core.js';
 import { check, parseTask, type TaskRecord } from './records.js';
-import { statusEvent } from './response.js';
+import { statusEvent, type EventInput } from './response.js';
+
+/** What an attempt made before its claim: appended in the claim's own step (claim.lua ARGV[11 ..]). */
+export interface FirstOutput {
+  tokens: readonly number[];
+  events: EventInput[];
+}
+
+export interface ClaimOptions {
+  start?: boolean;
+  offered?: number;
+  nonce?: string;
+  traceparent?: string;
+  output?: FirstOutput;
+}
 
 /**
  * A worker takes a queued task: it becomes `loading` under a new attempt and a lease, and with
- * `start` (the worker has the model loaded) goes on to `running` in the same step. `offered` is
+ * `start` (the worker has the model loaded) goes on to `running` in the same step, with `output`
+ * (needs `start`) its first output appended too: see TaskWorker, "claimed with its first output". `offered` is
  * the attempt its job was dispatched for (`DispatchJob.attempt`): a job of an older offer is
  * refused (`stale_attempt`, see claim.lua). `nonce` names the claim: a caller that makes it again
  * after a failure of unknown outcome (an `AbortError`, the reply lost) passes the same one, and gets
@@ -23,11 +39,14 @@ export async function claimTask(
   id: string,
   workerId: string,
   leaseMs: number,
-  opts: { start?: boolean; offered?: number; nonce?: string; traceparent?: string } = {},
+  opts: ClaimOptions = {},
 ): Promise<TaskRecord> {
   const keys = taskKeys(id);
   const event = statusEvent('loading', { worker: workerId });
-  const running = opts.start ? statusEvent('running') : null;
+  const running = opts.start || opts.output ? statusEvent('running') : null;
+  const output = opts.output
+    ? [opts.output.tokens.map((t) => `${t},`).join(''), ...flattenEvents(opts.output.events)]
+    : [];
   // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
   // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
   // order; on a cluster the claim waits for the entry (another node). Only where the task has no
@@ -39,6 +58,7 @@ export async function claimTask(
     keys.task,
     keys.events,
     keys.channel,
+    keys.tokens,
     core.now(),
     workerId,
     leaseMs,
@@ -48,7 +68,7 @@ export async function claimTask(
     // Its nonce: this claim re-sent (its reply lost) is answered as it was, not refused (claim.lua).
     opts.nonce ?? newId('step'),
     opts.traceparent ?? '',
-    ...(running ? [running.type, JSON.stringify(running.data)] : []),
+    ...(running ? [running.type, JSON.stringify(running.data), ...output] : []),
   );
   const [index, reply] = await Promise.allSettled([indexed, claimed]);
   if (reply.status === 'rejected') throw reply.reason;
@@ -70,6 +90,6 @@ export async function claimTask(
   // this attempt's now, before any work starts.
   if (!added) await core.sched.leaseUntil(id, task.leaseUntil!);
   core.observe(task.kind, 'loading', task.createdAt);
-  if (opts.start) core.observe(task.kind, 'running', task.createdAt);
+  if (running) core.observe(task.kind, 'running', task.createdAt);
   return task;
 }

@@ -3,6 +3,7 @@
 // The dependency-light part (ids, states, errors) is also `@taskline/engine/core` (core-face.ts).
 export * from './core-face.js';
 export { TaskStore, storeOptionsFromEnv, type SweepFailed, type SweptTask, type Finish } from './store.js';
+export type { ClaimOptions, FirstOutput } from './claim.js';
 export { eventJson, type TaskRecord, type NewTask, type StoredEvent, type TraceContexts } from './records.js';
 export {
   emptyResponse,

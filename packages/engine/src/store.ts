@@ -10,7 +10,7 @@ import {
 } from './core.js';
 import { notFound, TasklineError, type Problem } from './errors.js';
 import { newId } from './ids.js';
-import { claimTask } from './claim.js';
+import { claimTask, type ClaimOptions } from './claim.js';
 import { readCheckpoint, writeCheckpoint } from './checkpoint.js';
 import * as callbacks from './callbacks.js';
 import { persist } from './create.js';
@@ -164,12 +164,7 @@ export class TaskStore {
   }
 
   /** A worker takes a queued task under a new attempt and a lease: see claimTask. */
-  claim(
-    id: string,
-    workerId: string,
-    leaseMs: number,
-    opts: { start?: boolean; offered?: number; nonce?: string; traceparent?: string } = {},
-  ): Promise<TaskRecord> {
+  claim(id: string, workerId: string, leaseMs: number, opts: ClaimOptions = {}): Promise<TaskRecord> {
     return claimTask(this.core, id, workerId, leaseMs, opts);
   }
 

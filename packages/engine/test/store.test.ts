@@ -97,6 +97,39 @@ test('a worker with the model loaded claims straight into running, both steps on
   await assert.rejects(h.store.claim(task.id, 'w2', 10_000, { start: true }), code('illegal_transition'));
 });
 
+test("a claim carries the attempt's first output: one step writes both, numbered in turn; a refused one writes neither", async () => {
+  const task = await h.store.create(newTask({ onRestart: 'resume' }));
+  const output = {
+    tokens: [5, 6],
+    events: [{ type: 'response.output_text.delta', data: { task_status: 'running', delta: 'hi' } }],
+  };
+  const claimed = await h.store.claim(task.id, 'w1', 10_000, { start: true, output });
+  assert.deepEqual([claimed.status, claimed.attempt, claimed.seq], ['running', 1, 4]);
+  const { events } = await h.store.events(task.id, 0);
+  assert.deepEqual(
+    events.map((e) => [e.seq, e.type, JSON.parse(e.data).task_status]),
+    [
+      [1, 'response.created', 'queued'],
+      [2, 'response.in_progress', 'loading'],
+      [3, 'response.in_progress', 'running'],
+      [4, 'response.output_text.delta', 'running'],
+    ],
+  );
+  assert.deepEqual(await h.store.snapshot(task.id), [5, 6], 'the tokens are the resume snapshot');
+  // The next append goes on from there under the same attempt.
+  assert.equal(
+    await h.store.append(task.id, 1, [7], [{ type: 'response.output_text.delta', data: { delta: '!' } }]),
+    5,
+  );
+  // A second claim of the same offer (another worker's job) writes nothing, its output included.
+  await assert.rejects(
+    h.store.claim(task.id, 'w2', 10_000, { start: true, output }),
+    code('illegal_transition'),
+  );
+  assert.equal((await h.store.events(task.id, 0)).events.length, 5);
+  assert.deepEqual(await h.store.snapshot(task.id), [5, 6, 7]);
+});
+
 test("an attempt's last output lands in the same step as its end, and not at all when refused", async () => {
   const task = await h.store.create(newTask({ onRestart: 'retry' }));
   await h.store.claim(task.id, 'w1', 10_000, { start: true });
