@@ -96,7 +96,11 @@ test('a create holds its place under the id it writes its task with, written to 
     ['evalsha', 'zrange'],
     'its persist (reservation_commit.lua, sent before the write) and the read above',
   );
-  assert.deepEqual(touchingPlaces[0]!.slice(3, 6), ['tl:api:active:{placed}', reservation.taskId, reservation.taskId]);
+  assert.deepEqual(touchingPlaces[0]!.slice(3, 6), [
+    'tl:api:active:{placed}',
+    reservation.taskId,
+    reservation.taskId,
+  ]);
 });
 
 test("a create's place survives a Redis restart with its task; the request bucket is memory's alone", async () => {
@@ -125,8 +129,14 @@ test("a create's place survives a Redis restart with its task; the request bucke
     assert.equal(await client.exists('tl:api:rate:{durable}'), 1);
     await own.kill();
     await own.restart();
-    await until('Redis to answer after its restart', async () => ((await client.ping()) === 'PONG' ? true : undefined));
-    assert.deepEqual(await client.zrange('tl:api:active:{durable}', 0, -1), [task.id], 'the place came back with its task');
+    await until('Redis to answer after its restart', async () =>
+      (await client.ping()) === 'PONG' ? true : undefined,
+    );
+    assert.deepEqual(
+      await client.zrange('tl:api:active:{durable}', 0, -1),
+      [task.id],
+      'the place came back with its task',
+    );
     assert.ok(await ownStore.get(task.id), 'the task came back');
     assert.equal(await client.exists('tl:api:rate:{durable}'), 0, 'the bucket starts full again');
   } finally {

@@ -34,6 +34,7 @@ import {
   TasklineError,
   type EventInput,
   type Finish,
+  type FirstOutput,
   type RunContext,
   type RedisTarget,
   type RestartReason,
@@ -90,6 +91,12 @@ export interface TaskWorkerOptions {
   /** Whether a claim on `model` goes straight to `running` (else `loading`, say while a model loads). */
   startsRunning(model: string): boolean;
   /**
+   * Whether an attempt of `task` (a first attempt, read before its claim, on a model that starts
+   * running at once) may run before its claim, which then carries its first output: see
+   * `Claimer`. Default: never.
+   */
+  startsBeforeClaim?(task: TaskRecord, model: string): boolean;
+  /**
    * Whether an error `run` threw is this worker's failure rather than the task's: the task then
    * gets its on_restart policy as after a crash. May stop the queue (`stopTaking`).
    */
@@ -104,6 +111,29 @@ export interface TaskWorkerOptions {
 }
 
 type StopReason = 'cancel' | 'lost' | 'drain';
+
+/**
+ * One job's claim (TaskWorker.claimer). An attempt claimed before it runs (`now`) is the rule;
+ * one the service lets start before its claim (`early`: a first attempt on a model that runs at
+ * once) is claimed by its first append, which carries its first output (claim.lua), so the way to
+ * the first token holds one durable write where there were two. Until then the task shows
+ * `queued` and holds no lease: a worker that dies meanwhile leaves its job to BullMQ's stalled
+ * check, as between taking a job and claiming it (jobHold), and a cancel ends the queued task at
+ * once (the claim is then refused and nothing of the attempt is written).
+ */
+interface Claimer {
+  /** For the attempt's writes: its first `append` is the claim while none was made. */
+  store: TaskStore;
+  /** The record an early attempt runs with (what its claim will make of it), or null: claim `now`. */
+  early(): Promise<TaskRecord | null>;
+  /** Claims before (or, for an early attempt without output, after) the run; null when refused. */
+  now(): Promise<TaskRecord | null>;
+  /** Called once the claim lands. */
+  onClaimed(fn: (task: TaskRecord) => void): void;
+  settled(): boolean;
+  /** Whether the attempt holds the task: claimed, not refused. */
+  held(): boolean;
+}
 
 /**
  * @internal How a worker holds a BullMQ job it took (its BullMQ options). Leases, not BullMQ locks,
@@ -287,17 +317,12 @@ export class TaskWorker {
 
   /** Runs one attempt of a task from claim to its end; never throws. */
   private async execute(model: string, { taskId, attempt: offered }: DispatchJob): Promise<void> {
-    const { store, log, leaseMs } = this.o;
-    // A stale job starts no attempt: its span says so (it has no attempt number to carry).
-    const refused = (fields: Record<string, unknown>) => {
-      log.info('claim_refused', { task: taskId, ...fields });
-      activeSpan()?.setAttribute(ATTR.outcome, 'refused');
-    };
+    const { log } = this.o;
     // A second job for a task this worker runs already is a stale hint. One whose claim is still in
     // flight may be the stale one instead (an older offer, to be refused): this job waits for it.
     for (let here = this.running.get(taskId); here; here = this.running.get(taskId)) {
       if (await here.claimed) {
-        refused({ reason: 'running here' });
+        this.refused(taskId, { reason: 'running here' });
         return;
       }
     }
@@ -314,42 +339,38 @@ export class TaskWorker {
     const claimed = new Promise<boolean>((resolve) => (settle = resolve));
     // Listed before the claim: a cancel announced right after the claim must find its attempt.
     this.running.set(taskId, { model, stop, claimed });
-    let task: TaskRecord;
-    try {
-      const start = this.o.startsRunning(model);
-      // Made again with the same nonce while Redis is unavailable: a claim that ran though its
-      // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
-      const nonce = randomUUID();
-      // The attempt's span, kept on the task for the next attempt and a restart to link to.
-      const traceparent = traceparentOf(activeSpan());
-      task = await inSpan('task.claim', {}, () =>
-        whenRedisAnswers(this.o.leaseMs, () =>
-          store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce, traceparent }),
-        ),
-      );
-      settle(true);
-    } catch (err) {
+    const claim = this.claimer(model, taskId, offered, settle);
+    const early = await claim.early();
+    const task = early ?? (await claim.now());
+    if (!task) {
       this.running.delete(taskId);
-      settle(false);
-      // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
-      refused({ error: err });
       return;
     }
-    const attempt = task.attempt;
-    activeSpan()?.setAttribute(ATTR.attempt, attempt);
-    tlog = log.child({ task: taskId, attempt });
-    this.o.metrics.queueWaitSeconds.observe(
-      { kind: task.kind, model },
-      Math.max(0, (Date.now() - task.createdAt) / 1000),
-    );
-    const renew = this.renewLease(task, stop, tlog);
+    let renew: NodeJS.Timeout | undefined;
+    let ran = false;
+    // The lease is renewed from the claim to the end of the run (a claim made after it needs none).
+    const held = (t: TaskRecord) => {
+      tlog = log.child({ task: taskId, attempt: t.attempt });
+      if (!ran) renew = this.renewLease(t, stop, tlog);
+    };
+    if (early) claim.onClaimed(held);
+    else held(task);
     let outcome: { finish: RunOutcome; interrupted: boolean };
     try {
-      outcome = await this.runAttempt(task, model, controller.signal, stop, () => reason, tlog);
+      const ctx = { task, attempt: task.attempt, signal: controller.signal, store: claim.store };
+      outcome = await this.runAttempt(ctx, model, stop, () => reason, tlog);
     } finally {
+      ran = true;
       clearInterval(renew);
-      this.running.delete(taskId);
     }
+    // An attempt that ran before its claim and made no output claims now, to write its end.
+    if (early && !claim.settled() && !(await claim.now())) {
+      this.running.delete(taskId);
+      return;
+    }
+    this.running.delete(taskId);
+    // Its first output's claim was refused: the task was never this attempt's to write.
+    if (!claim.held()) return;
     const { finish, interrupted } = outcome;
     // Parked for its caller's input: the task is no longer this attempt's to write.
     if (finish.status === 'parked') {
@@ -357,8 +378,81 @@ export class TaskWorker {
       tlog.info('attempt_parked');
     } else
       await inSpan('task.finish', { attributes: { [ATTR.outcome]: finish.status } }, () =>
-        this.commit(task, attempt, finish, reason, tlog, interrupted),
+        this.commit(task, task.attempt, finish, reason, tlog, interrupted),
       );
+  }
+
+  /** A stale job starts no attempt: logged, and its span says so (it has no attempt number to carry). */
+  private refused(taskId: string, fields: Record<string, unknown>): void {
+    this.o.log.info('claim_refused', { task: taskId, ...fields });
+    activeSpan()?.setAttribute(ATTR.outcome, 'refused');
+  }
+
+  /** The claim of one job's attempt: made before the attempt runs, or with its first output. */
+  private claimer(
+    model: string,
+    taskId: string,
+    offered: number,
+    settle: (claimed: boolean) => void,
+  ): Claimer {
+    const { store, leaseMs } = this.o;
+    const start = this.o.startsRunning(model);
+    // Made again with the same nonce while Redis is unavailable: a claim that ran though its
+    // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
+    const nonce = randomUUID();
+    // The attempt's span, kept on the task for the next attempt and a restart to link to.
+    const traceparent = traceparentOf(activeSpan());
+    let state: 'unsettled' | 'held' | 'refused' = 'unsettled';
+    let task: TaskRecord | null = null;
+    let onClaimed: ((task: TaskRecord) => void) | undefined;
+    const claimWith = async (output?: FirstOutput): Promise<TaskRecord> => {
+      try {
+        const claimedTask = await inSpan('task.claim', {}, () =>
+          whenRedisAnswers(leaseMs, () =>
+            store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce, traceparent, output }),
+          ),
+        );
+        state = 'held';
+        settle(true);
+        activeSpan()?.setAttribute(ATTR.attempt, claimedTask.attempt);
+        this.o.metrics.queueWaitSeconds.observe(
+          { kind: claimedTask.kind, model },
+          Math.max(0, (Date.now() - claimedTask.createdAt) / 1000),
+        );
+        if (task) Object.assign(task, claimedTask);
+        onClaimed?.(claimedTask);
+        return claimedTask;
+      } catch (err) {
+        state = 'refused';
+        settle(false);
+        // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
+        this.refused(taskId, { error: err });
+        throw err;
+      }
+    };
+    // The first append of an attempt that runs before its claim is the claim; every other method
+    // is the store's own (the object inherits them).
+    const claiming: TaskStore = Object.create(store);
+    claiming.append = (id, attempt, tokens, events, appendNonce) =>
+      state === 'unsettled'
+        ? claimWith({ tokens, events }).then((t) => t.seq)
+        : store.append(id, attempt, tokens, events, appendNonce);
+    return {
+      store: claiming,
+      settled: () => state !== 'unsettled',
+      held: () => state === 'held',
+      onClaimed: (fn) => (onClaimed = fn),
+      early: async () => {
+        if (!start || offered !== 0 || !this.o.startsBeforeClaim) return null;
+        const read = await store.get(taskId).catch(() => null);
+        if (!read || read.status !== 'queued' || read.attempt !== 0 || !this.o.startsBeforeClaim(read, model))
+          return null;
+        // What the claim will make of it (claim.lua); the claim's own record replaces it.
+        task = { ...read, status: 'running', shownStatus: 'running', attempt: 1, leaseOwner: this.o.id };
+        return task;
+      },
+      now: () => claimWith().catch(() => null),
+    };
   }
 
   /** Renews the attempt's lease every third of it; a cancel or a lost lease seen there stops it. */
@@ -389,16 +483,15 @@ export class TaskWorker {
    * could not take a write (an outage, a reset, BUSY/LOADING/OOM: docs/redis-faults.md).
    */
   private async runAttempt(
-    task: TaskRecord,
+    ctx: RunContext,
     model: string,
-    signal: AbortSignal,
     stop: (r: StopReason) => void,
     stopped: () => StopReason | null,
     tlog: Logger,
   ): Promise<{ finish: RunOutcome; interrupted: boolean }> {
     try {
-      const finish = await inSpan('task.run', { attributes: { [ATTR.attempt]: task.attempt } }, () =>
-        this.o.run({ task, attempt: task.attempt, signal, store: this.o.store }, model),
+      const finish = await inSpan('task.run', { attributes: { [ATTR.attempt]: ctx.attempt } }, () =>
+        this.o.run(ctx, model),
       );
       return { finish, interrupted: false };
     } catch (err) {

@@ -76,6 +76,9 @@ export class GpuWorker {
       queues: served.map((model) => ({ model, slots: o.slots })),
       run: (ctx, model) => this.attempt(ctx, model),
       startsRunning: (model) => model === TOOLS_MODEL || o.isLoaded(model),
+      // A generation on a loaded model starts before its claim and claims with its first delta.
+      startsBeforeClaim: (task, model) =>
+        task.kind === 'response' && model !== TOOLS_MODEL && o.isLoaded(model),
       workerFault: (err, model) => this.workerFault(err, model),
     });
   }
