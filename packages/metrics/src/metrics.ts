@@ -113,7 +113,7 @@ function defineMetrics(registry: Registry, logLinesDropped: () => number, exempl
     }),
     queueWaitSeconds: latency({
       name: 'taskline_task_queue_wait_seconds',
-      help: 'Time from a task being queued to a worker claiming it.',
+      help: 'Time from a task being queued to a worker claiming it (or starting it, where its claim comes with its first token).',
       labelNames: ['kind', 'model'] as const,
       buckets: QUEUE_WAIT_BUCKETS,
       registers,

@@ -405,6 +405,12 @@ export class TaskWorker {
     let state: 'unsettled' | 'held' | 'refused' = 'unsettled';
     let task: TaskRecord | null = null;
     let onClaimed: ((task: TaskRecord) => void) | undefined;
+    // The queue's wait ends where the attempt starts: its claim, or its run for one started early.
+    const waited = (t: TaskRecord) =>
+      this.o.metrics.queueWaitSeconds.observe(
+        { kind: t.kind, model },
+        Math.max(0, (Date.now() - t.createdAt) / 1000),
+      );
     const claimWith = async (output?: FirstOutput): Promise<TaskRecord> => {
       try {
         const claimedTask = await inSpan('task.claim', {}, () =>
@@ -415,11 +421,8 @@ export class TaskWorker {
         state = 'held';
         settle(true);
         activeSpan()?.setAttribute(ATTR.attempt, claimedTask.attempt);
-        this.o.metrics.queueWaitSeconds.observe(
-          { kind: claimedTask.kind, model },
-          Math.max(0, (Date.now() - claimedTask.createdAt) / 1000),
-        );
         if (task) Object.assign(task, claimedTask);
+        else waited(claimedTask);
         onClaimed?.(claimedTask);
         return claimedTask;
       } catch (err) {
@@ -449,6 +452,7 @@ export class TaskWorker {
           return null;
         // What the claim will make of it (claim.lua); the claim's own record replaces it.
         task = { ...read, status: 'running', shownStatus: 'running', attempt: 1, leaseOwner: this.o.id };
+        waited(task);
         return task;
       },
       now: () => claimWith().catch(() => null),
