@@ -383,9 +383,9 @@ export class TaskWorker {
   }
 
   /** A stale job starts no attempt: logged, and its span says so (it has no attempt number to carry). */
-  private refused(taskId: string, fields: Record<string, unknown>): void {
+  private refused(taskId: string, fields: Record<string, unknown>, attemptSpan = activeSpan()): void {
     this.o.log.info('claim_refused', { task: taskId, ...fields });
-    activeSpan()?.setAttribute(ATTR.outcome, 'refused');
+    attemptSpan?.setAttribute(ATTR.outcome, 'refused');
   }
 
   /** The claim of one job's attempt: made before the attempt runs, or with its first output. */
@@ -400,8 +400,11 @@ export class TaskWorker {
     // Made again with the same nonce while Redis is unavailable: a claim that ran though its
     // caller saw it fail (an auto-pipeline aborted by a reset) is then recognised, not orphaned.
     const nonce = randomUUID();
-    // The attempt's span, kept on the task for the next attempt and a restart to link to.
-    const traceparent = traceparentOf(activeSpan());
+    // The attempt's span, kept on the task for the next attempt and a restart to link to; the
+    // claim's is its child, also when the claim comes with the first output, from within the run.
+    const attemptSpan = activeSpan();
+    const traceparent = traceparentOf(attemptSpan);
+    const underAttempt = { parent: traceparent ? contextOf(traceparent) : undefined };
     let state: 'unsettled' | 'held' | 'refused' = 'unsettled';
     let task: TaskRecord | null = null;
     let onClaimed: ((task: TaskRecord) => void) | undefined;
@@ -413,14 +416,14 @@ export class TaskWorker {
       );
     const claimWith = async (output?: FirstOutput): Promise<TaskRecord> => {
       try {
-        const claimedTask = await inSpan('task.claim', {}, () =>
+        const claimedTask = await inSpan('task.claim', underAttempt, () =>
           whenRedisAnswers(leaseMs, () =>
             store.claim(taskId, this.o.id, leaseMs, { start, offered, nonce, traceparent, output }),
           ),
         );
         state = 'held';
         settle(true);
-        activeSpan()?.setAttribute(ATTR.attempt, claimedTask.attempt);
+        attemptSpan?.setAttribute(ATTR.attempt, claimedTask.attempt);
         if (task) Object.assign(task, claimedTask);
         else waited(claimedTask);
         onClaimed?.(claimedTask);
@@ -429,7 +432,7 @@ export class TaskWorker {
         state = 'refused';
         settle(false);
         // Already taken, cancelled or gone, or queued again since its offer: the job was a stale hint.
-        this.refused(taskId, { error: err });
+        this.refused(taskId, { error: err }, attemptSpan);
         throw err;
       }
     };

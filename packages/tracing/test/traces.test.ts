@@ -290,6 +290,21 @@ test('the OpenAI route continues the caller’s trace and returns its id', async
   assertNoPromptText();
 });
 
+test('a generation that claims with its first delta keeps its claim and its number on its attempt', async () => {
+  // The model loaded by a first task, the next starts before its claim and claims with its first
+  // delta, from within its run (docs/engine.md): the claim's span and the attempt number still
+  // belong to the attempt, not the run.
+  const warm = await createLmsp(callerContext().traceparent, { input: 'Hi.', max_output_tokens: 2 });
+  await lmspEnded(warm.task.id);
+  const caller = callerContext();
+  const { task } = await createLmsp(caller.traceparent, { input: `Go on. ${SECRET}`, max_output_tokens: 48 });
+  await lmspEnded(task.id);
+  const spans = await spansOf(caller, ['task.create', 'task.attempt', 'task.decode']);
+  const [attempt] = assertTaskChain(spans, task.id, caller.spanId);
+  named(spans, 'task.claim', (s) => s.parentSpanId === attempt!.spanId);
+  assert.equal(attempt!.attributes['taskline.attempt'], 1);
+});
+
 test('an MCP tool task and its child generation are one trace (_meta.traceparent)', async () => {
   const caller = callerContext();
   const reply = await rpc(
