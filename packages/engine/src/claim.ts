@@ -2,11 +2,10 @@
  * A worker's claim of a queued task (claim.lua), with its lease index entry in the scheduler's
  * index (`leases`): written before the claim, and as it was again when the claim is refused.
  */
-import type { StoreCore } from './core.js';
+import { flattenEvents, tokenList, type StoreCore } from './core.js';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
 import { taskKeys } from './keys.js';
-import { flattenEvents } from './core.js';
 import { check, parseTask, type TaskRecord } from './records.js';
 import { statusEvent, type EventInput } from './response.js';
 
@@ -27,7 +26,7 @@ export interface ClaimOptions {
 /**
  * A worker takes a queued task: it becomes `loading` under a new attempt and a lease, and with
  * `start` (the worker has the model loaded) goes on to `running` in the same step, with `output`
- * (needs `start`) its first output appended too: see TaskWorker, "claimed with its first output". `offered` is
+ * (needs `start`) its first output appended too (TaskWorker's `Claimer`). `offered` is
  * the attempt its job was dispatched for (`DispatchJob.attempt`): a job of an older offer is
  * refused (`stale_attempt`, see claim.lua). `nonce` names the claim: a caller that makes it again
  * after a failure of unknown outcome (an `AbortError`, the reply lost) passes the same one, and gets
@@ -44,9 +43,7 @@ export async function claimTask(
   const keys = taskKeys(id);
   const event = statusEvent('loading', { worker: workerId });
   const running = opts.start || opts.output ? statusEvent('running') : null;
-  const output = opts.output
-    ? [opts.output.tokens.map((t) => `${t},`).join(''), ...flattenEvents(opts.output.events)]
-    : [];
+  const output = opts.output ? [tokenList(opts.output.tokens), ...flattenEvents(opts.output.events)] : [];
   // Indexed before the claim: a worker that dies right after claiming still leaves a lease to
   // sweep. On one Redis, one round trip: index entry and claim are sent together and run in that
   // order; on a cluster the claim waits for the entry (another node). Only where the task has no

@@ -285,6 +285,11 @@ export async function sweepEach<T>(
   if (first) throw first.error;
 }
 
+/** Token ids as the scripts take them for the resume snapshot (append.lua, claim.lua): each followed by ','. */
+export function tokenList(tokens: readonly number[]): string {
+  return tokens.map((t) => `${t},`).join('');
+}
+
 export function flattenEvents(events: EventInput[]): string[] {
   return events.flatMap((e) => [e.type, JSON.stringify(e.data)]);
 }

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import {
   StoreCore,
   flattenEvents,
+  tokenList,
   type SweepFailed,
   type SweptTask,
   type TaskStoreOptions,
@@ -210,7 +211,7 @@ export class TaskStore {
       attempt,
       // A re-sent append (its reply lost) is recognised by it, never applied twice (append.lua).
       nonce,
-      tokens.map((t) => `${t},`).join(''),
+      tokenList(tokens),
       ...flattenEvents(events),
     );
     check(id, reply);

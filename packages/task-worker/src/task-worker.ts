@@ -364,12 +364,9 @@ export class TaskWorker {
       clearInterval(renew);
     }
     // An attempt that ran before its claim and made no output claims now, to write its end.
-    if (early && !claim.settled() && !(await claim.now())) {
-      this.running.delete(taskId);
-      return;
-    }
+    if (early && !claim.settled()) await claim.now();
     this.running.delete(taskId);
-    // Its first output's claim was refused: the task was never this attempt's to write.
+    // Its claim was refused: the task was never this attempt's to write.
     if (!claim.held()) return;
     const { finish, interrupted } = outcome;
     // Parked for its caller's input: the task is no longer this attempt's to write.
