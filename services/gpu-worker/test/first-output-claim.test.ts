@@ -40,13 +40,14 @@ async function startWorker(
   t: { after: (fn: () => Promise<void>) => void },
   id: string,
   backend: ModelBackend,
+  logs: string[] = [],
 ) {
   const store = new TaskStore(cluster.store.redis.duplicate(), cluster.store.options);
   const worker = new GpuWorker({
     id,
     redisTarget: cluster.redis.url,
     store,
-    log: createLogger({ service: 'gpu-worker' }, 'warn', () => undefined),
+    log: createLogger({ service: 'gpu-worker' }, 'info', (line) => logs.push(line)),
     metrics: createMetrics({ service: 'gpu-worker', defaultMetrics: false, tenantTopN: 10 }),
     models: ['tiny-chat'],
     slots: 2,
@@ -96,17 +97,17 @@ test('a generation runs before its claim, which writes its first delta in the sa
 
 test('a task cancelled while its generation waits for its first token ends cancelled; the attempt writes nothing', async (t) => {
   const { backend, state } = gatedBackend();
-  await startWorker(t, 'w-cancelled', backend);
+  const logs: string[] = [];
+  await startWorker(t, 'w-cancelled', backend, logs);
   const task = await cluster.create({ input: 'Hello' });
   await until('the generation to start', async () => (state.started > 0 ? true : undefined));
   const { task: cancelled } = await cluster.store.cancel(task.id, 't1');
   assert.equal(cancelled.status, 'cancelled');
   state.open();
-  // The first delta's claim is refused: the worker goes on to other work with nothing written.
-  await until('the worker to be free again', async () => {
-    const next = await cluster.create({ input: 'again' });
-    return (await cluster.waitForEnd(next.id, 30_000)).status === 'succeeded' ? true : undefined;
-  });
+  // The claim its first delta carried is refused: nothing of the attempt is written.
+  await until('the first delta to be refused as a claim', async () =>
+    logs.some((l) => l.includes('"claim_refused"') && l.includes(task.id)) ? true : undefined,
+  );
   const events = await cluster.events(task.id);
   assert.deepEqual(
     events.map((e) => [e.type, e.task_status]),
