@@ -279,7 +279,9 @@ test('cancel mid-step kills the whole process group, a grandchild that ignores S
   const hang = [
     "const { spawn } = require('child_process');",
     "const child = spawn(process.execPath, ['-e', \"process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)\"], { stdio: 'ignore' });",
-    "require('fs').writeFileSync('../pids.json', JSON.stringify([process.pid, child.pid]));",
+    // Written whole, then renamed into place: the test polls for the file and must never read half of it.
+    "require('fs').writeFileSync('../pids.json.tmp', JSON.stringify([process.pid, child.pid]));",
+    "require('fs').renameSync('../pids.json.tmp', '../pids.json');",
     "console.log('waiting');",
     'setInterval(() => {}, 1000);',
   ].join('\n');
