@@ -49,6 +49,26 @@ export interface TaskStoreOptions {
    * `hooks` = '1', and its scripts record its deliveries in its outbox (`_emit.lua`).
    */
   watchWebhooks?: (task: { id: string; tenant: string }) => Promise<boolean>;
+  /**
+   * Set where tasks are created and their jobs can be queued (the api): a fresh create whose
+   * model has a slot the scheduler leader lent and nothing waiting dispatches its own task (see
+   * `schedulerKeys.loans`) and hands it here to queue its job, skipping the dispatch round. The
+   * create does not wait for it; a hand-off lost (a crash) is repaired as a dispatch that died
+   * before its BullMQ add. Unset: every create is offered to the leader's rounds.
+   */
+  handOff?: (task: HandOff) => Promise<void>;
+}
+
+/** A task a create dispatched on a lent slot, in the queued state its job is named after. */
+export interface HandOff {
+  id: string;
+  /** The tenant it is indexed under (see queueTenant). */
+  tenant: string;
+  model: string;
+  attempt: number;
+  seq: number;
+  /** Its stored trace context, when traced. */
+  traceparent?: string;
 }
 
 /** The store's options from the validated environment (`@taskline/config`), the same for every service. */

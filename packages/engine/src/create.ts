@@ -5,7 +5,7 @@
 import type { StoreCore } from './core.js';
 import { TasklineError } from './errors.js';
 import { newId } from './ids.js';
-import { taskKeys } from './keys.js';
+import { queueTenant, taskKeys } from './keys.js';
 import { indexCreated } from './operator-index.js';
 import { createdFields, parseTask, type NewTask, type TaskRecord } from './records.js';
 import { emptyResponse, statusEvent } from './response.js';
@@ -46,7 +46,28 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   if (reply.status === 'rejected') throw reply.reason;
   const task = await createdTask(core, input, fields, now, reply.value);
   await settleQueue(core, task, fresh && enqueued.status === 'fulfilled', journal.status === 'rejected');
+  if (enqueued.status === 'fulfilled' && enqueued.value === 'dispatched' && reply.value[0] === 'ok')
+    handOff(core, task);
   return task;
+}
+
+/**
+ * Queues the job of a task its create dispatched on a lent slot, then takes the pick out of
+ * flight; not awaited (see `TaskStoreOptions.handOff`). A task whose record was not written gets
+ * no job: its pick and place are dropped by the sweeps.
+ */
+function handOff(core: StoreCore, task: TaskRecord): void {
+  const dispatched = {
+    id: task.id,
+    tenant: queueTenant(task),
+    model: task.model,
+    attempt: task.attempt,
+    seq: task.seq,
+    ...(task.traceparent && { traceparent: task.traceparent }),
+  };
+  core.options.handOff!(dispatched)
+    .then(() => core.sched.pickHandled(task.id))
+    .catch(() => undefined);
 }
 
 /** The record's fields as create.lua writes them. */
@@ -110,18 +131,10 @@ function writeRecord(
  * known: attempt 0, and its one event, `response.created`, is number 1.
  */
 function enqueueFresh(core: StoreCore, input: NewTask, id: string, now: number) {
-  return core.enqueue(
-    {
-      id,
-      tenant: input.tenant,
-      createdAt: now,
-      model: input.model,
-      attempt: 0,
-      seq: 1,
-      parent: input.parent ?? null,
-    },
-    true,
-  );
+  const offer = { id, tenant: input.tenant, createdAt: now, model: input.model, attempt: 0, seq: 1 };
+  const task = { ...offer, parent: input.parent ?? null };
+  // A process that can queue the job takes a lent slot where there is one (see handOff).
+  return core.options.handOff ? core.sched.offerOrTake(task) : core.enqueue(task, true);
 }
 
 /** The task create.lua answered for: the one it wrote, or the one already under a retried id. */

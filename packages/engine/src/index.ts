@@ -2,7 +2,14 @@
 // services/, test/ and bench/ before adding a name). Engine tests import its modules directly.
 // The dependency-light part (ids, states, errors) is also `@taskline/engine/core` (core-face.ts).
 export * from './core-face.js';
-export { TaskStore, storeOptionsFromEnv, type SweepFailed, type SweptTask, type Finish } from './store.js';
+export {
+  TaskStore,
+  storeOptionsFromEnv,
+  type SweepFailed,
+  type SweptTask,
+  type Finish,
+  type HandOff,
+} from './store.js';
 export type { ClaimOptions, FirstOutput } from './claim.js';
 export { eventJson, type TaskRecord, type NewTask, type StoredEvent, type TraceContexts } from './records.js';
 export {
@@ -77,6 +84,7 @@ export {
   pickFair,
   parseWeights,
   handedOver,
+  lend,
   readyModels,
   readyModelCount,
   type Pick,

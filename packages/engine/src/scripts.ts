@@ -143,7 +143,7 @@ export function loadScripts(redis: Redis): Scripts {
 /** The scheduler's scripts over its index (sched/keys.ts; no prelude: they write no task events). */
 export function loadSchedulerScripts(redis: Redis) {
   return {
-    dispatch: defineScripts<'dispatch', string[]>(redis, ENGINE_LUA, ['dispatch']).dispatch,
+    ...defineScripts<'dispatch' | 'lend', string[]>(redis, ENGINE_LUA, ['dispatch', 'lend']),
     ...defineScripts<'leader_renew' | 'leader_release', number>(redis, ENGINE_LUA, [
       'leader_renew',
       'leader_release',
@@ -153,4 +153,4 @@ export function loadSchedulerScripts(redis: Redis) {
 
 // Read now, so that metrics name them from the first command on, whichever connection runs them.
 for (const name of TASK_SCRIPTS) scriptSource(name);
-for (const name of ['dispatch', 'leader_renew', 'leader_release']) readScript(ENGINE_LUA, name);
+for (const name of ['dispatch', 'lend', 'leader_renew', 'leader_release']) readScript(ENGINE_LUA, name);

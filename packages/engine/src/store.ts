@@ -35,7 +35,13 @@ import { emptyResponse, finalEvent, statusEvent, type EventInput } from './respo
 import type { Recovered, RestartReason } from './restart.js';
 import { CANCEL_OUTCOME, isLeased, shownAfterRestart, TASK_STATUSES, type TaskStatus } from './states.js';
 
-export { storeOptionsFromEnv, type SweepFailed, type SweptTask, type TaskStoreOptions } from './core.js';
+export {
+  storeOptionsFromEnv,
+  type SweepFailed,
+  type SweptTask,
+  type TaskStoreOptions,
+  type HandOff,
+} from './core.js';
 
 export type CancelOutcome = 'cancelled' | 'cancelling' | 'noop';
 

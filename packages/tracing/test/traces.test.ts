@@ -155,7 +155,10 @@ function assertNoPromptText(): void {
     assert.ok(!body.includes(SECRET), 'no prompt text in any exported span');
 }
 
-/** The chain from the api's create through the scheduler's hand-off to one worker attempt. */
+/** Who dispatches a task and hands its job over: the scheduler leader, or the api on a lent slot. */
+const DISPATCHERS = ['taskline-scheduler', 'taskline-api'];
+
+/** The chain from the api's create through the hand-off of its job to one worker attempt. */
 function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: string): ReceivedSpan[] {
   const [create] = named(spans, 'task.create', (s) => s.attributes['taskline.task.id'] === taskId);
   assert.equal(create!.service, 'taskline-api');
@@ -163,7 +166,8 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
   assert.equal(create!.attributes['taskline.tenant'], 'tenant-t');
   const dispatches = named(spans, 'task.dispatch', (s) => s.attributes['taskline.task.id'] === taskId);
   for (const d of dispatches) {
-    assert.equal(d.service, 'taskline-scheduler');
+    // The leader's round, or the create itself on a slot the leader lent (an idle model).
+    assert.ok(DISPATCHERS.includes(d.service), `dispatched by ${d.service}`);
     assert.equal(d.parentSpanId, create!.spanId, 'each dispatch sits under the create');
   }
   const jobs = named(spans, 'task.attempt', (s) => s.attributes['taskline.task.id'] === taskId);
@@ -175,10 +179,9 @@ function assertTaskChain(spans: ReceivedSpan[], taskId: string, callerSpanId?: s
     assert.equal(a.service, 'taskline-worker');
     const handoff = parentOf(spans, a)!;
     assert.equal(handoff.name, 'task.handoff', 'an attempt continues the hand-off of its job');
-    assert.equal(handoff.service, 'taskline-scheduler');
     assert.ok(
-      dispatches.some((d) => d.spanId === handoff.parentSpanId),
-      'dispatches.some((d) => d.spanId === handoff.parentSpanId)',
+      dispatches.some((d) => d.spanId === handoff.parentSpanId && d.service === handoff.service),
+      'the hand-off continues a dispatch of the same service',
     );
     assert.equal(typeof a.attributes['taskline.attempt'], 'number');
     assert.equal(a.attributes['taskline.model'], create!.attributes['taskline.model']);
@@ -257,10 +260,9 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   named(spans, 'task.admission');
   assert.equal(attempt!.links.length, 0, 'a first attempt links to nothing');
   await assertExemplar(stack.workers[0]!, caller.traceId, attempt!.spanId);
-  assert.deepEqual(
-    new Set(spans.map((s) => s.service)),
-    new Set(['taskline-api', 'taskline-scheduler', 'taskline-worker']),
-  );
+  const services = new Set(spans.map((s) => s.service));
+  assert.ok(services.has('taskline-api') && services.has('taskline-worker'), [...services].join());
+  assert.ok([...services].every((s) => [...DISPATCHERS, 'taskline-worker'].includes(s)), [...services].join());
   assertNoPromptText();
 });
 

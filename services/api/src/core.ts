@@ -3,17 +3,20 @@ import type { Redis } from 'ioredis';
 import { Admission, AuthFailureLimits, TenantLimits } from '@taskline/admission';
 import { authenticator, type AuthGuard, type Authenticator } from '@taskline/auth';
 import type { Env } from '@taskline/config';
+import type { JobQueues } from '@taskline/control';
 import {
   CallHolds,
   EventHub,
   servedModelsFromEnv,
   storeOptionsFromEnv,
   TaskStore,
+  type HandOff,
   type ServedModels,
 } from '@taskline/engine';
 import type { Logger } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import type { BuildInfo, TasklineMetrics } from '@taskline/metrics';
+import { tracingOn } from '@taskline/tracing';
 import {
   EndpointStore,
   Redeliveries,
@@ -38,6 +41,11 @@ export interface AppDeps {
   build?: BuildInfo;
   /** What `/mcp` serves beyond the built-in tools: none in production (the conformance entry's fixtures). */
   mcpExtensions?: McpExtensions;
+  /**
+   * The models' BullMQ queues, where a create that took a slot the scheduler leader lent queues its
+   * own task's job (TaskStoreOptions.handOff). Without them every create waits for a dispatch round.
+   */
+  jobs?: JobQueues;
 }
 
 /** What every surface of the api is built on: the engine, the authenticator and the one admission path. */
@@ -68,6 +76,7 @@ export function createCore(deps: AppDeps): ApiCore {
     replicaAckTimeoutMs: env.TASKLINE_REPLICA_ACK_TIMEOUT_MS,
     onTransition: deps.metrics?.transitioned,
     watchWebhooks: webhookWatch(redis),
+    ...(deps.jobs && { handOff: handOffTo(deps.jobs, logger) }),
   });
   const hub = new EventHub(store);
   const limits = new TenantLimits(redis, {
@@ -115,4 +124,16 @@ export function createCore(deps: AppDeps): ApiCore {
       links: hooks.links,
     },
   };
+}
+
+/** Queues the job of a task its create dispatched on a lent slot, traced as the leader's rounds are. */
+function handOffTo(jobs: JobQueues, logger: Logger): (task: HandOff) => Promise<void> {
+  return (task) =>
+    jobs
+      .handOff(task.model, task, tracingOn() && task.traceparent ? { task: task.traceparent } : undefined)
+      .catch((err: unknown) => {
+        // The reconciler queues it again (an old pick in flight); the log says why it was late.
+        logger.warn('hand_off_failed', { task: task.id, err });
+        throw err;
+      });
 }

@@ -1,7 +1,8 @@
 // Starts the api service from the environment.
 import { loadEnv } from '@taskline/config';
 import { startTracing } from '@taskline/tracing';
-import { openServiceRedis, timeRedisCommands } from '@taskline/engine';
+import { JobQueues } from '@taskline/control';
+import { connectQueueRedis, openServiceRedis, timeRedisCommands } from '@taskline/engine';
 import { createLogger, droppedLogLines, exitOnStartFailure } from '@taskline/log';
 import type { McpExtensions } from '@taskline/mcp';
 import { buildInfo, createMetrics, startMetricsServer } from '@taskline/metrics';
@@ -23,7 +24,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
   const logger = createLogger({ service: 'api', pid: process.pid }, env.TASKLINE_LOG_LEVEL, {
     bufferBytes: env.TASKLINE_LOG_BUFFER_BYTES,
   });
-  const { redis } = await openServiceRedis(env, 'taskline-api', logger, {
+  const { redis, target } = await openServiceRedis(env, 'taskline-api', logger, {
     commandTimeout: env.TASKLINE_REDIS_COMMAND_TIMEOUT_MS,
   });
   if (env.TASKLINE_MCP_LOCAL_NO_AUTH) {
@@ -37,7 +38,9 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
     exemplars: tracing.exemplar,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
-  const api = createApp({ env, redis, logger, metrics, mcpExtensions, build });
+  // The queues a create on a lent slot hands its task to (one connection per model, opened on use).
+  const jobs = new JobQueues(() => connectQueueRedis(target, 'taskline-api-queue'));
+  const api = createApp({ env, redis, logger, metrics, mcpExtensions, build, jobs });
   // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
   // busiest tenants, so only the scraper may reach them, never the clients of the api port.
   const metricsServer = await startMetricsServer({
@@ -61,6 +64,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
         await metricsServer.close().catch(() => undefined);
         metrics.close();
         api.hub.close();
+        await jobs.close().catch(() => undefined);
         redis.disconnect();
         await tracing.shutdown();
         process.exit(0);

@@ -1,23 +1,11 @@
 // One scheduler replica: leadership, dispatch and the sweeps, each a loop.
-import { Queue } from 'bullmq';
-import {
-  ATTR,
-  contextOf,
-  inSpan,
-  lapsedAttemptLink,
-  SpanKind,
-  taskAttributes,
-  traceparentOf,
-  recordSpan,
-  tracingOn,
-} from '@taskline/tracing';
+import { ATTR, lapsedAttemptLink, recordSpan, tracingOn } from '@taskline/tracing';
 import type { Redis } from 'ioredis';
 import {
   startControlServer,
   dispatchJobId,
-  modelQueueName,
+  JobQueues,
   normaliseControlAddress,
-  queuePrefix,
   type ControlSecurity,
   type ControlServer,
   type DispatchJob,
@@ -28,6 +16,7 @@ import {
   handedOver,
   indexTenant,
   Leadership,
+  lend,
   listenForOffers,
   pickFair,
   readyBacklog,
@@ -81,7 +70,7 @@ export class Scheduler {
   private exportedLeader = false;
   /** Models whose queue gauges this replica has set, to clear when it stands by. */
   private readonly gaugedModels = new Set<string>();
-  private readonly queues = new Map<string, { queue: Queue; connection: Redis }>();
+  private readonly jobs: JobQueues;
   private readonly timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private busy = new Set<string>();
@@ -107,10 +96,17 @@ export class Scheduler {
    * added since (workers only ever take jobs away). While free slots exceed it, no count is read.
    */
   private readonly waitingBound = new Map<string, number>();
+  /**
+   * Per model, the slots of the last loan to the creates (lend.lua): held back from every round,
+   * taken or not, until the next loan replaces it.
+   */
+  private readonly lent = new Map<string, number>();
   /** When this replica's last operator index sweep began (see sweepOperatorIndex). */
   private indexSweptAt = -Infinity;
 
-  constructor(private readonly o: SchedulerOptions) {}
+  constructor(private readonly o: SchedulerOptions) {
+    this.jobs = new JobQueues(() => connectQueueRedis(o.redisTarget, `${o.id}-queue`));
+  }
 
   get controlPort(): number {
     return this.control.port;
@@ -132,10 +128,10 @@ export class Scheduler {
         isLeader: () => this.isLeader,
         leaderAddr: () => this.leadership?.leaderAddr() ?? Promise.resolve(null),
       },
-      // Capacity freed by a finishing task is used at once, not at the next interval tick.
+      // Capacity freed by a finishing task is used at once, not at the next interval tick: by a
+      // round, or with nothing ready, lent to the creates.
       onCapacity: () => {
-        if (this.drained) return;
-        this.fullRound = true;
+        if (!this.drained) this.fullRound = true;
         void this.run('dispatch', true);
       },
       onEvent: (event, fields) => o.log.info(event, fields),
@@ -225,8 +221,9 @@ export class Scheduler {
     this.exportLeadership(now);
     if (now === was) return;
     this.o.log.info(now ? 'leader_elected' : 'leader_lost', { scheduler: this.o.id });
-    // Another leader may have queued jobs meanwhile: counts are read afresh.
+    // Another leader may have queued jobs meanwhile: counts are read afresh, and its loans are void.
     this.waitingBound.clear();
+    this.lent.clear();
     this.indexSweptAt = -Infinity;
     this.fullRound = true;
   }
@@ -247,22 +244,6 @@ export class Scheduler {
       }
   }
 
-  private queue(model: string): Queue {
-    let q = this.queues.get(model);
-    if (!q) {
-      const connection = connectQueueRedis(this.o.redisTarget, `${this.o.id}-queue`);
-      q = {
-        queue: new Queue(modelQueueName(model), {
-          connection: connection as never,
-          prefix: queuePrefix(model),
-        }),
-        connection,
-      };
-      this.queues.set(model, q);
-    }
-    return q.queue;
-  }
-
   /**
    * Free slots that no queued job has claimed yet, of `models` (null: every model workers serve):
    * what this round may dispatch. A model's BullMQ count is read when `recount` asks, or when its
@@ -277,7 +258,7 @@ export class Scheduler {
         if (slots <= 0) return;
         let bound = this.waitingBound.get(model);
         if (recount || bound === undefined || bound >= slots) {
-          bound = await this.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
+          bound = await this.jobs.queue(model).getJobCountByTypes('waiting', 'prioritized', 'delayed');
           this.waitingBound.set(model, bound);
         }
         budgets.set(model, Math.max(0, slots - bound));
@@ -288,10 +269,17 @@ export class Scheduler {
 
   /**
    * One dispatch round: for each model with free slots and ready tasks, picks fairly up to them and
-   * queues the picks. A round for offers alone visits the models they named with the bounds it
-   * holds, so a task offered to an idle system goes from the wake-up straight to `dispatch.lua`.
+   * queues the picks, then lends the free slots of models with nothing ready to the creates. A
+   * round for offers alone visits the models they named with the bounds it holds, so a task
+   * offered to an idle system goes from the wake-up straight to `dispatch.lua`. Freed capacity
+   * with nothing ready needs no round: its slots are lent.
    */
   async dispatch(): Promise<number> {
+    if (this.drained && !this.fullRound && this.offered.size === 0) {
+      // Counted afresh: a slot taken from the last loan is a job still waiting, or a worker's.
+      await this.lendFree(await this.available(null, true), true);
+      return 0;
+    }
     const wakes = this.wakes;
     const full = this.fullRound;
     this.fullRound = false;
@@ -299,20 +287,51 @@ export class Scheduler {
     this.offered.clear();
     // Models with ready tasks, read alongside the free slots: the others need no dispatch script.
     // A task offered after this read wakes this replica, which runs the round again.
-    const [budgets, waiting] = await Promise.all([
+    const [free, waiting] = await Promise.all([
       this.available(full ? null : named, full),
       full ? readyModels(this.o.redis) : named,
     ]);
     const ready = new Set(waiting);
-    const counts = await Promise.all(
-      [...budgets]
-        .filter(([model, budget]) => budget > 0 && ready.has(model))
-        .map(([model, budget]) => this.dispatchModel(model, budget)),
+    // A model with tasks to pick takes its loan back first: slots taken from it are jobs queued.
+    const lentOut = [...free].filter(([model]) => ready.has(model) && (this.lent.get(model) ?? 0) > 0);
+    const taken = await this.lendFree(new Map(lentOut.map(([model]) => [model, 0])), false);
+    const picked = new Map<string, number>();
+    await Promise.all(
+      [...free].map(async ([model, slots]) => {
+        const budget = slots - (taken.get(model) ?? 0) - (this.lent.get(model) ?? 0);
+        if (budget > 0 && ready.has(model)) picked.set(model, await this.dispatchModel(model, budget));
+      }),
     );
     // Read after the picks: a task offered since then has woken this replica (wakes moved on).
     const left = await readyModelCount(this.o.redis);
     this.drained = left === 0 && wakes === this.wakes;
-    return counts.reduce((a, b) => a + b, 0);
+    const stillReady = new Set(left === 0 ? [] : await readyModels(this.o.redis));
+    const loans = [...free].map(([model, slots]): [string, number] => [
+      model,
+      stillReady.has(model) ? 0 : slots - (taken.get(model) ?? 0) - (picked.get(model) ?? 0),
+    ]);
+    await this.lendFree(new Map(loans), false);
+    return [...picked.values()].reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * Lends `slots` per model to the creates (lend.lua), replacing the last loans, and returns the
+   * slots taken from those per model: jobs queued since, added to the waiting bound unless it was
+   * `counted` right before.
+   */
+  private async lendFree(slots: Map<string, number>, counted: boolean): Promise<Map<string, number>> {
+    const taken = new Map<string, number>();
+    if (slots.size === 0) return taken;
+    const entries = [...slots].map(([model, n]): [string, number] => [model, Math.max(0, n)]);
+    const reply = await lend(this.o.redis, this.leadership!.token, this.o.fairShare.maxRunning, entries);
+    if (!reply) return taken;
+    entries.forEach(([model, n], i) => {
+      taken.set(model, reply[i]!);
+      const bound = this.waitingBound.get(model);
+      if (!counted && bound !== undefined) this.waitingBound.set(model, bound + reply[i]!);
+      this.lent.set(model, n);
+    });
+    return taken;
   }
 
   private async dispatchModel(model: string, free: number): Promise<number> {
@@ -331,45 +350,12 @@ export class Scheduler {
   }
 
   /**
-   * Queues a pick's BullMQ job, named after the queued state it was offered in: a task cancelled
-   * meanwhile gets a job all the same, and the worker's claim refuses it (cancel takes it out of
-   * the running set itself). A pick without a state stays in flight for the reconciler to offer
-   * again with one (see pickFair).
+   * Queues a pick's BullMQ job (JobQueues.handOff). A pick without a state stays in flight for
+   * the reconciler to offer again with one (see pickFair).
    */
   private async queuePick(model: string, pick: Pick, traces?: TraceContexts): Promise<boolean> {
-    const state = pick.state;
-    if (!state) return false;
-    if (!traces?.task) return this.addJob(model, pick, state);
-    const attributes = taskAttributes({
-      id: pick.id,
-      tenant: pick.tenant,
-      model,
-      attempt: state.attempt + 1,
-    });
-    const previous = traces.attempt ?? undefined;
-    return inSpan('task.dispatch', { parent: contextOf(traces.task), attributes }, () =>
-      inSpan('task.handoff', { kind: SpanKind.PRODUCER, attributes }, (span) =>
-        this.addJob(model, pick, state, { traceparent: traceparentOf(span), previous }),
-      ),
-    );
-  }
-
-  /**
-   * The BullMQ job of a pick (its hand-off to the workers), carrying the hand-off span's context
-   * and the previous attempt's, when traced.
-   */
-  private async addJob(
-    model: string,
-    pick: Pick,
-    state: NonNullable<Pick['state']>,
-    trace: { traceparent?: string; previous?: string } = {},
-  ): Promise<boolean> {
-    const job: DispatchJob = { taskId: pick.id, tenant: pick.tenant, attempt: state.attempt, ...trace };
-    await this.queue(model).add('run', job, {
-      jobId: dispatchJobId({ id: pick.id, ...state }),
-      removeOnComplete: true,
-      removeOnFail: true,
-    });
+    if (!pick.state) return false;
+    await this.jobs.handOff(model, { id: pick.id, tenant: pick.tenant, ...pick.state }, traces);
     const bound = this.waitingBound.get(model);
     if (bound !== undefined) this.waitingBound.set(model, bound + 1);
     return true;
@@ -418,7 +404,7 @@ export class Scheduler {
 
   /** Whether the job of a task's queued state is in its model's queue (waiting or taken). */
   private readonly hasJob = async (task: SweptTask): Promise<boolean> =>
-    Boolean(await this.queue(task.model).getJob(dispatchJobId(task)));
+    Boolean(await this.jobs.queue(task.model).getJob(dispatchJobId(task)));
 
   /**
    * Drops index entries of tasks that ended or expired, or that wait parked for their caller's
@@ -462,14 +448,14 @@ export class Scheduler {
       waits.set(owner, Math.max(waits.get(owner) ?? 0, (now - oldestAt) / 1000));
       wait.set(model, waits);
     }
-    for (const [model, { queue }] of this.queues) {
+    for (const [model, queue] of this.jobs.opened()) {
       for (const job of await queue.getJobs(['waiting', 'prioritized'], 0, 999))
         add(model, indexTenant((job.data as DispatchJob).tenant), 1);
     }
     // Leadership may have gone while the counts were read: a standby exports no queue.
     if (!this.exportedLeader) return;
     this.o.metrics.tasksParked.set(await this.o.store.parkedCount());
-    for (const model of new Set([...this.queues.keys(), ...depth.keys()])) {
+    for (const model of new Set([...this.jobs.opened().map(([model]) => model), ...depth.keys()])) {
       this.gaugedModels.add(model);
       this.o.metrics.setQueueDepth(model, depth.get(model) ?? new Map());
       this.o.metrics.setQueueWait(model, wait.get(model) ?? new Map());
@@ -483,12 +469,7 @@ export class Scheduler {
     this.wakeup?.disconnect();
     await this.leadership?.release().catch(() => undefined);
     await this.control.close();
-    await Promise.all(
-      [...this.queues.values()].map(async (q) => {
-        await q.queue.close();
-        q.connection.disconnect();
-      }),
-    );
+    await this.jobs.close();
   }
 
   /** Tells workers to drain (all of them when `workerId` is null). */

@@ -101,11 +101,10 @@ test('an offer to an idle worker is dispatched without reading a BullMQ count fi
   const seen: string[] = [];
   const monitor = monitorRedis(cluster.redis.url, (args) => {
     if (args[0]?.toLowerCase() !== 'evalsha') return;
-    // dispatch.lua gets each tenant's ready index in KEYS too: it is told apart by the leader key
-    // (which leader_renew.lua, without the model's tenants, takes as well).
-    if (args.includes(schedulerKeys.leader)) {
-      if (args.includes(schedulerKeys.tenants('instant'))) seen.push('pick');
-    } else if (args.includes(schedulerKeys.ready('t1', 'instant')))
+    // dispatch.lua is told apart by its round-robin cursor (enqueue.lua names the model's tenants
+    // and the leader key too).
+    if (args.includes(schedulerKeys.rr('instant'))) seen.push('pick');
+    else if (args.includes(schedulerKeys.ready('t1', 'instant')))
       seen.push(`offer ${args[args.indexOf(schedulerKeys.offered) + 1]}`);
     else if (args.includes('prioritized') && args.some((a) => a.startsWith('bull:{tl-model-instant}')))
       seen.push('count');

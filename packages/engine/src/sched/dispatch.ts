@@ -83,6 +83,27 @@ export async function pickFair(
   return picks;
 }
 
+/**
+ * Lends `slots` of each model to the creates (lend.lua), replacing the last loan, under `token`
+ * and its cap on a tenant's running tasks; answers, per model in order, how many slots were taken
+ * from the last loan (each a job queued since), or null when `token` no longer holds leadership.
+ */
+export async function lend(
+  redis: Redis,
+  token: string,
+  maxRunning: number,
+  slots: [model: string, slots: number][],
+): Promise<number[] | null> {
+  const reply = await loadSchedulerScripts(redis).lend(
+    schedulerKeys.leader,
+    schedulerKeys.loans,
+    token,
+    maxRunning,
+    ...slots.flat(),
+  );
+  return reply[0] === 'ok' ? reply.slice(1).map(Number) : null;
+}
+
 /** These picks' jobs are queued: they leave `inflight` together (each task stays in its tenant's running set). */
 export async function handedOver(redis: Redis, ids: string[]): Promise<void> {
   if (ids.length > 0) await redis.zrem(schedulerKeys.inflight, ...ids);

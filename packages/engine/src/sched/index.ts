@@ -13,6 +13,9 @@ import { offeredState, schedulerKeys } from './keys.js';
 /** The tenant and parent a task is filed under (see queueTenant). */
 type Owner = Pick<TaskRecord, 'tenant' | 'parent'>;
 
+/** enqueue.lua's reply codes. */
+const ENQUEUED = ['held', 'offered', 'dispatched'] as const;
+
 /** Entries a sweep found due, with the Redis clock (ms) it read them by. */
 export interface Due {
   now: number;
@@ -72,6 +75,24 @@ export class SchedIndex {
    * and `placed`). False when a newer offer or dispatch holds the task.
    */
   async offer(task: Offer, keepJournal: boolean, placed: number): Promise<boolean> {
+    return (await this.runEnqueue(task, keepJournal, placed, false)) === 'offered';
+  }
+
+  /**
+   * A fresh create's offer, from a caller that queues jobs itself: `dispatched` when it took a
+   * slot the leader lent (lend.lua; the caller queues the task's job, then `handedOver`), else as
+   * `offer` keeping the journal entry (the create drops it once its record is known written).
+   */
+  offerOrTake(task: Offer): Promise<'offered' | 'dispatched' | 'held'> {
+    return this.runEnqueue(task, true, task.attempt, true);
+  }
+
+  private async runEnqueue(
+    task: Offer,
+    keepJournal: boolean,
+    placed: number,
+    mayTake: boolean,
+  ): Promise<'offered' | 'dispatched' | 'held'> {
     const tenant = queueTenant(task);
     const reply = await this.scripts.enqueue(
       schedulerKeys.ready(tenant, task.model),
@@ -80,6 +101,9 @@ export class SchedIndex {
       schedulerKeys.models,
       schedulerKeys.intake,
       schedulerKeys.offered,
+      schedulerKeys.loans,
+      schedulerKeys.inflight,
+      schedulerKeys.leader,
       task.id,
       task.createdAt,
       tenant,
@@ -88,9 +112,10 @@ export class SchedIndex {
       keepJournal ? '0' : '1',
       offeredState(task),
       placed,
+      mayTake ? '1' : '0',
     );
     if (Array.isArray(reply)) check(task.id, reply);
-    return Number(reply) === 1;
+    return ENQUEUED[Number(reply)] ?? 'held';
   }
 
   /** A task cancelled before any worker claimed it: off the queue, out of the running cap, unparked. */

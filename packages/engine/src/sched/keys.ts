@@ -41,6 +41,11 @@
  *   room while its parent holds a place.
  * - `rr:<model>` (hash): the round-robin cursor of dispatch.lua (the tenant served last and what
  *   is left of its turn).
+ * - `loans` (hash: `leader`, `cap`, `m:<model>` -> slots): free worker slots the leader lent to the
+ *   creates (lend.lua), with the token it lent them under and its cap on a tenant's running tasks.
+ *   A create (enqueue.lua) whose model has no ready task takes one while the lease still names
+ *   that token, dispatching its own task: a place in `active:`, a pick in `inflight`, no offer.
+ *   Every round's loan replaces the last, whose leftover tells the leader how many were taken.
  * - `inflight` (zset id -> pick ms): picks whose BullMQ job is not known queued yet; dropped by
  *   `handedOver`. Repaired by `reconcileDispatches` (reconcile loop): an entry older than
  *   `TASKLINE_RECONCILE_AFTER_MS` is dropped, its task offered again if still queued with no job.
@@ -80,6 +85,7 @@ export const schedulerKeys = {
   active: (tenant: string) => `tl:{sched}:active:${tenant}`,
   rr: (model: string) => `tl:{sched}:rr:${model}`,
   inflight: 'tl:{sched}:inflight',
+  loans: 'tl:{sched}:loans',
   wake: 'tl:{sched}:wake',
   workers: 'tl:{sched}:workers',
 } as const;
