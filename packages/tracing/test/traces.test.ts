@@ -262,7 +262,10 @@ test('an LMSP task is one trace from the caller through the api, the scheduler a
   await assertExemplar(stack.workers[0]!, caller.traceId, attempt!.spanId);
   const services = new Set(spans.map((s) => s.service));
   assert.ok(services.has('taskline-api') && services.has('taskline-worker'), [...services].join());
-  assert.ok([...services].every((s) => [...DISPATCHERS, 'taskline-worker'].includes(s)), [...services].join());
+  assert.ok(
+    [...services].every((s) => [...DISPATCHERS, 'taskline-worker'].includes(s)),
+    [...services].join(),
+  );
   assertNoPromptText();
 });
 
