@@ -67,7 +67,8 @@ const STAGES: { stage: string; durable: boolean; match: (args: string[], id: str
       a[0] === 'XADD' && a[1] === taskKeys(id).events && a[3] === 'type' && a[4] === 'response.created',
   },
   {
-    stage: 'dispatch.lua',
+    // By dispatch.lua in a round, or by the offer itself on a slot the leader lent (enqueue.lua).
+    stage: 'pick',
     durable: true,
     match: (a, id) => a[0] === 'ZADD' && a[1] === schedulerKeys.inflight && a.includes(id),
   },
