@@ -36,6 +36,8 @@ export interface ControlServerOptions {
   security: ControlSecurity;
   /** A worker reported more free slots than before: a dispatch round can use them now. */
   onCapacity?: () => void;
+  /** A worker's slots are gone (its stream ended, or it began to drain): what was lent of them is not there. */
+  onCapacityLost?: () => void;
   onEvent?: (event: string, fields: Record<string, unknown>) => void;
 }
 
@@ -133,6 +135,7 @@ function connect(registry: Registry, stream: ControlStream) {
     if (workerId && streams.get(workerId)?.stream === stream) {
       streams.delete(workerId);
       emit('worker_gone', { worker: workerId });
+      options.onCapacityLost?.();
     }
   };
   stream.on('end', () => {
@@ -197,11 +200,13 @@ function onHeartbeat(
   const freed = heartbeat.models.some(
     (m) => m.free > (entry.state.models.find((o) => o.model === m.model)?.free ?? 0),
   );
+  const drains = heartbeat.draining && !entry.state.draining;
   entry.state.models = heartbeat.models;
   entry.state.draining = heartbeat.draining;
   entry.state.lastSeen = now;
   entry.state.leaseRenewals = heartbeat.lease_renewals;
   if (freed && !heartbeat.draining) options.onCapacity?.();
+  if (drains) options.onCapacityLost?.();
 }
 
 /** Workers with a heartbeat within the timeout. */

@@ -52,7 +52,7 @@ export interface TaskStoreOptions {
   /**
    * Set where tasks are created and their jobs can be queued (the api): a fresh create whose
    * model has a slot the scheduler leader lent and nothing waiting dispatches its own task (see
-   * `schedulerKeys.loans`) and hands it here to queue its job, skipping the dispatch round. The
+   * the `loans` of sched/keys.ts) and hands it here to queue its job, skipping the dispatch round. The
    * create does not wait for it; a hand-off lost (a crash) is repaired as a dispatch that died
    * before its BullMQ add. Unset: every create is offered to the leader's rounds.
    */

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { adminOpenApi } from '@taskline/console';
+import { schedulerKeys } from '@taskline/engine/keys';
 import { EngineStack, exited, LONG, until } from '@taskline/test-support/engine-stack';
 import { KEY_A, spawnApi, type ApiProcess } from './helpers.js';
 import { assertAccessible, openBrowser, screenshot, signIn, type Browser } from './console-browser.js';
@@ -360,6 +361,11 @@ describe('operator console in a real browser', () => {
     const { page } = browser;
     worker.kill('SIGKILL');
     await exited(worker);
+    // The leader hears the worker's stream end and withdraws what it lent of its slots: a create
+    // taking one would be queued in BullMQ for a worker that is gone, not shown waiting here.
+    await until("the dead worker's slots withdrawn", async () =>
+      (await cluster.store.redis.hexists(schedulerKeys.loans, 'm:tiny-chat')) === 0 ? true : undefined,
+    );
     const urls: string[] = [];
     page.on('request', (r) => urls.push(new URL(r.url()).pathname));
     const ids = [await createTask(), await createTask(), await createTask()];

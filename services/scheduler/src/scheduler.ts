@@ -134,6 +134,11 @@ export class Scheduler {
         if (!this.drained) this.fullRound = true;
         void this.run('dispatch', true);
       },
+      // A full round lends anew from the slots left, withdrawing the loans of slots that are gone.
+      onCapacityLost: () => {
+        this.fullRound = true;
+        void this.run('dispatch', true);
+      },
       onEvent: (event, fields) => o.log.info(event, fields),
     });
     // Stored for workers of any version, so an IPv6 literal is bracketed here ($(POD_IP):port has none).
@@ -277,7 +282,7 @@ export class Scheduler {
   async dispatch(): Promise<number> {
     if (this.drained && !this.fullRound && this.offered.size === 0) {
       // Counted afresh: a slot taken from the last loan is a job still waiting, or a worker's.
-      await this.lendFree(await this.available(null, true), true);
+      await this.lendFree(this.withdrawn(await this.available(null, true)), true);
       return 0;
     }
     const wakes = this.wakes;
@@ -306,12 +311,23 @@ export class Scheduler {
     const left = await readyModelCount(this.o.redis);
     this.drained = left === 0 && wakes === this.wakes;
     const stillReady = new Set(left === 0 ? [] : await readyModels(this.o.redis));
-    const loans = [...free].map(([model, slots]): [string, number] => [
-      model,
-      stillReady.has(model) ? 0 : slots - (taken.get(model) ?? 0) - (picked.get(model) ?? 0),
-    ]);
-    await this.lendFree(new Map(loans), false);
+    const loans = new Map(
+      [...free].map(([model, slots]) => [
+        model,
+        stillReady.has(model) ? 0 : slots - (taken.get(model) ?? 0) - (picked.get(model) ?? 0),
+      ]),
+    );
+    await this.lendFree(full ? this.withdrawn(loans) : loans, false);
     return [...picked.values()].reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * `loans` of every model with free slots, and none for a model lent to before that has no free
+   * slot now (its workers gone or draining): its loan is withdrawn.
+   */
+  private withdrawn(loans: Map<string, number>): Map<string, number> {
+    for (const [model, lent] of this.lent) if (lent > 0 && !loans.has(model)) loans.set(model, 0);
+    return loans;
   }
 
   /**
@@ -474,6 +490,10 @@ export class Scheduler {
 
   /** Tells workers to drain (all of them when `workerId` is null). */
   drain(workerId: string | null, deadlineMs: number): number {
-    return this.control.drain(workerId, deadlineMs);
+    const told = this.control.drain(workerId, deadlineMs);
+    // Their slots are no longer free: a full round withdraws what was lent of them.
+    this.fullRound = true;
+    void this.run('dispatch', true);
+    return told;
   }
 }

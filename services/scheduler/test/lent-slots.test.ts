@@ -92,7 +92,10 @@ test('with tasks waiting, creates are offered behind them and the rounds stay fa
   const late = await create(store, 'b');
   const ended = [];
   for (const task of [...backlog, late]) ended.push(await cluster.waitForEnd(task.id, 30_000));
-  assert.ok(ended.every((t) => t.status === 'succeeded'));
+  assert.ok(
+    ended.every((t) => t.status === 'succeeded'),
+    'every task succeeded',
+  );
   const bEnd = ended.at(-1)!.updatedAt;
   const aAfterB = ended.slice(0, -1).filter((t) => t.updatedAt > bEnd).length;
   // Round robin: B's task is picked at the first free slot after its offer, not after A's backlog.
