@@ -12,8 +12,8 @@
 #   fsync settings of one server; the webhooks' replicas: one primary and its replica; unavailable: one node answering OOM, BUSY, READONLY;
 #   mcp-listen-round-trips and the gpu-worker's redis-faults: a proxy in front of one Redis;
 #   mcp-streams: ACL rules set through one connection, which reach one node; the engine's unconfirmed:
-#   one paused or out-of-memory Redis; the scheduler's fairness-e2e and
-#   capacity: MONITOR), and packages/engine/test/cluster.test.ts,
+#   one paused or out-of-memory Redis; the scheduler's fairness-e2e, capacity and lent-slots:
+#   MONITOR), and packages/engine/test/cluster.test.ts,
 #   which starts a cluster of its own in `pnpm test` already.
 # A file's timeout is longer than in `pnpm test`: six nodes per file, and a cluster costs more
 # round trips per task. Six redis-servers a file: the parallel pass runs one file per core.
@@ -25,7 +25,7 @@ source scripts/test-tiers.sh
 pnpm build
 
 skip='^packages/(config|console|control|inference|log|metrics|testing)/'
-skip+='|^packages/webhooks/test/replicas\.test\.ts$|/(durability|unavailable|unconfirmed|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity)\.test\.ts$'
+skip+='|^packages/webhooks/test/replicas\.test\.ts$|/(durability|unavailable|unconfirmed|mcp-listen-round-trips|mcp-streams|redis-faults)\.test\.ts$|^services/scheduler/test/(fairness-e2e|capacity|lent-slots)\.test\.ts$'
 skip+='|^packages/engine/test/cluster\.test\.ts$'
 mapfile -t parallel < <(tier_files parallel | grep -Ev "$skip")
 TASKLINE_TEST_REDIS=cluster run_tests --test-concurrency="${TASKLINE_TEST_CONCURRENCY:-$(nproc)}" --test-timeout=900000 -- "${parallel[@]}"

@@ -98,6 +98,8 @@ test('with tasks waiting, creates are offered behind them and the rounds stay fa
   );
   const bEnd = ended.at(-1)!.updatedAt;
   const aAfterB = ended.slice(0, -1).filter((t) => t.updatedAt > bEnd).length;
-  // Round robin: B's task is picked at the first free slot after its offer, not after A's backlog.
-  assert.ok(aAfterB >= 8, `only ${aAfterB} of A's 12 tasks ended after B's`);
+  // Round robin: B's task is picked within a round or two of its offer, not after A's backlog
+  // (a round may queue a pick or two past the free slots: the worker reports a slot taken on its
+  // next heartbeat). First in, first out, none would end after it.
+  assert.ok(aAfterB >= 6, `only ${aAfterB} of A's 12 tasks ended after B's`);
 });
