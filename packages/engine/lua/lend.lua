@@ -16,21 +16,30 @@
   its last loan.
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'not_leader'} end
--- Loans are the leader's to remake: a key of the wrong type is replaced, not refused.
-local own = redis.call('TYPE', KEYS[2])['ok'] == 'hash' and redis.call('HGET', KEYS[2], 'leader') == ARGV[1]
-if not own then redis.call('DEL', KEYS[2]) end
-redis.call('HSET', KEYS[2], 'leader', ARGV[1], 'cap', ARGV[2])
+-- One read of what the last loan left (each model's slots lent and left), and whose it was.
+local fields = {'leader', 'cap'}
+for i = 3, #ARGV - 1, 2 do
+  fields[#fields + 1] = 'n:' .. ARGV[i]
+  fields[#fields + 1] = 'm:' .. ARGV[i]
+end
+local last = redis.pcall('HMGET', KEYS[2], unpack(fields))
+-- Loans are the leader's to remake: a key of the wrong type is replaced, not refused, and a
+-- last leader's loans are dropped whole.
+local own = type(last) == 'table' and not last['err'] and last[1] == ARGV[1]
+if not own then
+  redis.call('DEL', KEYS[2])
+  last = {}
+end
+if not own or last[2] ~= ARGV[2] then redis.call('HSET', KEYS[2], 'leader', ARGV[1], 'cap', ARGV[2]) end
 local out = {'ok'}
 for i = 3, #ARGV - 1, 2 do
-  local model = ARGV[i]
-  local last = redis.call('HMGET', KEYS[2], 'n:' .. model, 'm:' .. model)
-  local taken = math.max(0, tonumber(last[1] or '0') - tonumber(last[2] or '0'))
+  local n, m = tonumber(last[i] or '0'), tonumber(last[i + 1] or '0')
   local lent = tonumber(ARGV[i + 1])
-  if lent > 0 then
-    redis.call('HSET', KEYS[2], 'n:' .. model, lent, 'm:' .. model, lent)
-  else
-    redis.call('HDEL', KEYS[2], 'n:' .. model, 'm:' .. model)
+  out[#out + 1] = math.max(0, n - m)
+  if lent > 0 and (lent ~= n or lent ~= m) then
+    redis.call('HSET', KEYS[2], 'n:' .. ARGV[i], lent, 'm:' .. ARGV[i], lent)
+  elseif lent <= 0 and n > 0 then
+    redis.call('HDEL', KEYS[2], 'n:' .. ARGV[i], 'm:' .. ARGV[i])
   end
-  out[#out + 1] = taken
 end
 return out

@@ -281,8 +281,7 @@ export class Scheduler {
    */
   async dispatch(): Promise<number> {
     if (this.drained && !this.fullRound && this.offered.size === 0) {
-      // Counted afresh: a slot taken from the last loan is a job still waiting, or a worker's.
-      await this.lendFree(this.withdrawn(await this.available(null, true)), true);
+      await this.lendFree(this.withdrawn(await this.available(null, false)));
       return 0;
     }
     const wakes = this.wakes;
@@ -299,7 +298,7 @@ export class Scheduler {
     const ready = new Set(waiting);
     // A model with tasks to pick takes its loan back first: slots taken from it are jobs queued.
     const lentOut = [...free].filter(([model]) => ready.has(model) && (this.lent.get(model) ?? 0) > 0);
-    const taken = await this.lendFree(new Map(lentOut.map(([model]) => [model, 0])), false);
+    const taken = await this.lendFree(new Map(lentOut.map(([model]) => [model, 0])));
     const picked = new Map<string, number>();
     await Promise.all(
       [...free].map(async ([model, slots]) => {
@@ -317,7 +316,7 @@ export class Scheduler {
         stillReady.has(model) ? 0 : slots - (taken.get(model) ?? 0) - (picked.get(model) ?? 0),
       ]),
     );
-    await this.lendFree(full ? this.withdrawn(loans) : loans, false);
+    await this.lendFree(full ? this.withdrawn(loans) : loans);
     return [...picked.values()].reduce((a, b) => a + b, 0);
   }
 
@@ -332,10 +331,10 @@ export class Scheduler {
 
   /**
    * Lends `slots` per model to the creates (lend.lua), replacing the last loans, and returns the
-   * slots taken from those per model: jobs queued since, added to the waiting bound unless it was
-   * `counted` right before.
+   * slots taken from those per model: jobs queued since, added to the waiting bound (its next
+   * count, once it reaches the free slots, sets it right).
    */
-  private async lendFree(slots: Map<string, number>, counted: boolean): Promise<Map<string, number>> {
+  private async lendFree(slots: Map<string, number>): Promise<Map<string, number>> {
     const taken = new Map<string, number>();
     if (slots.size === 0) return taken;
     const entries = [...slots].map(([model, n]): [string, number] => [model, Math.max(0, n)]);
@@ -344,7 +343,7 @@ export class Scheduler {
     entries.forEach(([model, n], i) => {
       taken.set(model, reply[i]!);
       const bound = this.waitingBound.get(model);
-      if (!counted && bound !== undefined) this.waitingBound.set(model, bound + reply[i]!);
+      if (bound !== undefined) this.waitingBound.set(model, bound + reply[i]!);
       this.lent.set(model, n);
     });
     return taken;
