@@ -22,6 +22,7 @@ test('a create on an idle model is dispatched by the api on a lent slot, not by 
   cluster = await EngineStack.start({ env: { TASKLINE_DISPATCH_INTERVAL_MS: '600000' } });
   cluster.startWorker({ TASKLINE_WORKER_MODELS: 'instant', TASKLINE_WORKER_SLOTS: '2' });
   api = await spawnApi(cluster.redis.url, { TASKLINE_MODELS: 'tiny-chat,instant' });
+  const { base } = api;
   const redis = cluster.store.redis;
   await until(
     "the worker's slots lent",
@@ -29,7 +30,7 @@ test('a create on an idle model is dispatched by the api on a lent slot, not by 
     20_000,
   );
   for (let i = 0; i < 3; i++) {
-    const res = await fetch(`${api.base}/lmsp/v1/tasks`, {
+    const res = await fetch(`${base}/lmsp/v1/tasks`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ type: 'response', input: { model: 'instant', input: 'x' }, on_restart: 'fail' }),
