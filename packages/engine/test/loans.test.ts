@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, test } from 'node:test';
 import { connectRedis, defineDispatch, lend, TaskStore, type HandOff } from '../src/index.js';
 import { schedulerKeys } from '../src/keys.js';
-import { defaults, harness, newTask, until, type Harness } from './helpers.js';
+import { defaults, harness, newTask, primaries, until, type Harness } from './helpers.js';
 
 let h: Harness;
 let leader: ReturnType<typeof connectRedis>;
@@ -23,8 +23,12 @@ after(async () => {
   leader.disconnect();
   await h.close();
 });
+/** Every primary's keys gone (a cluster client sends FLUSHALL to one node). */
+const flush = async () => {
+  for (const node of await primaries(h.redis)) await node.flushall();
+};
 beforeEach(async () => {
-  await h.redis.flushall();
+  await flush();
   await h.redis.set(schedulerKeys.leader, 'lead');
   handed.length = 0;
   handOff = async (task) => void handed.push(task);
@@ -103,7 +107,7 @@ test('no slot left, a tenant at the cap lent with the slots, or an old leader: o
     [false, false, true],
     `the cap is ${MAX_RUNNING}`,
   );
-  await h.redis.flushall();
+  await flush();
   await h.redis.set(schedulerKeys.leader, 'lead');
   await loan('tiny-chat', 1);
   assert.equal(await offered((await h.store.create(newTask())).id), false);
