@@ -76,9 +76,16 @@ test('a create on a lent slot dispatches its own task and hands it on; the pick 
 
 test('a hand-off that fails leaves the pick in flight, for the reconciler', async () => {
   await loan('tiny-chat', 1);
-  handOff = () => Promise.reject(new Error('queue down'));
+  let tried!: () => void;
+  const called = new Promise<void>((resolve) => (tried = resolve));
+  handOff = () => {
+    tried();
+    return Promise.reject(new Error('queue down'));
+  };
   const task = await h.store.create(newTask());
-  await new Promise((r) => setTimeout(r, 50));
+  await called;
+  // The failure's handler has run: what follows the hand-off, had it gone through, would have too.
+  await new Promise(setImmediate);
   assert.notEqual(await h.redis.zscore(schedulerKeys.inflight, task.id), null);
   assert.equal(await left('tiny-chat'), 0);
 });

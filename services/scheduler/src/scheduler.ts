@@ -97,8 +97,8 @@ export class Scheduler {
    */
   private readonly waitingBound = new Map<string, number>();
   /**
-   * Per model, the slots of the last loan to the creates (lend.lua): held back from every round,
-   * taken or not, until the next loan replaces it.
+   * Per model, the slots of the last loan to the creates (lend.lua): a round that picks the model
+   * takes it back first; a model with no free slot left has it withdrawn.
    */
   private readonly lent = new Map<string, number>();
   /** When this replica's last operator index sweep began (see sweepOperatorIndex). */
@@ -302,7 +302,8 @@ export class Scheduler {
     const picked = new Map<string, number>();
     await Promise.all(
       [...free].map(async ([model, slots]) => {
-        const budget = slots - (taken.get(model) ?? 0) - (this.lent.get(model) ?? 0);
+        // Every ready model's loan was taken back above: what was taken of it is queued.
+        const budget = slots - (taken.get(model) ?? 0);
         if (budget > 0 && ready.has(model)) picked.set(model, await this.dispatchModel(model, budget));
       }),
     );

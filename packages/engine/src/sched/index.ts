@@ -15,6 +15,8 @@ type Owner = Pick<TaskRecord, 'tenant' | 'parent'>;
 
 /** enqueue.lua's reply codes. */
 const ENQUEUED = ['held', 'offered', 'dispatched'] as const;
+/** What an offer came to: held by a newer offer or dispatch, offered, or dispatched on a lent slot. */
+type Enqueued = (typeof ENQUEUED)[number];
 
 /** Entries a sweep found due, with the Redis clock (ms) it read them by. */
 export interface Due {
@@ -83,7 +85,7 @@ export class SchedIndex {
    * slot the leader lent (lend.lua; the caller queues the task's job, then `handedOver`), else as
    * `offer` keeping the journal entry (the create drops it once its record is known written).
    */
-  offerOrTake(task: Offer): Promise<'offered' | 'dispatched' | 'held'> {
+  offerOrTake(task: Offer): Promise<Enqueued> {
     return this.runEnqueue(task, true, task.attempt, true);
   }
 
@@ -92,7 +94,7 @@ export class SchedIndex {
     keepJournal: boolean,
     placed: number,
     mayTake: boolean,
-  ): Promise<'offered' | 'dispatched' | 'held'> {
+  ): Promise<Enqueued> {
     const tenant = queueTenant(task);
     const reply = await this.scripts.enqueue(
       schedulerKeys.ready(tenant, task.model),
