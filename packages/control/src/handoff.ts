@@ -11,6 +11,8 @@ export interface Dispatched {
   tenant: string;
   attempt: number;
   seq: number;
+  /** The record its create wrote, to travel with the job (DispatchJob.record). */
+  record?: Record<string, string>;
 }
 
 /** The task's stored trace contexts (W3C traceparents), when traced: its own and its last attempt's. */
@@ -69,7 +71,13 @@ export class JobQueues {
     task: Dispatched,
     trace: { traceparent?: string; previous?: string } = {},
   ): Promise<void> {
-    const job: DispatchJob = { taskId: task.id, tenant: task.tenant, attempt: task.attempt, ...trace };
+    const job: DispatchJob = {
+      taskId: task.id,
+      tenant: task.tenant,
+      attempt: task.attempt,
+      ...trace,
+      ...(task.record && { record: task.record }),
+    };
     await this.queue(model).add('run', job, {
       jobId: dispatchJobId(task),
       removeOnComplete: true,

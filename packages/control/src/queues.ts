@@ -25,6 +25,11 @@ export interface DispatchJob {
   traceparent?: string;
   /** The W3C traceparent of the task's previous attempt, when traced: the new attempt links to it. */
   previous?: string;
+  /**
+   * The task's record as its create wrote it, when the create dispatched it and it is small (the
+   * engine's HandOff.record): its first attempt runs without reading it back.
+   */
+  record?: Record<string, string>;
 }
 
 /**

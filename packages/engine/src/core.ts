@@ -69,6 +69,12 @@ export interface HandOff {
   seq: number;
   /** Its stored trace context, when traced. */
   traceparent?: string;
+  /**
+   * Its record's fields as the create wrote them, when they are small (CARRIED_RECORD_MAX_CHARS):
+   * they travel with the job, and the worker of its first attempt runs it without reading it
+   * back (see carriedRecord), one round trip fewer before its first token.
+   */
+  record?: Record<string, string>;
 }
 
 /** The store's options from the validated environment (`@taskline/config`), the same for every service. */

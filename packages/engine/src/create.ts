@@ -47,8 +47,31 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   const task = await createdTask(core, input, fields, now, reply.value);
   await settleQueue(core, task, fresh && enqueued.status === 'fulfilled', journal.status === 'rejected');
   if (enqueued.status === 'fulfilled' && enqueued.value === 'dispatched' && reply.value[0] === 'ok')
-    handOff(core, task);
+    handOff(core, task, writtenFields(fields, now, reply.value));
   return task;
+}
+
+/**
+ * The most a record may hold (its fields' characters) and still travel with its job: a larger one
+ * (a long request) is read back by the worker, a round trip that costs less than a second copy of
+ * it in BullMQ's job, its append-only file and memory.
+ */
+export const CARRIED_RECORD_MAX_CHARS = 16 * 1024;
+
+/**
+ * The record a job for task `id` carried (HandOff.record), as the worker of its first attempt runs
+ * it: null when there is none or it is not that fresh task's (then the worker reads the record).
+ */
+export function carriedRecord(fields: unknown, id: string): TaskRecord | null {
+  if (typeof fields !== 'object' || fields === null) return null;
+  const raw = fields as Record<string, unknown>;
+  if (!Object.values(raw).every((v) => typeof v === 'string')) return null;
+  if (raw.id !== id || raw.status !== 'queued' || raw.attempt !== '0') return null;
+  try {
+    return parseTask(raw as Record<string, string>);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -56,7 +79,9 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
  * flight; not awaited (see `TaskStoreOptions.handOff`). A task whose record was not written gets
  * no job: its pick and place are dropped by the sweeps.
  */
-function handOff(core: StoreCore, task: TaskRecord): void {
+function handOff(core: StoreCore, task: TaskRecord, record: Record<string, string>): void {
+  let size = 0;
+  for (const value of Object.values(record)) size += value.length;
   const dispatched = {
     id: task.id,
     tenant: queueTenant(task),
@@ -64,6 +89,7 @@ function handOff(core: StoreCore, task: TaskRecord): void {
     attempt: task.attempt,
     seq: task.seq,
     ...(task.traceparent && { traceparent: task.traceparent }),
+    ...(size <= CARRIED_RECORD_MAX_CHARS && { record }),
   };
   core.options.handOff!(dispatched)
     .then(() => core.sched.pickHandled(task.id))
@@ -152,15 +178,21 @@ async function createdTask(
     throw new TasklineError('task_not_found', `task ${id} was created and has expired: its id is not reused`);
   }
   // A new record is exactly what the script wrote: no read back. A retried id reads what is there.
-  const task =
-    reply[0] === 'ok'
-      ? parseTask({ ...fields, ...createdFields(now, Number(reply[1])) })
-      : await core.get(id);
+  const task = reply[0] === 'ok' ? parseTask(writtenFields(fields, now, reply)) : await core.get(id);
   if (!task) throw new TasklineError('internal_error', `task ${id} vanished right after ${reply[0]}`);
   if (task.tenant !== input.tenant)
     throw new TasklineError('internal_error', 'task id collision across tenants');
   if (reply[0] === 'ok') core.observe(task.kind, 'queued', task.createdAt);
   return task;
+}
+
+/** Every field of a new record, as create.lua wrote it (its reply 'ok' names the event's seq). */
+function writtenFields(
+  fields: Record<string, string>,
+  now: number,
+  reply: ScriptReply,
+): Record<string, string> {
+  return { ...fields, ...createdFields(now, Number(reply[1])) };
 }
 
 /**

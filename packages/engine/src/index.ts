@@ -11,6 +11,7 @@ export {
   type HandOff,
 } from './store.js';
 export type { ClaimOptions, FirstOutput } from './claim.js';
+export { carriedRecord } from './create.js';
 export { eventJson, type TaskRecord, type NewTask, type StoredEvent, type TraceContexts } from './records.js';
 export {
   emptyResponse,

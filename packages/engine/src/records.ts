@@ -157,7 +157,7 @@ export function parseEntry([id, fields]: [string, string[]]): StoredEvent[] {
 /** The fields create.lua sets besides the caller's (keep in step with the script). */
 export function createdFields(now: number, seq: number): Record<string, string> {
   const at = String(now);
-  return { status: 'queued', attempt: '0', seq: String(seq), created_at: at, updated_at: at };
+  return { status: 'queued', attempt: '0', seq: String(seq), created_at: at, updated_at: at, side_keys: '' };
 }
 
 const json = (value: string | undefined) => (value === undefined ? null : JSON.parse(value));

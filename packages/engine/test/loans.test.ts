@@ -6,8 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, test } from 'node:test';
-import { connectRedis, defineDispatch, lend, TaskStore, type HandOff } from '../src/index.js';
-import { schedulerKeys } from '../src/keys.js';
+import { carriedRecord, connectRedis, defineDispatch, lend, TaskStore, type HandOff } from '../src/index.js';
+import { CARRIED_RECORD_MAX_CHARS } from '../src/create.js';
+import { schedulerKeys, taskKeys } from '../src/keys.js';
 import { defaults, harness, newTask, primaries, until, type Harness } from './helpers.js';
 
 let h: Harness;
@@ -46,7 +47,8 @@ test('a create on a lent slot dispatches its own task and hands it on; the pick 
     newTask({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
   );
   await until('the hand-off', async () => (handed.length === 1 ? true : undefined));
-  assert.deepEqual(handed[0], {
+  const { record, ...dispatched } = handed[0]!;
+  assert.deepEqual(dispatched, {
     id: task.id,
     tenant: 'tenant-a',
     model: 'tiny-chat',
@@ -54,6 +56,9 @@ test('a create on a lent slot dispatches its own task and hands it on; the pick 
     seq: 1,
     traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
   });
+  // The record travels with the job exactly as create.lua wrote it, for the worker to run unread.
+  assert.deepEqual(record, await h.redis.hgetall(taskKeys(task.id).task));
+  assert.deepEqual(carriedRecord(record, task.id), await h.store.get(task.id));
   assert.equal(await left('tiny-chat'), 1);
   assert.equal(await offered(task.id), false, 'not offered to the rounds');
   assert.equal(await h.redis.zcard(schedulerKeys.ready('tenant-a', 'tiny-chat')), 0);
@@ -136,4 +141,22 @@ test('a create without a hand-off never takes a slot', async () => {
   const task = await store.create(newTask());
   assert.equal(await offered(task.id), true);
   assert.equal(await left('tiny-chat'), 2);
+});
+
+test("a record travels with its job only when small, and a worker takes only a fresh task's own", async () => {
+  await loan('tiny-chat', 2);
+  const long = 'x'.repeat(CARRIED_RECORD_MAX_CHARS);
+  const big = await h.store.create(newTask({ request: { model: 'tiny-chat', input: long } }));
+  const small = await h.store.create(newTask());
+  await until('both hand-offs', async () => (handed.length === 2 ? true : undefined));
+  const of = (id: string) => handed.find((t) => t.id === id)!;
+  assert.equal(of(big.id).record, undefined, 'a large record is read back by the worker');
+  const record = of(small.id).record!;
+  assert.equal(carriedRecord(record, small.id)?.id, small.id);
+  assert.equal(carriedRecord(record, big.id), null, "another task's record");
+  assert.equal(carriedRecord({ ...record, attempt: '1' }, small.id), null, 'not a first attempt');
+  assert.equal(carriedRecord({ ...record, status: 'running' }, small.id), null, 'not queued');
+  assert.equal(carriedRecord({ ...record, seq: 1 }, small.id), null, 'a field not a string');
+  assert.equal(carriedRecord(undefined, small.id), null);
+  assert.equal(carriedRecord('x', small.id), null);
 });

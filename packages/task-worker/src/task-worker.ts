@@ -27,6 +27,7 @@ import {
 } from '@taskline/control';
 import {
   connectQueueRedis,
+  carriedRecord,
   emptyResponse,
   isTerminal,
   isRedisUnavailable,
@@ -316,7 +317,7 @@ export class TaskWorker {
   }
 
   /** Runs one attempt of a task from claim to its end; never throws. */
-  private async execute(model: string, { taskId, attempt: offered }: DispatchJob): Promise<void> {
+  private async execute(model: string, { taskId, attempt: offered, record }: DispatchJob): Promise<void> {
     const { log } = this.o;
     // A second job for a task this worker runs already is a stale hint. One whose claim is still in
     // flight may be the stale one instead (an older offer, to be refused): this job waits for it.
@@ -339,7 +340,7 @@ export class TaskWorker {
     const claimed = new Promise<boolean>((resolve) => (settle = resolve));
     // Listed before the claim: a cancel announced right after the claim must find its attempt.
     this.running.set(taskId, { model, stop, claimed });
-    const claim = this.claimer(model, taskId, offered, settle);
+    const claim = this.claimer(model, taskId, offered, settle, record);
     const early = await claim.early();
     const task = early ?? (await claim.now());
     if (!task) {
@@ -391,6 +392,8 @@ export class TaskWorker {
     taskId: string,
     offered: number,
     settle: (claimed: boolean) => void,
+    /** The record the job carried (DispatchJob.record), if any: read from Redis otherwise. */
+    carried?: Record<string, string>,
   ): Claimer {
     const { store, leaseMs } = this.o;
     const start = this.o.startsRunning(model);
@@ -447,7 +450,7 @@ export class TaskWorker {
       onClaimed: (fn) => (onClaimed = fn),
       early: async () => {
         if (!start || offered !== 0 || !this.o.startsBeforeClaim) return null;
-        const read = await store.get(taskId).catch(() => null);
+        const read = carriedRecord(carried, taskId) ?? (await store.get(taskId).catch(() => null));
         if (!read || read.status !== 'queued' || read.attempt !== 0 || !this.o.startsBeforeClaim(read, model))
           return null;
         // What the claim will make of it (claim.lua); the claim's own record replaces it.

@@ -2,11 +2,13 @@
  * A generation on a loaded model runs before its claim and claims with its first delta (claim.lua
  * with the attempt's first output): one durable write on the way to the first token where there
  * were two. A cancel that ends the task while it is still queued leaves the attempt nothing to write.
+ * A task its create dispatched (a lent slot) runs on the record its job carried, unread.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { taskKeys } from '@taskline/engine/keys';
-import { TaskStore } from '@taskline/engine';
+import { JobQueues } from '@taskline/control';
+import { schedulerKeys, taskKeys } from '@taskline/engine/keys';
+import { connectQueueRedis, TaskStore } from '@taskline/engine';
 import { createInstantBackend, type ModelBackend } from '@taskline/inference';
 import { createLogger } from '@taskline/log';
 import { createMetrics } from '@taskline/metrics';
@@ -41,8 +43,15 @@ async function startWorker(
   id: string,
   backend: ModelBackend,
   logs: string[] = [],
+  /** Told of every record the worker reads. */
+  onRead: (id: string) => void = () => undefined,
 ) {
   const store = new TaskStore(cluster.store.redis.duplicate(), cluster.store.options);
+  const get = store.get.bind(store);
+  store.get = (id, tenant) => {
+    onRead(id);
+    return get(id, tenant);
+  };
   const worker = new GpuWorker({
     id,
     redisTarget: cluster.redis.url,
@@ -119,4 +128,39 @@ test('a task cancelled while its generation waits for its first token ends cance
   const record = await cluster.store.get(task.id);
   assert.deepEqual([record!.status, record!.attempt, record!.leaseOwner], ['cancelled', 0, null]);
   assert.deepEqual(await cluster.store.snapshot(task.id), [], 'no output tokens stored');
+});
+
+test('a task its create dispatched on a lent slot runs on the record its job carried, not read back', async (t) => {
+  const asked: string[] = [];
+  const inner = createInstantBackend({ outputTokens: 4 });
+  const backend: ModelBackend = {
+    ...inner,
+    generate(req, opts) {
+      asked.push(req.messages.map((m) => m.content).join('|'));
+      return inner.generate(req, opts);
+    },
+  };
+  const reads: string[] = [];
+  await startWorker(t, 'w-carried', backend, [], (id) => reads.push(id));
+  await until('a slot lent', async () =>
+    Number(await cluster.store.redis.hget(schedulerKeys.loans, 'm:tiny-chat')) > 0 ? true : undefined,
+  );
+  // A store that hands its creates' jobs to BullMQ itself, as the api's does.
+  const jobs = new JobQueues(() => connectQueueRedis(cluster.redis.url, 'test-queue'));
+  t.after(() => jobs.close());
+  const creates = new TaskStore(cluster.store.redis, {
+    ...cluster.store.options,
+    handOff: (task) => jobs.handOff(task.model, task),
+  });
+  const task = await creates.create({
+    tenant: 'tenant-a',
+    kind: 'response',
+    model: 'tiny-chat',
+    onRestart: 'fail',
+    request: { model: 'tiny-chat', input: 'carried' },
+  });
+  const ended = await cluster.waitForEnd(task.id, 30_000);
+  assert.equal(ended.status, 'succeeded', JSON.stringify(ended.error));
+  assert.deepEqual(asked, ['carried'], 'generated from the request the job carried');
+  assert.deepEqual(reads, [], 'the worker read no record of the task');
 });
