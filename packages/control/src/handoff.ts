@@ -21,32 +21,34 @@ export interface HandOffTraces {
   attempt?: string | null;
 }
 
-/** One BullMQ queue per model, each on a connection `connect` opens for it when first used. */
+/**
+ * One BullMQ queue per model, all on the one connection `connect` opens when the first is used: a
+ * queue sends no blocking command, so a process that hands tasks to many models (every worker
+ * tool is one) holds one connection for them, not one each.
+ */
 export class JobQueues {
-  private readonly queues = new Map<string, { queue: Queue; connection: Redis }>();
+  private readonly queues = new Map<string, Queue>();
+  private connection: Redis | null = null;
 
-  constructor(private readonly connect: (model: string) => Redis) {}
+  constructor(private readonly connect: () => Redis) {}
 
   /** The model's queue, opened on first use. */
   queue(model: string): Queue {
-    let q = this.queues.get(model);
-    if (!q) {
-      const connection = this.connect(model);
-      q = {
-        queue: new Queue(modelQueueName(model), {
-          connection: connection as never,
-          prefix: queuePrefix(model),
-        }),
-        connection,
-      };
-      this.queues.set(model, q);
+    let queue = this.queues.get(model);
+    if (!queue) {
+      this.connection ??= this.connect();
+      queue = new Queue(modelQueueName(model), {
+        connection: this.connection as never,
+        prefix: queuePrefix(model),
+      });
+      this.queues.set(model, queue);
     }
-    return q.queue;
+    return queue;
   }
 
   /** Models whose queue is open, with it. */
   opened(): [string, Queue][] {
-    return [...this.queues].map(([model, q]) => [model, q.queue]);
+    return [...this.queues];
   }
 
   /**
@@ -86,12 +88,9 @@ export class JobQueues {
   }
 
   async close(): Promise<void> {
-    await Promise.all(
-      [...this.queues.values()].map(async (q) => {
-        await q.queue.close();
-        q.connection.disconnect();
-      }),
-    );
+    await Promise.all([...this.queues.values()].map((queue) => queue.close()));
     this.queues.clear();
+    this.connection?.disconnect();
+    this.connection = null;
   }
 }

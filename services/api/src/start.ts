@@ -38,7 +38,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
     exemplars: tracing.exemplar,
   });
   timeRedisCommands(redis, (command, s) => metrics.redisCommandDurationSeconds.observe({ command }, s));
-  // The queues a create on a lent slot hands its task to (one connection per model, opened on use).
+  // The queues a create on a lent slot hands its task to (one connection for all, opened on first use).
   const jobs = new JobQueues(() => connectQueueRedis(target, 'taskline-api-queue'));
   const api = createApp({ env, redis, logger, metrics, mcpExtensions, build, jobs });
   // Metrics on a listener of their own, bound as the scheduler's and worker's are: they name the
