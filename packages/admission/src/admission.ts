@@ -68,9 +68,10 @@ export class Admission {
 
   /**
    * Creates a task under the caller's place (or one taken now): checks the cap (`rate_limited`
-   * at it) and runs `write` with the id the place is held under. A task written under that id
-   * already holds its place, written to disk beside the create's own writes (`persist`: the
-   * request held it in memory only); nothing is swapped after. A task under another id (an idempotent
+   * at it) and runs `write` with the id the place is held under and `alongside`, which `write`
+   * hands to the store's create: it writes the place to disk in the create's own round trip
+   * (`persist`: the request held it in memory only; a `write` that never calls it has it written
+   * after). A task written under that id already holds its place; nothing is swapped after. A task under another id (an idempotent
    * create that took over an abandoned one) takes the place over, not awaited: until then the
    * place counts for it, and a failed swap leaves a place that ages out; the task itself is
    * already on disk. A create that made no new task (a replay) or failed frees the place, unless
@@ -82,7 +83,7 @@ export class Admission {
   async create(
     tenant: string,
     reservation: TaskReservation | null,
-    write: (id: string, traceparent: string | undefined) => Promise<Created>,
+    write: (id: string, traceparent: string | undefined, alongside: () => unknown) => Promise<Created>,
     replay?: () => Promise<TaskRecord | null>,
     incoming: IncomingTrace = {},
   ): Promise<Created> {
@@ -96,7 +97,7 @@ export class Admission {
         const created = await this.admitAndWrite(
           tenant,
           reservation,
-          (id) => write(id, traceparentOf(span)),
+          (id, alongside) => write(id, traceparentOf(span), alongside),
           replay,
         );
         span.setAttributes({ [ATTR.taskId]: created.task.id, [ATTR.model]: created.task.model });
@@ -108,7 +109,7 @@ export class Admission {
   private async admitAndWrite(
     tenant: string,
     reservation: TaskReservation | null,
-    write: (id: string) => Promise<Created>,
+    write: (id: string, alongside: () => unknown) => Promise<Created>,
     replay?: () => Promise<TaskRecord | null>,
   ): Promise<Created> {
     const slot = reservation ?? (await this.limits.reserveTask(tenant));
@@ -122,9 +123,10 @@ export class Admission {
     }
     try {
       // The place goes to disk beside the create's own writes (one fsync on one Redis), not after.
-      const placed = slot.persist();
-      const created = await write(slot.taskId).finally(() =>
-        placed.catch((err: unknown) =>
+      let placed: Promise<void> | null = null;
+      const persist = () => (placed ??= slot.persist());
+      const created = await write(slot.taskId, persist).finally(() =>
+        persist().catch((err: unknown) =>
           this.deps.logger.warn('task reservation persist failed', { task: slot.taskId, err }),
         ),
       );

@@ -55,8 +55,8 @@ const input = (tenant: string): NewTask => ({
   onRestart: 'fail',
   request: { model: 'tiny-chat', input: 'hello' },
 });
-const write = (tenant: string) => async (id: string) => ({
-  task: await store.create({ ...input(tenant), id, fresh: true }),
+const write = (tenant: string, on = store) => async (id: string, _trace: unknown, alongside: () => unknown) => ({
+  task: await on.create({ ...input(tenant), id, fresh: true }, alongside),
   replayed: false,
 });
 
@@ -82,9 +82,9 @@ test('a create holds its place under the id it writes its task with, written to 
   const reservation = await limits.takeCreate('placed');
   let placedDuringWrite: string[] = [];
   const commands = await sent(async () => {
-    const { task } = await admission.create('placed', reservation, async (id) => {
+    const { task } = await admission.create('placed', reservation, async (id, trace, alongside) => {
       placedDuringWrite = await redis.zrange('tl:api:active:{placed}', 0, -1);
-      return write('placed')(id);
+      return write('placed')(id, trace, alongside);
     });
     assert.equal(task.id, reservation.taskId);
   });
@@ -93,14 +93,37 @@ test('a create holds its place under the id it writes its task with, written to 
   const touchingPlaces = commands.filter((c) => c.some((a) => a === 'tl:api:active:{placed}'));
   assert.deepEqual(
     touchingPlaces.map((c) => c[0]),
-    ['evalsha', 'zrange'],
-    'its persist (reservation_commit.lua, sent before the write) and the read above',
+    ['zrange', 'evalsha'],
+    "the read above and its persist (reservation_commit.lua, sent with the create's writes)",
   );
-  assert.deepEqual(touchingPlaces[0]!.slice(3, 6), [
+  assert.deepEqual(touchingPlaces[1]!.slice(3, 6), [
     'tl:api:active:{placed}',
     reservation.taskId,
     reservation.taskId,
   ]);
+});
+
+test("a create's place goes to disk in its record's round trip, after the store's read before it", async () => {
+  // The webhook question (TaskStoreOptions.watchWebhooks) is a read the record's fields wait for:
+  // a place sent before it would make that read wait for the place's fsync, a second durable
+  // step before the create's own.
+  const watching = new TaskStore(redis, {
+    ...store.options,
+    watchWebhooks: async ({ tenant }) => (await redis.sismember('tl:test:hooked', tenant)) === 1,
+  });
+  // A place the request's bucket held in memory (takeCreate), as the api's gate takes it.
+  const reservation = await admission.limits.takeCreate('ordered');
+  const commands = await sent(() => admission.create('ordered', reservation, write('ordered', watching)));
+  const at = (match: (c: string[]) => boolean, what: string) => {
+    const i = commands.findIndex(match);
+    assert.ok(i >= 0, `${what} sent: ${JSON.stringify(commands)}`);
+    return i;
+  };
+  const question = at((c) => c[0] === 'sismember', 'the webhook question');
+  const place = at((c) => c[0] === 'evalsha' && c.includes('tl:api:active:{ordered}'), 'the place');
+  const journal = at((c) => c[0] === 'zadd' && c[1] === 'tl:{sched}:intake', 'the journal entry');
+  assert.ok(question < place, 'the place is sent after the read');
+  assert.equal(journal, place + 1, "the place goes with the create's writes");
 });
 
 test("a create's place survives a Redis restart with its task; the request bucket is memory's alone", async () => {

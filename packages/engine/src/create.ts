@@ -14,9 +14,16 @@ import type { ScriptReply } from './scripts.js';
 /**
  * Persists a task in `queued` with its `response.created` event, then queues it for dispatch.
  * The create journal (`intake`) is written first, so a crash after the record is written but
- * before it is queued leaves a trace the reconciler repairs.
+ * before it is queued leaves a trace the reconciler repairs. `alongside` (the caller's writes
+ * that go to disk with the record) is called as the record's writes are sent, not before: a
+ * write sent before the record's fields are known would make the read they wait for (the
+ * webhook question) wait for its fsync, a second durable step before the `202`.
  */
-export async function persist(core: StoreCore, input: NewTask): Promise<TaskRecord> {
+export async function persist(
+  core: StoreCore,
+  input: NewTask,
+  alongside?: () => unknown,
+): Promise<TaskRecord> {
   const id = input.id ?? newId('task');
   // A fresh id has nothing left under it to clear, and its enqueue goes out in the same round
   // trip, behind the record (Redis runs them in order), so the scheduler hears of the task one
@@ -24,6 +31,8 @@ export async function persist(core: StoreCore, input: NewTask): Promise<TaskReco
   const fresh = input.id === undefined || input.fresh === true;
   const now = core.now();
   const fields = await recordFields(core, input, id);
+  // Sent in this turn of the event loop with the journal and the record: one write, one fsync.
+  alongside?.();
   // On one Redis, journal and record in one round trip: both are sent before either reply is
   // read, and Redis runs (and, with appendfsync always, logs) them in the order sent, so no
   // record is on disk without its journal entry before it.

@@ -91,10 +91,11 @@ export class TaskStore {
    * Persists a task in `queued` with its `response.created` event, then queues it for dispatch.
    * The create journal (`intake`) is written first, so a crash after the record is written but
    * before it is queued leaves a trace the reconciler repairs. With replicas, it returns once
-   * they have the task too.
+   * they have the task too. `alongside`: the caller's own writes that go to disk with the record
+   * (a create's place under its tenant's cap), sent in the same round trip (see persist).
    */
-  async create(input: NewTask): Promise<TaskRecord> {
-    const task = await persist(this.core, input);
+  async create(input: NewTask, alongside?: () => unknown): Promise<TaskRecord> {
+    const task = await persist(this.core, input, alongside);
     // The idempotency record names the task: it must survive a failover as the task does, or a
     // retry after one would create a second task (on a cluster it is on its tenant's node).
     await this.core.replicated(
@@ -469,8 +470,9 @@ export class TaskStore {
     input: NewTask,
     key: string,
     fingerprint: string,
+    alongside?: () => unknown,
   ): Promise<{ task: TaskRecord; replayed: boolean }> {
-    return idempotency.createIdempotent(this.core, (t) => this.create(t), input, key, fingerprint);
+    return idempotency.createIdempotent(this.core, (t) => this.create(t, alongside), input, key, fingerprint);
   }
 
   /**

@@ -67,25 +67,28 @@ export async function createToolTask(
   const { task } = await deps.admission.create(
     tenant,
     deps.reservation ?? null,
-    async (id, traceparent) => {
+    async (id, traceparent, alongside) => {
       await indexToolTask(store.redis, tenant, member(Date.now(), id));
-      const created = await store.create({
-        id,
-        fresh: true,
-        tenant,
-        kind: 'tool',
-        traceparent,
-        // The tool's own queue and restart policy (ToolPlacement); a tool worker's tasks keep the
-        // schema version they were validated against.
-        model: placement.queue,
-        onRestart: placement.onRestart,
-        request: {
-          tool,
-          arguments: args,
-          capabilities: answerCapabilities(capabilities),
-          ...(placement.version !== undefined && { version: placement.version }),
+      const created = await store.create(
+        {
+          id,
+          fresh: true,
+          tenant,
+          kind: 'tool',
+          traceparent,
+          // The tool's own queue and restart policy (ToolPlacement); a tool worker's tasks keep the
+          // schema version they were validated against.
+          model: placement.queue,
+          onRestart: placement.onRestart,
+          request: {
+            tool,
+            arguments: args,
+            capabilities: answerCapabilities(capabilities),
+            ...(placement.version !== undefined && { version: placement.version }),
+          },
         },
-      });
+        alongside,
+      );
       return { task: created, replayed: false };
     },
     undefined,

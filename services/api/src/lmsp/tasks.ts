@@ -79,10 +79,13 @@ export async function createTask(
   const { task } = await admission.create(
     tenant,
     reservations.get(req) ?? null,
-    async (id, traceparent) =>
+    async (id, traceparent, alongside) =>
       key
-        ? store.createIdempotent({ ...input, id, fresh: true, traceparent }, key, print)
-        : { task: await store.create({ ...input, id, fresh: true, traceparent }), replayed: false },
+        ? store.createIdempotent({ ...input, id, fresh: true, traceparent }, key, print, alongside)
+        : {
+            task: await store.create({ ...input, id, fresh: true, traceparent }, alongside),
+            replayed: false,
+          },
     key ? () => store.findIdempotent(tenant, key, print) : undefined,
     incomingTrace(req.headers),
   );
