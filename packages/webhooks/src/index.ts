@@ -15,7 +15,7 @@ export { DeliveryWorkers, type DeliveryOptions } from './delivery.js';
 export { retrySchedule, type RetrySchedule } from './schedule.js';
 export { checkUrl, isNonPublic, UnsafeTarget, type Reach, type Resolve } from './safety.js';
 export { send, type AttemptResult, type SendLimits } from './send.js';
-export { webhookWatch } from './watch.js';
+export { webhookWatch, type WebhookWatch } from './watch.js';
 export { endpointQueue, endpointQueuePrefix, hookKeys } from './keys.js';
 export { WebhookRole, type RoleOptions } from './role.js';
 export { webhookSettingsFromEnv, type WebhookEnv, type WebhookSettings } from './options.js';

@@ -23,6 +23,7 @@ import {
   webhookSettingsFromEnv,
   webhookWatch,
   type LinkSettings,
+  type WebhookWatch,
 } from '@taskline/webhooks';
 import { StreamRegistry } from './sse.js';
 
@@ -64,18 +65,27 @@ export interface ApiCore extends AppDeps {
    * guesses nothing and verifies nothing: it is neither refused nor counted.
    */
   guardAuth: AuthGuard;
-  /** Tenants' webhook endpoints and their manual redeliveries (docs/webhooks.md). */
-  webhooks: { endpoints: EndpointStore; redeliveries: Redeliveries; links: LinkSettings | undefined };
+  /**
+   * Tenants' webhook endpoints and their manual redeliveries (docs/webhooks.md); `watch`, the
+   * store's question whether a create's tenant has endpoints, which the gate warms.
+   */
+  webhooks: {
+    endpoints: EndpointStore;
+    redeliveries: Redeliveries;
+    links: LinkSettings | undefined;
+    watch: WebhookWatch;
+  };
 }
 
 export function createCore(deps: AppDeps): ApiCore {
   const { env, redis, logger } = deps;
   const hooks = webhookSettingsFromEnv(env);
+  const watch = webhookWatch(redis);
   const store = new TaskStore(redis, {
     ...storeOptionsFromEnv(env),
     replicaAckTimeoutMs: env.TASKLINE_REPLICA_ACK_TIMEOUT_MS,
     onTransition: deps.metrics?.transitioned,
-    watchWebhooks: webhookWatch(redis),
+    watchWebhooks: watch,
     ...(deps.jobs && { handOff: handOffTo(deps.jobs, logger) }),
   });
   const hub = new EventHub(store);
@@ -122,6 +132,7 @@ export function createCore(deps: AppDeps): ApiCore {
       endpoints: new EndpointStore(redis, hooks.reach, hooks.rotationOverlapMs),
       redeliveries: new Redeliveries(redis, hooks.schedule),
       links: hooks.links,
+      watch,
     },
   };
 }

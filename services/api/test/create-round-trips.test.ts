@@ -1,0 +1,54 @@
+/**
+ * A create's round trips on the api's connection: its tenant's webhook question goes out beside
+ * the rate limit's (the record then waits for no read), and its place under the cap with the
+ * record's writes (one fsync for both, not a second durable step before the `202`).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { KEY_A, useStackWithApi, type InProcessApi } from './helpers.js';
+
+let api: InProcessApi;
+useStackWithApi((_stack, a) => (api = a));
+
+test('a create asks its webhook question beside the rate limit and writes its place with its record', async () => {
+  const sent: string[][] = [];
+  /** How many commands had been sent when the rate limit's reply came. */
+  let sentByRateReply = Infinity;
+  const original = api.redis.sendCommand.bind(api.redis);
+  api.redis.sendCommand = ((command: { name: string; args: unknown[]; promise: Promise<unknown> }) => {
+    const args = [command.name, ...command.args.map(String)];
+    sent.push(args);
+    if (args[0] === 'evalsha' && args.includes('tl:api:rate:{tenant-a}'))
+      void command.promise.finally(() => (sentByRateReply = Math.min(sentByRateReply, sent.length)));
+    return original(command as never);
+  }) as typeof api.redis.sendCommand;
+  try {
+    const res = await fetch(`${api.base}/lmsp/v1/tasks`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        type: 'response',
+        input: { model: 'tiny-chat', input: 'x' },
+        on_restart: 'fail',
+      }),
+    });
+    assert.equal(res.status, 202, await res.text());
+  } finally {
+    api.redis.sendCommand = original;
+  }
+  const at = (what: string, match: (c: string[]) => boolean) => {
+    const i = sent.findIndex(match);
+    assert.ok(i >= 0, `${what} sent: ${JSON.stringify(sent.map((c) => c.slice(0, 3)))}`);
+    return i;
+  };
+  const question = at('the webhook question', (c) => c[0] === 'sismember' && c.includes('tenant-a'));
+  // reservation_commit.lua names the unfinished set alone; the rate limit's script names two keys.
+  const place = at(
+    'the place',
+    (c) => c[0] === 'evalsha' && c[2] === '1' && c[3] === 'tl:api:active:{tenant-a}',
+  );
+  const journal = at('the journal entry', (c) => c[0] === 'zadd' && c[1] === 'tl:{sched}:intake');
+  assert.ok(question < sentByRateReply, 'the question goes before the rate limit answers');
+  assert.equal(sent.filter((c) => c[0] === 'sismember').length, 1, "the record's question is that one");
+  assert.equal(journal, place + 1, "the place goes with the record's writes");
+});
