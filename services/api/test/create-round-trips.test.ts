@@ -11,6 +11,8 @@ let api: InProcessApi;
 useStackWithApi((_stack, a) => (api = a));
 
 test('a create asks its webhook question beside the rate limit and writes its place with its record', async () => {
+  // Connected first: ioredis sends the commands it queued while connecting a second time.
+  await api.redis.ping();
   const sent: string[][] = [];
   /** How many commands had been sent when the rate limit's reply came. */
   let sentByRateReply = Infinity;
