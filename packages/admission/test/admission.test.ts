@@ -55,10 +55,12 @@ const input = (tenant: string): NewTask => ({
   onRestart: 'fail',
   request: { model: 'tiny-chat', input: 'hello' },
 });
-const write = (tenant: string, on = store) => async (id: string, _trace: unknown, alongside: () => unknown) => ({
-  task: await on.create({ ...input(tenant), id, fresh: true }, alongside),
-  replayed: false,
-});
+const write =
+  (tenant: string, on = store) =>
+  async (id: string, _trace: unknown, alongside: () => unknown) => ({
+    task: await on.create({ ...input(tenant), id, fresh: true }, alongside),
+    replayed: false,
+  });
 
 /** The commands `redis` sends while `fn` runs and for a moment after (writes not awaited included). */
 async function sent(fn: () => Promise<unknown>): Promise<string[][]> {
