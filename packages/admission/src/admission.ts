@@ -123,13 +123,15 @@ export class Admission {
     }
     try {
       // The place goes to disk beside the create's own writes (one fsync on one Redis), not after.
+      // Its failure is handled as it is sent: the create may still be on its way when it comes.
       let placed: Promise<void> | null = null;
-      const persist = () => (placed ??= slot.persist());
-      const created = await write(slot.taskId, persist).finally(() =>
-        persist().catch((err: unknown) =>
-          this.deps.logger.warn('task reservation persist failed', { task: slot.taskId, err }),
-        ),
-      );
+      const persist = () =>
+        (placed ??= slot
+          .persist()
+          .catch((err: unknown) =>
+            this.deps.logger.warn('task reservation persist failed', { task: slot.taskId, err }),
+          ));
+      const created = await write(slot.taskId, persist).finally(persist);
       slot
         .commit(created.replayed ? null : created.task.id)
         .catch((err: unknown) =>

@@ -34,6 +34,13 @@ test('a create on an idle model is dispatched by the api on a lent slot, not by 
       method: 'POST',
       headers: { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ type: 'response', input: { model: 'instant', input: 'x' }, on_restart: 'fail' }),
+    }).catch((err: unknown) => {
+      // What the api process said last, and whether it is still running, beside the client's error.
+      const cause = err instanceof Error ? String(err.cause ?? err) : String(err);
+      const last = api!.logs.slice(-5).map((l) => JSON.stringify(l));
+      throw new Error(
+        `create ${i} failed (${cause}); api exit code ${api!.child.exitCode}: ${last.join(' ')}`,
+      );
     });
     const text = await res.text();
     assert.equal(res.status, 202, text);
