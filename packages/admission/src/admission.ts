@@ -74,11 +74,11 @@ export class Admission {
    * after). A task written under that id already holds its place; nothing is swapped after. A
    * task under another id (an idempotent create that took over an abandoned one) takes the place
    * over, not awaited: until then the place counts for it, and a failed swap leaves a place that
-   * ages out; the task itself is already on disk. A create that made no new task (a replay) or failed frees the place, unless
-   * Redis left it unconfirmed (see markUnconfirmedCreate): the task may exist and run, so it keeps
-   * the place, which ages out if it does not (docs/lmsp.md, "A create answered 503"). At the
-   * cap, `replay` may find the task an accepted earlier try of the same create made: its retry
-   * gets it again.
+   * ages out; the task itself is already on disk. A create that made no new task (a replay) or
+   * failed frees the place, unless Redis left it unconfirmed (see markUnconfirmedCreate): the task
+   * may exist and run, so it keeps the place, which ages out if it does not (docs/lmsp.md, "A
+   * create answered 503"). At the cap, `replay` may find the task an accepted earlier try of the
+   * same create made: its retry gets it again.
    */
   async create(
     tenant: string,
