@@ -93,6 +93,8 @@ export class Service {
   starts = 0;
   kills = 0;
   private readonly log: WriteStream | null;
+  /** Every process started and not yet exited: `stop` ends them all, also one a later start replaced. */
+  private readonly alive = new Set<ChildProcess>();
 
   constructor(readonly options: ServiceOptions) {
     this.name = options.name ?? options.kind;
@@ -121,6 +123,8 @@ export class Service {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
+    this.alive.add(child);
+    child.once('exit', () => this.alive.delete(child));
     this.readyLine = null;
     this.starts++;
     let stderr = '';
@@ -174,6 +178,13 @@ export class Service {
 
   async stop(): Promise<void> {
     await this.kill();
+    await Promise.all(
+      [...this.alive].map((child) => {
+        const ended = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        return ended;
+      }),
+    );
     this.log?.end();
   }
 }

@@ -74,6 +74,8 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
       status: record?.status,
       stale: { state: await stale?.getState(), stalled: stale?.stalledCounter },
       slots: worker.slots(),
+      // Who claimed each attempt: this test's worker is w-test, and no other may take its jobs.
+      claimedBy: (await cluster.events(task.id)).flatMap((e) => (e.worker ? [e.worker] : [])),
     };
     throw new Error(`${err.message}: ${JSON.stringify({ ...seen, scheduler: cluster.schedulerWarnings() })}`);
   });
