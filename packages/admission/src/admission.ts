@@ -22,6 +22,11 @@ export interface AdmissionDeps {
   holds: CallHolds;
   limits: TenantLimits;
   logger: Logger;
+  /**
+   * Asks now what the tenant's create will read (the webhook question, `WebhookWatch.warm`), so
+   * that it travels beside the rate limit's round trip instead of after it. Unset: nothing asked.
+   */
+  warm?: (tenant: string) => void;
 }
 
 /** What a create wrote: the task, and whether an earlier try of the same create had made it. */
@@ -61,6 +66,7 @@ export class Admission {
       await this.limits.takeRequest(tenant);
       return null;
     }
+    this.deps.warm?.(tenant);
     const taking = this.limits.takeCreate(tenant);
     res.once('close', () => void taking.then((slot) => slot.commit(null)).catch(() => undefined));
     return taking;

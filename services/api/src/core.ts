@@ -124,6 +124,8 @@ export function createCore(deps: AppDeps): ApiCore {
       ),
       limits,
       logger,
+      // A create's record waits for its tenant's webhook answer: asked beside the rate limit, not after.
+      warm: (tenant) => watch.warm(tenant),
     }),
     streams: new StreamRegistry(),
     served: servedModelsFromEnv(env),

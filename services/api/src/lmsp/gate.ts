@@ -34,8 +34,6 @@ export function lmspGate(core: ApiCore, reservations: Reservations): Router {
 
   function admit(req: Request, res: Response, next: NextFunction): void {
     const creates = req.method === 'POST' && CREATE_PATHS.has(req.path);
-    // A create's record waits for its tenant's webhook answer: asked beside the rate limit, not after.
-    if (creates) core.webhooks.watch.warm(tenantOf(req));
     const decision = admission.admit(tenantOf(req), res, creates).then((slot) => {
       if (slot) reservations.set(req, slot);
     });
