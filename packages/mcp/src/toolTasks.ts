@@ -2,6 +2,7 @@
 import type { Admission, TaskReservation } from '@taskline/admission';
 import {
   indexToolTask,
+  isCluster,
   toolTaskIndex,
   type StoredEvent,
   type TaskRecord,
@@ -51,9 +52,10 @@ export interface ToolTaskAdmission {
  * on the tool's queue with its restart policy (`placement`), with the client capabilities its
  * questions may use: those the caller declared when it holds the task, none (`undefined`) when it
  * waits on the call.
- * The id (the one its place is held under) is indexed before the task exists, so a crash in between leaves an
- * index entry without a task (skipped and dropped by the listing), never a task missing from its
- * tenant's list.
+ * The id (the one its place is held under) is indexed before the task is written (sent ahead of
+ * its writes on one Redis, which runs them in order; written first on a cluster), so a crash in
+ * between leaves an index entry without a task (skipped and dropped by the listing), never a task
+ * missing from its tenant's list.
  */
 export async function createToolTask(
   store: TaskStore,
@@ -68,7 +70,14 @@ export async function createToolTask(
     tenant,
     deps.reservation ?? null,
     async (id, traceparent, alongside) => {
-      await indexToolTask(store.redis, tenant, member(Date.now(), id));
+      const entry = member(Date.now(), id);
+      // On a cluster the list is on another node than the record: written first. On one Redis its
+      // writes go out with the record's, ahead of them: run (and logged) first, with no round trip
+      // of their own. There they fail alone only on a key of another type, which no listing reads
+      // anyway: the task stands.
+      const ahead = !isCluster(store.redis);
+      if (!ahead) await indexToolTask(store.redis, tenant, entry);
+      let listed: Promise<unknown> = Promise.resolve();
       const created = await store.create(
         {
           id,
@@ -87,8 +96,12 @@ export async function createToolTask(
             ...(placement.version !== undefined && { version: placement.version }),
           },
         },
-        alongside,
+        () => {
+          if (ahead) listed = indexToolTask(store.redis, tenant, entry).catch(() => undefined);
+          alongside();
+        },
       );
+      await listed;
       return { task: created, replayed: false };
     },
     undefined,

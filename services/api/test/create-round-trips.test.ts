@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { isCluster } from '@taskline/engine';
 import { KEY_A, mcpCall, useStackWithApi, type InProcessApi } from './helpers.js';
 
 let api: InProcessApi;
@@ -38,12 +39,30 @@ test('an MCP tool task asks its webhook question beside the rate limit and write
     assert.match(text, /"taskId"/);
   });
   assertOneRoundTripEach(sent);
+  // Its entries in the tenant's tool-task list go out with the record's writes on one Redis
+  // (sent ahead of them, so run first); a cluster keeps them on another node and writes them first.
+  const journal = sent.commands.findIndex((c) => c[0] === 'zadd' && c[1] === 'tl:{sched}:intake');
+  const listed = sent.commands.flatMap((c, i) =>
+    c[0] === 'zadd' && c[1]!.startsWith('tl:mcp:tasks:{tenant-a}') ? [i] : [],
+  );
+  assert.equal(listed.length, 2, 'the list and its unfinished entries');
+  assert.ok(
+    listed.every((i) => i < journal),
+    'listed before the record is written',
+  );
+  if (!isCluster(api.redis))
+    assert.ok(
+      listed.every((i) => sent.answeredBy[journal]! <= i),
+      'no reply awaited between the list entries and the record',
+    );
 });
 
 interface Sent {
   commands: string[][];
   /** How many commands had been sent when the rate limit's reply came. */
   byRateReply: number;
+  /** Per command, how many of the commands sent before it had been answered (in order) by then. */
+  answeredBy: number[];
 }
 
 /** The commands the api's connection sent while `request` ran. */
@@ -52,12 +71,16 @@ async function sentBy(request: () => Promise<void>): Promise<Sent> {
   await api.redis.ping();
   // Each test's first create of the second: the webhook answer is not cached yet.
   await new Promise((resolve) => setTimeout(resolve, 1100));
-  const sent: Sent = { commands: [], byRateReply: Infinity };
+  const sent: Sent = { commands: [], byRateReply: Infinity, answeredBy: [] };
+  /** The commands answered so far, in the order sent (one connection answers in that order). */
+  let answered = 0;
   const original = api.redis.sendCommand.bind(api.redis);
   api.redis.sendCommand = ((command: { name: string; args: unknown[]; promise: Promise<unknown> }) => {
     const args = [command.name, ...command.args.map(String)];
     sent.commands.push(args);
+    sent.answeredBy.push(answered);
     const count = sent.commands.length;
+    void command.promise.finally(() => (answered = Math.max(answered, count)));
     if (args[0] === 'evalsha' && args.includes('tl:api:rate:{tenant-a}'))
       void command.promise.finally(() => (sent.byRateReply = Math.min(sent.byRateReply, count)));
     return original(command as never);
