@@ -14,7 +14,7 @@ import { createMetrics } from '@taskline/metrics';
 import { jobHold } from '@taskline/task-worker';
 import { GpuWorker } from '../src/worker.js';
 import { EngineStack, until } from '@taskline/test-support/engine-stack';
-import { TEST_CONTROL_TOKEN } from '@taskline/testing';
+import { bounded, TEST_CONTROL_TOKEN } from '@taskline/testing';
 
 let cluster: EngineStack;
 const model = 'tiny-chat';
@@ -29,12 +29,10 @@ after(() => cluster.stop());
 
 test('a stale job mid-claim does not swallow the valid job of the same task: the task starts', async (t) => {
   const { store } = cluster;
-  // Attempt 1 lost; the restart queues the task for attempt 2 (its offer: the job of attempt 1).
+  // Attempt 1 runs on a worker about to be lost.
   const task = await cluster.create({ input: 'Hello' }, { onRestart: 'retry' });
   await store.claim(task.id, 'w-gone', 60_000, { start: true });
-  assert.equal((await store.restart(task.id, 1, 'worker_lost'))?.status, 'queued');
-  const valid = dispatchJobId((await store.get(task.id))!);
-  // A job of the older offer (attempt 0) waits in the queue ahead of the one dispatch will add.
+  // A job of an older offer (attempt 0) waits in the queue.
   const queue = openQueue(t);
   const staleId = `${task.id}-stale`;
   await queue.add('dispatch', { taskId: task.id, tenant: task.tenant, attempt: 0 }, { jobId: staleId });
@@ -43,17 +41,29 @@ test('a stale job mid-claim does not swallow the valid job of the same task: the
   const workerStore = new TaskStore(store.redis.duplicate(), store.options);
   let release!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
+  let staleClaiming!: () => void;
+  const staleClaimed = new Promise<void>((resolve) => (staleClaiming = resolve));
   const claim = workerStore.claim.bind(workerStore);
   mock.method(workerStore, 'claim', async (...args: Parameters<TaskStore['claim']>) => {
-    if (args[3]?.offered === 0) await held;
+    if (args[3]?.offered === 0) {
+      staleClaiming();
+      await held;
+    }
     return claim(...args);
   });
-  const worker = inProcessWorker(workerStore, 'w-test', 5000);
+  // Three slots: the create's own offer (attempt 0) reaches this worker too, a second stale job
+  // held, and the valid job still finds a slot.
+  const worker = inProcessWorker(workerStore, 'w-test', 5000, 3);
   await worker.start();
   t.after(async () => {
     await worker.drain(0);
     workerStore.redis.disconnect();
   });
+  // Only once the stale claim is in flight is the task queued again, for attempt 2: the valid job
+  // cannot come first (it would run, and the stale one be dropped behind it, which tests nothing).
+  await bounded('the stale job to be claimed', 30_000, staleClaimed);
+  assert.equal((await store.restart(task.id, 1, 'worker_lost'))?.status, 'queued');
+  const valid = dispatchJobId((await store.get(task.id))!);
 
   // Dispatch offers attempt 2 to the registered worker: its job is taken while the stale claim waits.
   let dispatched = false;
@@ -122,7 +132,7 @@ test('a job taken by a worker that died before its claim goes back to the queue:
 });
 
 /** A gpu-worker in this process serving `model` with an instant backend, its claims through `store`. */
-function inProcessWorker(store: TaskStore, id: string, leaseMs: number): GpuWorker {
+function inProcessWorker(store: TaskStore, id: string, leaseMs: number, slots = 2): GpuWorker {
   return new GpuWorker({
     id,
     redisTarget: cluster.redis.url,
@@ -130,7 +140,7 @@ function inProcessWorker(store: TaskStore, id: string, leaseMs: number): GpuWork
     log: createLogger({ service: 'gpu-worker' }, 'warn', () => undefined),
     metrics: createMetrics({ service: 'gpu-worker', defaultMetrics: false, tenantTopN: 10 }),
     models: [model],
-    slots: 2,
+    slots,
     fetchers: 2,
     acquire: async () => ({ model: createInstantBackend({ minStepMs: 0 }), release: async () => undefined }),
     isLoaded: () => true,
