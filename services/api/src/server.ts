@@ -19,8 +19,12 @@ export async function serve(
   host: string,
   port: number,
   logger: Logger,
+  /** How long an idle connection stays open (TASKLINE_HTTP_KEEPALIVE_MS). */
+  keepAliveMs: number,
 ): Promise<RunningServer> {
   const server = createServer(api.app);
+  // Idle connections outlive the balancers' pools in front (Node.js's 5 s would not): see the setting.
+  server.keepAliveTimeout = keepAliveMs;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

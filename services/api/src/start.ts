@@ -53,6 +53,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
     env.TASKLINE_HOST,
     env.TASKLINE_PORT,
     logger.child({ metrics_port: metricsServer.port }),
+    env.TASKLINE_HTTP_KEEPALIVE_MS,
   );
 
   const stop = (signal: string) => {

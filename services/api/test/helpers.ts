@@ -72,7 +72,7 @@ export async function startApi(
   const redis = connectRedis(config.REDIS_URL, 'api');
   const logger = createLogger({ service: 'api-test' }, config.TASKLINE_LOG_LEVEL, () => undefined);
   const api = createApp({ env: config, redis, logger });
-  const running = await serve(api, '127.0.0.1', 0, logger);
+  const running = await serve(api, '127.0.0.1', 0, logger, config.TASKLINE_HTTP_KEEPALIVE_MS);
   return {
     api,
     running,
