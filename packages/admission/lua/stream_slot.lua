@@ -6,7 +6,13 @@
   ARGV[1] now (ms)  ARGV[2] stream id  ARGV[3] lease deadline (ms)  ARGV[4] cap
 
   Returns 1 when the slot is taken, 0 at the cap.
+
+  Kept in memory only, as are its renewals and its release (stream_renew.lua,
+  stream_release.lua): nothing reaches the AOF or a replica, so neither a stream's open nor its
+  heartbeats wait for an fsync, and a fleet's open streams add no disk writes. A crash or a
+  failover loses the slots, and each open stream's next renewal puts its own back.
 ]]
+redis.set_repl(redis.REPL_NONE)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])

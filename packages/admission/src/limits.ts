@@ -270,14 +270,12 @@ export class TenantLimits {
     if (Number(ok) !== 1)
       throw rateLimited(`This tenant already has ${this.settings.maxStreams} open streams.`, 1);
     return {
+      // Added back if it went (stream_renew.lua); `release` comes after the last renewal, on one connection.
       renew: async () => {
-        // The set's own expiry moves with each renewal, or a long-lived stream would stop counting.
-        // Added back if it went (Redis away past the lease): an open stream always counts, even
-        // over the cap it was opened under. `release` comes after the last renewal, on one connection.
-        await this.redis.multi().zadd(key, lease(), id).pexpire(key, this.settings.streamLeaseMs).exec();
+        await this.scripts.stream_renew(key, id, lease(), this.settings.streamLeaseMs);
       },
       release: async () => {
-        await this.redis.zrem(key, id);
+        await this.scripts.stream_release(key, id);
       },
     };
   }

@@ -6,6 +6,8 @@ type Runner<R> = (...args: (string | number)[]) => Promise<R>;
 export interface LimitScripts {
   token_bucket: Runner<[number, number]>;
   stream_slot: Runner<number>;
+  stream_renew: Runner<number>;
+  stream_release: Runner<number>;
   reservation_commit: Runner<number>;
   auth_failures: Runner<[number, number]>;
 }
@@ -19,6 +21,8 @@ export function loadLimitScripts(redis: Redis): LimitScripts {
   return defineScripts(redis, dir, [
     'token_bucket',
     'stream_slot',
+    'stream_renew',
+    'stream_release',
     'reservation_commit',
     'auth_failures',
   ]) as unknown as LimitScripts;

@@ -8,6 +8,7 @@ import { after, before, beforeEach, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '@taskline/engine';
 import { startRedis, type RedisServer } from '@taskline/testing';
+import { TenantLimits } from '../src/index.js';
 
 const source = (name: string) => readFileSync(new URL(`../lua/${name}.lua`, import.meta.url), 'utf8');
 const active = 'tl:api:active:{t}';
@@ -119,4 +120,31 @@ test('token_bucket writes nothing to the AOF: a request waits for no fsync of it
   // The place's task is what persists: its commit reaches the AOF (and shows that this test can see a write).
   await redis.eval(source('reservation_commit'), 1, active, 'r:1', 'task_a', 5, 60_000);
   assert.ok((await aofBytes()) > before, 'a committed place is in the AOF');
+});
+
+test('an event stream slot, its renewals and its release write nothing to the AOF: a heartbeat waits for no fsync', async () => {
+  const limits = new TenantLimits(redis, {
+    ratePerS: 10,
+    burst: 2,
+    maxUnfinishedTasks: 2,
+    maxStreams: 1,
+    streamLeaseMs: 60_000,
+    unfinishedTtlMs: 60_000,
+  });
+  await redis.ping();
+  const before = await aofBytes();
+  const slot = await limits.openStream('t');
+  await assert.rejects(limits.openStream('t'), { code: 'rate_limited' }, 'the cap holds in memory');
+  await slot.renew();
+  await slot.renew();
+  assert.equal(await redis.zcard('tl:api:streams:{t}'), 1);
+  await slot.release();
+  assert.equal(await aofBytes(), before, 'the slots are in memory only');
+  // Released: room again. A slot a restart or a failover lost comes back at its next renewal.
+  const next = await limits.openStream('t');
+  await redis.del('tl:api:streams:{t}');
+  await next.renew();
+  assert.equal(await redis.zcard('tl:api:streams:{t}'), 1, 'renewed back');
+  const ttl = await redis.pttl('tl:api:streams:{t}');
+  assert.ok(ttl > 0 && ttl <= 60_000, `the set expires unless streams renew it (${ttl})`);
 });
