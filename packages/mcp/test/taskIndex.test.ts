@@ -16,8 +16,12 @@ import { pollTask, rpc } from '@taskline/test-support/mcp';
 
 /** The least TASKLINE_OPERATOR_INDEX_MAX takes. */
 const MAX = 100;
-/** TASKLINE_TASK_RETENTION_S here: a tenant's index expires this long after the sweep that follows its last create. */
-const RETENTION_S = 2;
+/**
+ * TASKLINE_TASK_RETENTION_S here: a tenant's index expires this long after the sweep that last
+ * visited it. The sweeps (every 200 ms) must never be this far apart, or the index of a tenant
+ * with unfinished tasks expires under the test: at 2 s a starved CI host once let it.
+ */
+const RETENTION_S = 6;
 /** `n` index entries (score, member) of tasks whose records expired long ago, oldest first. */
 const deadEntries = (n: number) =>
   Array.from({ length: n }, (_, i) => [
@@ -147,11 +151,18 @@ describe("MCP tool-task index: bounded by the index sweep and by each page's rea
       return ids;
     };
     let ids = await listed();
-    assert.ok(ids.includes(asking) && ids.includes(running), `past the bound: ${JSON.stringify(ids)}`);
+    const index = async () => `index of ${await redis.zcard(key)} entries, pttl ${await redis.pttl(key)}`;
+    assert.ok(
+      ids.includes(asking) && ids.includes(running),
+      `past the bound: ${JSON.stringify(ids)}, ${await index()}`,
+    );
     // No create for longer than the retention: the tenant's index would have expired.
     await sleep(RETENTION_S * 1000 + 1500);
     ids = await listed();
-    assert.ok(ids.includes(asking) && ids.includes(running), `past the retention: ${JSON.stringify(ids)}`);
+    assert.ok(
+      ids.includes(asking) && ids.includes(running),
+      `past the retention: ${JSON.stringify(ids)}, ${await index()}`,
+    );
     // Once they end, they age out, and the index with them.
     await client.experimental.tasks.cancelTask(asking);
     await client.experimental.tasks.cancelTask(running);
