@@ -296,9 +296,10 @@ export const DEFAULTS = {
   TASKLINE_SHUTDOWN_DEADLINE_MS: '10000',
   /**
    * How long the api keeps an idle client connection open (Node.js's `keepAliveTimeout`, 5 s by
-   * default). Longer than the idle timeout of whatever pools connections in front: 60 s for AWS's
-   * ALB and ingress-nginx's upstream keep-alive; Google Cloud's load balancers keep theirs 600 s,
-   * so set 620000 there. A balancer that reuses a connection the api has just closed answers 502.
+   * default), and every service's metrics listener a scraper's. Longer than the idle timeout of
+   * whatever pools connections in front: 60 s for AWS's ALB and ingress-nginx's upstream
+   * keep-alive; Google Cloud's load balancers keep theirs 600 s, so set 620000 there. A client or
+   * balancer that reuses a connection the server has just closed fails (a 502 at a balancer).
    */
   TASKLINE_HTTP_KEEPALIVE_MS: '65000',
   /** MCP without auth: every caller is the one tenant `local`. Only for local runs (the conformance suite). */

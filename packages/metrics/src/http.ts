@@ -123,6 +123,8 @@ export async function startMetricsServer(options: {
   port: number;
   host?: string;
   probes?: ProbeHandlers;
+  /** How long an idle scrape connection stays open (TASKLINE_HTTP_KEEPALIVE_MS); Node.js's 5 s when unset. */
+  keepAliveMs?: number;
 }): Promise<MetricsServer> {
   const handler = metricsHandler(options.metrics.registry);
   const server = createServer((req, res) => {
@@ -133,6 +135,7 @@ export async function startMetricsServer(options: {
     const known = path === '/metrics' || (options.probes && (path === '/healthz' || path === '/readyz'));
     json(res, known ? 405 : 404, { error: { code: known ? 'method_not_allowed' : 'not_found' } });
   });
+  if (options.keepAliveMs !== undefined) server.keepAliveTimeout = options.keepAliveMs;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host ?? '0.0.0.0', () => {

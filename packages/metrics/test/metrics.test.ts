@@ -221,6 +221,20 @@ test('httpMetrics counts by route pattern and skips timing event streams; metric
   }
 });
 
+test('startMetricsServer keeps an idle scrape connection open as long as it is told, and says so', async () => {
+  // Node.js's own 5 s: a scraper (or a test) reusing its connection as the server closes it fails.
+  const metrics = createMetrics({ service: 'scheduler', tenantTopN: 1, defaultMetrics: false });
+  const server = await startMetricsServer({ metrics, port: 0, host: '127.0.0.1', keepAliveMs: 65_000 });
+  try {
+    const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
+    await res.text();
+    assert.equal(res.headers.get('keep-alive'), 'timeout=65');
+  } finally {
+    await server.close();
+    metrics.close();
+  }
+});
+
 test('startMetricsServer exposes /metrics and answers other paths with a JSON error', async () => {
   const metrics = createMetrics({ service: 'gpu-worker', tenantTopN: 1, defaultMetrics: false });
   metrics.workerSlots.set({ model: 'tiny-chat', state: 'free' }, 4);

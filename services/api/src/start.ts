@@ -47,6 +47,7 @@ async function main(mcpExtensions: McpExtensions | undefined): Promise<void> {
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    keepAliveMs: env.TASKLINE_HTTP_KEEPALIVE_MS,
   });
   const running = await serve(
     api,

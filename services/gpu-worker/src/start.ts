@@ -66,6 +66,7 @@ export async function startWorker(
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    keepAliveMs: env.TASKLINE_HTTP_KEEPALIVE_MS,
     // Ready once registered with a scheduler: slots no scheduler counts take no work.
     probes: {
       build,

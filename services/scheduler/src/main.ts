@@ -43,6 +43,7 @@ async function main(): Promise<void> {
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    keepAliveMs: env.TASKLINE_HTTP_KEEPALIVE_MS,
     // A standby is ready too: it answers workers with the leader's address.
     probes: {
       build,

@@ -43,6 +43,8 @@ test('scheduler and worker answer /healthz with their version and build, /readyz
   ] as const) {
     const health = await fetch(`${metricsBase(s)}/healthz`);
     assert.equal(health.status, 200, service);
+    // TASKLINE_HTTP_KEEPALIVE_MS: a probe or scrape that reuses its connection finds it open.
+    assert.equal(health.headers.get('keep-alive'), 'timeout=65', service);
     assert.deepEqual(await health.json(), {
       status: 'ok',
       service,

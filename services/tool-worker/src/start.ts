@@ -204,6 +204,7 @@ export async function startToolWorker(options: ToolWorkerOptions): Promise<ToolW
     metrics,
     port: env.TASKLINE_METRICS_PORT,
     host: env.TASKLINE_HOST,
+    keepAliveMs: env.TASKLINE_HTTP_KEEPALIVE_MS,
     probes: { build, notReady: workerReadiness(() => worker, redis) },
   });
 
